@@ -1,0 +1,38 @@
+"""fdbqueue: shared, transactional FIFO and priority queues stored in FoundationDB.
+
+>>> from fdbqueue import Queue, PriorityQueue, Subspace, memory
+>>> db = memory.open()                      # or: fdb.api_version(710); db = fdb.open()
+>>> q = Queue(Subspace(("Q",)))
+>>> q.enqueue(db, "job-1")
+>>> q.dequeue(db)
+'job-1'
+
+Every operation takes a Database (its own transaction, committed and retried) or a
+Transaction (runs inside it, commits nothing), like any ``fdb.transactional`` function.
+The library never calls ``fdb.api_version()``: your application does, before ``fdb.open()``.
+Importing fdbqueue needs no ``libfdb_c``.
+"""
+
+from __future__ import annotations
+
+from fdb.subspace_impl import Subspace
+
+from fdbqueue import memory
+from fdbqueue.codecs import Codec, RawCodec, TupleCodec
+from fdbqueue.priority import PriorityQueue
+from fdbqueue.queue import Queue
+from fdbqueue.transactional import transactional
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Codec",
+    "PriorityQueue",
+    "Queue",
+    "RawCodec",
+    "Subspace",
+    "TupleCodec",
+    "__version__",
+    "memory",
+    "transactional",
+]

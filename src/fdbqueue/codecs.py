@@ -1,0 +1,175 @@
+"""Codecs: how a queue turns the values you give it into the bytes stored in FoundationDB.
+
+Every queue has one codec, chosen with ``codec=`` when the queue is made:
+
+``"tuple"`` (the default)
+    Any value FoundationDB's tuple layer packs (int, str, bytes, float, bool, UUID, nested
+    tuples, ...), stored as ``fdb.tuple.pack((value,))``: the layout FoundationDB's Java
+    recipes (``MicroQueue``, ``MicroPriority``) use for values.
+``"raw"``
+    ``bytes`` in, ``bytes`` out, stored unchanged: the layout FoundationDB's Python queue
+    recipe uses (``tr[key] = value``).
+any object with ``encode(value) -> bytes`` and ``decode(data: bytes) -> value``
+    Your own format (JSON, msgpack, protobuf, ...).
+
+Whatever the codec, ``None`` cannot be stored: ``dequeue`` and ``peek`` return ``None`` for an
+empty queue, so a stored ``None`` could not be told apart from "no item". And an encoded value
+must fit FoundationDB's value size limit of 100,000 bytes. Both are checked before anything is
+written (:func:`encode_value`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import fdb.tuple
+
+__all__ = [
+    "MAX_VALUE_BYTES",
+    "Codec",
+    "RawCodec",
+    "TupleCodec",
+    "encode_value",
+    "resolve_codec",
+]
+
+#: FoundationDB's limit on the size of a value, in bytes (error 2103 ``value_too_large``).
+MAX_VALUE_BYTES = 100_000
+
+
+@runtime_checkable
+class Codec(Protocol):
+    """What a codec provides: ``encode(value) -> bytes`` and ``decode(bytes) -> value``.
+
+    ``decode(encode(v))`` must give back a value equal to ``v``. ``encode`` should raise
+    TypeError or ValueError for values it cannot represent.
+    """
+
+    def encode(self, value: Any) -> bytes:
+        """Return the bytes to store for ``value``."""
+        ...
+
+    def decode(self, data: bytes) -> Any:
+        """Return the value that ``data`` (bytes produced by :meth:`encode`) stands for."""
+        ...
+
+
+class TupleCodec:
+    """Stores a value as the one-element tuple ``fdb.tuple.pack((value,))``.
+
+    Accepts whatever the tuple layer packs; anything else raises TypeError on encode. This is
+    the Java recipes' value layout (``Tuple.from(value).pack()``).
+    """
+
+    name = "tuple"
+
+    def encode(self, value: Any) -> bytes:
+        """Pack ``value`` as a one-element tuple.
+
+        Raises:
+            TypeError: the tuple layer cannot pack ``value``.
+        """
+        try:
+            return bytes(fdb.tuple.pack((value,)))
+        except (TypeError, ValueError) as error:
+            raise TypeError(
+                f"the tuple codec cannot store a {type(value).__name__} ({error}); it takes "
+                "what fdb.tuple packs: int, str, bytes, float, bool, uuid.UUID, tuples of these"
+            ) from None
+
+    def decode(self, data: bytes) -> Any:
+        """Unpack a one-element tuple and return its element."""
+        return fdb.tuple.unpack(data)[0]
+
+    def __repr__(self) -> str:
+        return "TupleCodec()"
+
+
+class RawCodec:
+    """Stores bytes unchanged; values must be ``bytes``, ``bytearray`` or ``memoryview``.
+
+    This is the Python recipe's value layout. Decoding returns ``bytes``.
+    """
+
+    name = "raw"
+
+    def encode(self, value: Any) -> bytes:
+        """Return ``value`` as bytes.
+
+        Raises:
+            TypeError: ``value`` is not bytes-like.
+        """
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value)
+        raise TypeError(f"the raw codec stores bytes, not {type(value).__name__}")
+
+    def decode(self, data: bytes) -> bytes:
+        """Return ``data`` unchanged."""
+        return bytes(data)
+
+    def __repr__(self) -> str:
+        return "RawCodec()"
+
+
+_NAMED: dict[str, Callable[[], Codec]] = {"tuple": TupleCodec, "raw": RawCodec}
+
+
+def resolve_codec(codec: str | Codec) -> Codec:
+    """Return the codec object for ``codec``: a name (``"tuple"``, ``"raw"``) or a codec.
+
+    Raises:
+        ValueError: an unknown codec name.
+        TypeError: neither a name nor an object with callable ``encode`` and ``decode``.
+    """
+    if isinstance(codec, str):
+        try:
+            return _NAMED[codec]()
+        except KeyError:
+            raise ValueError(
+                f"unknown codec {codec!r}: use 'tuple', 'raw' or an object with encode/decode"
+            ) from None
+    if isinstance(codec, Codec):  # runtime_checkable: has encode and decode
+        return codec
+    raise TypeError(
+        f"codec must be 'tuple', 'raw' or an object with encode(value) and decode(bytes), "
+        f"not {type(codec).__name__}"
+    )
+
+
+def codec_name(codec: Codec) -> str:
+    """Return a short name for ``codec``: ``"tuple"``, ``"raw"`` or its class name."""
+    return str(getattr(codec, "name", type(codec).__name__))
+
+
+def encode_value(codec: Codec, value: Any) -> bytes:
+    """Encode ``value`` with ``codec`` and check it can be stored as a queue item.
+
+    Cost: no database access; call it before the first write of an operation.
+
+    Returns:
+        The bytes to store.
+
+    Raises:
+        ValueError: ``value`` is None (it would be ambiguous with "empty queue"), or the encoded
+            value is larger than :data:`MAX_VALUE_BYTES` (100,000 bytes).
+        TypeError: the codec cannot encode ``value``, or a custom codec returned something
+            other than bytes.
+    """
+    if value is None:
+        raise ValueError(
+            "None cannot be stored in a queue: dequeue and peek return None for an empty queue"
+        )
+    encoded = codec.encode(value)
+    if isinstance(encoded, (bytearray, memoryview)):
+        encoded = bytes(encoded)
+    if not isinstance(encoded, bytes):
+        raise TypeError(
+            f"{codec_name(codec)} codec's encode() returned {type(encoded).__name__}, not bytes"
+        )
+    if len(encoded) > MAX_VALUE_BYTES:
+        raise ValueError(
+            f"encoded value is {len(encoded):,} bytes; FoundationDB's value size limit is "
+            f"{MAX_VALUE_BYTES:,} bytes"
+        )
+    return encoded

@@ -1,0 +1,227 @@
+"""A FIFO queue stored in FoundationDB, following FoundationDB's "Queues" recipe.
+
+Each item is one key-value pair ``subspace[(index, random)] = value``: ``index`` orders the
+items, and ``random`` (20 random bytes) keeps keys of concurrently enqueued items distinct.
+An enqueue finds the last index with a snapshot range read (``limit=1, reverse=True``), so it
+adds no read conflict range and concurrent enqueues never conflict with each other or with
+dequeues. A dequeue reads the first item with a ``limit=1`` range read and clears it.
+
+Ordering guarantee
+    Items come out in key order. If the transaction that enqueued item A committed before the
+    transaction that enqueues item B got its read version, then A comes out before B. Items
+    whose enqueue transactions overlap in time may be given the same index, and then come out
+    in the order of their random elements, i.e. in either order: the queue is FIFO between
+    enqueues that do not overlap, and unordered among those that do. Several enqueues in one
+    transaction (or one ``enqueue_many``) keep their order. When a queue becomes empty, indexes
+    start again at 1.
+
+Source followed: FoundationDB's "Queues" recipe (documentation ``queues.rst`` and
+``queues-java.rst``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from fdbqueue.codecs import Codec
+from fdbqueue.store import ItemStore
+from fdbqueue.transactional import TransactionContext, require_writable, transactional
+
+__all__ = ["Queue"]
+
+
+class Queue:
+    """A shared FIFO queue in one FoundationDB subspace.
+
+    Every operation takes ``tr``: a Database or Tenant (the operation runs in its own
+    transaction, committed and retried on retryable errors, as ``fdb.transactional`` does) or
+    a Transaction (the operation runs inside it and commits nothing, so several operations
+    and your own reads and writes form one atomic transaction). Both the ``fdb`` binding's
+    objects and :mod:`fdbqueue.memory`'s are accepted; anything else raises TypeError.
+
+    Args:
+        subspace: a ``Subspace``, ``DirectorySubspace`` or tuple prefix (``("Q",)``) dedicated
+            to this queue. Items live in ``subspace.range()``; the size counter lives just
+            after it, at ``subspace.key() + b"\\xff"`` (see :mod:`fdbqueue.store`).
+        codec: how values are stored: ``"tuple"`` (default, any value the tuple layer packs,
+            as the Java recipe stores it), ``"raw"`` (bytes, stored unchanged, as the Python
+            recipe stores it) or an object with ``encode``/``decode``
+            (:mod:`fdbqueue.codecs`).
+
+    Raises:
+        TypeError: ``subspace`` or ``codec`` has the wrong type.
+        ValueError: the subspace prefix is empty, or the codec name is unknown.
+
+    Recipe compatibility: with ``codec="raw"``, this queue and FoundationDB's Python recipe
+    over the same subspace read each other's items in order; with ``codec="tuple"`` the same
+    holds for the Java recipe (``MicroQueue``). Items the recipes write are not counted by
+    :meth:`size`, which counts what fdbqueue enqueued minus what it dequeued (never below 0).
+    """
+
+    def __init__(self, subspace: Any, *, codec: str | Codec = "tuple") -> None:
+        self._store = ItemStore(subspace, codec)
+
+    @property
+    def subspace(self) -> Any:
+        """The Subspace whose ``range()`` holds the items."""
+        return self._store.subspace
+
+    @property
+    def codec(self) -> Codec:
+        """The codec that encodes and decodes values."""
+        return self._store.codec
+
+    def __repr__(self) -> str:
+        return f"Queue({self._store.subspace!r}, codec={self._store.codec!r})"
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def enqueue(self, tr: TransactionContext, value: Any) -> None:
+        """Add ``value`` at the back of the queue.
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+            value: any value the queue's codec encodes, except None.
+
+        Raises:
+            ValueError: ``value`` is None, or encodes to more than 100,000 bytes.
+            TypeError: the codec cannot encode ``value``, or ``tr`` is of the wrong type.
+
+        Nothing is written when an error is raised. Cost: one snapshot range read (no read
+        conflict range), one set and one atomic add; it never conflicts with other enqueues or
+        dequeues.
+        """
+        self._append(tr, [self._store.encode(value)])
+
+    def enqueue_many(self, tr: TransactionContext, values: Iterable[Any]) -> None:
+        """Add every value of ``values`` at the back of the queue, in order, atomically.
+
+        Every value is encoded and checked before anything is written, so a bad value leaves
+        the queue unchanged. Cost: one snapshot range read for the whole batch, then one set
+        per value and one atomic add; no conflicts, as for :meth:`enqueue`.
+
+        Raises:
+            ValueError: a value is None or too large, or the batch exceeds FoundationDB's
+                10,000,000-byte transaction limit.
+            TypeError: ``values`` is not an iterable of values, a value cannot be encoded, or
+                ``tr`` is of the wrong type.
+        """
+        encoded = self._store.encode_many(values)
+        if encoded:
+            self._append(tr, encoded)
+
+    @transactional
+    def _append(self, tr: TransactionContext, encoded: list[bytes]) -> None:
+        require_writable(tr, "enqueue")
+        index = self._last_index(tr)
+        for value in encoded:
+            index += 1
+            self._store.write(tr, self._store.item_key((index,)), value)
+
+    def _last_index(self, tr: TransactionContext) -> int:
+        """The index of the last item, 0 for an empty queue (snapshot read: no conflict)."""
+        last = self._store.read(tr, limit=1, reverse=True, snapshot=True)
+        if not last:
+            return 0
+        index: int = self._store.unpack_position(last[0].key)[0]
+        return index
+
+    # -- taking -----------------------------------------------------------------------------
+
+    @transactional
+    def dequeue(self, tr: TransactionContext) -> Any:
+        """Remove the item at the front of the queue and return its value.
+
+        Returns:
+            The oldest item's value, or None when the queue is empty.
+
+        Raises:
+            TypeError: ``tr`` is of the wrong type or a read-only snapshot view.
+
+        Cost: one range read (``limit=1``), one clear and one atomic add. Its read conflict
+        range runs from the start of the queue to just past the item taken, so two concurrent
+        dequeues conflict (one commits, the other retries and takes the next item), while
+        concurrent enqueues, which write after the last item, do not conflict with it.
+        """
+        require_writable(tr, "dequeue")
+        items = self._store.read(tr, limit=1)
+        if not items:
+            return None
+        return self._store.remove(tr, items)[0]
+
+    @transactional
+    def dequeue_many(self, tr: TransactionContext, n: int) -> list[Any]:
+        """Remove up to ``n`` items from the front of the queue and return their values.
+
+        Args:
+            n: the most items to take (an int >= 0).
+
+        Returns:
+            The values, oldest first; fewer than ``n`` (or none) when the queue holds fewer.
+
+        Raises:
+            TypeError: ``n`` is not an int, or ``tr`` is of the wrong type.
+            ValueError: ``n`` is negative.
+
+        Cost: one range read (``limit=n``), ``n`` clears and one atomic add. The read conflict
+        range covers the front of the queue up to just past the last item taken.
+        """
+        _check_count(n)
+        if n == 0:
+            return []
+        require_writable(tr, "dequeue_many")
+        return self._store.remove(tr, self._store.read(tr, limit=n))
+
+    # -- looking ----------------------------------------------------------------------------
+
+    @transactional
+    def peek(self, tr: TransactionContext) -> Any:
+        """Return the value at the front of the queue without removing it, or None if empty.
+
+        Cost: one range read (``limit=1``); its read conflict range covers the front of the
+        queue up to just past the first item (the whole queue range when empty).
+        """
+        items = self._store.read(tr, limit=1)
+        return self._store.decode(items[0].value) if items else None
+
+    @transactional
+    def empty(self, tr: TransactionContext) -> bool:
+        """Return True when the queue holds no item.
+
+        Exact, whatever wrote the items. Cost: one range read (``limit=1``), with the read
+        conflict range of :meth:`peek`.
+        """
+        return not self._store.read(tr, limit=1)
+
+    @transactional
+    def size(self, tr: TransactionContext) -> int:
+        """Return the number of items, from a counter that enqueue and dequeue keep.
+
+        The counter is changed with atomic adds, so keeping it adds no conflicts to enqueue or
+        dequeue. It is exact for items that fdbqueue wrote and removed; items written or
+        removed by other code (such as FoundationDB's recipes) are not counted, and the result
+        is never below 0. Use :meth:`empty` for an exact emptiness test.
+
+        Cost: one point read. Inside your own transaction that read adds a read conflict on
+        the counter, so your transaction conflicts with any enqueue or dequeue that commits
+        first; pass ``tr.snapshot`` to read the size without that conflict.
+        """
+        return self._store.size(tr)
+
+    @transactional
+    def clear(self, tr: TransactionContext) -> None:
+        """Remove every item and the size counter.
+
+        Cost: one range clear (``clear_range_startswith`` of the subspace prefix); no reads,
+        so it never conflicts, but concurrent dequeues that read the cleared items do.
+        """
+        self._store.clear(tr)
+
+
+def _check_count(n: Any) -> None:
+    """Raise TypeError unless ``n`` is an int (not a bool), ValueError if it is negative."""
+    if type(n) is bool or not isinstance(n, int):
+        raise TypeError(f"n must be an int, not {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"n must be >= 0, not {n}")

@@ -1,0 +1,219 @@
+"""Run a function in a transaction, with ``fdb.transactional``'s contract, on both backends.
+
+FoundationDB's Python binding ships ``fdb.transactional``: a decorator whose wrapped function
+receives either a Database (then it creates a transaction, runs the body, commits, and retries
+through ``Transaction.on_error``) or a Transaction (then it runs the body inside that
+transaction and commits nothing, so transactional functions compose). The binding's version
+recognises only its own classes and refuses to run before ``fdb.api_version()``;
+:func:`transactional` here follows the same contract by duck typing, so it accepts the real
+binding's ``Database``, ``Tenant`` and ``Transaction`` as well as their
+:mod:`fdbqueue.memory` counterparts.
+
+Source followed: ``bindings/python/fdb/impl.py`` (``transactional``) and the retry loop
+described in FoundationDB's developer guide ("Transaction retry loops").
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeAlias, TypeVar, overload
+
+__all__ = [
+    "TransactionContext",
+    "is_database",
+    "is_fdb_error",
+    "is_transaction",
+    "require_writable",
+    "run_in_retry_loop",
+    "transactional",
+]
+
+#: A Database, Tenant or Transaction of the ``fdb`` binding or of :mod:`fdbqueue.memory`:
+#: what every fdbqueue operation takes as ``tr`` (FoundationDB's Java binding calls the same
+#: idea a ``TransactionContext``). The binding is untyped, so this is ``Any`` to the type checker.
+TransactionContext: TypeAlias = Any
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def is_database(candidate: object) -> bool:
+    """Return True when ``candidate`` can create transactions (a Database or a Tenant).
+
+    This is the binding's own distinction: ``fdb.Database`` and ``fdb.Tenant`` have
+    ``create_transaction()``; transactions and snapshot views do not.
+    """
+    return callable(getattr(candidate, "create_transaction", None))
+
+
+def is_transaction(candidate: object) -> bool:
+    """Return True when ``candidate`` is a transaction or a transaction's snapshot view.
+
+    Anything that reads like a transaction (``get`` and ``get_range``) and is not a database
+    counts, as ``fdb.transactional`` accepts any ``TransactionRead``.
+    """
+    return (
+        not is_database(candidate)
+        and callable(getattr(candidate, "get", None))
+        and callable(getattr(candidate, "get_range", None))
+    )
+
+
+def require_writable(tr: TransactionContext, operation: str) -> None:
+    """Raise TypeError when ``tr`` is a read-only view (such as ``tr.snapshot``).
+
+    Args:
+        tr: the transaction an operation that writes was given.
+        operation: the operation's name, for the message.
+
+    Raises:
+        TypeError: ``tr`` has no ``set`` method, so it cannot write.
+    """
+    if not callable(getattr(tr, "set", None)):
+        raise TypeError(
+            f"{operation} writes, so it needs a Database or a Transaction; "
+            f"got a read-only {type(tr).__name__} (a snapshot view?)"
+        )
+
+
+def _fdb_error_types() -> tuple[type[BaseException], ...]:
+    from fdbqueue.memory import FDBError as MemoryFDBError
+
+    types: list[type[BaseException]] = [MemoryFDBError]
+    real_impl = sys.modules.get("fdb.impl")  # loaded only once fdb.api_version() ran
+    if real_impl is not None:
+        types.append(real_impl.FDBError)
+    return tuple(types)
+
+
+def is_fdb_error(error: BaseException) -> bool:
+    """Return True when ``error`` is a FoundationDB error of either backend.
+
+    Both ``fdb.FDBError`` (real binding, when it is loaded) and
+    :class:`fdbqueue.memory.FDBError` count. Only these are handed to ``on_error``; any other
+    exception leaves a retry loop at once.
+    """
+    return isinstance(error, _fdb_error_types())
+
+
+def _parameter_index(func: Callable[..., Any], parameter: str) -> int:
+    unwrapped = inspect.unwrap(func)
+    names = inspect.getfullargspec(unwrapped).args
+    try:
+        return names.index(parameter)
+    except ValueError:
+        raise TypeError(
+            f"@transactional: {func.__qualname__} has no positional parameter named {parameter!r}"
+        ) from None
+
+
+def _describe(candidate: object) -> str:
+    return f"{type(candidate).__module__}.{type(candidate).__qualname__}"
+
+
+def run_in_retry_loop(database: Any, body: Callable[[Any], R]) -> R:
+    """Run ``body(tr)`` in a new transaction of ``database``, commit, and retry on errors.
+
+    This is the standard FoundationDB retry loop: on an error from the body or the commit that
+    is a FoundationDB error, ``tr.on_error(error).wait()`` either resets the transaction and
+    waits a backoff (retryable errors: the body runs again) or raises the error again (any
+    other error, or the transaction's retry limit or timeout reached). Any other exception
+    propagates at once and nothing is committed.
+
+    Args:
+        database: a Database or Tenant of either backend.
+        body: a function of one argument, the transaction; it may run several times.
+
+    Returns:
+        What the last, committed run of ``body`` returned.
+    """
+    tr = database.create_transaction()
+    while True:
+        try:
+            result = body(tr)
+            tr.commit().wait()
+            return result
+        except Exception as error:
+            if not is_fdb_error(error):
+                raise
+            tr.on_error(error).wait()
+
+
+@overload
+def transactional(func: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
+def transactional(*, parameter: str = "tr") -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def transactional(
+    func: Callable[P, R] | None = None, /, *, parameter: str = "tr"
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a function so that its ``tr`` parameter takes a Database or a Transaction.
+
+    A drop-in for ``fdb.transactional`` that also accepts :mod:`fdbqueue.memory` objects and
+    needs no ``fdb.api_version()`` call to be defined. Use it bare (``@transactional``) or
+    with the parameter's name (``@transactional(parameter="tx")``); it works on functions and
+    methods, with the parameter passed by position or by keyword.
+
+    At call time, the argument in that parameter decides:
+
+    * a Database or Tenant (anything with ``create_transaction()``): a new transaction is
+      created, the body runs, the transaction is committed, and FoundationDB errors go through
+      ``on_error``, which retries retryable ones (the body may run several times, so it must
+      not have side effects outside the transaction);
+    * a Transaction (or a transaction's ``snapshot`` view): the body runs inside it and nothing
+      is committed, so several operations compose into one atomic transaction and an exception
+      in the caller's code leaves the database untouched.
+
+    Raises:
+        TypeError: at call time, when the argument is neither a database nor a transaction; at
+            decoration time, when the function has no such parameter.
+        ValueError: at decoration time, for a generator function (as ``fdb.transactional``
+            refuses them: a generator would escape the retry loop).
+    """
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        if inspect.isgeneratorfunction(inspect.unwrap(function)):
+            raise ValueError("generators can not be wrapped with @transactional")
+        index = _parameter_index(function, parameter)
+
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            by_keyword = index >= len(args)
+            if by_keyword:
+                if parameter not in kwargs:
+                    raise TypeError(
+                        f"{function.__qualname__}() missing required argument {parameter!r}"
+                    )
+                context = kwargs[parameter]
+            else:
+                context = args[index]
+
+            if is_transaction(context):
+                return function(*args, **kwargs)
+            if not is_database(context):
+                raise TypeError(
+                    f"{function.__qualname__}(): {parameter!r} must be a Database, Tenant or "
+                    f"Transaction (fdb or fdbqueue.memory), not {_describe(context)}"
+                )
+
+            def body(tr: Any) -> R:
+                if by_keyword:
+                    call_kwargs: dict[str, Any] = {**kwargs, parameter: tr}
+                    return function(*args, **call_kwargs)
+                call_args = list(args)
+                call_args[index] = tr
+                return function(*call_args, **kwargs)  # type: ignore[arg-type]
+
+            return run_in_retry_loop(context, body)
+
+        return wrapper
+
+    if func is not None:
+        return decorate(func)
+    return decorate
