@@ -135,7 +135,7 @@ class ItemStore:
         """
         try:
             key: bytes = self.subspace.pack((*position, random_element()))
-        except ValueError as error:
+        except (ValueError, struct.error) as error:  # struct.error: int beyond 255 bytes
             raise ValueError(f"cannot make an item key from {position!r}: {error}") from None
         if len(key) > MAX_KEY_BYTES:
             raise ValueError(

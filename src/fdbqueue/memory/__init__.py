@@ -1,0 +1,97 @@
+"""An in-memory FoundationDB with FoundationDB's transaction semantics: a test double.
+
+``memory.open()`` returns a thread-safe :class:`Database` whose objects have the ``fdb``
+binding's shapes (``create_transaction``, ``get``/``get_range``/``get_key``, ``set``/``clear``/
+``clear_range``, atomic operations, versionstamps, ``watch``, ``snapshot``, conflict ranges,
+``commit``/``on_error``/``reset``/``cancel``, ``options``), so fdbqueue and ordinary layer code
+run on it unchanged. It is the default of fdbqueue's examples and the backend CI tests on.
+Nothing is persisted; it is not a storage engine.
+
+What it models, as ``shared/fdb-semantics.md`` states FoundationDB's behaviour:
+
+* one ordered key space of bytes (memcmp order); system keys (``b"\\xff"`` on) need the
+  ``access_system_keys`` / ``read_system_keys`` options, else 2004;
+* versions that advance about 1,000,000 per second; a read version taken lazily at the first
+  read; MVCC reads at that version; the five-second window (1007 for reads and for commits
+  with writes once the read version is more than 5,000,000 versions old);
+* read-your-writes, snapshot reads included; reads served entirely from the transaction's own
+  sets and clears reach no database and add no read conflict range;
+* read conflict ranges from non-snapshot reads (limited range reads add only what they read),
+  write conflict ranges from every write; 1020 at commit when a newer commit wrote inside a
+  read conflict range; blind writes never conflict; read-only commits do no check;
+* atomic operations, versionstamped keys and values (reading them in the writing transaction
+  raises 1036), ``get_versionstamp``;
+* limits: keys over 10,000 bytes (2102), values over 100,000 bytes (2103), transactions over
+  10,000,000 bytes (2101); like the binding, write errors surface at the next read or commit;
+* ``on_error``: retryable codes (1007, 1009, 1020, 1021, 1037, 1213) reset the transaction and
+  back off (10 ms doubling, with upstream's random jitter, capped by ``max_retry_delay``, 1 s by
+  default); options ``timeout`` (1031), ``retry_limit``, ``max_retry_delay`` survive retries;
+* watches that fire when the value changes from what the transaction read, active after the
+  commit, failing with the commit's error, at most 10,000 outstanding (1032);
+* ``Latency(grv, read, commit)``: each read version, read and commit sleeps that long (outside
+  the database lock), so contention behaves as on a networked cluster.
+
+Known differences from a real cluster:
+
+* single process, no network, no durability, no tenants, no locality or management APIs, no
+  ``get_estimated_range_size_bytes`` / ``get_range_split_points``;
+* range reads are eager (the binding's ``FDBRange`` fetches lazily in batches), so a range is
+  read when ``get_range`` is called, not when it is iterated;
+* conflict detection is exact per key range (a real resolver may also report conflicts for
+  transactions whose read version fell out of its window, and keeps no more than ~5 s);
+* versionstamps' 2-byte batch order is always 0 (every commit is its own batch);
+* ``get_key`` and KeySelector range endpoints add a read conflict range spanning the reference
+  key and the key found, a slight superset of upstream's;
+* the read version is never served from a cache and ``causal_read_risky`` and similar
+  options have no effect; ``faults`` (fault injection) is reserved for a later release;
+* :meth:`Database.advance_time` (a test hook) moves the version clock forward, so tests of the
+  five-second window need not sleep.
+"""
+
+from __future__ import annotations
+
+from fdbqueue.memory.database import Database, Latency
+from fdbqueue.memory.errors import FDBError, is_retryable
+from fdbqueue.memory.futures import Future, Value
+from fdbqueue.memory.keys import KeySelector, KeyValue
+from fdbqueue.memory.transaction import RangeResult, Snapshot, Transaction
+
+__all__ = [
+    "Database",
+    "FDBError",
+    "Future",
+    "KeySelector",
+    "KeyValue",
+    "Latency",
+    "RangeResult",
+    "Snapshot",
+    "Transaction",
+    "Value",
+    "is_retryable",
+    "open",
+]
+
+
+def open(  # noqa: A001 - the binding's name
+    *, latency: Latency | None = None, faults: object = None, seed: int | None = None
+) -> Database:
+    """Open a new, empty in-memory database.
+
+    Args:
+        latency: simulated latency of read versions, reads and commits (seconds); None for
+            none.
+        faults: reserved for fault injection; must be None.
+        seed: seeds the database's random choices (retry backoff jitter).
+
+    Returns:
+        A thread-safe :class:`Database`.
+
+    Raises:
+        ValueError: ``faults`` is not None.
+        TypeError: ``latency`` is not a :class:`Latency`.
+    """
+    if faults is not None:
+        raise ValueError("fault injection is not supported yet: faults must be None")
+    if latency is not None and not isinstance(latency, Latency):
+        raise TypeError(f"latency must be a memory.Latency, not {type(latency).__name__}")
+    return Database(latency=latency, seed=seed)

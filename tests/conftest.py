@@ -1,0 +1,175 @@
+"""Fixtures shared by the whole suite.
+
+``db`` runs each test on every selected backend:
+
+- ``memory``: a fresh ``fdbqueue.memory.open()`` database per test; always available.
+- ``fdb``: a real FoundationDB cluster, shared by the session. With ``FDB_CLUSTER_FILE`` set,
+  the cluster it names (nothing is started). Otherwise, when ``fdbserver`` and ``fdbcli`` are
+  on PATH (or named by ``FDBSERVER`` / ``FDBCLI``), a throwaway single-process ``fdbserver``
+  on 127.0.0.1 (free port, temporary data dir, log dir and cluster file, memory engine), which
+  is stopped and deleted at the end of the session. ``FDB_API_VERSION`` (default 710) is
+  passed to ``fdb.api_version()``.
+
+``pytest --backend=all`` (default) runs both and skips ``fdb`` with a reason saying how to
+enable it when no cluster is available; ``--backend=memory`` runs memory only;
+``--backend=fdb`` runs fdb only and makes a missing cluster an error.
+
+``subspace`` gives each test its own ``Subspace(("fdbqueue-test", <uuid hex>))`` and clears
+every key under its raw prefix afterwards, so tests leave nothing behind.
+
+The decision logic and the cluster start-up live in ``tests/fdb_cluster.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import fdb_cluster
+import pytest
+from helpers import run
+
+from fdbqueue import Subspace
+
+BACKENDS = ("memory", "fdb")
+PLAN = pytest.StashKey[fdb_cluster.Plan]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fdbqueue")
+    group.addoption(
+        "--backend",
+        choices=fdb_cluster.BACKEND_CHOICES,
+        default="all",
+        help=(
+            "backends for the `db` fixture: all (default: memory, plus fdb when a cluster is "
+            "available, skipped otherwise), memory, or fdb (an unavailable cluster is an error)"
+        ),
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "memory_only(reason): the test needs fdbqueue.memory features; skipped on the fdb backend",
+    )
+    config.addinivalue_line(
+        "markers", "slow: takes seconds on a real cluster (the five-second transaction window)"
+    )
+    backend = config.getoption("backend")
+    plan = fdb_cluster.decide(backend, os.environ)
+    config.stash[PLAN] = plan
+    if backend == "fdb" and plan.action == "error":
+        raise pytest.UsageError(plan.reason)
+
+
+def selected_backends(config: pytest.Config) -> list[str]:
+    backend = config.getoption("backend")
+    return list(BACKENDS) if backend == "all" else [backend]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        names = selected_backends(metafunc.config)
+        metafunc.parametrize("backend", names, ids=names, indirect=True)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    plan = config.stash[PLAN]
+    backends = ", ".join(selected_backends(config))
+    return f"fdbqueue backends: {backends}; fdb: {plan.action} ({plan.reason})"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    plan = config.stash[PLAN]
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or callspec.params.get("backend") != "fdb":
+            continue
+        if plan.action == "skip":
+            item.add_marker(pytest.mark.skip(reason=plan.reason))
+            continue
+        marker = item.get_closest_marker("memory_only")
+        if marker is not None:
+            why = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
+            item.add_marker(pytest.mark.skip(reason=f"memory backend only: {why}".rstrip(": ")))
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend under test: "memory" or "fdb" (parametrized by pytest_generate_tests)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def fdb_database(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The real cluster's Database, opened once per session (see the module docstring)."""
+    config = request.config
+    plan = config.stash[PLAN]
+    strict = config.getoption("backend") == "fdb"
+    if plan.action == "error":
+        pytest.fail(plan.reason, pytrace=False)
+    if plan.action not in ("external", "local"):
+        pytest.skip(plan.reason)
+
+    try:
+        api_version = fdb_cluster.api_version_from_env(os.environ)
+    except ValueError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        fdb = fdb_cluster.load_binding(api_version)
+    except fdb_cluster.BindingUnavailable as exc:
+        if strict:
+            pytest.fail(str(exc), pytrace=False)
+        pytest.skip(str(exc))
+
+    if plan.action == "external":
+        assert plan.cluster_file is not None
+        cluster_file = plan.cluster_file
+    else:
+        assert plan.fdbserver is not None and plan.fdbcli is not None
+        cluster = fdb_cluster.LocalCluster(plan.fdbserver, plan.fdbcli)
+        request.addfinalizer(cluster.stop)
+        try:
+            cluster_file = cluster.start()
+        except fdb_cluster.ClusterStartError as exc:
+            pytest.fail(f"could not start a local fdbserver: {exc}", pytrace=False)
+
+    database = fdb.open(cluster_file)
+    try:
+        fdb_cluster.check_reachable(database)
+    except fdb_cluster.ClusterStartError as exc:
+        pytest.fail(f"cluster file {cluster_file}: {exc}", pytrace=False)
+    yield database
+
+
+@pytest.fixture
+def db(backend: str, request: pytest.FixtureRequest) -> Any:
+    """A Database of the backend under test: fresh in-memory, or the session's real cluster."""
+    if backend == "memory":
+        from fdbqueue import memory
+
+        return memory.open()
+    return request.getfixturevalue("fdb_database")
+
+
+@pytest.fixture
+def binding(backend: str, db: Any) -> Any:
+    """The backend's module, for ``KeySelector`` and ``FDBError``: fdbqueue.memory or fdb."""
+    if backend == "memory":
+        from fdbqueue import memory
+
+        return memory
+    import fdb
+
+    return fdb
+
+
+@pytest.fixture
+def subspace(db: Any) -> Iterator[Subspace]:
+    """A fresh subspace per test; every key under its raw prefix is cleared afterwards."""
+    space = Subspace(("fdbqueue-test", uuid.uuid4().hex))
+    yield space
+    run(db, lambda tr: tr.clear_range_startswith(space.key()))

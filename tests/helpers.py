@@ -1,0 +1,109 @@
+"""Small helpers shared by the test modules; they work on both backends.
+
+``fdb.impl`` (the real binding) is only looked at when something already imported it, which
+happens when the ``fdb`` backend is in use: importing it needs libfdb_c.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+T = TypeVar("T")
+
+
+def fdb_error_types() -> tuple[type[BaseException], ...]:
+    """The FDBError classes of the backends loaded in this process."""
+    from fdbqueue import memory
+
+    types: list[type[BaseException]] = [memory.FDBError]
+    impl = sys.modules.get("fdb.impl")
+    if impl is not None and getattr(impl, "FDBError", None) is not None:
+        types.append(impl.FDBError)
+    return tuple(types)
+
+
+def is_fdb_error(exc: BaseException) -> bool:
+    return isinstance(exc, fdb_error_types())
+
+
+@contextlib.contextmanager
+def raises_fdb_error(code: int) -> Iterator[pytest.ExceptionInfo[BaseException]]:
+    """Like ``pytest.raises``, for an FDBError of either backend whose ``code`` is ``code``."""
+    with pytest.raises(fdb_error_types()) as info:
+        yield info
+    assert info.value.code == code, f"expected FDBError {code}, got {info.value!r}"
+
+
+def run(db: Any, body: Callable[[Any], T]) -> T:
+    """``body(tr)`` in a new transaction, committed, retried through ``on_error``."""
+    tr = db.create_transaction()
+    while True:
+        try:
+            result = body(tr)
+            tr.commit().wait()
+            return result
+        except Exception as exc:
+            if not is_fdb_error(exc):
+                raise
+            tr.on_error(exc).wait()
+
+
+def value(v: Any) -> bytes | None:
+    """The bytes of a ``get`` result, or None when the key is absent."""
+    if v is None:
+        return None
+    return bytes(v) if v.present() else None
+
+
+def read(db: Any, key: bytes) -> bytes | None:
+    """The committed value of ``key`` (None when absent), read in a fresh transaction."""
+    return run(db, lambda tr: value(tr.get(key)))
+
+
+def items(results: Any) -> list[tuple[bytes, bytes]]:
+    """A range read as a list of ``(key, value)`` bytes pairs."""
+    return [(bytes(k), bytes(v)) for k, v in results]
+
+
+def read_range(db: Any, begin: Any, end: Any, **kwargs: Any) -> list[tuple[bytes, bytes]]:
+    """Committed key-value pairs in ``[begin, end)``, read in a fresh transaction."""
+    return run(db, lambda tr: items(tr.get_range(begin, end, **kwargs)))
+
+
+def write(db: Any, pairs: dict[bytes, bytes]) -> None:
+    """Set every pair in one committed transaction."""
+
+    def body(tr: Any) -> None:
+        for k, v in pairs.items():
+            tr.set(k, v)
+
+    run(db, body)
+
+
+class Waiter:
+    """Waits on a future in a daemon thread, so a test can bound the wait (watches)."""
+
+    def __init__(self, future: Any) -> None:
+        self.future = future
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._wait, daemon=True)
+        self._thread.start()
+
+    def _wait(self) -> None:
+        try:
+            self.future.wait()
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self._done.set()
+
+    def done(self, timeout: float) -> bool:
+        """Whether the future became ready (value or error) within ``timeout`` seconds."""
+        return self._done.wait(timeout)
