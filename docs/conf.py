@@ -4,7 +4,7 @@ from __future__ import annotations
 
 project = "fdbqueue"
 author = "The fdbqueue developers"
-copyright = "2026, The fdbqueue developers"  # noqa: A001
+copyright = "2026, The fdbqueue developers"
 
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode"]
 autodoc_member_order = "bysource"

@@ -103,7 +103,7 @@ def test_items_use_the_recipe_key_layout_and_tuple_values(db, subspace):
     queue.enqueue(db, 42)
     items = [(k, v) for k, v in all_keys(db, subspace) if k < subspace.range().stop]
     assert len(items) == 2
-    for position, (key, value) in enumerate(items, start=1):
+    for position, (key, _value) in enumerate(items, start=1):
         index, random_part = subspace.unpack(key)
         assert index == position
         assert isinstance(random_part, bytes) and len(random_part) == 20
@@ -185,7 +185,9 @@ def test_value_over_the_limit_is_rejected_before_any_write(db, subspace):
     assert_rejected(
         db, subspace, ValueError, lambda: queue.enqueue(db, b"x" * 100_001), "100,000 bytes"
     )
-    assert_rejected(db, subspace, ValueError, lambda: queue.enqueue_many(db, [b"a", b"x" * 100_001]))
+    assert_rejected(
+        db, subspace, ValueError, lambda: queue.enqueue_many(db, [b"a", b"x" * 100_001])
+    )
 
 
 def test_enqueue_many_rejects_a_single_string(db, subspace):
@@ -326,7 +328,7 @@ def recipe_functions(subspace):
 
 
 def test_raw_queue_reads_what_the_python_recipe_wrote(db, subspace):
-    recipe_enqueue, recipe_dequeue = recipe_functions(subspace)
+    recipe_enqueue, _recipe_dequeue = recipe_functions(subspace)
     queue = Queue(subspace, codec="raw")
     recipe_enqueue(db, b"r1")
     queue.enqueue(db, b"q2")

@@ -72,7 +72,7 @@ __all__ = [
 ]
 
 
-def open(  # noqa: A001 - the binding's name
+def open(
     *, latency: Latency | None = None, faults: object = None, seed: int | None = None
 ) -> Database:
     """Open a new, empty in-memory database.

@@ -30,7 +30,7 @@ def _add(existing: bytes | None, param: bytes) -> bytes:
 
 def _bit(combine: Callable[[int, int], int]) -> Callable[[bytes | None, bytes], bytes]:
     def operation(existing: bytes | None, param: bytes) -> bytes:
-        return bytes(combine(a, b) for a, b in zip(_fit(existing, len(param)), param))
+        return bytes(combine(a, b) for a, b in zip(_fit(existing, len(param)), param, strict=False))
 
     return operation
 

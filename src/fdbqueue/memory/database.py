@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -136,7 +137,9 @@ class Database:
     def _too_old(self, read_version: int) -> bool:
         return self._time_version() - read_version > READ_WINDOW_VERSIONS
 
-    def _read(self, transaction: Transaction, read_version: int, read: Callable[[VersionView], T]) -> T:
+    def _read(
+        self, transaction: Transaction, read_version: int, read: Callable[[VersionView], T]
+    ) -> T:
         if self.latency.read:
             time.sleep(self.latency.read)
         with self._lock:
@@ -247,10 +250,10 @@ class Database:
                 continue
             self._watches.setdefault(key, []).append((expected, future))
             self._watch_count += 1
-            future.on_ready(lambda _f, key=key, future=future: self._forget_watch(key, future))
+            future.on_ready(functools.partial(self._forget_watch, key))
         return refused
 
-    def _forget_watch(self, key: bytes, future: Future) -> None:
+    def _forget_watch(self, key: bytes, future: Future) -> None:  # an on_ready callback
         """Drop a watch that became ready by cancellation."""
         with self._lock:
             waiting = self._watches.get(key, [])
@@ -282,7 +285,14 @@ class Database:
         """Resolve a KeySelector in its own transaction."""
         return self._run(lambda tr: tr.get_key(key_selector))
 
-    def get_range(self, begin: Any, end: Any, limit: int = 0, reverse: bool = False, streaming_mode: Any = None) -> RangeResult:
+    def get_range(
+        self,
+        begin: Any,
+        end: Any,
+        limit: int = 0,
+        reverse: bool = False,
+        streaming_mode: Any = None,
+    ) -> RangeResult:
         """A range read in its own transaction."""
         return self._run(lambda tr: tr.get_range(begin, end, limit, reverse))
 

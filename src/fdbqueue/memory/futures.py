@@ -143,13 +143,13 @@ class Value:
         return not self == other
 
     def __lt__(self, other: Any) -> bool:
-        return self._bytes() < (other.value if isinstance(other, Value) else other)
+        return self._bytes() < (other._bytes() if isinstance(other, Value) else other)
 
     def __hash__(self) -> int:
         return hash(self.value)
 
     def __add__(self, other: Any) -> bytes:
-        return self._bytes() + (other.value if isinstance(other, Value) else other)
+        return self._bytes() + (other._bytes() if isinstance(other, Value) else other)
 
     def __repr__(self) -> str:
         return repr(self.value)

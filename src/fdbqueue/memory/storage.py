@@ -144,7 +144,9 @@ class VersionView:
         value: bytes | None = self.storage.current.get(key)
         return value
 
-    def scan(self, begin: bytes, end: bytes, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+    def scan(
+        self, begin: bytes, end: bytes, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
         """Key-value pairs in ``[begin, end)`` at this version, lazily, in key order."""
         if begin >= end:
             return
@@ -157,7 +159,9 @@ class VersionView:
         )
         historical = (
             (key, overlay[key])
-            for key in self.overlay_keys.irange(begin, end, inclusive=(True, False), reverse=reverse)
+            for key in self.overlay_keys.irange(
+                begin, end, inclusive=(True, False), reverse=reverse
+            )
             if overlay[key] is not None
         )
-        yield from heapq.merge(live, historical, key=lambda pair: pair[0], reverse=reverse)  # type: ignore[misc]
+        yield from heapq.merge(live, historical, key=lambda pair: pair[0], reverse=reverse)

@@ -251,7 +251,9 @@ class Transaction(_Reader):
             self._read_ranges.append((key, key_after(key)))
         return entry.resolve(database_value) if entry is not None else database_value
 
-    def _scan(self, view: VersionView, begin: bytes, end: bytes, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+    def _scan(
+        self, view: VersionView, begin: bytes, end: bytes, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
         """What this transaction sees in ``[begin, end)``: the database plus its writes."""
         import heapq
 
@@ -433,7 +435,9 @@ class Transaction(_Reader):
             self._defer(error)
             return
         self._writes.atomic(operation, key, param)
-        self._record(("atomic", operation, key, param), (key, key_after(key)), len(key) + len(param))
+        self._record(
+            ("atomic", operation, key, param), (key, key_after(key)), len(key) + len(param)
+        )
 
     def add(self, key: Any, param: Any) -> None:
         """Little-endian integer addition; a missing value counts as zeros."""
@@ -493,7 +497,9 @@ class Transaction(_Reader):
             self._defer(error)
             return
         self._writes.mark_unreadable(lowest, key_after(highest))
-        self._record(("versionstamped_key", key, param), (lowest, key_after(highest)), len(key) + len(param))
+        self._record(
+            ("versionstamped_key", key, param), (lowest, key_after(highest)), len(key) + len(param)
+        )
 
     def set_versionstamped_value(self, key: Any, param: Any) -> None:
         """Set ``key`` to ``param`` with the 10 bytes at the offset in its last 4 bytes
@@ -509,7 +515,9 @@ class Transaction(_Reader):
             self._defer(error)
             return
         self._writes.mark_unreadable(key, key_after(key))
-        self._record(("versionstamped_value", key, param), (key, key_after(key)), len(key) + len(param))
+        self._record(
+            ("versionstamped_value", key, param), (key, key_after(key)), len(key) + len(param)
+        )
 
     # -- conflict ranges --------------------------------------------------------------------
 
@@ -621,4 +629,3 @@ class Transaction(_Reader):
         """Cancel: later operations raise 1025 until ``reset()``."""
         self._fail_pending(FDBError(1025))
         self._cancelled = True
-
