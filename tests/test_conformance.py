@@ -714,6 +714,43 @@ def test_watch_with_a_write_conflicts_when_the_key_changes_first(db, k):
     assert waiter.error is not None and waiter.error.code == 1020  # type: ignore[attr-defined]
 
 
+def test_watch_reports_a_change_made_before_its_commit_only_after_the_commit(db, k):
+    key = k(b"w")
+    write(db, {key: b"1"})
+    tr = db.create_transaction()
+    watch = tr.watch(key)
+    write(db, {key: b"2"})
+    waiter = Waiter(watch)
+    assert not waiter.done(0.3), "a watch reports nothing before its transaction commits"
+    tr.commit().wait()  # read-only: no conflict check
+    assert waiter.done(WATCH_TIMEOUT), "the value differs from the one the watch read"
+    assert waiter.error is None
+
+
+def test_watch_compares_with_the_transactions_own_write(db, k):
+    key = k(b"w")
+    write(db, {key: b"1"})
+    tr = db.create_transaction()
+    tr.set(key, b"2")
+    watch = tr.watch(key)
+    tr.commit().wait()
+    waiter = Waiter(watch)
+    assert not waiter.done(0.3), "the committed value is the one the watch saw"
+    write(db, {key: b"3"})
+    assert waiter.done(WATCH_TIMEOUT)
+    assert waiter.error is None
+
+
+@pytest.mark.memory_only("10,000 outstanding watches would load a shared cluster")
+def test_more_than_10000_outstanding_watches_raise_1032(db, k):
+    tr = db.create_transaction()
+    watches = [tr.watch(k(b"w%05d" % i)) for i in range(10_001)]
+    tr.commit().wait()
+    with raises_fdb_error(1032):
+        watches[-1].wait()
+    assert not Waiter(watches[0]).done(0.1), "the first 10,000 watches are registered"
+
+
 # -- limits ----------------------------------------------------------------------------------
 
 
@@ -993,3 +1030,47 @@ def test_blind_write_with_an_old_read_version_still_commits(db, backend, k):
     tr.add(k(b"n"), le64(1))
     tr.commit().wait()
     assert read(db, k(b"blind")) == b"1"
+
+
+# -- fdbqueue.memory only: statistics and latency ---------------------------------------------
+
+
+@pytest.mark.memory_only("db.stats() is an fdbqueue.memory feature")
+def test_stats_count_transactions_commits_conflicts_retries_and_reads(db, k):
+    counters = ("transactions", "commits", "conflicts", "retries", "reads")
+    before = db.stats()
+    assert set(counters) <= set(before)
+
+    tr = db.create_transaction()
+    tr.get(k(b"a")).wait()  # reaches the database
+    list(tr.get_range(k(b"b"), k(b"c")))  # reaches the database
+    tr.set(k(b"own"), b"1")
+    tr.get(k(b"own")).wait()  # served from the transaction's own write
+    writer = db.create_transaction()
+    writer.set(k(b"a"), b"1")
+    writer.commit().wait()
+    with raises_fdb_error(1020) as info:
+        tr.commit().wait()
+    tr.on_error(info.value).wait()
+    tr.set(k(b"x"), b"1")
+    tr.commit().wait()
+
+    after = db.stats()
+    delta = {name: after[name] - before[name] for name in counters}
+    assert delta == {"transactions": 2, "commits": 2, "conflicts": 1, "retries": 1, "reads": 2}
+
+
+@pytest.mark.memory_only("Latency is an fdbqueue.memory feature")
+def test_latency_delays_read_versions_reads_and_commits(binding, k):
+    slow = binding.open(latency=binding.Latency(grv=0.05, read=0.05, commit=0.05), faults=None)
+
+    def took(action: Callable[[], Any]) -> float:
+        start = time.monotonic()
+        action()
+        return time.monotonic() - start
+
+    tr = slow.create_transaction()
+    assert took(lambda: tr.get_read_version().wait()) >= 0.05
+    assert took(lambda: tr.get(k(b"a")).wait()) >= 0.05
+    tr.set(k(b"a"), b"1")
+    assert took(lambda: tr.commit().wait()) >= 0.05

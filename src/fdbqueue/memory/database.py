@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from fdbqueue.memory.atomic import apply_atomic, versionstamp_bytes, with_versionstamp
 from fdbqueue.memory.errors import FDBError
 from fdbqueue.memory.futures import Future, Value
-from fdbqueue.memory.keys import KeySelector, to_key
+from fdbqueue.memory.keys import KeySelector
 from fdbqueue.memory.storage import Storage, VersionView
 from fdbqueue.memory.transaction import RangeResult, Transaction
 
@@ -365,6 +365,24 @@ class Database:
         """Atomic byte_min in its own transaction."""
         self._atomic("byte_min", key, param)
 
-    def watch(self, key: Any) -> Future:
-        """Read ``key`` and watch it, in its own committed transaction."""
-        return self._run(lambda tr: tr.watch(to_key(key)))
+    def get_and_watch(self, key: Any) -> tuple[Value, Future]:
+        """Read ``key`` and watch it, in one committed transaction: ``(value, watch)``."""
+        return self._run(lambda tr: (tr.get(key), tr.watch(key)))
+
+    def set_and_watch(self, key: Any, value: Any) -> Future:
+        """Set ``key`` and watch it, in one committed transaction."""
+
+        def body(tr: Transaction) -> Future:
+            tr.set(key, value)
+            return tr.watch(key)
+
+        return self._run(body)
+
+    def clear_and_watch(self, key: Any) -> Future:
+        """Clear ``key`` and watch it, in one committed transaction."""
+
+        def body(tr: Transaction) -> Future:
+            tr.clear(key)
+            return tr.watch(key)
+
+        return self._run(body)
