@@ -718,6 +718,7 @@ def test_watch_reports_a_change_made_before_its_commit_only_after_the_commit(db,
     key = k(b"w")
     write(db, {key: b"1"})
     tr = db.create_transaction()
+    tr.get_read_version().wait()  # the watch reads b"1" whenever its read runs
     watch = tr.watch(key)
     write(db, {key: b"2"})
     waiter = Waiter(watch)

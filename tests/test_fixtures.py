@@ -474,12 +474,20 @@ def test_memory_only(backend):
 """
 
 
+CHILD_DB_TESTS = """\
+def test_db(db, subspace):
+    tr = db.create_transaction()
+    tr.set(subspace.pack(("k",)), b"v")
+    tr.commit().wait()
+"""
+
+
 def run_child_pytest(
-    tmp_path: Path, env: dict[str, str], *args: str
+    tmp_path: Path, env: dict[str, str], *args: str, tests: str = CHILD_TESTS
 ) -> subprocess.CompletedProcess:
     for name in ("conftest.py", "fdb_cluster.py", "helpers.py"):
         shutil.copy(TESTS_DIR / name, tmp_path / name)
-    (tmp_path / "test_child.py").write_text(textwrap.dedent(CHILD_TESTS))
+    (tmp_path / "test_child.py").write_text(textwrap.dedent(tests))
     child_env = {
         key: value
         for key, value in os.environ.items()
@@ -491,7 +499,7 @@ def run_child_pytest(
     child_env["PATH"] = str(tmp_path / "empty-bin")
     child_env.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-q", *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rsE", "-q", *args],
         cwd=tmp_path,
         env=child_env,
         capture_output=True,
@@ -535,3 +543,27 @@ def test_child_memory_only_marker_skips_the_fdb_variant(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 passed, 1 skipped" in done.stdout
     assert "memory backend only: needs the memory hook" in done.stdout
+
+
+def test_child_bad_cluster_file_env_errors_the_fdb_variants_only(tmp_path):
+    env = {"FDB_CLUSTER_FILE": str(tmp_path / "missing.cluster")}
+    done = run_child_pytest(tmp_path, env, tests=CHILD_DB_TESTS)
+    assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout + done.stderr
+    assert "1 passed, 1 error" in done.stdout
+    assert "missing.cluster" in done.stdout and "does not name a file" in done.stdout
+
+
+@pytest.mark.skipif(
+    ctypes.util.find_library("fdb_c") is not None, reason="libfdb_c is installed here"
+)
+@pytest.mark.parametrize(
+    ("option", "outcome"), [("all", "1 passed, 1 skipped"), ("fdb", "1 error")]
+)
+def test_child_without_libfdb_c_skips_or_errors_the_fdb_variants(tmp_path, option, outcome):
+    cluster_file = tmp_path / "fdb.cluster"
+    cluster_file.write_text("fdbqueue:test@127.0.0.1:1\n")
+    env = {"FDB_CLUSTER_FILE": str(cluster_file)}
+    done = run_child_pytest(tmp_path, env, f"--backend={option}", tests=CHILD_DB_TESTS)
+    assert outcome in done.stdout, done.stdout + done.stderr
+    assert "client library could not be loaded" in done.stdout
+    assert "foundationdb-clients" in done.stdout
