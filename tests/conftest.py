@@ -105,7 +105,11 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def fdb_database(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """The real cluster's Database, opened once per session (see the module docstring)."""
+    """The real cluster's Database, opened once per session (see the module docstring).
+
+    Failures are reported outside ``except`` blocks so the message is not buried under
+    chained tracebacks; pytest caches a session fixture's failure for every later test.
+    """
     config = request.config
     plan = config.stash[PLAN]
     strict = config.getoption("backend") == "fdb"
@@ -114,16 +118,17 @@ def fdb_database(request: pytest.FixtureRequest) -> Iterator[Any]:
     if plan.action not in ("external", "local"):
         pytest.skip(plan.reason)
 
+    problem = None
     try:
-        api_version = fdb_cluster.api_version_from_env(os.environ)
-    except ValueError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
-        fdb = fdb_cluster.load_binding(api_version)
+        fdb = fdb_cluster.load_binding(fdb_cluster.api_version_from_env(os.environ))
+    except ValueError as exc:  # a malformed FDB_API_VERSION
+        problem = str(exc)
     except fdb_cluster.BindingUnavailable as exc:
-        if strict:
-            pytest.fail(str(exc), pytrace=False)
-        pytest.skip(str(exc))
+        if not strict:
+            pytest.skip(str(exc))
+        problem = str(exc)
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
 
     if plan.action == "external":
         assert plan.cluster_file is not None
@@ -135,13 +140,17 @@ def fdb_database(request: pytest.FixtureRequest) -> Iterator[Any]:
         try:
             cluster_file = cluster.start()
         except fdb_cluster.ClusterStartError as exc:
-            pytest.fail(f"could not start a local fdbserver: {exc}", pytrace=False)
+            problem = f"could not start a local fdbserver: {exc}"
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
 
     database = fdb.open(cluster_file)
     try:
         fdb_cluster.check_reachable(database)
     except fdb_cluster.ClusterStartError as exc:
-        pytest.fail(f"cluster file {cluster_file}: {exc}", pytrace=False)
+        problem = f"cluster file {cluster_file}: {exc}"
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
     yield database
 
 

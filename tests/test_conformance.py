@@ -1,4 +1,5 @@
-"""FoundationDB conformance: each rule of /work/shared/fdb-semantics.md as a test.
+"""FoundationDB conformance: each rule of fdbqueue.memory's contract (``fdb-semantics.md``,
+FoundationDB's own semantics) and of the issue's fdbqueue.memory section, as a test.
 
 Every test uses only the ``fdb`` binding's public API through the ``db`` fixture, so the same
 test runs on ``fdbqueue.memory`` and on a real cluster. Keys live under the test's own
@@ -21,8 +22,10 @@ Upstream sources for the finer points, in apple/foundationdb:
 
 from __future__ import annotations
 
+import random
 import struct
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -1031,6 +1034,32 @@ def test_blind_write_with_an_old_read_version_still_commits(db, backend, k):
     tr.add(k(b"n"), le64(1))
     tr.commit().wait()
     assert read(db, k(b"blind")) == b"1"
+
+
+# -- tuple layer and subspaces --------------------------------------------------------------
+
+
+def test_tuple_packed_keys_come_back_in_tuple_order(db, subspace):
+    marker = uuid.UUID(int=1)
+    expected = [b"\x00b", b"b", "a", "b", ("n", 1), -(2**70), -1, 0, 1, 2**70, -1.5, 2.5, marker]
+    shuffled = random.Random(7).sample(expected, len(expected))
+    write(db, {subspace.pack((element,)): b"" for element in shuffled})
+    begin, end = subspace.range().start, subspace.range().stop
+    got = [subspace.unpack(key)[0] for key, _ in read_range(db, begin, end)]
+    assert got == expected
+
+
+def test_subspace_range_holds_items_only(db, subspace):
+    prefix = subspace.key()
+    write(
+        db,
+        {prefix: b"raw prefix", prefix + b"\xffmeta": b"after range()", subspace.pack((1,)): b""},
+    )
+    inside = read_range(db, subspace.range().start, subspace.range().stop)
+    assert [key for key, _ in inside] == [subspace.pack((1,))]
+    assert subspace.contains(prefix + b"\xffmeta") and subspace.contains(subspace.pack((1,)))
+    everything = read_range(db, prefix, prefix + b"\xff\xff")
+    assert len(everything) == 3, "clear_range_startswith(prefix) is what removes all three"
 
 
 # -- fdbqueue.memory only: statistics and latency ---------------------------------------------
