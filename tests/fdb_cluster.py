@@ -124,8 +124,9 @@ def decide(
 
     - ``--backend=memory``: ``off``.
     - ``FDB_CLUSTER_FILE`` set: ``external`` when it names a file, else ``error``.
-    - ``FDBSERVER`` / ``FDBCLI`` set: they must name executables (else ``error``); unset, the
-      binaries are looked up on PATH (then in the packages' install directories).
+    - ``FDBSERVER`` / ``FDBCLI`` set: they must name executables or commands on PATH (else
+      ``error``); unset, the binaries are looked up on PATH (then in the packages' install
+      directories).
       Both found: ``local``.
     - Nothing found: ``skip`` with :data:`ENABLE_HINT`, or ``error`` under ``--backend=fdb``.
     """
@@ -154,13 +155,15 @@ def decide(
     for name, variable in (("fdbserver", "FDBSERVER"), ("fdbcli", "FDBCLI")):
         named = env.get(variable, "").strip()
         if named:
-            if not is_executable(named):
+            resolved = named if is_executable(named) else which(named)
+            if not resolved:
                 return Plan(
                     "error",
-                    f"{variable}={named!r} is not an executable file. Point it at the {name} "
-                    f"binary, or unset it to look {name} up on PATH.",
+                    f"{variable}={named!r} is neither an executable file nor a command on "
+                    f"PATH. Point it at the {name} binary, or unset it to look {name} up on "
+                    "PATH.",
                 )
-            found[name] = named
+            found[name] = resolved
             continue
         path = find_binary(name, which, is_executable, extra_dirs)
         if path is None:

@@ -208,6 +208,17 @@ def test_server_package_directory_is_searched_when_not_on_path():
     assert (plan.action, plan.fdbserver) == ("local", "/usr/sbin/fdbserver")
 
 
+def test_env_binaries_may_name_commands_on_path():
+    env = {"FDBSERVER": "fdbserver-7.3", "FDBCLI": "fdbcli-7.3"}
+    on_path = {"fdbserver-7.3": "/opt/bin/fdbserver-7.3", "fdbcli-7.3": "/opt/bin/fdbcli-7.3"}
+    plan = run_decide("all", env, on_path)
+    assert (plan.action, plan.fdbserver, plan.fdbcli) == (
+        "local",
+        "/opt/bin/fdbserver-7.3",
+        "/opt/bin/fdbcli-7.3",
+    )
+
+
 @pytest.mark.parametrize("variable", ["FDBSERVER", "FDBCLI"])
 def test_env_binary_that_is_not_executable_is_an_error(variable):
     plan = run_decide("all", {variable: "/nope/bin"}, BOTH_ON_PATH)

@@ -84,7 +84,7 @@ def test_indexes_restart_at_one_when_empty(db, subspace):
     queue.enqueue(db, "a")
     queue.dequeue(db)
     queue.enqueue(db, "b")
-    (key, _), _counter = all_keys(db, subspace)
+    (key, _value), *_metadata = all_keys(db, subspace)
     assert subspace.unpack(key)[0] == 1
 
 
@@ -114,7 +114,8 @@ def test_metadata_lies_outside_the_item_range(db, subspace):
     queue = Queue(subspace)
     queue.enqueue(db, "x")
     outside = [k for k, _ in all_keys(db, subspace) if k >= subspace.range().stop]
-    assert outside == [subspace.key() + b"\xff" + fdb.tuple.pack(("size",))]
+    metadata = subspace.key() + b"\xff"
+    assert outside == [metadata + fdb.tuple.pack((name,)) for name in ("signal", "size")]
 
 
 # -- codecs --------------------------------------------------------------------------------

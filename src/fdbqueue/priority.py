@@ -20,11 +20,19 @@ Source followed: FoundationDB's "Priority Queues" recipe (documentation
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from fdbqueue.codecs import Codec
+from fdbqueue.staging import DEFAULT_ABANDON_AFTER, DEFAULT_BATCH_SIZE, Staging
 from fdbqueue.store import ItemStore
-from fdbqueue.transactional import TransactionContext, require_writable, transactional
+from fdbqueue.transactional import (
+    TransactionContext,
+    is_database,
+    require_writable,
+    transactional,
+)
+from fdbqueue.waiting import check_blocking_arguments, take_blocking
 
 __all__ = ["PriorityQueue"]
 
@@ -46,6 +54,12 @@ class PriorityQueue:
             ``subspace.key() + b"\\xff"`` (see :mod:`fdbqueue.store`).
         codec: ``"tuple"`` (default; the Java recipe's value layout), ``"raw"`` or a codec
             object (:mod:`fdbqueue.codecs`).
+        high_contention: pops given a Database use the staging technique
+            (:mod:`fdbqueue.staging`), with one line of requests per end.
+        batch_size: with ``high_contention``, the most requests one serving transaction
+            fulfils (default 64).
+        abandon_after: with ``high_contention``, seconds after which an uncollected result
+            goes back to the queue (default 10).
 
     Raises:
         TypeError: ``subspace`` or ``codec`` has the wrong type.
@@ -57,8 +71,31 @@ class PriorityQueue:
     this queue the oldest). Their items are not counted by :meth:`size`.
     """
 
-    def __init__(self, subspace: Any, *, codec: str | Codec = "tuple") -> None:
+    def __init__(
+        self,
+        subspace: Any,
+        *,
+        codec: str | Codec = "tuple",
+        high_contention: bool = False,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+    ) -> None:
         self._store = ItemStore(subspace, codec)
+        self._staging: dict[bool, Staging] = {}
+        if high_contention:
+            for max_end, end in ((False, "min"), (True, "max")):
+                self._staging[max_end] = Staging(
+                    self._store,
+                    end,
+                    functools.partial(self._take_items, max=max_end),
+                    batch_size=batch_size,
+                    abandon_after=abandon_after,
+                )
+
+    @property
+    def high_contention(self) -> bool:
+        """Whether pops given a Database use staging (:mod:`fdbqueue.staging`)."""
+        return bool(self._staging)
 
     @property
     def subspace(self) -> Any:
@@ -139,34 +176,87 @@ class PriorityQueue:
         self._store.add_read_conflict_range(tr, within.stop, self._store.end)
         return self._store.read(tr, within.start, within.stop, limit=1)
 
-    @transactional
-    def pop(self, tr: TransactionContext, max: bool = False) -> Any:
+    def pop(
+        self,
+        tr: TransactionContext,
+        max: bool = False,
+        *,
+        block: bool = False,
+        timeout: float | None = None,
+    ) -> Any:
         """Remove and return the oldest item of the lowest (or, with ``max=True``, highest)
         priority, or None when the queue is empty.
 
-        Cost: :meth:`pop_min` or :meth:`pop_max`.
+        Args:
+            tr: a Database, Tenant or Transaction.
+            max: take from the highest priority instead of the lowest.
+            block: wait until an item is available (needs a Database; a watch, no polling,
+                see :mod:`fdbqueue.waiting`).
+            timeout: with ``block=True``, the most seconds to wait; None waits without limit.
+
+        Raises:
+            TypeError: ``tr`` is of the wrong type or a snapshot view, or ``block=True`` with
+                a Transaction.
+            ValueError: a negative ``timeout``, or a ``timeout`` without ``block=True``.
+
+        Cost: :meth:`pop_min` or :meth:`pop_max`; with ``high_contention=True`` and a
+        Database, see :mod:`fdbqueue.staging` (each end has its own line of requests).
         """
+        check_blocking_arguments(tr, block, timeout)
+        if block:
+            return take_blocking(
+                tr, functools.partial(self._take_one, max=max), self._store.signal_key, timeout
+            )
+        return self._take_one(tr, max=max)
+
+    def _take_one(self, tr: TransactionContext, max: bool) -> Any:
+        staging = self._staging.get(max)
+        if staging is not None and is_database(tr):
+            return staging.take(tr)
+        return self._pop(tr, max)
+
+    @transactional
+    def _pop(self, tr: TransactionContext, max: bool) -> Any:
         require_writable(tr, "pop")
         items = self._first(tr, max)
         return self._store.remove(tr, items)[0] if items else None
 
-    def pop_min(self, tr: TransactionContext) -> Any:
+    def _take_items(self, tr: TransactionContext, n: int, max: bool) -> list[Any]:
+        """Clear and return up to ``n`` items from one end, oldest first within a priority."""
+        if not max:
+            return self._store.take(tr, n)
+        taken: list[Any] = []
+        while len(taken) < n:
+            items = self._first(tr, True)
+            if not items:
+                break
+            del tr[items[0].key]
+            taken.append(items[0])
+        return taken
+
+    def pop_min(
+        self, tr: TransactionContext, *, block: bool = False, timeout: float | None = None
+    ) -> Any:
         """Remove and return the oldest item of the lowest priority, or None when empty.
 
-        Cost: one range read (``limit=1``), one clear, one atomic add. Its read conflict range
-        covers the queue from its start to just past the item taken: concurrent pops conflict
-        (one retries), pushes of higher priorities or newer items do not.
+        ``block`` and ``timeout`` as for :meth:`pop`. Cost: one range read (``limit=1``), one
+        clear, one atomic add. Its read conflict range covers the queue from its start to just
+        past the item taken: concurrent pops conflict (one retries), pushes of higher
+        priorities or newer items do not.
         """
-        return self.pop(tr, max=False)
+        return self.pop(tr, max=False, block=block, timeout=timeout)
 
-    def pop_max(self, tr: TransactionContext) -> Any:
+    def pop_max(
+        self, tr: TransactionContext, *, block: bool = False, timeout: float | None = None
+    ) -> Any:
         """Remove and return the oldest item of the highest priority, or None when empty.
 
-        Cost: two range reads (a snapshot reverse read, then a forward read within the top
-        priority), one clear, one atomic add; read conflict ranges as described in the module
-        docstring: a concurrent push of a higher priority makes it retry.
+        ``block`` and ``timeout`` as for :meth:`pop`. Cost: two range reads (a snapshot
+        reverse read, then a forward read within the top priority), one clear, one atomic
+        add; read conflict ranges as described in the module docstring: a concurrent push of
+        a higher priority makes it retry.
         """
-        return self.pop(tr, max=True)
+        return self.pop(tr, max=True, block=block, timeout=timeout)
 
     @transactional
     def peek(self, tr: TransactionContext, max: bool = False) -> Any:

@@ -25,8 +25,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from fdbqueue.codecs import Codec
+from fdbqueue.staging import DEFAULT_ABANDON_AFTER, DEFAULT_BATCH_SIZE, Staging
 from fdbqueue.store import ItemStore
-from fdbqueue.transactional import TransactionContext, require_writable, transactional
+from fdbqueue.transactional import (
+    TransactionContext,
+    is_database,
+    require_writable,
+    transactional,
+)
+from fdbqueue.waiting import check_blocking_arguments, take_blocking
 
 __all__ = ["Queue"]
 
@@ -48,10 +55,18 @@ class Queue:
             as the Java recipe stores it), ``"raw"`` (bytes, stored unchanged, as the Python
             recipe stores it) or an object with ``encode``/``decode``
             (:mod:`fdbqueue.codecs`).
+        high_contention: dequeues given a Database use the staging technique
+            (:mod:`fdbqueue.staging`): many consumers then share the queue without
+            throughput collapsing into conflicts. Given a Transaction, dequeues stay plain.
+        batch_size: with ``high_contention``, the most requests one serving transaction
+            fulfils (default 64).
+        abandon_after: with ``high_contention``, seconds after which a result nobody
+            collected (its consumer died) goes back to the front of the queue (default 10).
 
     Raises:
         TypeError: ``subspace`` or ``codec`` has the wrong type.
-        ValueError: the subspace prefix is empty, or the codec name is unknown.
+        ValueError: the subspace prefix is empty, the codec name is unknown, or
+            ``batch_size`` / ``abandon_after`` is out of range.
 
     Recipe compatibility: with ``codec="raw"``, this queue and FoundationDB's Python recipe
     over the same subspace read each other's items in order; with ``codec="tuple"`` the same
@@ -59,8 +74,32 @@ class Queue:
     :meth:`size`, which counts what fdbqueue enqueued minus what it dequeued (never below 0).
     """
 
-    def __init__(self, subspace: Any, *, codec: str | Codec = "tuple") -> None:
+    def __init__(
+        self,
+        subspace: Any,
+        *,
+        codec: str | Codec = "tuple",
+        high_contention: bool = False,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+    ) -> None:
         self._store = ItemStore(subspace, codec)
+        self._staging = (
+            Staging(
+                self._store,
+                "front",
+                self._store.take,
+                batch_size=batch_size,
+                abandon_after=abandon_after,
+            )
+            if high_contention
+            else None
+        )
+
+    @property
+    def high_contention(self) -> bool:
+        """Whether dequeues given a Database use staging (:mod:`fdbqueue.staging`)."""
+        return self._staging is not None
 
     @property
     def subspace(self) -> Any:
@@ -129,21 +168,45 @@ class Queue:
 
     # -- taking -----------------------------------------------------------------------------
 
-    @transactional
-    def dequeue(self, tr: TransactionContext) -> Any:
+    def dequeue(
+        self, tr: TransactionContext, *, block: bool = False, timeout: float | None = None
+    ) -> Any:
         """Remove the item at the front of the queue and return its value.
 
+        Args:
+            tr: a Database, Tenant or Transaction.
+            block: wait until an item is available (needs a Database). The wait is on a watch
+                of the queue's signal key, which every enqueue bumps with an atomic add: no
+                polling (see :mod:`fdbqueue.waiting`).
+            timeout: with ``block=True``, the most seconds to wait; None waits without limit.
+
         Returns:
-            The oldest item's value, or None when the queue is empty.
+            The oldest item's value, or None when the queue is empty (or, blocking, when the
+            timeout ran out).
 
         Raises:
-            TypeError: ``tr`` is of the wrong type or a read-only snapshot view.
+            TypeError: ``tr`` is of the wrong type or a read-only snapshot view, or
+                ``block=True`` with a Transaction.
+            ValueError: a negative ``timeout``, or a ``timeout`` without ``block=True``.
 
-        Cost: one range read (``limit=1``), one clear and one atomic add. Its read conflict
-        range runs from the start of the queue to just past the item taken, so two concurrent
-        dequeues conflict (one commits, the other retries and takes the next item), while
-        concurrent enqueues, which write after the last item, do not conflict with it.
+        Cost (plain, or any Transaction): one range read (``limit=1``), one clear and one atomic
+        add. Its read conflict range runs from the start of the queue to just past the item
+        taken, so two concurrent dequeues conflict (one commits, the other retries and takes
+        the next item), while concurrent enqueues, which write after the last item, do not.
+        With ``high_contention=True`` and a Database, see :mod:`fdbqueue.staging`.
         """
+        check_blocking_arguments(tr, block, timeout)
+        if block:
+            return take_blocking(tr, self._take_one, self._store.signal_key, timeout)
+        return self._take_one(tr)
+
+    def _take_one(self, tr: TransactionContext) -> Any:
+        if self._staging is not None and is_database(tr):
+            return self._staging.take(tr)
+        return self._dequeue(tr)
+
+    @transactional
+    def _dequeue(self, tr: TransactionContext) -> Any:
         require_writable(tr, "dequeue")
         items = self._store.read(tr, limit=1)
         if not items:

@@ -4,6 +4,8 @@ Key layout of a queue whose subspace has the prefix ``P`` (bytes)::
 
     P + pack(item key tuple)   -> encoded value     items: inside subspace.range()
     P + b"\\xff" + pack(("size",)) -> int64 LE      the size counter (atomic add)
+    P + b"\\xff" + pack(("signal",)) -> int64 LE    bumped by every enqueue, for blocked consumers
+    P + b"\\xff" + pack(("requests"|"results"|"turn", ...))  high-contention staging
 
 Items live exactly where FoundationDB's recipes put them, so ``subspace.range()`` holds items
 and nothing else. Everything else the library keeps lives under ``P + b"\\xff"``: that byte
@@ -88,6 +90,7 @@ class ItemStore:
         self.end: bytes = items.stop
         self.metadata = Subspace((), self.subspace.key() + METADATA_MARKER)
         self.size_key: bytes = self.metadata.pack(("size",))
+        self.signal_key: bytes = self.metadata.pack(("signal",))
 
     # -- values -----------------------------------------------------------------------------
 
@@ -203,9 +206,28 @@ class ItemStore:
             add(begin, end)
 
     def write(self, tr: TransactionContext, key: bytes, encoded: bytes) -> None:
-        """Write one item and count it. Cost: one set and one atomic add; no reads."""
+        """Write one item, count it and signal blocked consumers.
+
+        Cost: one set and two atomic adds (size counter, signal key); no reads.
+        """
         tr[key] = encoded
         self.add_to_size(tr, 1)
+        tr.add(self.signal_key, _COUNTER.pack(1))
+
+    def restore(self, tr: TransactionContext, key: bytes, encoded: bytes) -> None:
+        """Put an item back at its original key (see :mod:`fdbqueue.staging`)."""
+        self.write(tr, key, encoded)
+
+    def take(self, tr: TransactionContext, limit: int) -> list[Any]:
+        """Read and clear up to ``limit`` items from the front; return their KeyValues.
+
+        The size counter is not changed (the caller decides where the items go). Cost: one
+        range read (conflict range up to just past the last item taken), one clear per item.
+        """
+        items = self.read(tr, limit=limit)
+        for item in items:
+            del tr[item.key]
+        return items
 
     def remove(self, tr: TransactionContext, items: Sequence[Any]) -> list[Any]:
         """Clear ``items`` (KeyValues read in this transaction) and return their decoded values.
