@@ -1,0 +1,91 @@
+"""Blocking consumption: wakes on enqueue, times out, waits on a watch instead of polling."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from fdbqueue import PriorityQueue, Queue, Subspace, memory
+
+
+@pytest.mark.parametrize("high_contention", [False, True])
+def test_blocking_dequeue_wakes_on_enqueue(high_contention):
+    db = memory.open()
+    queue = Queue(Subspace(("blocking",)), high_contention=high_contention)
+    result: list[object] = []
+    consumer = threading.Thread(target=lambda: result.append(queue.dequeue(db, block=True)))
+    consumer.start()
+    time.sleep(0.2)
+    assert result == []  # still waiting
+    queue.enqueue(db, "wake up")
+    consumer.join(5)
+    assert result == ["wake up"]
+
+
+@pytest.mark.parametrize("high_contention", [False, True])
+def test_blocking_pop_wakes_on_push(high_contention):
+    db = memory.open()
+    queue = PriorityQueue(Subspace(("blocking-pq",)), high_contention=high_contention)
+    result: list[object] = []
+    threads = [
+        threading.Thread(target=lambda: result.append(queue.pop_max(db, block=True, timeout=5))),
+        threading.Thread(target=lambda: result.append(queue.pop_min(db, block=True, timeout=5))),
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.1)
+    queue.push(db, "high", priority=9)
+    queue.push(db, "low", priority=1)
+    for thread in threads:
+        thread.join(6)
+    assert sorted(result) == ["high", "low"]
+
+
+def test_blocking_dequeue_returns_none_after_the_timeout_without_polling():
+    db = memory.open()
+    queue = Queue(Subspace(("idle",)))
+    started = time.monotonic()
+    assert queue.dequeue(db, block=True, timeout=0.5) is None
+    assert 0.45 <= time.monotonic() - started < 3
+    stats = db.stats()
+    assert stats["reads"] <= 3  # the watch's read and one attempt: no loop of reads
+    assert stats["watches"] == 1
+
+
+def test_blocking_returns_an_item_already_there_at_once():
+    db = memory.open()
+    queue = Queue(Subspace(("ready",)))
+    queue.enqueue(db, "here")
+    assert queue.dequeue(db, block=True, timeout=0) == "here"
+    assert queue.dequeue(db, block=True, timeout=0) is None
+
+
+def test_blocking_needs_a_database():
+    db = memory.open()
+    queue = Queue(Subspace(("tx",)))
+    with pytest.raises(TypeError, match="block=True needs a Database"):
+        queue.dequeue(db.create_transaction(), block=True)
+    with pytest.raises(TypeError):
+        PriorityQueue(Subspace(("tx2",))).pop(db.create_transaction(), block=True)
+    with pytest.raises(ValueError):
+        queue.dequeue(db, block=True, timeout=-1)
+    with pytest.raises(ValueError, match="block=True"):
+        queue.dequeue(db, timeout=1)
+    with pytest.raises(TypeError):
+        queue.dequeue(db, block=True, timeout="1")
+
+
+def test_enqueue_bumps_the_signal_without_conflicts():
+    db = memory.open(latency=memory.Latency(commit=0.001))
+    queue = Queue(Subspace(("signal",)))
+    threads = [
+        threading.Thread(target=lambda: [queue.enqueue(db, n) for n in range(30)]) for _ in range(6)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert db.stats()["conflicts"] == 0
+    assert queue.size(db) == 180
