@@ -5,7 +5,8 @@ succeeds and the others fail with 1020 and back off. Staging replaces that race 
 
 1. **Fast path.** When no requests are waiting, take the first item directly, as a plain
    dequeue does (one extra snapshot read checks for waiting requests). If that commit
-   conflicts, register instead of retrying.
+   conflicts, or requests are waiting, register instead; this client then skips the fast path
+   for the next half second (:data:`CONTENDED_FOR`), since under load it would only conflict.
 2. **Register.** Write a request key ``requests[end][(index, random)]``, its index one past the
    last request's (snapshot read, so registering never conflicts), and watch the request's
    result key.
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -58,8 +60,13 @@ __all__ = ["DEFAULT_ABANDON_AFTER", "DEFAULT_BATCH_SIZE", "Staging"]
 DEFAULT_ABANDON_AFTER = 10.0
 #: Most requests one serving transaction fulfils.
 DEFAULT_BATCH_SIZE = 64
+#: Most batches a leader serves before handing over to the next requester in line.
+LEADER_ROUNDS = 8
 #: Results examined for abandonment per serving transaction.
 ABANDONED_SCAN = 8
+#: Seconds this client skips the fast path after it found contention (a conflict or a line
+#: of waiting requests), so that under load it registers at once instead of conflicting first.
+CONTENDED_FOR = 0.5
 VERSIONS_PER_SECOND = 1_000_000
 NOT_COMMITTED = 1020
 
@@ -106,6 +113,7 @@ class Staging:
         self.take_items = take_items
         self.batch_size = batch_size
         self.abandon_after_versions = int(abandon_after * VERSIONS_PER_SECOND)
+        self._skip_fast_path_until = 0.0  # monotonic time; see CONTENDED_FOR
         self.requests = store.metadata["requests"][end]
         self.results = store.metadata["results"][end]
         self.turn_key: bytes = store.metadata.pack(("turn", end))
@@ -126,9 +134,11 @@ class Staging:
         registration transaction, a collecting transaction, and a share of a serving
         transaction, whose cost is spread over up to ``batch_size`` requests.
         """
-        outcome = self._fast_path(database)
-        if outcome is not _REGISTER:
-            return outcome
+        if time.monotonic() >= self._skip_fast_path_until:
+            outcome = self._fast_path(database)
+            if outcome is not _REGISTER:
+                return outcome
+            self._skip_fast_path_until = time.monotonic() + CONTENDED_FOR
         request_key = self._register(database)
         backoff = 0.01
         while True:
@@ -142,7 +152,7 @@ class Staging:
                 continue
             if state == "first":
                 self._cancel(detail)
-                self.serve(database)
+                self._lead(database)
                 continue
             woken = wait_for_any(detail, backoff)
             backoff = 0.01 if woken else min(backoff * 2, 1.0)  # the fallback, bounded
@@ -205,7 +215,20 @@ class Staging:
 
     # -- the server's side ------------------------------------------------------------------
 
-    def serve(self, database: Any) -> int:
+    def _lead(self, database: Any) -> None:
+        """Serve batches while there are requests, at most :data:`LEADER_ROUNDS` of them.
+
+        The requester first in line leads: its first batch includes its own request, and it
+        keeps serving whoever registered meanwhile, so batches stay large and only one client
+        serves at a time. When it stops with requests still waiting, its last batch bumps the
+        turn key, waking the requester now first in line to lead next.
+        """
+        for round_number in range(LEADER_ROUNDS):
+            last = round_number == LEADER_ROUNDS - 1
+            if self.serve(database, hand_over=last) == 0:
+                return
+
+    def serve(self, database: Any, hand_over: bool = True) -> int:
         """Try once to fulfil the oldest ``batch_size`` requests; return how many it served.
 
         A conflict with another server or a fast-path consumer is not retried (someone else
@@ -217,7 +240,7 @@ class Staging:
         tr = database.create_transaction()
         while True:
             try:
-                served = self._serve_batch(tr)
+                served = self._serve_batch(tr, hand_over)
                 tr.commit().wait()
                 return served
             except Exception as error:
@@ -227,7 +250,7 @@ class Staging:
                     return 0
                 tr.on_error(error).wait()
 
-    def _serve_batch(self, tr: Any) -> int:
+    def _serve_batch(self, tr: Any, hand_over: bool) -> int:
         read_version: int = tr.get_read_version().wait()
         self._give_back_abandoned(tr, read_version)
         requests = list(tr.get_range(self.requests_begin, self.requests_end, limit=self.batch_size))
@@ -244,7 +267,8 @@ class Staging:
             tr[self._result_key(request.key)] = result
         if items:
             self.store.add_to_size(tr, -len(items))
-        tr.add(self.turn_key, _ONE)  # wake waiters: whoever is now first in line serves next
+        if hand_over:  # wake waiters: whoever is now first in line leads next
+            tr.add(self.turn_key, _ONE)
         return len(requests)
 
     def _give_back_abandoned(self, tr: Any, read_version: int) -> None:

@@ -15,38 +15,49 @@ from fdbqueue.memory.errors import FDBError
 __all__ = ["Future", "Value"]
 
 
+_STATE_LOCK = threading.Lock()  # guards every Future's state; held only briefly
+
+
 class Future:
-    """The result of an asynchronous operation: ``wait()`` returns it or raises its error."""
+    """The result of an asynchronous operation: ``wait()`` returns it or raises its error.
+
+    A future that is ready when it is made (most of them, in memory) costs no thread event;
+    one is made only for a caller that waits on a future not yet ready (a watch).
+    """
+
+    __slots__ = ("_callbacks", "_done", "_error", "_event", "_result")
 
     def __init__(self) -> None:
-        self._ready = threading.Event()
-        self._lock = threading.Lock()
+        self._done = False
+        self._event: threading.Event | None = None
         self._result: Any = None
         self._error: BaseException | None = None
-        self._callbacks: list[Callable[[Future], None]] = []
+        self._callbacks: list[Callable[[Future], None]] | None = None
 
     @classmethod
     def completed(cls, result: Any = None) -> Future:
         """A future that is already ready with ``result``."""
         future = cls()
-        future.set_result(result)
+        future._result, future._done = result, True
         return future
 
     @classmethod
     def failed(cls, error: BaseException) -> Future:
         """A future that is already ready with ``error``."""
         future = cls()
-        future.set_error(error)
+        future._error, future._done = error, True
         return future
 
     def _complete(self, result: Any, error: BaseException | None) -> bool:
-        with self._lock:
-            if self._ready.is_set():
+        with _STATE_LOCK:
+            if self._done:
                 return False
-            self._result, self._error = result, error
-            callbacks, self._callbacks = self._callbacks, []
-            self._ready.set()
-        for callback in callbacks:
+            self._result, self._error, self._done = result, error, True
+            callbacks, self._callbacks = self._callbacks, None
+            event = self._event
+        if event is not None:
+            event.set()
+        for callback in callbacks or ():
             callback(self)
         return True
 
@@ -60,15 +71,23 @@ class Future:
 
     def is_ready(self) -> bool:
         """True once the future has a result or an error."""
-        return self._ready.is_set()
+        return self._done
 
     def block_until_ready(self) -> None:
         """Wait until the future is ready, without raising its error."""
-        self._ready.wait()
+        if self._done:
+            return
+        with _STATE_LOCK:
+            if self._done:
+                return
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        event.wait()
 
     def wait(self) -> Any:
         """Wait until ready, then return the result or raise the error."""
-        self._ready.wait()
+        self.block_until_ready()
         if self._error is not None:
             raise self._error
         return self._result
@@ -76,8 +95,10 @@ class Future:
     def on_ready(self, callback: Callable[[Future], None]) -> None:
         """Call ``callback(self)`` once ready: now if it already is, else from the thread that
         completes it."""
-        with self._lock:
-            if not self._ready.is_set():
+        with _STATE_LOCK:
+            if not self._done:
+                if self._callbacks is None:
+                    self._callbacks = []
                 self._callbacks.append(callback)
                 return
         callback(self)

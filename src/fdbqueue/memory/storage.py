@@ -15,7 +15,7 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from sortedcontainers import SortedDict, SortedList
+from sortedcontainers import SortedDict
 
 __all__ = ["Commit", "Storage", "VersionView", "ranges_intersect"]
 
@@ -119,22 +119,26 @@ class Storage:
 
 
 class VersionView:
-    """The key space as of one read version, kept up to date as commits arrive."""
+    """The key space as of one read version, kept up to date as commits arrive.
+
+    The overlay holds, for each key changed by a commit newer than the read version, its
+    value as of the read version. It is small (the keys changed while the transaction ran), so
+    range scans sort the overlay's keys in the range on demand.
+    """
 
     def __init__(self, storage: Storage, version: int) -> None:
         self.storage = storage
         self.version = version
         self.overlay: dict[bytes, bytes | None] = {}
-        self.overlay_keys: SortedList = SortedList()
         self.seen_sequence = -1
 
     def refresh(self) -> None:
         """Take in the undo maps of commits applied since the last refresh."""
+        overlay = self.overlay
         for commit in self.storage.commits_after(self.version, self.seen_sequence):
             for key, old in commit.undo.items():
-                if key not in self.overlay:
-                    self.overlay[key] = old
-                    self.overlay_keys.add(key)
+                if key not in overlay:
+                    overlay[key] = old
             self.seen_sequence = commit.sequence
 
     def get(self, key: bytes) -> bytes | None:
@@ -157,11 +161,15 @@ class VersionView:
             for key in current.irange(begin, end, inclusive=(True, False), reverse=reverse)
             if key not in overlay
         )
-        historical = (
-            (key, overlay[key])
-            for key in self.overlay_keys.irange(
-                begin, end, inclusive=(True, False), reverse=reverse
-            )
-            if overlay[key] is not None
+        if not overlay:
+            yield from live
+            return
+        historical = sorted(
+            (
+                (key, value)
+                for key, value in overlay.items()
+                if begin <= key < end and value is not None
+            ),
+            reverse=reverse,
         )
         yield from heapq.merge(live, historical, key=lambda pair: pair[0], reverse=reverse)
