@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import textwrap
 import threading
 import time
 import uuid
@@ -254,7 +255,7 @@ def plot(results: list[Result], path: str, title: str) -> None:
     axes.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
     axes.set_xlabel("consumer threads")
     axes.set_ylabel("items dequeued per second")
-    axes.set_title(title, fontsize=9)
+    axes.set_title(textwrap.fill(title, 80), fontsize=8)
     axes.grid(True, alpha=0.3)
     axes.legend()
     figure.tight_layout()
