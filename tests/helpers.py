@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from fdbqueue.transactional import run_in_retry_loop
+
 T = TypeVar("T")
 
 
@@ -42,16 +44,7 @@ def raises_fdb_error(code: int) -> Iterator[pytest.ExceptionInfo[BaseException]]
 
 def run(db: Any, body: Callable[[Any], T]) -> T:
     """``body(tr)`` in a new transaction, committed, retried through ``on_error``."""
-    tr = db.create_transaction()
-    while True:
-        try:
-            result = body(tr)
-            tr.commit().wait()
-            return result
-        except Exception as exc:
-            if not is_fdb_error(exc):
-                raise
-            tr.on_error(exc).wait()
+    return run_in_retry_loop(db, body)
 
 
 def value(v: Any) -> bytes | None:

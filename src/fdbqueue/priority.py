@@ -25,7 +25,7 @@ from typing import Any
 
 from fdbqueue.codecs import Codec
 from fdbqueue.staging import DEFAULT_ABANDON_AFTER, DEFAULT_BATCH_SIZE, Staging
-from fdbqueue.store import ItemStore
+from fdbqueue.store import ItemStore, StoredQueue
 from fdbqueue.transactional import (
     TransactionContext,
     is_database,
@@ -42,7 +42,7 @@ def _check_priority(priority: Any) -> None:
         raise TypeError(f"priority must be an int, not {type(priority).__name__}")
 
 
-class PriorityQueue:
+class PriorityQueue(StoredQueue):
     """A shared priority queue in one FoundationDB subspace, with both ends usable.
 
     ``tr`` works as for :class:`~fdbqueue.Queue`: a Database or Tenant (own transaction,
@@ -96,19 +96,6 @@ class PriorityQueue:
     def high_contention(self) -> bool:
         """Whether pops given a Database use staging (:mod:`fdbqueue.staging`)."""
         return bool(self._staging)
-
-    @property
-    def subspace(self) -> Any:
-        """The Subspace whose ``range()`` holds the items."""
-        return self._store.subspace
-
-    @property
-    def codec(self) -> Codec:
-        """The codec that encodes and decodes values."""
-        return self._store.codec
-
-    def __repr__(self) -> str:
-        return f"PriorityQueue({self._store.subspace!r}, codec={self._store.codec!r})"
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -274,23 +261,3 @@ class PriorityQueue:
     def peek_max(self, tr: TransactionContext) -> Any:
         """Return the oldest value of the highest priority, or None when empty (two range reads)."""
         return self.peek(tr, max=True)
-
-    @transactional
-    def empty(self, tr: TransactionContext) -> bool:
-        """Return True when the queue holds no item (exact; one range read, ``limit=1``)."""
-        return not self._store.read(tr, limit=1)
-
-    @transactional
-    def size(self, tr: TransactionContext) -> int:
-        """Return the number of items from the counter that push and pop keep.
-
-        Same meaning and cost as :meth:`fdbqueue.Queue.size`: exact for items fdbqueue wrote
-        and removed, one point read, which inside your transaction conflicts with concurrent
-        pushes and pops unless you pass ``tr.snapshot``.
-        """
-        return self._store.size(tr)
-
-    @transactional
-    def clear(self, tr: TransactionContext) -> None:
-        """Remove every item and the size counter (one range clear, no reads)."""
-        self._store.clear(tr)

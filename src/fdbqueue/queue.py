@@ -26,7 +26,7 @@ from typing import Any
 
 from fdbqueue.codecs import Codec
 from fdbqueue.staging import DEFAULT_ABANDON_AFTER, DEFAULT_BATCH_SIZE, Staging
-from fdbqueue.store import ItemStore
+from fdbqueue.store import ItemStore, StoredQueue
 from fdbqueue.transactional import (
     TransactionContext,
     is_database,
@@ -38,7 +38,7 @@ from fdbqueue.waiting import check_blocking_arguments, take_blocking
 __all__ = ["Queue"]
 
 
-class Queue:
+class Queue(StoredQueue):
     """A shared FIFO queue in one FoundationDB subspace.
 
     Every operation takes ``tr``: a Database or Tenant (the operation runs in its own
@@ -100,19 +100,6 @@ class Queue:
     def high_contention(self) -> bool:
         """Whether dequeues given a Database use staging (:mod:`fdbqueue.staging`)."""
         return self._staging is not None
-
-    @property
-    def subspace(self) -> Any:
-        """The Subspace whose ``range()`` holds the items."""
-        return self._store.subspace
-
-    @property
-    def codec(self) -> Codec:
-        """The codec that encodes and decodes values."""
-        return self._store.codec
-
-    def __repr__(self) -> str:
-        return f"Queue({self._store.subspace!r}, codec={self._store.codec!r})"
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -247,39 +234,6 @@ class Queue:
         """
         items = self._store.read(tr, limit=1)
         return self._store.decode(items[0].value) if items else None
-
-    @transactional
-    def empty(self, tr: TransactionContext) -> bool:
-        """Return True when the queue holds no item.
-
-        Exact, whatever wrote the items. Cost: one range read (``limit=1``), with the read
-        conflict range of :meth:`peek`.
-        """
-        return not self._store.read(tr, limit=1)
-
-    @transactional
-    def size(self, tr: TransactionContext) -> int:
-        """Return the number of items, from a counter that enqueue and dequeue keep.
-
-        The counter is changed with atomic adds, so keeping it adds no conflicts to enqueue or
-        dequeue. It is exact for items that fdbqueue wrote and removed; items written or
-        removed by other code (such as FoundationDB's recipes) are not counted, and the result
-        is never below 0. Use :meth:`empty` for an exact emptiness test.
-
-        Cost: one point read. Inside your own transaction that read adds a read conflict on
-        the counter, so your transaction conflicts with any enqueue or dequeue that commits
-        first; pass ``tr.snapshot`` to read the size without that conflict.
-        """
-        return self._store.size(tr)
-
-    @transactional
-    def clear(self, tr: TransactionContext) -> None:
-        """Remove every item and the size counter.
-
-        Cost: one range clear (``clear_range_startswith`` of the subspace prefix); no reads,
-        so it never conflicts, but concurrent dequeues that read the cleared items do.
-        """
-        self._store.clear(tr)
 
 
 def _check_count(n: Any) -> None:

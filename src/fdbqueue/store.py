@@ -27,9 +27,9 @@ from typing import Any
 from fdb.subspace_impl import Subspace
 
 from fdbqueue.codecs import Codec, encode_value, resolve_codec
-from fdbqueue.transactional import TransactionContext, require_writable
+from fdbqueue.transactional import TransactionContext, require_writable, transactional
 
-__all__ = ["MAX_KEY_BYTES", "RANDOM_BYTES", "ItemStore", "as_subspace"]
+__all__ = ["MAX_KEY_BYTES", "RANDOM_BYTES", "ItemStore", "StoredQueue", "as_subspace"]
 
 #: FoundationDB's limit on the size of a key, in bytes (error 2102 ``key_too_large``).
 MAX_KEY_BYTES = 10_000
@@ -257,3 +257,57 @@ class ItemStore:
         """Remove every item and all metadata. Cost: one range clear, no reads."""
         require_writable(tr, "clear")
         tr.clear_range_startswith(self.subspace.key())
+
+
+class StoredQueue:
+    """What every queue type shares: its store, and ``subspace``, ``codec``, ``size``,
+    ``empty`` and ``clear``, which act on the whole subspace whatever the item layout."""
+
+    _store: ItemStore
+
+    @property
+    def subspace(self) -> Subspace:
+        """The Subspace whose ``range()`` holds the items."""
+        return self._store.subspace
+
+    @property
+    def codec(self) -> Codec:
+        """The codec that encodes and decodes values."""
+        return self._store.codec
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._store.subspace!r}, codec={self._store.codec!r})"
+
+    @transactional
+    def empty(self, tr: TransactionContext) -> bool:
+        """Return True when the queue holds no item.
+
+        Exact, whatever wrote the items. Cost: one range read (``limit=1``) whose read
+        conflict range covers the start of the queue up to just past its first item (the whole
+        item range when empty).
+        """
+        return not self._store.read(tr, limit=1)
+
+    @transactional
+    def size(self, tr: TransactionContext) -> int:
+        """Return the number of items, from a counter that enqueue/push and dequeue/pop keep.
+
+        The counter changes by atomic adds, so keeping it adds no conflicts. It is exact for
+        items that fdbqueue wrote and removed; items written or removed by other code (such as
+        FoundationDB's recipes) are not counted, and the result is never below 0. Use
+        :meth:`empty` for an exact emptiness test.
+
+        Cost: one point read. Inside your own transaction that read adds a read conflict on
+        the counter, so your transaction conflicts with any enqueue or dequeue that commits
+        first; pass ``tr.snapshot`` to read the size without that conflict.
+        """
+        return self._store.size(tr)
+
+    @transactional
+    def clear(self, tr: TransactionContext) -> None:
+        """Remove every item, the counters and any high-contention requests and results.
+
+        Cost: one range clear (``clear_range_startswith`` of the subspace prefix); no reads,
+        so it never conflicts, but concurrent consumers that read the cleared items do.
+        """
+        self._store.clear(tr)

@@ -8,8 +8,15 @@ and returns the new value (``None`` clears the key). Semantics are upstream's
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["OPERATIONS", "apply_atomic", "versionstamp_bytes", "with_versionstamp"]
+__all__ = [
+    "OPERATIONS",
+    "AtomicOperations",
+    "apply_atomic",
+    "versionstamp_bytes",
+    "with_versionstamp",
+]
 
 MAX_VALUE_BYTES = 100_000
 
@@ -109,3 +116,55 @@ def versionstamp_offset_valid(param: bytes) -> bool:
         return False
     offset = int.from_bytes(param[-4:], "little")
     return offset + 10 <= len(param) - 4
+
+
+class AtomicOperations:
+    """The binding's atomic-operation methods, for any class that defines ``_atomic``.
+
+    :class:`~fdbqueue.memory.Transaction` records the operation; the
+    :class:`~fdbqueue.memory.Database` runs it in a transaction of its own. No operation reads,
+    so none adds a read conflict range.
+    """
+
+    def _atomic(self, operation: str, key: Any, param: Any) -> None:
+        raise NotImplementedError
+
+    def add(self, key: Any, param: Any) -> None:
+        """Little-endian integer addition; a missing value counts as zeros."""
+        self._atomic("add", key, param)
+
+    def bit_and(self, key: Any, param: Any) -> None:
+        """Bitwise AND (a missing value becomes ``param``)."""
+        self._atomic("bit_and", key, param)
+
+    def bit_or(self, key: Any, param: Any) -> None:
+        """Bitwise OR."""
+        self._atomic("bit_or", key, param)
+
+    def bit_xor(self, key: Any, param: Any) -> None:
+        """Bitwise XOR."""
+        self._atomic("bit_xor", key, param)
+
+    def max(self, key: Any, param: Any) -> None:
+        """The larger, as little-endian unsigned integers."""
+        self._atomic("max", key, param)
+
+    def min(self, key: Any, param: Any) -> None:
+        """The smaller, as little-endian unsigned integers (a missing value becomes ``param``)."""
+        self._atomic("min", key, param)
+
+    def byte_max(self, key: Any, param: Any) -> None:
+        """The larger, as byte strings."""
+        self._atomic("byte_max", key, param)
+
+    def byte_min(self, key: Any, param: Any) -> None:
+        """The smaller, as byte strings."""
+        self._atomic("byte_min", key, param)
+
+    def compare_and_clear(self, key: Any, param: Any) -> None:
+        """Clear ``key`` if its value equals ``param``."""
+        self._atomic("compare_and_clear", key, param)
+
+    def append_if_fits(self, key: Any, param: Any) -> None:
+        """Append ``param`` if the result fits in 100,000 bytes."""
+        self._atomic("append_if_fits", key, param)

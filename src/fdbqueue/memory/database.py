@@ -11,7 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from fdbqueue.memory.atomic import apply_atomic, versionstamp_bytes, with_versionstamp
+from fdbqueue.memory.atomic import (
+    AtomicOperations,
+    apply_atomic,
+    versionstamp_bytes,
+    with_versionstamp,
+)
 from fdbqueue.memory.errors import FDBError
 from fdbqueue.memory.futures import Future, Value
 from fdbqueue.memory.keys import KeySelector
@@ -65,7 +70,7 @@ class Latency:
                 raise ValueError(f"Latency.{name} must be a number of seconds >= 0, not {value!r}")
 
 
-class Database:
+class Database(AtomicOperations):
     """An in-memory FoundationDB database; see :mod:`fdbqueue.memory`. Thread-safe."""
 
     def __init__(self, latency: Latency | None = None, seed: int | None = None) -> None:
@@ -268,14 +273,9 @@ class Database:
     # -- the binding's Database conveniences (each in its own transaction) ------------------
 
     def _run(self, body: Callable[[Transaction], T]) -> T:
-        transaction = self.create_transaction()
-        while True:
-            try:
-                result = body(transaction)
-                transaction.commit().wait()
-                return result
-            except FDBError as error:
-                transaction.on_error(error).wait()
+        from fdbqueue.transactional import run_in_retry_loop
+
+        return run_in_retry_loop(self, body)
 
     def get(self, key: Any) -> Value:
         """Read ``key`` in its own transaction."""
@@ -332,38 +332,6 @@ class Database:
 
     def _atomic(self, operation: str, key: Any, param: Any) -> None:
         self._run(lambda tr: getattr(tr, operation)(key, param))
-
-    def add(self, key: Any, param: Any) -> None:
-        """Atomic add in its own transaction."""
-        self._atomic("add", key, param)
-
-    def bit_and(self, key: Any, param: Any) -> None:
-        """Atomic bit_and in its own transaction."""
-        self._atomic("bit_and", key, param)
-
-    def bit_or(self, key: Any, param: Any) -> None:
-        """Atomic bit_or in its own transaction."""
-        self._atomic("bit_or", key, param)
-
-    def bit_xor(self, key: Any, param: Any) -> None:
-        """Atomic bit_xor in its own transaction."""
-        self._atomic("bit_xor", key, param)
-
-    def max(self, key: Any, param: Any) -> None:
-        """Atomic max in its own transaction."""
-        self._atomic("max", key, param)
-
-    def min(self, key: Any, param: Any) -> None:
-        """Atomic min in its own transaction."""
-        self._atomic("min", key, param)
-
-    def byte_max(self, key: Any, param: Any) -> None:
-        """Atomic byte_max in its own transaction."""
-        self._atomic("byte_max", key, param)
-
-    def byte_min(self, key: Any, param: Any) -> None:
-        """Atomic byte_min in its own transaction."""
-        self._atomic("byte_min", key, param)
 
     def get_and_watch(self, key: Any) -> tuple[Value, Future]:
         """Read ``key`` and watch it, in one committed transaction: ``(value, watch)``."""

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from fdbqueue.memory.atomic import versionstamp_offset_valid
+from fdbqueue.memory.atomic import AtomicOperations, versionstamp_offset_valid
 from fdbqueue.memory.errors import FDBError, is_retryable
 from fdbqueue.memory.futures import Future, Value
 from fdbqueue.memory.keys import KeySelector, KeyValue, key_after, strinc, to_key, to_value
@@ -147,7 +147,7 @@ class Snapshot(_Reader):
         self.db = transaction.db
 
 
-class Transaction(_Reader):
+class Transaction(_Reader, AtomicOperations):
     """An in-memory FoundationDB transaction (see the module docstring)."""
 
     def __init__(self, database: Database) -> None:
@@ -438,46 +438,6 @@ class Transaction(_Reader):
         self._record(
             ("atomic", operation, key, param), (key, key_after(key)), len(key) + len(param)
         )
-
-    def add(self, key: Any, param: Any) -> None:
-        """Little-endian integer addition; a missing value counts as zeros."""
-        self._atomic("add", key, param)
-
-    def bit_and(self, key: Any, param: Any) -> None:
-        """Bitwise AND (a missing value becomes ``param``)."""
-        self._atomic("bit_and", key, param)
-
-    def bit_or(self, key: Any, param: Any) -> None:
-        """Bitwise OR."""
-        self._atomic("bit_or", key, param)
-
-    def bit_xor(self, key: Any, param: Any) -> None:
-        """Bitwise XOR."""
-        self._atomic("bit_xor", key, param)
-
-    def max(self, key: Any, param: Any) -> None:
-        """The larger, as little-endian unsigned integers."""
-        self._atomic("max", key, param)
-
-    def min(self, key: Any, param: Any) -> None:
-        """The smaller, as little-endian unsigned integers (a missing value becomes ``param``)."""
-        self._atomic("min", key, param)
-
-    def byte_max(self, key: Any, param: Any) -> None:
-        """The larger, as byte strings."""
-        self._atomic("byte_max", key, param)
-
-    def byte_min(self, key: Any, param: Any) -> None:
-        """The smaller, as byte strings."""
-        self._atomic("byte_min", key, param)
-
-    def compare_and_clear(self, key: Any, param: Any) -> None:
-        """Clear ``key`` if its value equals ``param``."""
-        self._atomic("compare_and_clear", key, param)
-
-    def append_if_fits(self, key: Any, param: Any) -> None:
-        """Append ``param`` if the result fits in 100,000 bytes."""
-        self._atomic("append_if_fits", key, param)
 
     def set_versionstamped_key(self, key: Any, param: Any) -> None:
         """Set a key whose 10 bytes at the offset in its last 4 bytes become the versionstamp."""
