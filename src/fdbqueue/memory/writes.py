@@ -38,11 +38,14 @@ class Entry:
         return value
 
 
+_NO_ENTRIES = SortedDict()  # shared, never written: the entries of a transaction that wrote none
+
+
 class WriteMap:
     """Sets, clears, clear ranges and atomic operations, for read-your-writes."""
 
     def __init__(self) -> None:
-        self.entries: SortedDict = SortedDict()
+        self.entries: SortedDict = _NO_ENTRIES  # replaced by its own SortedDict at a write
         self.cleared: list[Range] = []  # merged, sorted
         self.cleared_begins: list[bytes] = []
         self.unreadable: list[Range] = []
@@ -50,6 +53,11 @@ class WriteMap:
     def _in_cleared(self, key: bytes) -> bool:
         index = bisect.bisect_right(self.cleared_begins, key) - 1
         return index >= 0 and self.cleared[index][0] <= key < self.cleared[index][1]
+
+    def _writable(self) -> SortedDict:
+        if self.entries is _NO_ENTRIES:  # read-only transactions never build a SortedDict
+            self.entries = SortedDict()
+        return self.entries
 
     def lookup(self, key: bytes) -> Entry | None:
         """The entry for ``key``: an Entry, or None when the database value stands."""
@@ -61,22 +69,22 @@ class WriteMap:
         return None
 
     def set(self, key: bytes, value: bytes) -> None:
-        self.entries[key] = Entry(independent=True, value=value)
+        self._writable()[key] = Entry(independent=True, value=value)
 
     def clear_range(self, begin: bytes, end: bytes) -> None:
         for key in list(self.entries.irange(begin, end, inclusive=(True, False))):
-            del self.entries[key]
+            del self._writable()[key]
         self.cleared = merge_ranges([*self.cleared, (begin, end)])
         self.cleared_begins = [b for b, _ in self.cleared]
 
     def atomic(self, operation: str, key: bytes, param: bytes) -> None:
         entry = self.lookup(key)
         if entry is not None and entry.independent:
-            self.entries[key] = Entry(True, apply_atomic(operation, entry.value, param))
+            self._writable()[key] = Entry(True, apply_atomic(operation, entry.value, param))
         elif entry is not None:
             entry.operations.append((operation, param))
         else:
-            self.entries[key] = Entry(False, operations=[(operation, param)])
+            self._writable()[key] = Entry(False, operations=[(operation, param)])
 
     def mark_unreadable(self, begin: bytes, end: bytes) -> None:
         self.unreadable = merge_ranges([*self.unreadable, (begin, end)])
