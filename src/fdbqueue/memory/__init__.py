@@ -12,8 +12,11 @@ What it models, as ``shared/fdb-semantics.md`` states FoundationDB's behaviour:
 * one ordered key space of bytes (memcmp order); system keys (``b"\\xff"`` on) need the
   ``access_system_keys`` / ``read_system_keys`` options, else 2004;
 * versions that advance about 1,000,000 per second; a read version taken lazily at the first
-  read; MVCC reads at that version; the five-second window (1007 for reads and for commits
-  with writes once the read version is more than 5,000,000 versions old);
+  read; MVCC reads at that version; the five-second window (1007 for reads, and for commits
+  that have read conflict ranges, once the read version is more than 5,000,000 versions old;
+  blind writes commit whatever their read version's age, as upstream's resolver decides in
+  ``ConflictBatch::addTransaction``, where ``shared/fdb-semantics.md`` says "a commit with
+  writes");
 * read-your-writes, snapshot reads included; reads served entirely from the transaction's own
   sets and clears reach no database and add no read conflict range;
 * read conflict ranges from non-snapshot reads (limited range reads add only what they read),
