@@ -100,3 +100,11 @@ class Waiter:
     def done(self, timeout: float) -> bool:
         """Whether the future became ready (value or error) within ``timeout`` seconds."""
         return self._done.wait(timeout)
+
+
+def all_keys(db: Any, subspace: Any) -> list[tuple[bytes, bytes]]:
+    """Every committed key-value pair under the subspace's raw prefix (items and metadata)."""
+    return run(
+        db,
+        lambda tr: [(kv.key, bytes(kv.value)) for kv in tr.get_range_startswith(subspace.key())],
+    )

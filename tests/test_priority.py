@@ -6,16 +6,9 @@ import os
 
 import fdb.tuple
 import pytest
+from helpers import all_keys
 
 from fdbqueue import PriorityQueue, transactional
-
-
-def all_keys(db, subspace):
-    @transactional
-    def read(tr):
-        return [(kv.key, bytes(kv.value)) for kv in tr.get_range_startswith(subspace.key())]
-
-    return read(db)
 
 
 def test_pop_min_takes_lowest_priority_first(db, subspace):

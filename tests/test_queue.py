@@ -8,18 +8,9 @@ import uuid
 
 import fdb.tuple
 import pytest
+from helpers import all_keys
 
 from fdbqueue import Queue, Subspace, transactional
-
-
-def all_keys(db, subspace):
-    """Every key-value pair under the subspace's prefix, items and metadata."""
-
-    @transactional
-    def read(tr):
-        return [(kv.key, bytes(kv.value)) for kv in tr.get_range_startswith(subspace.key())]
-
-    return read(db)
 
 
 def test_dequeue_returns_items_in_enqueue_order(db, subspace):
