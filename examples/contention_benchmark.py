@@ -74,21 +74,25 @@ class CountingTransaction:
         del self._transaction[key]
 
     def commit(self) -> Any:
-        future = self._transaction.commit()
-        owner = self._owner
-        role = owner.role()
+        return CountedCommit(self._owner, self._transaction.commit())
 
-        class Counted:
-            def wait(self) -> Any:
-                try:
-                    return future.wait()
-                except Exception as error:
-                    if getattr(error, "code", None) == CONFLICT:
-                        with owner.lock:
-                            owner.counts[f"{role}_conflicts"] += 1
-                    raise
 
-        return Counted()
+class CountedCommit:
+    """A commit future whose ``wait`` counts a conflict against the committing role."""
+
+    def __init__(self, owner: CountingDatabase, future: Any) -> None:
+        self._owner = owner
+        self._role = owner.role()
+        self._future = future
+
+    def wait(self) -> Any:
+        try:
+            return self._future.wait()
+        except Exception as error:
+            if getattr(error, "code", None) == CONFLICT:
+                with self._owner.lock:
+                    self._owner.counts[f"{self._role}_conflicts"] += 1
+            raise
 
 
 @dataclass

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
-from fdbqueue.staging import Staging
+from fdbqueue.staging import STALLED_AFTER, Staging
 
 LATENCY = memory.Latency(grv=0.0005, read=0.0002, commit=0.001)
 
@@ -91,6 +92,20 @@ def test_a_requester_that_dies_loses_nothing():
     assert queue.dequeue(db) == "first"
     state, _detail = staging._collect_or_watch(db.create_transaction(), request_key)
     assert state == "lost"  # had the requester come back, it would register again
+
+
+def test_a_requester_that_dies_first_in_line_does_not_stop_the_line():
+    """Nobody leads while the dead requester is first; a waiter serves after STALLED_AFTER."""
+    db = memory.open()
+    queue = Queue(Subspace(("dead-first",)), high_contention=True, abandon_after=60.0)
+    queue.enqueue_many(db, ["first", "second"])
+    staging: Staging = queue._staging  # type: ignore[assignment]
+    staging._register(db)  # registers first in line, then dies without leading
+    started = time.monotonic()
+    assert queue.dequeue(db) == "second"  # "first" is parked in the dead requester's result
+    waited = time.monotonic() - started
+    assert STALLED_AFTER <= waited < STALLED_AFTER + 2.0
+    assert queue.size(db) == 0
 
 
 def test_a_slow_collector_and_a_giver_back_never_both_win():

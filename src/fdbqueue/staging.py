@@ -21,7 +21,9 @@ succeeds and the others fail with 1020 and back off. Staging replaces that race 
    polling; a bounded backoff of 10 ms to 1 s only if a watch fails or nothing fires), then
    takes its result in a transaction that clears it.
 
-Nothing is lost when a requester dies: a result not collected within ``abandon_after``
+Nothing is lost when a requester dies. If it dies first in line, before leading, the line
+stops moving; a waiter whose watches stay quiet for :data:`STALLED_AFTER` seconds serves in
+its place. A result not collected within ``abandon_after``
 seconds (measured with read versions, a clock all clients share: about 1,000,000 versions per
 second) is put back by whichever client serves next, at the item's original key, so it keeps
 its place at the front of the queue. A request whose requester died is served like any other,
@@ -67,6 +69,9 @@ ABANDONED_SCAN = 8
 #: Seconds this client skips the fast path after it found contention (a conflict or a line
 #: of waiting requests), so that under load it registers at once instead of conflicting first.
 CONTENDED_FOR = 0.5
+#: Seconds a waiting requester lets pass without its watches firing before it serves even
+#: though it is not first in line (the requester first in line may have died before leading).
+STALLED_AFTER = 1.0
 VERSIONS_PER_SECOND = 1_000_000
 NOT_COMMITTED = 1020
 
@@ -141,6 +146,7 @@ class Staging:
             self._skip_fast_path_until = time.monotonic() + CONTENDED_FOR
         request_key = self._register(database)
         backoff = 0.01
+        quiet_since = time.monotonic()  # when this requester last saw the line move
         while True:
             state, detail = run_in_retry_loop(
                 database, functools.partial(self._collect_or_watch, request_key=request_key)
@@ -150,12 +156,18 @@ class Staging:
             if state == "lost":
                 request_key = self._register(database)
                 continue
-            if state == "first":
+            if state == "first" or time.monotonic() - quiet_since > STALLED_AFTER:
+                # First in line: lead. Or nothing moved for STALLED_AFTER seconds: the
+                # requester first in line died before leading, so serve in its place.
                 self._cancel(detail)
                 self._lead(database)
+                quiet_since = time.monotonic()
                 continue
             woken = wait_for_any(detail, backoff)
-            backoff = 0.01 if woken else min(backoff * 2, 1.0)  # the fallback, bounded
+            if woken:
+                backoff, quiet_since = 0.01, time.monotonic()
+            else:
+                backoff = min(backoff * 2, 1.0)  # the fallback, bounded
             self._cancel(detail)
 
     @staticmethod

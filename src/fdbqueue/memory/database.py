@@ -131,9 +131,11 @@ class Database(AtomicOperations):
         elapsed = time.monotonic() - self._started + self._time_offset
         return int(elapsed * VERSIONS_PER_SECOND) + 1
 
-    def _new_read_version(self) -> int:
-        if self.latency.grv:
-            time.sleep(self.latency.grv)
+    def _new_read_version(self, then_read: bool = False) -> int:
+        """Obtain a read version after the GRV latency (plus a read's, when ``then_read``)."""
+        delay = self.latency.grv + (self.latency.read if then_read else 0.0)
+        if delay:
+            time.sleep(delay)
         with self._lock:
             self._last_version = max(self._last_version, self._time_version())
             self._stats["read_versions"] += 1
@@ -143,9 +145,13 @@ class Database(AtomicOperations):
         return self._time_version() - read_version > READ_WINDOW_VERSIONS
 
     def _read(
-        self, transaction: Transaction, read_version: int, read: Callable[[VersionView], T]
+        self,
+        transaction: Transaction,
+        read_version: int,
+        read: Callable[[VersionView], T],
+        latency_paid: bool = False,
     ) -> T:
-        if self.latency.read:
+        if self.latency.read and not latency_paid:
             time.sleep(self.latency.read)
         with self._lock:
             if self._too_old(read_version):

@@ -234,8 +234,15 @@ class Transaction(_Reader, AtomicOperations):
         self._view = None
 
     def _with_view(self, read: Callable[[VersionView], Any]) -> Any:
-        """Run ``read`` on the database as of the read version (one read round trip)."""
-        return self.db._read(self, self._ensure_read_version(), read)
+        """Run ``read`` on the database as of the read version (one read round trip).
+
+        A transaction's first read also fetches its read version; the two latencies are
+        slept at once (the same simulated time, one thread wake-up fewer).
+        """
+        if self._read_version is None:
+            self._read_version = self.db._new_read_version(then_read=True)
+            return self.db._read(self, self._read_version, read, latency_paid=True)
+        return self.db._read(self, self._read_version, read)
 
     def _read_point(self, key: bytes, snapshot: bool) -> bytes | None:
         self._check_readable()
