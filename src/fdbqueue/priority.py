@@ -24,6 +24,7 @@ import functools
 from typing import Any
 
 from fdbqueue.codecs import Codec
+from fdbqueue.receipts import exactly_once
 from fdbqueue.staging import DEFAULT_ABANDON_AFTER, DEFAULT_BATCH_SIZE, Staging
 from fdbqueue.store import ItemStore, StoredQueue
 from fdbqueue.transactional import (
@@ -124,7 +125,7 @@ class PriorityQueue(StoredQueue):
         self._store.item_key((priority, 0))  # checks the priority packs and the key fits
         self._push(tr, encoded, priority)
 
-    @transactional
+    @exactly_once
     def _push(self, tr: TransactionContext, encoded: bytes, priority: int) -> None:
         require_writable(tr, "push")
         self._store.write(
@@ -202,7 +203,7 @@ class PriorityQueue(StoredQueue):
             return staging.take(tr)
         return self._pop(tr, max)
 
-    @transactional
+    @exactly_once(wrote=lambda value: value is not None)
     def _pop(self, tr: TransactionContext, max: bool) -> Any:
         require_writable(tr, "pop")
         items = self._first(tr, max)

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fdbqueue.codecs import Codec
+from fdbqueue.receipts import exactly_once
 from fdbqueue.staging import DEFAULT_ABANDON_AFTER, DEFAULT_BATCH_SIZE, Staging
 from fdbqueue.store import ItemStore, StoredQueue
 from fdbqueue.transactional import (
@@ -137,7 +138,7 @@ class Queue(StoredQueue):
         if encoded:
             self._append(tr, encoded)
 
-    @transactional
+    @exactly_once
     def _append(self, tr: TransactionContext, encoded: list[bytes]) -> None:
         require_writable(tr, "enqueue")
         index = self._last_index(tr)
@@ -192,7 +193,7 @@ class Queue(StoredQueue):
             return self._staging.take(tr)
         return self._dequeue(tr)
 
-    @transactional
+    @exactly_once(wrote=lambda value: value is not None)
     def _dequeue(self, tr: TransactionContext) -> Any:
         require_writable(tr, "dequeue")
         items = self._store.read(tr, limit=1)
@@ -200,7 +201,7 @@ class Queue(StoredQueue):
             return None
         return self._store.remove(tr, items)[0]
 
-    @transactional
+    @exactly_once(wrote=bool)
     def dequeue_many(self, tr: TransactionContext, n: int) -> list[Any]:
         """Remove up to ``n`` items from the front of the queue and return their values.
 

@@ -53,7 +53,7 @@ from typing import Any
 import fdb.tuple
 
 from fdbqueue.store import ItemStore, random_element
-from fdbqueue.transactional import is_fdb_error, run_in_retry_loop
+from fdbqueue.transactional import is_fdb_error
 from fdbqueue.waiting import wait_for_any
 
 __all__ = ["DEFAULT_ABANDON_AFTER", "DEFAULT_BATCH_SIZE", "Staging"]
@@ -148,8 +148,10 @@ class Staging:
         backoff = 0.01
         quiet_since = time.monotonic()  # when this requester last saw the line move
         while True:
-            state, detail = run_in_retry_loop(
-                database, functools.partial(self._collect_or_watch, request_key=request_key)
+            state, detail = self.store.receipts.run(
+                database,
+                functools.partial(self._collect_or_watch, request_key=request_key),
+                wrote=lambda outcome: outcome[0] == "done",
             )
             if state == "done":
                 return detail
@@ -176,23 +178,24 @@ class Staging:
             watch.cancel()
 
     def _fast_path(self, database: Any) -> Any:
-        tr = database.create_transaction()
-        while True:
-            try:
-                waiting = tr.snapshot.get_range(self.requests_begin, self.requests_end, limit=1)
-                if list(waiting):
-                    return _REGISTER
-                items = self.take_items(tr, 1)
-                if items:
-                    self.store.add_to_size(tr, -1)
-                tr.commit().wait()
-                return self.store.decode(items[0].value) if items else None
-            except Exception as error:
-                if not is_fdb_error(error):
-                    raise
-                if error.code == NOT_COMMITTED:  # type: ignore[attr-defined]
-                    return _REGISTER
-                tr.on_error(error).wait()
+        """Take the first item at once, or return ``_REGISTER`` (requests are waiting, or the
+        commit conflicted)."""
+
+        def body(tr: Any) -> Any:
+            if list(tr.snapshot.get_range(self.requests_begin, self.requests_end, limit=1)):
+                return _REGISTER
+            items = self.take_items(tr, 1)
+            if not items:
+                return None
+            self.store.add_to_size(tr, -1)
+            return self.store.decode(items[0].value)
+
+        return self.store.receipts.run(
+            database,
+            body,
+            wrote=lambda outcome: outcome is not None and outcome is not _REGISTER,
+            on_conflict=_REGISTER,
+        )
 
     def _register(self, database: Any) -> bytes:
         def body(tr: Any) -> bytes:
@@ -204,7 +207,7 @@ class Staging:
             tr[key] = b""
             return key
 
-        return run_in_retry_loop(database, body)
+        return self.store.receipts.run(database, body)
 
     def _result_key(self, request_key: bytes) -> bytes:
         key: bytes = self.results.pack(self.requests.unpack(request_key))

@@ -6,6 +6,7 @@ Key layout of a queue whose subspace has the prefix ``P`` (bytes)::
     P + b"\\xff" + pack(("size",)) -> int64 LE      the size counter (atomic add)
     P + b"\\xff" + pack(("signal",)) -> int64 LE    bumped by every enqueue, for blocked consumers
     P + b"\\xff" + pack(("requests"|"results"|"turn", ...))  high-contention staging
+    P + b"\\xff" + pack(("receipts", ...))   exactly-once receipts (fdbqueue.receipts)
 
 Items live exactly where FoundationDB's recipes put them, so ``subspace.range()`` holds items
 and nothing else. Everything else the library keeps lives under ``P + b"\\xff"``: that byte
@@ -27,6 +28,7 @@ from typing import Any
 from fdb.subspace_impl import Subspace
 
 from fdbqueue.codecs import Codec, encode_value, resolve_codec
+from fdbqueue.receipts import Receipts
 from fdbqueue.transactional import TransactionContext, require_writable, transactional
 
 __all__ = ["MAX_KEY_BYTES", "RANDOM_BYTES", "ItemStore", "StoredQueue", "as_subspace"]
@@ -91,6 +93,7 @@ class ItemStore:
         self.metadata = Subspace((), self.subspace.key() + METADATA_MARKER)
         self.size_key: bytes = self.metadata.pack(("size",))
         self.signal_key: bytes = self.metadata.pack(("signal",))
+        self.receipts = Receipts(self.metadata)
 
     # -- values -----------------------------------------------------------------------------
 
