@@ -43,7 +43,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar, overload
 
 from fdb.subspace_impl import Subspace
 
@@ -51,6 +51,7 @@ from fdbqueue.transactional import is_database, is_fdb_error, transactional
 
 __all__ = ["RECEIPT_LIFETIME", "Receipts", "UnknownResultError", "exactly_once"]
 
+P = ParamSpec("P")
 R = TypeVar("R")
 
 #: Seconds (of read versions, about 1,000,000 per second) a receipt is kept.
@@ -144,38 +145,57 @@ class Receipts:
                 return result  # that attempt committed: return what it returned
         result = body(tr)
         if wrote(result):
-            key: bytes = self.subspace.pack((read_version, call_id))
-            tr[key] = b""
+            receipt: bytes = self.subspace.pack((read_version, call_id))
+            tr[receipt] = b""
             tr.clear_range(self.begin, self.subspace.pack((read_version - self.lifetime_versions,)))
-            attempts.append((key, read_version, result))
+            attempts.append((receipt, read_version, result))
         return result
 
 
+@overload
+def exactly_once(function: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
 def exactly_once(
-    function: Callable[..., R] | None = None, *, wrote: Callable[[Any], bool] = _always
-) -> Any:
+    *, wrote: Callable[[Any], bool] = _always
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def exactly_once(
+    function: Callable[P, R] | None = None, /, *, wrote: Callable[[Any], bool] = _always
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a queue method ``method(self, tr, ...)`` to take effect exactly once.
 
-    Given a Database or Tenant, the method runs in :meth:`Receipts.run` with the queue's
-    receipts (``self._store.receipts``). Given a Transaction, it behaves as with
-    :func:`fdbqueue.transactional`: it runs inside the caller's transaction and commits nothing.
+    Given a Database or Tenant as ``tr`` (by position or keyword), the method runs in
+    :meth:`Receipts.run` with the queue's receipts (``self._store.receipts``). Given a
+    Transaction, it behaves as with :func:`fdbqueue.transactional`: it runs inside the caller's
+    transaction and commits nothing.
 
     Args:
         wrote: tells from the method's result whether it wrote anything (see
             :meth:`Receipts.run`).
     """
 
-    def decorate(method: Callable[..., R]) -> Callable[..., R]:
+    def decorate(method: Callable[P, R]) -> Callable[P, R]:
         inside = transactional(method)
 
         @functools.wraps(method)
-        def wrapper(self: Any, tr: Any, *args: Any, **kwargs: Any) -> R:
-            if is_database(tr):
-                receipts: Receipts = self._store.receipts
-                return receipts.run(
-                    tr, lambda attempt: method(self, attempt, *args, **kwargs), wrote=wrote
-                )
-            return inside(self, tr, *args, **kwargs)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            queue, rest = args[0], args[1:]
+            by_keyword = not rest
+            context = kwargs.get("tr") if by_keyword else rest[0]
+            if not is_database(context):
+                return inside(*args, **kwargs)
+            receipts: Receipts = queue._store.receipts  # type: ignore[attr-defined]
+
+            def body(tr: Any) -> R:
+                if by_keyword:
+                    return method(queue, **{**kwargs, "tr": tr})  # type: ignore[arg-type]
+                return method(queue, tr, *rest[1:], **kwargs)  # type: ignore[arg-type]
+
+            result: R = receipts.run(context, body, wrote=wrote)
+            return result
 
         return wrapper
 
