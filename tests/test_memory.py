@@ -75,7 +75,7 @@ def test_latency_is_validated():
         memory.Latency(read="fast")
     with pytest.raises(TypeError):
         memory.open(latency=0.1)
-    with pytest.raises(ValueError, match="not supported yet"):
+    with pytest.raises(TypeError, match=r"memory\.Faults"):
         memory.open(faults=object())
 
 

@@ -24,6 +24,14 @@ import functools
 from typing import Any
 
 from fdbqueue.codecs import Codec
+from fdbqueue.leases import (
+    DEFAULT_MAX_DELIVERIES,
+    Lease,
+    Leases,
+    Leasing,
+    check_lease_seconds,
+    check_max_deliveries,
+)
 from fdbqueue.receipts import exactly_once
 from fdbqueue.staging import DEFAULT_ABANDON_AFTER, DEFAULT_BATCH_SIZE, Staging
 from fdbqueue.store import ItemStore, StoredQueue
@@ -43,7 +51,7 @@ def _check_priority(priority: Any) -> None:
         raise TypeError(f"priority must be an int, not {type(priority).__name__}")
 
 
-class PriorityQueue(StoredQueue):
+class PriorityQueue(StoredQueue, Leasing):
     """A shared priority queue in one FoundationDB subspace, with both ends usable.
 
     ``tr`` works as for :class:`~fdbqueue.Queue`: a Database or Tenant (own transaction,
@@ -61,6 +69,8 @@ class PriorityQueue(StoredQueue):
             fulfils (default 64).
         abandon_after: with ``high_contention``, seconds after which an uncollected result
             goes back to the queue (default 10).
+        max_deliveries: how many times :meth:`claim` delivers an item whose leases keep
+            expiring before it becomes a dead letter (default 5; None: no limit).
 
     Raises:
         TypeError: ``subspace`` or ``codec`` has the wrong type.
@@ -80,8 +90,10 @@ class PriorityQueue(StoredQueue):
         high_contention: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
         abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
     ) -> None:
         self._store = ItemStore(subspace, codec)
+        self._leases = Leases(self._store, check_max_deliveries(max_deliveries))
         self._staging: dict[bool, Staging] = {}
         if high_contention:
             for max_end, end in ((False, "min"), (True, "max")):
@@ -245,6 +257,40 @@ class PriorityQueue(StoredQueue):
         a higher priority makes it retry.
         """
         return self.pop(tr, max=True, block=block, timeout=timeout)
+
+    def claim(self, tr: TransactionContext, lease: float, max: bool = False) -> Lease | None:
+        """Claim the next item for processing under a lease of ``lease`` seconds.
+
+        The item leaves the queue into a lease. Acknowledge it with :meth:`ack` once
+        processed; if the lease expires first, the next claim delivers it again with its
+        delivery count raised, and after ``max_deliveries`` expiries it becomes a dead letter
+        (:mod:`fdbqueue.leases`). An expired or released item is claimed before the queue's
+        ends.
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+            lease: seconds until the lease expires (> 0, at most 12 hours), measured with read
+                versions (about 1,000,000 per second, a clock all clients share).
+            max: claim from the highest priority instead of the lowest.
+
+        Returns:
+            A :class:`~fdbqueue.Lease` (value, id, deliveries, expiry_version), or None when
+            the queue is empty and no lease has expired.
+
+        Raises:
+            TypeError: ``lease`` is not a number, or ``tr`` has the wrong type.
+            ValueError: ``lease`` is out of range.
+
+        Given a Database, it takes effect exactly once even when a commit's result is unknown
+        (:mod:`fdbqueue.receipts`). Cost: a read version, one range read of the expired leases,
+        then the pop's reads and clear when none has, and one set; claims conflict with
+        each other as plain pops do.
+        """
+        return self._claim(tr, check_lease_seconds(lease), max)
+
+    @exactly_once(wrote=lambda lease: lease is not None)
+    def _claim(self, tr: TransactionContext, seconds: float, max: bool) -> Lease | None:
+        return self._leases.claim(tr, functools.partial(self._take_items, max=max), seconds)
 
     @transactional
     def peek(self, tr: TransactionContext, max: bool = False) -> Any:

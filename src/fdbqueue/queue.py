@@ -25,9 +25,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from fdbqueue.codecs import Codec
+from fdbqueue.leases import (
+    DEFAULT_MAX_DELIVERIES,
+    Lease,
+    Leases,
+    Leasing,
+    check_lease_seconds,
+    check_max_deliveries,
+)
 from fdbqueue.receipts import exactly_once
 from fdbqueue.staging import DEFAULT_ABANDON_AFTER, DEFAULT_BATCH_SIZE, Staging
-from fdbqueue.store import ItemStore, StoredQueue
+from fdbqueue.store import ItemStore, StoredQueue, check_count
 from fdbqueue.transactional import (
     TransactionContext,
     is_database,
@@ -39,7 +47,7 @@ from fdbqueue.waiting import check_blocking_arguments, take_blocking
 __all__ = ["Queue"]
 
 
-class Queue(StoredQueue):
+class Queue(StoredQueue, Leasing):
     """A shared FIFO queue in one FoundationDB subspace.
 
     Every operation takes ``tr``: a Database or Tenant (the operation runs in its own
@@ -63,6 +71,8 @@ class Queue(StoredQueue):
             fulfils (default 64).
         abandon_after: with ``high_contention``, seconds after which a result nobody
             collected (its consumer died) goes back to the front of the queue (default 10).
+        max_deliveries: how many times :meth:`claim` delivers an item whose leases keep
+            expiring before it becomes a dead letter (default 5; None: no limit).
 
     Raises:
         TypeError: ``subspace`` or ``codec`` has the wrong type.
@@ -83,8 +93,10 @@ class Queue(StoredQueue):
         high_contention: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
         abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
     ) -> None:
         self._store = ItemStore(subspace, codec)
+        self._leases = Leases(self._store, check_max_deliveries(max_deliveries))
         self._staging = (
             Staging(
                 self._store,
@@ -218,11 +230,46 @@ class Queue(StoredQueue):
         Cost: one range read (``limit=n``), ``n`` clears and one atomic add. The read conflict
         range covers the front of the queue up to just past the last item taken.
         """
-        _check_count(n)
+        check_count(n)
         if n == 0:
             return []
         require_writable(tr, "dequeue_many")
         return self._store.remove(tr, self._store.read(tr, limit=n))
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def claim(self, tr: TransactionContext, lease: float) -> Lease | None:
+        """Claim the next item for processing under a lease of ``lease`` seconds.
+
+        The item leaves the queue into a lease. Acknowledge it with :meth:`ack` once
+        processed; if the lease expires first, the next claim delivers it again with its
+        delivery count raised, and after ``max_deliveries`` expiries it becomes a dead letter
+        (:mod:`fdbqueue.leases`). An expired or released item is claimed before the queue's
+        front.
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+            lease: seconds until the lease expires (> 0, at most 12 hours), measured with read
+                versions (about 1,000,000 per second, a clock all clients share).
+
+        Returns:
+            A :class:`~fdbqueue.Lease` (value, id, deliveries, expiry_version), or None when
+            the queue is empty and no lease has expired.
+
+        Raises:
+            TypeError: ``lease`` is not a number, or ``tr`` has the wrong type.
+            ValueError: ``lease`` is out of range.
+
+        Given a Database, it takes effect exactly once even when a commit's result is unknown
+        (:mod:`fdbqueue.receipts`). Cost: a read version, one range read of the expired leases,
+        then the dequeue's range read and clear when none has, and one set; claims conflict
+        with each other as plain dequeues do.
+        """
+        return self._claim(tr, check_lease_seconds(lease))
+
+    @exactly_once(wrote=lambda lease: lease is not None)
+    def _claim(self, tr: TransactionContext, seconds: float) -> Lease | None:
+        return self._leases.claim(tr, self._store.take, seconds)
 
     # -- looking ----------------------------------------------------------------------------
 
@@ -235,11 +282,3 @@ class Queue(StoredQueue):
         """
         items = self._store.read(tr, limit=1)
         return self._store.decode(items[0].value) if items else None
-
-
-def _check_count(n: Any) -> None:
-    """Raise TypeError unless ``n`` is an int (not a bool), ValueError if it is negative."""
-    if type(n) is bool or not isinstance(n, int):
-        raise TypeError(f"n must be an int, not {type(n).__name__}")
-    if n < 0:
-        raise ValueError(f"n must be >= 0, not {n}")

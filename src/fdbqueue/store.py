@@ -31,7 +31,14 @@ from fdbqueue.codecs import Codec, encode_value, resolve_codec
 from fdbqueue.receipts import Receipts
 from fdbqueue.transactional import TransactionContext, require_writable, transactional
 
-__all__ = ["MAX_KEY_BYTES", "RANDOM_BYTES", "ItemStore", "StoredQueue", "as_subspace"]
+__all__ = [
+    "MAX_KEY_BYTES",
+    "RANDOM_BYTES",
+    "ItemStore",
+    "StoredQueue",
+    "as_subspace",
+    "check_count",
+]
 
 #: FoundationDB's limit on the size of a key, in bytes (error 2102 ``key_too_large``).
 MAX_KEY_BYTES = 10_000
@@ -69,6 +76,14 @@ def as_subspace(subspace: Any) -> Subspace:
     if not subspace.key():
         raise ValueError("a queue needs a subspace with a non-empty prefix")
     return subspace
+
+
+def check_count(n: Any, name: str = "n") -> None:
+    """Raise TypeError unless ``n`` is an int (not a bool), ValueError if it is negative."""
+    if type(n) is bool or not isinstance(n, int):
+        raise TypeError(f"{name} must be an int, not {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"{name} must be >= 0, not {n}")
 
 
 def random_element() -> bytes:

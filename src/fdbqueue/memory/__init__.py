@@ -32,7 +32,10 @@ What it models, as ``shared/fdb-semantics.md`` states FoundationDB's behaviour:
 * watches that fire when the value changes from what the transaction read, active after the
   commit, failing with the commit's error, at most 10,000 outstanding (1032);
 * ``Latency(grv, read, commit)``: each read version, read and commit sleeps that long (outside
-  the database lock), so contention behaves as on a networked cluster.
+  the database lock), so contention behaves as on a networked cluster;
+* ``Faults(not_committed, commit_unknown_result, transaction_too_old)``: per-commit
+  probabilities that a writing commit fails with 1020, 1021 (applied or not, half the time
+  each) or 1007, drawn from the seeded generator; ``db.stats()`` counts each.
 
 Known differences from a real cluster:
 
@@ -46,7 +49,7 @@ Known differences from a real cluster:
 * ``get_key`` and KeySelector range endpoints add a read conflict range spanning the reference
   key and the key found, a slight superset of upstream's;
 * the read version is never served from a cache and ``causal_read_risky`` and similar
-  options have no effect; ``faults`` (fault injection) is reserved for a later release;
+  options have no effect;
 * :meth:`Database.advance_time` (a test hook) moves the version clock forward, so tests of the
   five-second window need not sleep.
 """
@@ -55,6 +58,7 @@ from __future__ import annotations
 
 from fdbqueue.memory.database import Database, Latency
 from fdbqueue.memory.errors import FDBError, is_retryable
+from fdbqueue.memory.faults import Faults
 from fdbqueue.memory.futures import Future, Value
 from fdbqueue.memory.keys import KeySelector, KeyValue
 from fdbqueue.memory.transaction import RangeResult, Snapshot, Transaction
@@ -62,6 +66,7 @@ from fdbqueue.memory.transaction import RangeResult, Snapshot, Transaction
 __all__ = [
     "Database",
     "FDBError",
+    "Faults",
     "Future",
     "KeySelector",
     "KeyValue",
@@ -76,25 +81,26 @@ __all__ = [
 
 
 def open(
-    *, latency: Latency | None = None, faults: object = None, seed: int | None = None
+    *, latency: Latency | None = None, faults: Faults | None = None, seed: int | None = None
 ) -> Database:
     """Open a new, empty in-memory database.
 
     Args:
         latency: simulated latency of read versions, reads and commits (seconds); None for
             none.
-        faults: reserved for fault injection; must be None.
-        seed: seeds the database's random choices (retry backoff jitter).
+        faults: probabilities that writing commits fail on purpose with 1020, 1021 or 1007
+            (:class:`Faults`); None for none. Settable later as ``db.faults``.
+        seed: seeds the database's random choices (retry backoff jitter and injected
+            faults), so that a single-threaded run is reproducible.
 
     Returns:
         A thread-safe :class:`Database`.
 
     Raises:
-        ValueError: ``faults`` is not None.
-        TypeError: ``latency`` is not a :class:`Latency`.
+        TypeError: ``latency`` is not a :class:`Latency`, or ``faults`` not a :class:`Faults`.
     """
-    if faults is not None:
-        raise ValueError("fault injection is not supported yet: faults must be None")
+    if faults is not None and not isinstance(faults, Faults):
+        raise TypeError(f"faults must be a memory.Faults, not {type(faults).__name__}")
     if latency is not None and not isinstance(latency, Latency):
         raise TypeError(f"latency must be a memory.Latency, not {type(latency).__name__}")
-    return Database(latency=latency, seed=seed)
+    return Database(latency=latency, seed=seed, faults=faults)

@@ -18,6 +18,12 @@ from fdbqueue.memory.atomic import (
     with_versionstamp,
 )
 from fdbqueue.memory.errors import FDBError
+from fdbqueue.memory.faults import (
+    COMMIT_UNKNOWN_RESULT,
+    NOT_COMMITTED,
+    TRANSACTION_TOO_OLD,
+    Faults,
+)
 from fdbqueue.memory.futures import Future, Value
 from fdbqueue.memory.keys import KeySelector
 from fdbqueue.memory.storage import Storage, VersionView
@@ -43,7 +49,17 @@ STAT_NAMES = (
     "too_old",
     "retries",
     "watches",
+    "injected_not_committed",
+    "injected_commit_unknown_result",
+    "injected_commit_unknown_result_applied",
+    "injected_transaction_too_old",
 )
+_FAULT_STATS = {
+    NOT_COMMITTED: "injected_not_committed",
+    COMMIT_UNKNOWN_RESULT: "injected_commit_unknown_result",
+    TRANSACTION_TOO_OLD: "injected_transaction_too_old",
+}
+_APPLIED_UNKNOWN = -COMMIT_UNKNOWN_RESULT  # apply the commit, then report 1021
 
 
 @dataclass(frozen=True)
@@ -73,9 +89,13 @@ class Latency:
 class Database(AtomicOperations):
     """An in-memory FoundationDB database; see :mod:`fdbqueue.memory`. Thread-safe."""
 
-    def __init__(self, latency: Latency | None = None, seed: int | None = None) -> None:
+    def __init__(
+        self, latency: Latency | None = None, seed: int | None = None, faults: Faults | None = None
+    ) -> None:
         self.latency = latency or Latency()
         self._lock = threading.RLock()
+        self._faults = Faults()
+        self.faults = faults or Faults()
         self._random = random.Random(seed)
         self._storage = Storage()
         self._started = time.monotonic()
@@ -92,6 +112,23 @@ class Database(AtomicOperations):
         self._count("transactions")
         return Transaction(self)
 
+    @property
+    def faults(self) -> Faults:
+        """The faults injected into writing commits (see :class:`Faults`); settable at any
+        time, for example to load data fault-free and then turn faults on.
+
+        Raises:
+            TypeError: on setting anything but a :class:`Faults`.
+        """
+        return self._faults
+
+    @faults.setter
+    def faults(self, faults: Faults) -> None:
+        if not isinstance(faults, Faults):
+            raise TypeError(f"faults must be a memory.Faults, not {type(faults).__name__}")
+        with self._lock:
+            self._faults = faults
+
     def stats(self) -> dict[str, int]:
         """Counters since the database opened (or :meth:`reset_stats`).
 
@@ -99,7 +136,11 @@ class Database(AtomicOperations):
         database (point, range and ``get_key`` reads not served entirely from the
         transaction's own writes); ``commits`` that wrote (read-only commits are not counted);
         ``conflicts`` (1020 at commit); ``too_old`` (1007); ``retries`` (``on_error`` calls
-        that retried); ``watches`` registered.
+        that retried); ``watches`` registered; and the injected faults (:class:`Faults`):
+        ``injected_not_committed``, ``injected_commit_unknown_result`` (of which
+        ``injected_commit_unknown_result_applied`` were applied), and
+        ``injected_transaction_too_old``. ``conflicts`` and ``too_old`` count only genuine
+        ones.
         """
         with self._lock:
             return dict(self._stats)
@@ -176,23 +217,50 @@ class Database(AtomicOperations):
                 if self.latency.commit:
                     time.sleep(self.latency.commit)
             with self._lock:
+                unknown_result = False
                 if read_only:
                     versionstamp = None
                     version = -1
                 else:
+                    fault = self._injected_fault()
+                    if fault is not None and fault != _APPLIED_UNKNOWN:
+                        raise FDBError(fault)
+                    unknown_result = fault == _APPLIED_UNKNOWN
                     version = self._apply(transaction, fired)
                     versionstamp = versionstamp_bytes(version)
-                watch_errors = self._register_watches(transaction, fired)
+                watch_errors = [] if unknown_result else self._register_watches(transaction, fired)
         except FDBError as error:
             transaction._fail_pending(error)
             return Future.failed(error)
         for future in fired:
             future.set_result(None)
+        if unknown_result:  # applied, yet reported as unknown: the caller cannot tell
+            unknown = FDBError(COMMIT_UNKNOWN_RESULT)
+            transaction._fail_pending(unknown)
+            return Future.failed(unknown)
         for future in watch_errors:
             future.set_error(FDBError(1032))
         transaction._watches = []
         transaction._after_commit(version, versionstamp)
         return Future.completed()
+
+    def _injected_fault(self) -> int | None:
+        """Under the lock, for a writing commit: the fault it suffers (see :class:`Faults`).
+
+        Returns None (commit normally), an error code to raise without applying, or
+        ``_APPLIED_UNKNOWN`` (apply, then report 1021). No random draw when no fault is set.
+        """
+        faults = self._faults
+        if not faults.total:
+            return None
+        code = faults.pick(self._random.random())
+        if code is None:
+            return None
+        self._stats[_FAULT_STATS[code]] += 1
+        if code == COMMIT_UNKNOWN_RESULT and self._random.random() < 0.5:
+            self._stats["injected_commit_unknown_result_applied"] += 1
+            return _APPLIED_UNKNOWN
+        return code
 
     def _apply(self, transaction: Transaction, fired: list[Future]) -> int:
         read_version = transaction._read_version

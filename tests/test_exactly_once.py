@@ -1,0 +1,109 @@
+"""Exactly-once enqueue and dequeue when commits fail with unknown results (receipts)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import all_keys
+
+from fdbqueue import PriorityQueue, Queue, Subspace, memory
+from fdbqueue.receipts import Receipts, UnknownResultError
+
+FAULTS = memory.Faults(not_committed=0.1, commit_unknown_result=0.3, transaction_too_old=0.1)
+
+
+def make(kind, subspace, codec="tuple", high_contention=False):
+    if kind == "queue":
+        queue = Queue(subspace, codec=codec, high_contention=high_contention)
+        return queue, queue.enqueue, queue.dequeue
+    queue = PriorityQueue(subspace, codec=codec, high_contention=high_contention)
+    return queue, lambda db, value: queue.push(db, value, priority=0), queue.pop_min
+
+
+def values(codec, n):
+    return [b"v%03d" % i for i in range(n)] if codec == "raw" else [("v", i) for i in range(n)]
+
+
+@pytest.mark.parametrize("kind", ["queue", "priority"])
+@pytest.mark.parametrize("codec", ["tuple", "raw"])
+@pytest.mark.parametrize("high_contention", [False, True])
+def test_under_faults_every_item_is_enqueued_once_and_dequeued_once(kind, codec, high_contention):
+    db = memory.open(faults=FAULTS, seed=11)
+    queue, push, pop = make(kind, Subspace(("eo",)), codec, high_contention)
+    expected = values(codec, 60)
+    for value in expected:
+        push(db, value)
+    taken = []
+    while (value := pop(db)) is not None:
+        taken.append(value)
+    stats = db.stats()
+    assert stats["injected_commit_unknown_result_applied"] > 0  # the hazard really happened
+    assert taken == expected  # none lost, none twice, in order
+    db.faults = memory.Faults()
+    assert queue.size(db) == 0
+    assert queue.empty(db)
+
+
+def test_dequeue_many_returns_exactly_what_it_removed():
+    db = memory.open(seed=5)
+    queue = Queue(Subspace(("many",)))
+    queue.enqueue_many(db, range(100))
+    db.faults = memory.Faults(commit_unknown_result=0.5)
+    taken = []
+    while batch := queue.dequeue_many(db, 7):
+        taken.extend(batch)
+    assert taken == list(range(100))
+    assert db.stats()["injected_commit_unknown_result_applied"] > 0
+
+
+def test_without_faults_receipts_cost_no_extra_transaction():
+    db = memory.open()
+    queue = Queue(Subspace(("cost",)))
+    queue.enqueue_many(db, range(10))
+    before = db.stats()["transactions"]
+    for _ in range(10):
+        queue.dequeue(db)
+        queue.enqueue(db, "x")
+    assert db.stats()["transactions"] - before == 20
+
+
+def test_old_receipts_are_cleared_by_later_operations():
+    db = memory.open()
+    subspace = Subspace(("expire",))
+    queue = Queue(subspace)
+    receipts = queue._store.receipts.subspace  # type: ignore[attr-defined]
+
+    def receipt_count():
+        return sum(1 for key, _ in all_keys(db, subspace) if receipts.contains(key))
+
+    queue.enqueue(db, "a")
+    queue.enqueue(db, "b")
+    assert receipt_count() == 2
+    db.advance_time(61)
+    queue.dequeue(db)
+    assert receipt_count() == 1  # only the dequeue's own
+
+
+def test_an_unknown_result_too_old_to_check_raises():
+    db = memory.open(seed=2)
+    receipts = Receipts(Subspace(("meta",)), lifetime=10.0)
+    db.faults = memory.Faults(commit_unknown_result=1.0)
+    calls = []
+
+    def body(tr):
+        calls.append(1)
+        tr[b"effect"] = b"1"
+        db.advance_time(6)  # the retry comes more than half a lifetime later
+        return "done"
+
+    with pytest.raises(UnknownResultError):
+        receipts.run(db, body)
+    assert len(calls) == 1
+
+
+def test_a_read_only_attempt_writes_no_receipt():
+    db = memory.open()
+    subspace = Subspace(("empty",))
+    queue = Queue(subspace)
+    assert queue.dequeue(db) is None
+    assert all_keys(db, subspace) == []
+    assert db.stats()["commits"] == 0
