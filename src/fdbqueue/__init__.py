@@ -19,19 +19,33 @@ from fdb.subspace_impl import Subspace
 
 from fdbqueue import memory
 from fdbqueue.codecs import Codec, RawCodec, TupleCodec
+from fdbqueue.leases import (
+    DeadLetter,
+    Lease,
+    LeaseError,
+    LeaseExpiredError,
+    LeaseNotHeldError,
+)
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
+from fdbqueue.receipts import UnknownResultError
 from fdbqueue.transactional import transactional
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Codec",
+    "DeadLetter",
+    "Lease",
+    "LeaseError",
+    "LeaseExpiredError",
+    "LeaseNotHeldError",
     "PriorityQueue",
     "Queue",
     "RawCodec",
     "Subspace",
     "TupleCodec",
+    "UnknownResultError",
     "__version__",
     "memory",
     "transactional",

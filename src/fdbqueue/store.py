@@ -203,7 +203,7 @@ class ItemStore:
         what it read: up to just past the last item returned (forward) or from the first
         item returned (reverse), or the whole range when fewer than ``limit`` items exist.
         """
-        reader = tr.snapshot if snapshot else tr
+        reader = getattr(tr, "snapshot", tr) if snapshot else tr
         return list(
             reader.get_range(
                 self.begin if begin is None else begin,
@@ -320,6 +320,32 @@ class StoredQueue:
         first; pass ``tr.snapshot`` to read the size without that conflict.
         """
         return self._store.size(tr)
+
+    @transactional
+    def peek_many(self, tr: TransactionContext, n: int) -> list[Any]:
+        """Return up to ``n`` values from the front, in key order, without removing them: a
+        Queue's next ``n`` items, a PriorityQueue's next ``n`` of :meth:`pop_min`.
+
+        Raises:
+            TypeError, ValueError: ``n`` is not an int >= 0.
+
+        Cost: one range read (``limit=n``); as a snapshot read it adds no conflict range.
+        """
+        check_count(n)
+        items = self._store.read(tr, limit=n, snapshot=True) if n else []
+        return [self._store.decode(item.value) for item in items]
+
+    @transactional
+    def pending_requests(self, tr: TransactionContext, limit: int = 10_000) -> int:
+        """Return how many high-contention requests wait to be served (at most ``limit``;
+        0 for a queue without ``high_contention``).
+
+        Cost: one snapshot range read of up to ``limit`` keys; no conflicts.
+        """
+        check_count(limit, "limit")
+        requests = self._store.metadata.range(("requests",))
+        reader = getattr(tr, "snapshot", tr)  # already a snapshot view: it has none
+        return len(list(reader.get_range(requests.start, requests.stop, limit=limit)))
 
     @transactional
     def clear(self, tr: TransactionContext) -> None:
