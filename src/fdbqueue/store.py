@@ -203,7 +203,7 @@ class ItemStore:
         what it read: up to just past the last item returned (forward) or from the first
         item returned (reverse), or the whole range when fewer than ``limit`` items exist.
         """
-        reader = getattr(tr, "snapshot", tr) if snapshot else tr
+        reader: Any = getattr(tr, "snapshot", tr) if snapshot else tr
         return list(
             reader.get_range(
                 self.begin if begin is None else begin,
@@ -344,7 +344,7 @@ class StoredQueue:
         """
         check_count(limit, "limit")
         requests = self._store.metadata.range(("requests",))
-        reader = getattr(tr, "snapshot", tr)  # already a snapshot view: it has none
+        reader: Any = getattr(tr, "snapshot", tr)  # a snapshot view has no .snapshot
         return len(list(reader.get_range(requests.start, requests.stop, limit=limit)))
 
     @transactional
