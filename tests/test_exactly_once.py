@@ -107,3 +107,17 @@ def test_a_read_only_attempt_writes_no_receipt():
     assert queue.dequeue(db) is None
     assert all_keys(db, subspace) == []
     assert db.stats()["commits"] == 0
+
+
+def test_with_exactly_once_off_a_retried_enqueue_can_write_twice():
+    """The recipes' behaviour, which receipts prevent (see the test above)."""
+    db = memory.open(seed=11)
+    subspace = Subspace(("off",))
+    queue = Queue(subspace, exactly_once=False)
+    db.faults = memory.Faults(commit_unknown_result=0.5)
+    for value in range(40):
+        queue.enqueue(db, value)
+    db.faults = memory.Faults()
+    assert len(queue.dequeue_many(db, 1000)) > 40  # some enqueues were applied twice
+    with pytest.raises(TypeError):
+        Queue(subspace, exactly_once="yes")

@@ -73,9 +73,13 @@ class Queue(StoredQueue, Leasing):
             collected (its consumer died) goes back to the front of the queue (default 10).
         max_deliveries: how many times :meth:`claim` delivers an item whose leases keep
             expiring before it becomes a dead letter (default 5; None: no limit).
+        exactly_once: operations given a Database write a receipt with their effect, so
+            that a retry after a commit with an unknown result (1021) neither applies them
+            twice nor loses what they took (:mod:`fdbqueue.receipts`); default True. False
+            gives the recipes' behaviour, one set and one range clear cheaper per operation.
 
     Raises:
-        TypeError: ``subspace`` or ``codec`` has the wrong type.
+        TypeError: ``subspace``, ``codec`` or ``exactly_once`` has the wrong type.
         ValueError: the subspace prefix is empty, the codec name is unknown, or
             ``batch_size`` / ``abandon_after`` is out of range.
 
@@ -94,8 +98,9 @@ class Queue(StoredQueue, Leasing):
         batch_size: int = DEFAULT_BATCH_SIZE,
         abandon_after: float = DEFAULT_ABANDON_AFTER,
         max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
+        exactly_once: bool = True,
     ) -> None:
-        self._store = ItemStore(subspace, codec)
+        self._store = ItemStore(subspace, codec, exactly_once)
         self._leases = Leases(self._store, check_max_deliveries(max_deliveries))
         self._staging = (
             Staging(

@@ -97,9 +97,14 @@ class ItemStore:
     Args:
         subspace: where the items live (see :func:`as_subspace`).
         codec: ``"tuple"``, ``"raw"`` or a codec object (see :mod:`fdbqueue.codecs`).
+        exactly_once: write receipts so that operations given a Database take effect once
+            even when a commit's result is unknown (:mod:`fdbqueue.receipts`).
+
+    Raises:
+        TypeError: ``exactly_once`` is not a bool (and see :func:`as_subspace`).
     """
 
-    def __init__(self, subspace: Any, codec: str | Codec) -> None:
+    def __init__(self, subspace: Any, codec: str | Codec, exactly_once: bool = True) -> None:
         self.subspace: Subspace = as_subspace(subspace)
         self.codec: Codec = resolve_codec(codec)
         items = self.subspace.range()
@@ -108,7 +113,9 @@ class ItemStore:
         self.metadata = Subspace((), self.subspace.key() + METADATA_MARKER)
         self.size_key: bytes = self.metadata.pack(("size",))
         self.signal_key: bytes = self.metadata.pack(("signal",))
-        self.receipts = Receipts(self.metadata)
+        if not isinstance(exactly_once, bool):
+            raise TypeError(f"exactly_once must be a bool, not {type(exactly_once).__name__}")
+        self.receipts = Receipts(self.metadata, enabled=exactly_once)
 
     # -- values -----------------------------------------------------------------------------
 
