@@ -107,7 +107,7 @@ def test_after_max_deliveries_the_item_becomes_a_dead_letter_and_can_be_requeued
     assert isinstance(dead[0], DeadLetter)
     assert queue.requeue_dead_letters(db) == 1
     assert queue.dead_letters(db) == []
-    assert queue.dequeue(db) == "a"  # back at its original place: the front
+    assert queue.dequeue_many(db, 5) == ["c", "a"]  # "b" is leased; "a" is back at the back
 
 
 def test_ack_composes_with_the_callers_writes(db, queue):

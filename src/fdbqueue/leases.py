@@ -20,6 +20,10 @@ Key layout, under the queue's metadata prefix ``P + b"\\xff"``::
     pack(("leases", expiry version, lease id)) -> pack((item key, value, deliveries))
     pack(("dead", item key))                   -> pack((value, deliveries))
 
+Requeued dead letters are enqueued again as new items (at the back; for a priority queue, at
+the back of their priority): the recipes' indexes start again at 1 when a queue empties, so
+an item's original key says nothing reliable about its place any more.
+
 Leases are ordered by expiry, so a claim finds the oldest expired lease with one range read
 (a released lease is re-keyed with expiry version 0: the next claim takes it first). Dead
 letters are ordered by their items' original keys, i.e. by queue position.
@@ -65,6 +69,8 @@ MAX_LEASE_SECONDS = 12 * 60 * 60
 DEAD_LETTERS_PER_CLAIM = 16
 LEASE_ID_BYTES = 16
 
+#: Enqueues a dead letter again: ``(tr, its original item key, its encoded value)``.
+Requeue = Callable[[Any, bytes, bytes], None]
 #: Takes up to ``n`` items from one end of a queue inside a transaction (read and cleared).
 TakeItems = Callable[[Any, int], list[Any]]
 
@@ -279,11 +285,11 @@ class Leases:
             found.append(DeadLetter(self.store.decode(value), deliveries, item_key))
         return found
 
-    def requeue_dead_letters(self, tr: TransactionContext, limit: int) -> int:
-        """Put up to ``limit`` dead letters back into the queue at their original keys (the
-        front, for a FIFO queue); their delivery counts start again. Returns how many.
+    def requeue_dead_letters(self, tr: TransactionContext, limit: int, enqueue: Requeue) -> int:
+        """Enqueue up to ``limit`` dead letters again, in queue order, with ``enqueue(tr,
+        item key, value)``; their delivery counts start again. Returns how many.
 
-        Cost: one range read, and per item one clear, one set and two atomic adds.
+        Cost: one range read, one clear per item, and the enqueues.
         """
         require_writable(tr, "requeue_dead_letters")
         moved = 0
@@ -291,7 +297,7 @@ class Leases:
             (item_key,) = self.dead.unpack(kv.key)
             value, _deliveries = fdb.tuple.unpack(bytes(kv.value))
             del tr[kv.key]
-            self.store.restore(tr, item_key, value)
+            enqueue(tr, item_key, value)
             moved += 1
         return moved
 
@@ -301,6 +307,10 @@ class Leasing:
     (``claim`` itself is each queue's own: it takes from that queue's end)."""
 
     _leases: Leases
+
+    def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
+        """Enqueue a dead letter's value again (each queue type says where)."""
+        raise NotImplementedError
 
     @exactly_once
     def ack(self, tr: TransactionContext, lease: Lease) -> None:
@@ -361,13 +371,15 @@ class Leasing:
 
     @exactly_once(wrote=bool)
     def requeue_dead_letters(self, tr: TransactionContext, limit: int = 1000) -> int:
-        """Put up to ``limit`` dead letters back into the queue, at their original positions
-        (for a FIFO queue: the front); their delivery counts start again. Returns how many.
+        """Enqueue up to ``limit`` dead letters again, oldest first, as new items at the back
+        of the queue (of their priority, for a PriorityQueue); their delivery counts start
+        again. Returns how many.
 
         Raises:
             TypeError, ValueError: ``limit`` is not an int >= 0.
 
-        Cost: one range read; per item one clear, one set and two atomic adds.
+        Cost: one range read; per item one clear and an enqueue's snapshot read, set and two
+        atomic adds.
         """
         check_count(limit, "limit")
-        return self._leases.requeue_dead_letters(tr, limit) if limit else 0
+        return self._leases.requeue_dead_letters(tr, limit, self._requeue) if limit else 0

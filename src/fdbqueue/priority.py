@@ -297,6 +297,9 @@ class PriorityQueue(StoredQueue, Leasing):
     def _claim(self, tr: TransactionContext, seconds: float, max: bool) -> Lease | None:
         return self._leases.claim(tr, functools.partial(self._take_items, max=max), seconds)
 
+    def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
+        self._push(tr, encoded, self._store.unpack_position(item_key)[0])
+
     @transactional
     def peek(self, tr: TransactionContext, max: bool = False) -> Any:
         """Return the value :meth:`pop` would take, without removing it, or None when empty.

@@ -276,6 +276,9 @@ class Queue(StoredQueue, Leasing):
     def _claim(self, tr: TransactionContext, seconds: float) -> Lease | None:
         return self._leases.claim(tr, self._store.take, seconds)
 
+    def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
+        self._append(tr, [encoded])
+
     # -- looking ----------------------------------------------------------------------------
 
     @transactional
