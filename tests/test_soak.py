@@ -11,6 +11,7 @@ a long one.
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import threading
@@ -108,6 +109,6 @@ def test_nothing_is_lost_or_duplicated_under_faults():
         assert stats[f"injected_{kind}"] > 0
     for value, history in claims.items():
         history.sort()  # by claim version: threads record their claims in any order
-        for (_, expiry, how), (claimed_at, _, _) in zip(history, history[1:]):
+        for (_, expiry, how), (claimed_at, _, _) in itertools.pairwise(history):
             # Delivered again only once the previous lease was over: released, or expired.
             assert how == "release" or claimed_at > expiry, (value, history)
