@@ -264,32 +264,13 @@ class PriorityQueue(StoredQueue, Leasing):
         return self.pop(tr, max=True, block=block, timeout=timeout)
 
     def claim(self, tr: TransactionContext, lease: float, max: bool = False) -> Lease | None:
-        """Claim the next item for processing under a lease of ``lease`` seconds.
+        """Claim the oldest item of the lowest (or, with ``max=True``, highest) priority under
+        a lease of ``lease`` seconds; an expired or released item comes first.
 
-        The item leaves the queue into a lease. Acknowledge it with :meth:`ack` once
-        processed; if the lease expires first, the next claim delivers it again with its
-        delivery count raised, and after ``max_deliveries`` expiries it becomes a dead letter
-        (:mod:`fdbqueue.leases`). An expired or released item is claimed before the queue's
-        ends.
-
-        Args:
-            tr: a Database, Tenant or Transaction.
-            lease: seconds until the lease expires (> 0, at most 12 hours), measured with read
-                versions (about 1,000,000 per second, a clock all clients share).
-            max: claim from the highest priority instead of the lowest.
-
-        Returns:
-            A :class:`~fdbqueue.Lease` (value, id, deliveries, expiry_version), or None when
-            the queue is empty and no lease has expired.
-
-        Raises:
-            TypeError: ``lease`` is not a number, or ``tr`` has the wrong type.
-            ValueError: ``lease`` is out of range.
-
-        Given a Database, it takes effect exactly once even when a commit's result is unknown
-        (:mod:`fdbqueue.receipts`). Cost: a read version, one range read of the expired leases,
-        then the pop's reads and clear when none has, and one set; claims conflict with
-        each other as plain pops do.
+        Everything else is as for :meth:`fdbqueue.Queue.claim`: returns a
+        :class:`~fdbqueue.Lease` or None, raises TypeError / ValueError for a bad ``lease``,
+        takes effect exactly once given a Database. Cost: a read version, one range read of
+        the expired leases, then the pop's reads and clear when none has expired, and one set.
         """
         return self._claim(tr, check_lease_seconds(lease), max)
 
