@@ -91,6 +91,7 @@ def test_an_unknown_result_too_old_to_check_raises():
 
     def body(tr):
         calls.append(1)
+        tr.get(b"effect").wait()  # the attempt's read version is taken here
         tr[b"effect"] = b"1"
         db.advance_time(6)  # the retry comes more than half a lifetime later
         return "done"

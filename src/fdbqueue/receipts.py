@@ -141,9 +141,8 @@ class Receipts:
     ) -> R:
         if not self.enabled:
             return body(tr)
-        read_version: int = tr.get_read_version().wait()
-        for key, version, result in attempts:
-            if read_version - version > self.lifetime_versions // 2:
+        for key, version, result in attempts:  # only after an error: none the first time
+            if tr.get_read_version().wait() - version > self.lifetime_versions // 2:
                 raise UnknownResultError(
                     "an earlier attempt of this operation ended with an unknown commit result "
                     "too long ago to find out whether it took effect"
@@ -152,6 +151,8 @@ class Receipts:
                 return result  # that attempt committed: return what it returned
         result = body(tr)
         if wrote(result):
+            # The body's reads fetched the read version already: no extra round trip.
+            read_version: int = tr.get_read_version().wait()
             receipt: bytes = self.subspace.pack((read_version, call_id))
             tr[receipt] = b""
             tr.clear_range(self.begin, self.subspace.pack((read_version - self.lifetime_versions,)))
