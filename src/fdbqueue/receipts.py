@@ -15,8 +15,9 @@ and remembers, in memory, what it would return (for a dequeue: the value it remo
 attempt fails and the body runs again, the new attempt first reads the receipts of the call's
 earlier attempts (snapshot point reads). If one exists, that attempt committed: the call
 returns what that attempt returned and writes nothing. Otherwise no earlier attempt committed,
-and the body runs again. So an enqueue writes its item once, and a dequeue returns exactly the
-item it removed: nothing is removed without being returned.
+and the body runs again. (An attempt that failed with 1020 or 1007 was surely not applied:
+the retry does not look for its receipt.) So an enqueue writes its item once, and a dequeue
+returns exactly the item it removed: nothing is removed without being returned.
 
 This relies on what the client does before it reports 1021: FoundationDB's client makes sure
 the unknown commit can no longer be applied later (it commits a conflicting dummy transaction
@@ -59,6 +60,9 @@ RECEIPT_LIFETIME = 60.0
 VERSIONS_PER_SECOND = 1_000_000
 CALL_ID_BYTES = 16
 NOT_COMMITTED = 1020
+#: Commit errors after which the attempt surely was not applied (conflict, too old), so a
+#: retry need not look for its receipt; after any other error (1021 above all) it looks.
+NOT_APPLIED = frozenset({NOT_COMMITTED, 1007})
 
 
 class UnknownResultError(Exception):
@@ -120,6 +124,7 @@ class Receipts:
         attempts: list[tuple[bytes, int, R]] = []
         tr = database.create_transaction()
         while True:
+            recorded = len(attempts)
             try:
                 result = self._attempt(tr, body, wrote, call_id, attempts)
                 tr.commit().wait()
@@ -127,7 +132,10 @@ class Receipts:
             except Exception as error:
                 if not is_fdb_error(error):
                     raise
-                if on_conflict is not None and error.code == NOT_COMMITTED:  # type: ignore[attr-defined]
+                code = error.code  # type: ignore[attr-defined]
+                if code in NOT_APPLIED:  # this attempt surely did not commit: no need to look
+                    del attempts[recorded:]
+                if on_conflict is not None and code == NOT_COMMITTED:
                     return on_conflict  # type: ignore[no-any-return]
                 tr.on_error(error).wait()
 
