@@ -190,3 +190,30 @@ def test_under_unknown_commit_results_claims_and_acks_take_effect_once():
     db.faults = memory.Faults()
     assert queue.leases(db) == []
     assert db.stats()["injected_commit_unknown_result_applied"] > 0
+
+
+def test_extend_keeps_the_item_leased_past_the_first_expiry(db, queue):
+    lease = queue.claim(db, lease=1)
+    db.advance_time(0.5)
+    longer = queue.extend(db, lease, 10)
+    assert (longer.id, longer.deliveries, longer.value) == (lease.id, 1, "a")
+    assert longer.expiry_version > lease.expiry_version
+    db.advance_time(1)  # past the first expiry, not the new one
+    assert queue.claim(db, lease=1).value == "b"  # "a" is still leased
+    with pytest.raises(LeaseNotHeldError):
+        queue.ack(db, lease)  # the old object is no longer held
+    queue.ack(db, longer)
+    before = all_keys(db, queue.subspace)
+    with pytest.raises(ValueError):
+        queue.extend(db, longer, 0)
+    with pytest.raises(LeaseNotHeldError):
+        queue.extend(db, longer, 5)
+    assert all_keys(db, queue.subspace) == before
+
+
+def test_an_expired_lease_cannot_be_extended(db, queue):
+    lease = queue.claim(db, lease=1)
+    db.advance_time(1.5)
+    with pytest.raises(LeaseExpiredError):
+        queue.extend(db, lease, 10)
+    assert queue.claim(db, lease=1).value == "a"  # delivered again
