@@ -43,6 +43,10 @@ Known differences from a real cluster:
   ``get_estimated_range_size_bytes`` / ``get_range_split_points``;
 * range reads are eager (the binding's ``FDBRange`` fetches lazily in batches), so a range is
   read when ``get_range`` is called, not when it is iterated;
+* reads are synchronous: each read's latency is slept when it is issued, so reads issued
+  together do not overlap as the binding's futures do; a transaction's first read sleeps the
+  GRV and read latencies at once and takes its read version at the end of both (upstream,
+  between them), so that read sees data a read latency fresher;
 * conflict detection is exact per key range (a real resolver may also report conflicts for
   transactions whose read version fell out of its window, and keeps no more than ~5 s);
 * versionstamps' 2-byte batch order is always 0 (every commit is its own batch);
