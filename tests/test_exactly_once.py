@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from helpers import all_keys
 
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
-from fdbqueue.receipts import Receipts, UnknownResultError
+from fdbqueue.receipts import RECEIPT_LIFETIME, Receipts, UnknownResultError
 
 FAULTS = memory.Faults(not_committed=0.1, commit_unknown_result=0.3, transaction_too_old=0.1)
 
@@ -66,21 +68,23 @@ def test_without_faults_receipts_cost_no_extra_transaction():
     assert db.stats()["transactions"] - before == 20
 
 
-def test_old_receipts_are_cleared_by_later_operations():
+def test_finished_receipts_are_cleared_by_the_next_operation_and_old_ones_expire():
     db = memory.open()
     subspace = Subspace(("expire",))
-    queue = Queue(subspace)
-    receipts = queue._store.receipts.subspace  # type: ignore[attr-defined]
+    first, second, third = Queue(subspace), Queue(subspace), Queue(subspace)
+    receipts = first._store.receipts.subspace  # type: ignore[attr-defined]
 
     def receipt_count():
         return sum(1 for key, _ in all_keys(db, subspace) if receipts.contains(key))
 
-    queue.enqueue(db, "a")
-    queue.enqueue(db, "b")
-    assert receipt_count() == 2
-    db.advance_time(61)
-    queue.dequeue(db)
-    assert receipt_count() == 1  # only the dequeue's own
+    first.enqueue(db, "a")
+    first.enqueue(db, "b")
+    assert receipt_count() == 1  # "a" returned: the same object's next write cleared it
+    second.enqueue(db, "c")
+    assert receipt_count() == 2  # one per client object
+    db.advance_time(RECEIPT_LIFETIME + 1)
+    third.dequeue(db)
+    assert receipt_count() == 1  # the old ones expired; only the dequeue's own remains
 
 
 def test_an_unknown_result_too_old_to_check_raises():
@@ -93,12 +97,70 @@ def test_an_unknown_result_too_old_to_check_raises():
         calls.append(1)
         tr.get(b"effect").wait()  # the attempt's read version is taken here
         tr[b"effect"] = b"1"
-        db.advance_time(6)  # the retry comes more than half a lifetime later
+        db.advance_time(11)  # the resolution comes more than a lifetime later
         return "done"
 
     with pytest.raises(UnknownResultError):
         receipts.run(db, body)
     assert len(calls) == 1
+
+
+def _applies(seed):
+    probe = memory.open(seed=seed, faults=memory.Faults(commit_unknown_result=1.0))
+    tr = probe.create_transaction()
+    tr[b"k"] = b"v"
+    with contextlib.suppress(memory.FDBError):
+        tr.commit().wait()
+    return probe.create_transaction().get(b"k").present()
+
+
+def applied_seed():
+    """A seed whose first writing commit, under a 100% 1021 fault, is applied."""
+    return next(s for s in range(100) if _applies(s))
+
+
+@pytest.mark.parametrize("kind", ["queue", "priority"])
+def test_clear_between_an_applied_unknown_result_and_its_retry_changes_nothing(kind):
+    """The adversary's C2: clear() used to delete the receipts, so the retry applied again."""
+    subspace = Subspace(("clear-race",))
+    db = memory.open(seed=applied_seed(), faults=memory.Faults(commit_unknown_result=1.0))
+    queue, push, pop = make(kind, subspace)
+    receipts = queue._store.receipts  # type: ignore[attr-defined]
+    resolve = receipts._resolve
+
+    def clear_then_resolve(database, attempt):
+        db.faults = memory.Faults()
+        queue.clear(db)  # another client clears the queue while the call finds out
+        return resolve(database, attempt)
+
+    receipts._resolve = clear_then_resolve
+    push(db, "X")  # applied, reported as 1021; the queue is cleared; the call resolves
+    assert pop(db) is None  # X was enqueued once, before the clear: not again after it
+
+    push(db, "Y")
+    db.faults = memory.Faults(commit_unknown_result=1.0)
+    db._random.seed(applied_seed())  # the next writing commit is applied, then 1021
+    assert pop(db) == "Y"  # the value removed is the value returned, clear or no clear
+    assert queue.size(db) == 0
+
+
+def test_a_recovery_between_an_attempt_and_its_retry_is_resolved_not_unknown():
+    """A recovery advances versions by about 100 s; the 1021 it causes is resolved."""
+    db = memory.open(seed=applied_seed(), faults=memory.Faults(commit_unknown_result=1.0))
+    queue = Queue(Subspace(("recovered",)))
+    original_on_error = memory.Transaction.on_error
+
+    def on_error_after_recovery(tr, error):
+        db.faults = memory.Faults()
+        db.advance_time(100)
+        return original_on_error(tr, error)
+
+    memory.Transaction.on_error = on_error_after_recovery  # type: ignore[method-assign]
+    try:
+        queue.enqueue(db, "once")
+    finally:
+        memory.Transaction.on_error = original_on_error  # type: ignore[method-assign]
+    assert queue.dequeue_many(db, 10) == ["once"]
 
 
 def test_a_read_only_attempt_writes_no_receipt():

@@ -160,7 +160,7 @@ def test_a_lease_of_another_queue_is_refused(db, queue):
 def test_max_deliveries_is_checked():
     with pytest.raises(ValueError):
         Queue(("q",), max_deliveries=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(TypeError):
         PriorityQueue(("q",), max_deliveries=1.5)
     Queue(("q",), max_deliveries=None)  # no limit
 

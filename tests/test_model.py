@@ -221,9 +221,10 @@ class QueueModel(RuleBasedStateMachine):
     @precondition(lambda self: self.dead)
     @rule()
     def requeue_dead_letters(self) -> None:
+        listed = [letter.value for letter in self.queue.dead_letters(self.db, limit=10_000)]
+        assert sorted(listed, key=repr) == sorted(self.dead, key=repr)
         assert self.queue.requeue_dead_letters(self.db) == len(self.dead)
-        dead_in_queue_order = sorted(self.dead, key=self.everything.index)
-        for value in dead_in_queue_order:  # enqueued again, at the back of their priority
+        for value in listed:  # enqueued again, oldest dead letter first, at the back
             priority = self.priorities.get(value, 0)
             self.queued.append((priority, len(self.everything), value))
             self.everything.append(value)

@@ -20,7 +20,9 @@ written (:func:`encode_value`).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import fdb.tuple
@@ -30,6 +32,8 @@ __all__ = [
     "Codec",
     "RawCodec",
     "TupleCodec",
+    "Undecodable",
+    "decode_or_undecodable",
     "encode_value",
     "resolve_codec",
 ]
@@ -72,7 +76,8 @@ class TupleCodec:
         """
         try:
             return bytes(fdb.tuple.pack((value,)))
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, OverflowError, struct.error) as error:
+            # struct.error: an int beyond the tuple layer's 255 bytes
             raise TypeError(
                 f"the tuple codec cannot store a {type(value).__name__} ({error}); it takes "
                 "what fdb.tuple packs: int, str, bytes, float, bool, uuid.UUID, tuples of these"
@@ -135,6 +140,33 @@ def resolve_codec(codec: str | Codec) -> Codec:
         f"codec must be 'tuple', 'raw' or an object with encode(value) and decode(bytes), "
         f"not {type(codec).__name__}"
     )
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """Stands for a stored value the queue's codec could not decode, where a listing
+    (``leases()``, ``dead_letters()``) would show the value.
+
+    Attributes:
+        raw: the stored bytes, unchanged.
+        error: why decoding failed (the exception's type and message).
+    """
+
+    raw: bytes
+    error: str
+
+
+def decode_or_undecodable(codec: Codec, raw: bytes) -> Any:
+    """Return ``codec.decode(raw)``, or an :class:`Undecodable` when decoding raises."""
+    try:
+        return codec.decode(raw)
+    except Exception as error:  # a codec may raise anything on bytes it did not write
+        return Undecodable(raw, describe_error(error))
+
+
+def describe_error(error: BaseException) -> str:
+    """``"TypeName: message"`` for an exception, as stored in a dead letter's reason."""
+    return f"{type(error).__name__}: {error}"
 
 
 def codec_name(codec: Codec) -> str:

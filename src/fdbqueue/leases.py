@@ -17,16 +17,20 @@ at-least-once processing allows (make processing idempotent).
 
 Key layout, under the queue's metadata prefix ``P + b"\\xff"``::
 
-    pack(("leases", expiry version, lease id)) -> pack((item key, value, deliveries))
-    pack(("dead", item key))                   -> pack((value, deliveries))
+    pack(("leases", expiry version, lease id)) -> pack((item key, deliveries, held id))
+    pack(("held", held id))                    -> the encoded value (fdbqueue.held)
 
-Requeued dead letters are enqueued again as new items (at the back; for a priority queue, at
-the back of their priority): the recipes' indexes start again at 1 when a queue empties, so
-an item's original key says nothing reliable about its place any more.
+The value moves once, unchanged, from the item to its held key, and stays there while the
+small lease record is re-keyed (release, extend, redelivery) or becomes a dead letter
+(:mod:`fdbqueue.deadletters`); so every value the queue accepted can be leased, whatever its
+size or bytes. Requeued dead letters are enqueued again as new items (at the back; for a
+priority queue, at the back of their priority): the recipes' indexes start again at 1 when a
+queue empties, so an item's original key says nothing reliable about its place any more.
 
 Leases are ordered by expiry, so a claim finds the oldest expired lease with one range read
-(a released lease is re-keyed with expiry version 0: the next claim takes it first). Dead
-letters are ordered by their items' original keys, i.e. by queue position.
+(a released lease is re-keyed with expiry version 0: the next claim takes it first). A value
+the codec cannot decode (at the head of the queue, or in an expired lease) goes to the dead
+letters with the reason instead of being leased, and the claim goes on with the next item.
 
 What conflicts: two claims conflict when they take the same expired lease or the same item
 (one retries and takes the next); an ``ack`` or ``release`` conflicts with a claim that
@@ -39,6 +43,8 @@ visibility timeouts (for example Amazon SQS: receive count, redrive to a dead-le
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,9 +52,17 @@ from typing import Any
 
 import fdb.tuple
 
+from fdbqueue.codecs import decode_or_undecodable, describe_error
+from fdbqueue.deadletters import DeadLetter
 from fdbqueue.receipts import exactly_once
-from fdbqueue.store import ItemStore, check_count
-from fdbqueue.transactional import TransactionContext, require_writable, transactional
+from fdbqueue.store import POISON_MOVED, ItemStore, Taken, check_count, check_seconds
+from fdbqueue.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
+from fdbqueue.transactional import (
+    TransactionContext,
+    is_database,
+    require_writable,
+    transactional,
+)
 
 __all__ = [
     "DeadLetter",
@@ -59,6 +73,8 @@ __all__ = [
     "Leases",
     "Leasing",
 ]
+
+logger = logging.getLogger(__name__)
 
 VERSIONS_PER_SECOND = 1_000_000
 #: Deliveries after which an item whose leases keep expiring becomes a dead letter.
@@ -71,8 +87,9 @@ LEASE_ID_BYTES = 16
 
 #: Enqueues a dead letter again: ``(tr, its original item key, its encoded value)``.
 Requeue = Callable[[Any, bytes, bytes], None]
-#: Takes up to ``n`` items from one end of a queue inside a transaction (read and cleared).
-TakeItems = Callable[[Any, int], list[Any]]
+#: Takes up to ``n`` items from one end of a queue within a byte budget, giving back due
+#: served results (:meth:`fdbqueue.results.ServedResults.take_with_give_back`).
+TakeItems = Callable[[Any, int, "int | None"], Taken]
 
 
 class LeaseError(Exception):
@@ -109,48 +126,43 @@ class Lease:
     key: bytes = field(repr=False)
 
 
-@dataclass(frozen=True)
-class DeadLetter:
-    """An item whose leases expired ``max_deliveries`` times.
-
-    Attributes:
-        value: the item's value.
-        deliveries: how many times it was claimed.
-        item_key: its original key in the queue (internal; requeueing puts it back there).
-    """
-
-    value: Any
-    deliveries: int
-    item_key: bytes = field(repr=False)
-
-
 def check_lease_seconds(seconds: Any) -> float:
     """Return ``seconds`` as a float, or raise before anything is read or written.
 
     Raises:
         TypeError: not a number (bool included).
-        ValueError: not in ``(0, MAX_LEASE_SECONDS]``.
+        ValueError: NaN, or not in ``(0, MAX_LEASE_SECONDS]``.
     """
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise TypeError(f"lease must be a number of seconds, not {type(seconds).__name__}")
-    if not 0 < seconds <= MAX_LEASE_SECONDS:
-        raise ValueError(f"lease must be > 0 and <= {MAX_LEASE_SECONDS} seconds, not {seconds}")
-    return float(seconds)
+    number = check_seconds(seconds, "lease", allow_infinity=True)
+    if number > MAX_LEASE_SECONDS:
+        raise ValueError(f"lease must be > 0 and <= {MAX_LEASE_SECONDS} seconds, not {number}")
+    return number
+
+
+def lease_versions(seconds: float) -> int:
+    """Versions a lease of ``seconds`` lasts: at least 1, so a lease is never born expired."""
+    return max(1, math.ceil(seconds * VERSIONS_PER_SECOND))
 
 
 def check_max_deliveries(max_deliveries: Any) -> int | None:
-    """Return ``max_deliveries`` (an int >= 1, or None for no limit), or raise ValueError."""
+    """Return ``max_deliveries`` (an int >= 1, or None for no limit).
+
+    Raises:
+        TypeError: not an int or None (bool included).
+        ValueError: less than 1.
+    """
     if max_deliveries is None:
         return None
     if isinstance(max_deliveries, bool) or not isinstance(max_deliveries, int):
-        raise ValueError(f"max_deliveries must be an int >= 1 or None, not {max_deliveries!r}")
+        raise TypeError(f"max_deliveries must be an int >= 1 or None, not {max_deliveries!r}")
     if max_deliveries < 1:
         raise ValueError(f"max_deliveries must be >= 1, not {max_deliveries}")
     return max_deliveries
 
 
 class Leases:
-    """The leases and dead letters of one queue (see the module docstring).
+    """The leases of one queue, and the moves between leases and dead letters (see the module
+    docstring).
 
     Args:
         store: the queue's items and metadata.
@@ -162,19 +174,22 @@ class Leases:
         self.store = store
         self.max_deliveries = max_deliveries
         self.leases = store.metadata["leases"]
-        self.dead = store.metadata["dead"]
         self.leases_begin: bytes = self.leases.range().start
         self.leases_end: bytes = self.leases.range().stop
-        self.dead_begin: bytes = self.dead.range().start
-        self.dead_end: bytes = self.dead.range().stop
 
-    def claim(self, tr: TransactionContext, take_items: TakeItems, seconds: float) -> Lease | None:
+    def claim(self, tr: TransactionContext, take_items: TakeItems, seconds: float) -> Any:
         """Lease the next item: an expired or released lease's item first, else the queue's
-        next item. Returns None when there is neither.
+        next item.
 
-        Cost: a read version, one range read of the expired leases (plus one per item moved
-        to the dead letters, at most :data:`DEAD_LETTERS_PER_CLAIM`), the queue's take
-        (one range read and a clear) when no lease expired, and one set.
+        Returns:
+            A Lease; None when there is neither; or :data:`~fdbqueue.store.POISON_MOVED`
+            when it only moved poison items to the dead letters and ran out of byte budget
+            (commit, then claim again).
+
+        Cost: a read version, one range read of the expired leases and a point read of the
+        held value (plus one of each per item moved to the dead letters, at most
+        :data:`DEAD_LETTERS_PER_CLAIM`), the queue's take (one range read and a clear) when
+        no lease expired, and two sets (record and held value) for a fresh item.
         """
         require_writable(tr, "claim")
         read_version: int = tr.get_read_version().wait()
@@ -184,35 +199,72 @@ class Leases:
             )
             if not expired:
                 break
-            del tr[expired[0].key]
-            item_key, value, deliveries = fdb.tuple.unpack(bytes(expired[0].value))
-            if self.max_deliveries is not None and deliveries >= self.max_deliveries:
-                tr[self.dead.pack((item_key,))] = fdb.tuple.pack((value, deliveries))
-                continue
-            return self._grant(tr, item_key, value, deliveries + 1, read_version, seconds)
-        items = take_items(tr, 1)
-        if not items:
-            return None
+            lease = self._redeliver(tr, expired[0], read_version, seconds)
+            if lease is not None:
+                return lease
+        taken = take_items(tr, 1, LIBRARY_TRANSACTION_BUDGET)
+        if not taken.items:
+            return POISON_MOVED if taken.budget_spent else None
+        item = taken.items[0]
         self.store.add_to_size(tr, -1)
-        return self._grant(tr, items[0].key, bytes(items[0].value), 1, read_version, seconds)
+        held_id = os.urandom(LEASE_ID_BYTES)
+        self.store.held.put(tr, held_id, item.encoded)
+        return self._grant(tr, item.key, item.value, 1, held_id, read_version, seconds)
+
+    def _redeliver(
+        self, tr: TransactionContext, record: Any, read_version: int, seconds: float
+    ) -> Lease | None:
+        """Lease an expired lease's item again, or move it to the dead letters (max
+        deliveries reached, or its value cannot be decoded) and return None."""
+        del tr[record.key]
+        item_key, deliveries, held_id = fdb.tuple.unpack(bytes(record.value))
+        dead_letters = self.store.dead_letters
+        if self.max_deliveries is not None and deliveries >= self.max_deliveries:
+            reason = (
+                f"max_deliveries: delivered {deliveries} times, each lease expired or was "
+                f"released (max_deliveries={self.max_deliveries})"
+            )
+            dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
+            logger.info(
+                "fdbqueue: item %r of %r is now a dead letter: %s",
+                item_key,
+                self.store.subspace,
+                reason,
+            )
+            return None
+        stored = self.store.held.get(tr.snapshot, held_id)
+        try:
+            value = self.store.codec.decode(bytes(stored))
+        except Exception as error:  # a codec may raise anything on bytes it cannot read
+            reason = f"undecodable: {describe_error(error)}"
+            dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
+            logger.warning(
+                "fdbqueue: moving leased item %r of %r to the dead letters: %s",
+                item_key,
+                self.store.subspace,
+                reason,
+            )
+            return None
+        return self._grant(tr, item_key, value, deliveries + 1, held_id, read_version, seconds)
 
     def _grant(
         self,
         tr: TransactionContext,
         item_key: bytes,
-        value: bytes,
+        value: Any,
         deliveries: int,
+        held_id: bytes,
         read_version: int,
         seconds: float,
     ) -> Lease:
         lease_id = os.urandom(LEASE_ID_BYTES)
-        expiry_version = read_version + int(seconds * VERSIONS_PER_SECOND)
+        expiry_version = read_version + lease_versions(seconds)
         key: bytes = self.leases.pack((expiry_version, lease_id))
-        tr[key] = fdb.tuple.pack((item_key, value, deliveries))
-        return Lease(self.store.decode(value), lease_id.hex(), deliveries, expiry_version, key)
+        tr[key] = fdb.tuple.pack((item_key, deliveries, held_id))
+        return Lease(value, lease_id.hex(), deliveries, expiry_version, key)
 
     def _held(self, tr: TransactionContext, lease: Any, action: str) -> bytes:
-        """Check that ``lease`` is a lease of this queue, still held; return its stored value.
+        """Check that ``lease`` is a lease of this queue, still held; return its record.
 
         Raises:
             TypeError: ``lease`` is not a Lease.
@@ -227,8 +279,9 @@ class Leases:
         stored = tr.get(lease.key)
         if not stored.present():
             raise LeaseNotHeldError(
-                f"lease {lease.id} is not held: it was acknowledged or released already, or it "
-                "expired and its item was claimed again or moved to the dead letters"
+                f"lease {lease.id} is not held: it was acknowledged, released or extended "
+                "already (extend returns the lease to use from then on), or it expired and its "
+                "item was claimed again or moved to the dead letters"
             )
         if tr.get_read_version().wait() > lease.expiry_version:
             raise LeaseExpiredError(
@@ -247,80 +300,65 @@ class Leases:
             LeaseExpiredError: the lease expired (the item will be delivered again).
 
         Nothing changes when it raises. Cost: one point read (a read conflict on the lease,
-        so an ack and a claim of the same expired lease never both win) and one clear.
+        so an ack and a claim of the same expired lease never both win) and two clears.
         """
-        self._held(tr, lease, "ack")
+        record = self._held(tr, lease, "ack")
         del tr[lease.key]
+        self.store.held.drop(tr, fdb.tuple.unpack(record)[2])
 
     def release(self, tr: TransactionContext, lease: Any) -> None:
         """Give a leased item back unprocessed: the next claim takes it, ahead of the queue.
 
         Its delivery count is kept (the next claim raises it). Raises as :meth:`ack`; nothing
-        changes when it raises. Cost: one point read, one clear and one set.
+        changes when it raises. Cost: one point read, one clear and one set of the small
+        record (the value stays where it is held).
         """
-        stored = self._held(tr, lease, "release")
+        record = self._held(tr, lease, "release")
         del tr[lease.key]
-        tr[self.leases.pack((0, bytes.fromhex(lease.id)))] = stored
+        tr[self.leases.pack((0, bytes.fromhex(lease.id)))] = record
 
     def extend(self, tr: TransactionContext, lease: Any, seconds: float) -> Lease:
         """Move a held lease's expiry to ``seconds`` after this transaction's read version;
         return the new Lease (same id and deliveries; the old object is no longer held).
 
         Raises as :meth:`ack`; nothing changes when it raises. Cost: one point read, one
-        clear and one set.
+        clear and one set of the small record.
         """
-        stored = self._held(tr, lease, "extend")
+        record = self._held(tr, lease, "extend")
         del tr[lease.key]
-        expiry_version = tr.get_read_version().wait() + int(seconds * VERSIONS_PER_SECOND)
+        expiry_version = tr.get_read_version().wait() + lease_versions(seconds)
         key: bytes = self.leases.pack((expiry_version, bytes.fromhex(lease.id)))
-        tr[key] = stored
+        tr[key] = record
         return Lease(lease.value, lease.id, lease.deliveries, expiry_version, key)
 
     def in_flight(self, tr: TransactionContext, limit: int) -> list[Lease]:
         """Up to ``limit`` leases, soonest expiry first (expired and released ones included).
 
-        Cost: one snapshot range read (no conflicts).
+        A value the codec cannot decode is shown as an :class:`~fdbqueue.Undecodable`.
+        Cost: one snapshot range read and one snapshot point read per lease (issued
+        together); no conflicts.
         """
+        reader: Any = getattr(tr, "snapshot", tr)
+        records = list(reader.get_range(self.leases_begin, self.leases_end, limit=limit))
+        unpacked = [fdb.tuple.unpack(bytes(kv.value)) for kv in records]
+        values = [self.store.held.get(reader, held_id) for _key, _n, held_id in unpacked]
         found = []
-        for kv in tr.snapshot.get_range(self.leases_begin, self.leases_end, limit=limit):
+        for kv, (_item_key, deliveries, _held_id), stored in zip(
+            records, unpacked, values, strict=True
+        ):
             expiry_version, lease_id = self.leases.unpack(kv.key)
-            _item_key, value, deliveries = fdb.tuple.unpack(bytes(kv.value))
-            found.append(
-                Lease(self.store.decode(value), lease_id.hex(), deliveries, expiry_version, kv.key)
-            )
+            value = decode_or_undecodable(self.store.codec, bytes(stored))
+            found.append(Lease(value, lease_id.hex(), deliveries, expiry_version, kv.key))
         return found
-
-    def dead_letters(self, tr: TransactionContext, limit: int) -> list[DeadLetter]:
-        """Up to ``limit`` dead letters, in queue order. Cost: one range read."""
-        found = []
-        for kv in tr.get_range(self.dead_begin, self.dead_end, limit=limit):
-            (item_key,) = self.dead.unpack(kv.key)
-            value, deliveries = fdb.tuple.unpack(bytes(kv.value))
-            found.append(DeadLetter(self.store.decode(value), deliveries, item_key))
-        return found
-
-    def requeue_dead_letters(self, tr: TransactionContext, limit: int, enqueue: Requeue) -> int:
-        """Enqueue up to ``limit`` dead letters again, in queue order, with ``enqueue(tr,
-        item key, value)``; their delivery counts start again. Returns how many.
-
-        Cost: one range read, one clear per item, and the enqueues.
-        """
-        require_writable(tr, "requeue_dead_letters")
-        moved = 0
-        for kv in tr.get_range(self.dead_begin, self.dead_end, limit=limit):
-            (item_key,) = self.dead.unpack(kv.key)
-            value, _deliveries = fdb.tuple.unpack(bytes(kv.value))
-            del tr[kv.key]
-            enqueue(tr, item_key, value)
-            moved += 1
-        return moved
 
 
 class Leasing:
-    """The lease methods :class:`~fdbqueue.Queue` and :class:`~fdbqueue.PriorityQueue` share
-    (``claim`` itself is each queue's own: it takes from that queue's end)."""
+    """The lease and dead-letter methods :class:`~fdbqueue.Queue` and
+    :class:`~fdbqueue.PriorityQueue` share (``claim`` itself is each queue's own: it takes
+    from that queue's end)."""
 
     _leases: Leases
+    _store: ItemStore
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
         """Enqueue a dead letter's value again (each queue type says where)."""
@@ -338,12 +376,13 @@ class Leasing:
         Raises:
             TypeError: ``lease`` is not a :class:`Lease`, or ``tr`` has the wrong type.
             ValueError: the lease belongs to another queue.
-            LeaseNotHeldError: acknowledged or released already, or expired and claimed again.
+            LeaseNotHeldError: acknowledged, released or extended already, or expired and
+                claimed again.
             LeaseExpiredError: the lease expired (the item will be delivered again).
 
         Nothing changes when it raises. Given a Database, it takes effect exactly once even
-        when a commit's result is unknown (:mod:`fdbqueue.receipts`). Cost: one point read
-        (a read conflict on the lease) and one clear.
+        when a commit's outcome is unknown (:mod:`fdbqueue.receipts`). Cost: one point read
+        (a read conflict on the lease) and two clears.
         """
         self._leases.ack(tr, lease)
 
@@ -360,7 +399,8 @@ class Leasing:
     def extend(self, tr: TransactionContext, lease: Lease, seconds: float) -> Lease:
         """Keep a claimed item longer: its lease now expires ``seconds`` after this call's
         read version (like a visibility-timeout change). Returns the new
-        :class:`Lease`; use it from now on (the old one is no longer held).
+        :class:`Lease`; use it from now on (the old one is no longer held, and acking it
+        raises LeaseNotHeldError).
 
         Raises:
             TypeError: ``lease`` is not a :class:`Lease`, ``seconds`` is not a number, or
@@ -380,40 +420,63 @@ class Leasing:
     @transactional
     def leases(self, tr: TransactionContext, limit: int = 100) -> list[Lease]:
         """Return up to ``limit`` leases in flight, soonest expiry first (expired and released
-        leases whose items wait for the next claim included).
+        leases whose items wait for the next claim included). A value the codec cannot decode
+        shows as an :class:`~fdbqueue.Undecodable`.
 
         Raises:
             TypeError, ValueError: ``limit`` is not an int >= 0.
 
-        Cost: one snapshot range read; it adds no conflicts.
+        Cost: one snapshot range read and a snapshot point read per lease; no conflicts.
         """
         check_count(limit, "limit")
         return self._leases.in_flight(tr, limit) if limit else []
 
     @transactional
     def dead_letters(self, tr: TransactionContext, limit: int = 100) -> list[DeadLetter]:
-        """Return up to ``limit`` dead letters (items whose leases expired ``max_deliveries``
-        times), in queue order.
+        """Return up to ``limit`` dead letters, oldest first: items whose leases expired
+        ``max_deliveries`` times, and poison items whose values the codec cannot decode
+        (their ``value`` is an :class:`~fdbqueue.Undecodable` and ``reason`` says why).
 
         Raises:
             TypeError, ValueError: ``limit`` is not an int >= 0.
 
-        Cost: one range read.
+        Cost: one range read and a point read per dead letter.
         """
         check_count(limit, "limit")
-        return self._leases.dead_letters(tr, limit) if limit else []
+        return self._store.dead_letters.read(tr, limit) if limit else []
 
-    @exactly_once(wrote=bool)
     def requeue_dead_letters(self, tr: TransactionContext, limit: int = 1000) -> int:
         """Enqueue up to ``limit`` dead letters again, oldest first, as new items at the back
-        of the queue (of their priority, for a PriorityQueue); their delivery counts start
-        again. Returns how many.
+        of the queue (of their priority, for a PriorityQueue), with their stored bytes
+        unchanged; their delivery counts start again. Returns how many.
+
+        Given a Database, it runs as many transactions as the bytes need (each holds at most
+        about 5,000,000 bytes of values, and each takes effect exactly once). Given a
+        Transaction, it requeues what fits in that budget and returns how many it did.
 
         Raises:
             TypeError, ValueError: ``limit`` is not an int >= 0.
 
-        Cost: one range read; per item one clear and an enqueue's snapshot read, set and two
-        atomic adds.
+        Cost per transaction: one range read, a point read per dead letter; per item two
+        clears and an enqueue's snapshot read, set and two atomic adds.
         """
         check_count(limit, "limit")
-        return self._leases.requeue_dead_letters(tr, limit, self._requeue) if limit else 0
+        if not is_database(tr):
+            return self._requeue_batch(tr, limit)
+        moved = 0
+        while moved < limit:
+            batch = self._requeue_batch(tr, limit - moved)
+            if batch == 0:
+                break
+            moved += batch
+        return moved
+
+    @exactly_once(wrote=bool)
+    def _requeue_batch(self, tr: TransactionContext, limit: int) -> int:
+        if limit == 0:
+            return 0
+        require_writable(tr, "requeue_dead_letters")
+        taken = self._store.dead_letters.take(tr, limit, LIBRARY_TRANSACTION_BUDGET)
+        for letter in taken:
+            self._requeue(tr, letter.item_key, letter.encoded)
+        return len(taken)

@@ -21,6 +21,7 @@ Source followed: FoundationDB's "Priority Queues" recipe (documentation
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 from fdbqueue.codecs import Codec
@@ -33,8 +34,14 @@ from fdbqueue.leases import (
     check_max_deliveries,
 )
 from fdbqueue.receipts import exactly_once
-from fdbqueue.staging import DEFAULT_ABANDON_AFTER, DEFAULT_BATCH_SIZE, Staging
-from fdbqueue.store import ItemStore, StoredQueue
+from fdbqueue.results import ServedResults
+from fdbqueue.staging import (
+    DEFAULT_ABANDON_AFTER,
+    DEFAULT_BATCH_SIZE,
+    Staging,
+    check_staging_arguments,
+)
+from fdbqueue.store import POISON_MOVED, ItemStore, StoredQueue, Taken, check_flag
 from fdbqueue.transactional import (
     TransactionContext,
     is_database,
@@ -97,13 +104,17 @@ class PriorityQueue(StoredQueue, Leasing):
         max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
         exactly_once: bool = True,
     ) -> None:
-        self._store = ItemStore(subspace, codec, exactly_once)
+        check_flag(high_contention, "high_contention")
+        check_staging_arguments(batch_size, abandon_after)
+        self._store = ItemStore(subspace, codec, exactly_once, leading_integers=2)
+        self._results = ServedResults(self._store)
         self._leases = Leases(self._store, check_max_deliveries(max_deliveries))
         self._staging: dict[bool, Staging] = {}
         if high_contention:
             for max_end, end in ((False, "min"), (True, "max")):
                 self._staging[max_end] = Staging(
                     self._store,
+                    self._results,
                     end,
                     functools.partial(self._take_items, max=max_end),
                     batch_size=batch_size,
@@ -197,47 +208,55 @@ class PriorityQueue(StoredQueue, Leasing):
             max: take from the highest priority instead of the lowest.
             block: wait until an item is available (needs a Database; a watch, no polling,
                 see :mod:`fdbqueue.waiting`).
-            timeout: with ``block=True``, the most seconds to wait; None waits without limit.
+            timeout: with ``block=True``, the most seconds to wait; None (or ``math.inf``)
+                waits without limit.
 
         Raises:
-            TypeError: ``tr`` is of the wrong type or a snapshot view, or ``block=True`` with
-                a Transaction.
-            ValueError: a negative ``timeout``, or a ``timeout`` without ``block=True``.
+            TypeError: ``tr`` is of the wrong type or a snapshot view, ``max`` or ``block``
+                is not a bool, or ``block=True`` with a Transaction.
+            ValueError: a NaN or negative ``timeout``, a ``timeout`` without ``block=True``,
+                or a key at that end that is not one of this queue's items (nothing changes).
 
-        Cost: :meth:`pop_min` or :meth:`pop_max`; with ``high_contention=True`` and a
-        Database, see :mod:`fdbqueue.staging` (each end has its own line of requests).
+        Poison items are moved to the dead letters and skipped, and served items whose
+        consumers died come back, as for :meth:`fdbqueue.Queue.dequeue`. Cost:
+        :meth:`pop_min` or :meth:`pop_max`; with ``high_contention=True`` and a Database, see
+        :mod:`fdbqueue.staging` (each end has its own line of requests).
         """
-        check_blocking_arguments(tr, block, timeout)
+        check_flag(max, "max")
+        seconds = check_blocking_arguments(tr, block, timeout)
+        take = functools.partial(self._take_one, max=max)
         if block:
             return take_blocking(
-                tr, functools.partial(self._take_one, max=max), self._store.signal_key, timeout
+                tr, take, self._store.signal_key, seconds, self._results.seconds_until_due
             )
-        return self._take_one(tr, max=max)
+        return take(tr)
 
-    def _take_one(self, tr: TransactionContext, max: bool) -> Any:
+    def _take_one(self, tr: TransactionContext, deadline: float | None = None, *, max: bool) -> Any:
         staging = self._staging.get(max)
         if staging is not None and is_database(tr):
-            return staging.take(tr)
-        return self._pop(tr, max)
+            return staging.take(tr, deadline)
+        value = self._pop(tr, max)
+        while value is POISON_MOVED:
+            value = self._pop(tr, max)
+        return value
 
     @exactly_once(wrote=lambda value: value is not None)
     def _pop(self, tr: TransactionContext, max: bool) -> Any:
         require_writable(tr, "pop")
-        items = self._first(tr, max)
-        return self._store.remove(tr, items)[0] if items else None
+        take_items = functools.partial(self._take_items, max=max)
+        taken = self._results.take_with_give_back(tr, take_items, 1)
+        if not taken.items:
+            return POISON_MOVED if taken.budget_spent else None
+        self._store.add_to_size(tr, -1)
+        return taken.items[0].value
 
-    def _take_items(self, tr: TransactionContext, n: int, max: bool) -> list[Any]:
+    def _front(self, tr: TransactionContext, n: int, max: bool) -> list[Any]:
+        """Up to ``n`` items at one end, in take order (the max end reads one at a time)."""
+        return self._first(tr, True) if max else self._store.read(tr, limit=n)
+
+    def _take_items(self, tr: TransactionContext, n: int, budget: int | None, max: bool) -> Taken:
         """Clear and return up to ``n`` items from one end, oldest first within a priority."""
-        if not max:
-            return self._store.take(tr, n)
-        taken: list[Any] = []
-        while len(taken) < n:
-            items = self._first(tr, True)
-            if not items:
-                break
-            del tr[items[0].key]
-            taken.append(items[0])
-        return taken
+        return self._store.take(tr, functools.partial(self._front, max=max), n, budget)
 
     def pop_min(
         self, tr: TransactionContext, *, block: bool = False, timeout: float | None = None
@@ -272,11 +291,20 @@ class PriorityQueue(StoredQueue, Leasing):
         takes effect exactly once given a Database. Cost: a read version, one range read of
         the expired leases, then the pop's reads and clear when none has expired, and one set.
         """
-        return self._claim(tr, check_lease_seconds(lease), max)
+        check_flag(max, "max")
+        seconds = check_lease_seconds(lease)
+        claimed = self._claim_once(tr, seconds, max)
+        while claimed is POISON_MOVED:
+            claimed = self._claim_once(tr, seconds, max)
+        return claimed  # type: ignore[no-any-return]
 
     @exactly_once(wrote=lambda lease: lease is not None)
-    def _claim(self, tr: TransactionContext, seconds: float, max: bool) -> Lease | None:
-        return self._leases.claim(tr, functools.partial(self._take_items, max=max), seconds)
+    def _claim_once(self, tr: TransactionContext, seconds: float, max: bool) -> Any:
+        def claimable(tr: TransactionContext, n: int, budget: int | None) -> Taken:
+            take_items = functools.partial(self._take_items, max=max)
+            return self._results.take_with_give_back(tr, take_items, n, budget)
+
+        return self._leases.claim(tr, claimable, seconds)
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
         self._push(tr, encoded, self._store.unpack_position(item_key)[0])
@@ -285,10 +313,35 @@ class PriorityQueue(StoredQueue, Leasing):
     def peek(self, tr: TransactionContext, max: bool = False) -> Any:
         """Return the value :meth:`pop` would take, without removing it, or None when empty.
 
-        Cost: as :meth:`pop` without the writes.
+        Poison items are skipped, as :meth:`pop` would move them aside. Raises TypeError
+        when ``max`` is not a bool, ValueError when a key at that end is not one of this
+        queue's items. Cost: as :meth:`pop` without the writes.
         """
-        items = self._first(tr, max)
-        return self._store.decode(items[0].value) if items else None
+        check_flag(max, "max")
+        candidates = self._max_candidates(tr) if max else self._store.forward(tr, 1, False)
+        values = self._store.peek(candidates, 1)
+        return values[0] if values else None
+
+    def _max_candidates(self, tr: TransactionContext) -> Iterator[Any]:
+        """Items in ``pop_max`` order (highest priority first, oldest first within one),
+        lazily, with the read conflict ranges :meth:`_first` adds for the items it yields."""
+        upper = self._store.end
+        while True:
+            top = self._store.read(tr, self._store.begin, upper, reverse=True, snapshot=True)
+            if not top:
+                self._store.add_read_conflict_range(tr, self._store.begin, upper)
+                return
+            priority = self._store.unpack_position(top[0].key)[0]
+            within = self.subspace.range((priority,))
+            self._store.add_read_conflict_range(tr, within.stop, upper)
+            begin = within.start
+            while True:
+                batch = self._store.read(tr, begin, within.stop, limit=16)
+                yield from batch
+                if len(batch) < 16:
+                    break
+                begin = batch[-1].key + b"\x00"
+            upper = within.start
 
     def peek_min(self, tr: TransactionContext) -> Any:
         """Return the oldest value of the lowest priority, or None when empty (one range read)."""

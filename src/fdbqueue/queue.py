@@ -34,8 +34,14 @@ from fdbqueue.leases import (
     check_max_deliveries,
 )
 from fdbqueue.receipts import exactly_once
-from fdbqueue.staging import DEFAULT_ABANDON_AFTER, DEFAULT_BATCH_SIZE, Staging
-from fdbqueue.store import ItemStore, StoredQueue, check_count
+from fdbqueue.results import ServedResults
+from fdbqueue.staging import (
+    DEFAULT_ABANDON_AFTER,
+    DEFAULT_BATCH_SIZE,
+    Staging,
+    check_staging_arguments,
+)
+from fdbqueue.store import POISON_MOVED, ItemStore, StoredQueue, Taken, check_count, check_flag
 from fdbqueue.transactional import (
     TransactionContext,
     is_database,
@@ -100,13 +106,17 @@ class Queue(StoredQueue, Leasing):
         max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
         exactly_once: bool = True,
     ) -> None:
-        self._store = ItemStore(subspace, codec, exactly_once)
+        check_flag(high_contention, "high_contention")
+        check_staging_arguments(batch_size, abandon_after)
+        self._store = ItemStore(subspace, codec, exactly_once, leading_integers=1)
+        self._results = ServedResults(self._store)
         self._leases = Leases(self._store, check_max_deliveries(max_deliveries))
         self._staging = (
             Staging(
                 self._store,
+                self._results,
                 "front",
-                self._store.take,
+                self._take_items,
                 batch_size=batch_size,
                 abandon_after=abandon_after,
             )
@@ -152,6 +162,7 @@ class Queue(StoredQueue, Leasing):
                 ``tr`` is of the wrong type.
         """
         encoded = self._store.encode_many(values)
+        self._store.check_batch_fits(encoded)
         if encoded:
             self._append(tr, encoded)
 
@@ -183,42 +194,63 @@ class Queue(StoredQueue, Leasing):
             block: wait until an item is available (needs a Database). The wait is on a watch
                 of the queue's signal key, which every enqueue bumps with an atomic add: no
                 polling (see :mod:`fdbqueue.waiting`).
-            timeout: with ``block=True``, the most seconds to wait; None waits without limit.
+            timeout: with ``block=True``, the most seconds to wait; None (or ``math.inf``)
+                waits without limit.
 
         Returns:
             The oldest item's value, or None when the queue is empty (or, blocking, when the
             timeout ran out).
 
         Raises:
-            TypeError: ``tr`` is of the wrong type or a read-only snapshot view, or
-                ``block=True`` with a Transaction.
-            ValueError: a negative ``timeout``, or a ``timeout`` without ``block=True``.
+            TypeError: ``tr`` is of the wrong type or a read-only snapshot view, ``block`` is
+                not a bool, or ``block=True`` with a Transaction.
+            ValueError: a NaN or negative ``timeout``, or a ``timeout`` without
+                ``block=True``; or the key at the front is not one of this queue's items (the
+                message names it; nothing changes).
+
+        An item whose value the codec cannot decode is moved to the dead letters (a warning
+        is logged) and the next item is taken instead, in the same transaction. Items served
+        to a high-contention consumer that died come back once ``abandon_after`` has passed
+        (:mod:`fdbqueue.results`). Given a Database, it takes effect exactly once
+        (:mod:`fdbqueue.receipts`).
 
         Cost (plain, or any Transaction): one range read (``limit=1``), one clear and one atomic
-        add. Its read conflict range runs from the start of the queue to just past the item
-        taken, so two concurrent dequeues conflict (one commits, the other retries and takes
-        the next item), while concurrent enqueues, which write after the last item, do not.
-        With ``high_contention=True`` and a Database, see :mod:`fdbqueue.staging`.
+        add; about once per second, or when the queue looks empty, one snapshot range read of
+        served results. Its read conflict range runs from the start of the queue to just past
+        the item taken, so two concurrent dequeues conflict (one commits, the other retries and
+        takes the next item), while concurrent enqueues, which write after the last item, do
+        not. With ``high_contention=True`` and a Database, see :mod:`fdbqueue.staging`.
         """
-        check_blocking_arguments(tr, block, timeout)
+        seconds = check_blocking_arguments(tr, block, timeout)
         if block:
-            return take_blocking(tr, self._take_one, self._store.signal_key, timeout)
+            return take_blocking(
+                tr, self._take_one, self._store.signal_key, seconds, self._results.seconds_until_due
+            )
         return self._take_one(tr)
 
-    def _take_one(self, tr: TransactionContext) -> Any:
+    def _take_one(self, tr: TransactionContext, deadline: float | None = None) -> Any:
         if self._staging is not None and is_database(tr):
-            return self._staging.take(tr)
-        return self._dequeue(tr)
+            return self._staging.take(tr, deadline)
+        value = self._dequeue(tr)
+        while value is POISON_MOVED:
+            value = self._dequeue(tr)
+        return value
+
+    def _front(self, tr: TransactionContext, n: int) -> list[Any]:
+        return self._store.read(tr, limit=n)
+
+    def _take_items(self, tr: TransactionContext, n: int, budget: int | None) -> Taken:
+        return self._store.take(tr, self._front, n, budget)
 
     @exactly_once(wrote=lambda value: value is not None)
     def _dequeue(self, tr: TransactionContext) -> Any:
         require_writable(tr, "dequeue")
-        items = self._store.read(tr, limit=1)
-        if not items:
-            return None
-        return self._store.remove(tr, items)[0]
+        taken = self._results.take_with_give_back(tr, self._take_items, 1)
+        if not taken.items:
+            return POISON_MOVED if taken.budget_spent else None
+        self._store.add_to_size(tr, -1)
+        return taken.items[0].value
 
-    @exactly_once(wrote=bool)
     def dequeue_many(self, tr: TransactionContext, n: int) -> list[Any]:
         """Remove up to ``n`` items from the front of the queue and return their values.
 
@@ -230,16 +262,29 @@ class Queue(StoredQueue, Leasing):
 
         Raises:
             TypeError: ``n`` is not an int, or ``tr`` is of the wrong type.
-            ValueError: ``n`` is negative.
+            ValueError: ``n`` is negative, or the key at the front is not one of this
+                queue's items (nothing changes).
 
-        Cost: one range read (``limit=n``), ``n`` clears and one atomic add. The read conflict
-        range covers the front of the queue up to just past the last item taken.
+        Poison items are moved to the dead letters and skipped, as by :meth:`dequeue`.
+        Cost: one range read (``limit=n``), ``n`` clears and one atomic add. The read
+        conflict range covers the front of the queue up to just past the last item taken.
         """
         check_count(n)
         if n == 0:
             return []
+        values = self._dequeue_many(tr, n)
+        while values is POISON_MOVED:
+            values = self._dequeue_many(tr, n)
+        return values  # type: ignore[no-any-return]
+
+    @exactly_once(wrote=bool)
+    def _dequeue_many(self, tr: TransactionContext, n: int) -> Any:
         require_writable(tr, "dequeue_many")
-        return self._store.remove(tr, self._store.read(tr, limit=n))
+        taken = self._results.take_with_give_back(tr, self._take_items, n)
+        if not taken.items:
+            return POISON_MOVED if taken.budget_spent else []
+        self._store.add_to_size(tr, -len(taken.items))
+        return [item.value for item in taken.items]
 
     # -- leases -----------------------------------------------------------------------------
 
@@ -272,9 +317,18 @@ class Queue(StoredQueue, Leasing):
         """
         return self._claim(tr, check_lease_seconds(lease))
 
-    @exactly_once(wrote=lambda lease: lease is not None)
     def _claim(self, tr: TransactionContext, seconds: float) -> Lease | None:
-        return self._leases.claim(tr, self._store.take, seconds)
+        lease = self._claim_once(tr, seconds)
+        while lease is POISON_MOVED:
+            lease = self._claim_once(tr, seconds)
+        return lease  # type: ignore[no-any-return]
+
+    @exactly_once(wrote=lambda lease: lease is not None)
+    def _claim_once(self, tr: TransactionContext, seconds: float) -> Any:
+        return self._leases.claim(tr, self._claimable_items, seconds)
+
+    def _claimable_items(self, tr: TransactionContext, n: int, budget: int | None) -> Taken:
+        return self._results.take_with_give_back(tr, self._take_items, n, budget)
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
         self._append(tr, [encoded])
@@ -285,8 +339,13 @@ class Queue(StoredQueue, Leasing):
     def peek(self, tr: TransactionContext) -> Any:
         """Return the value at the front of the queue without removing it, or None if empty.
 
-        Cost: one range read (``limit=1``); its read conflict range covers the front of the
-        queue up to just past the first item (the whole queue range when empty).
+        Poison items (values the codec cannot decode) are skipped, as :meth:`dequeue` would
+        move them aside. Raises ValueError when the key at the front is not one of this
+        queue's items.
+
+        Cost: one range read (``limit=1``), more only past poison items; its read conflict
+        range covers the front of the queue up to just past the first item (the whole queue
+        range when empty).
         """
-        items = self._store.read(tr, limit=1)
-        return self._store.decode(items[0].value) if items else None
+        values = self._store.peek(self._store.forward(tr, 1, snapshot=False), 1)
+        return values[0] if values else None

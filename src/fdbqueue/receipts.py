@@ -1,9 +1,12 @@
-"""Exactly-once operations when a commit's result is unknown (error 1021): receipts.
+"""Exactly-once operations when a commit's outcome is unknown: receipts.
 
-A commit that fails with ``commit_unknown_result`` (1021) may or may not have been applied,
-and the standard retry loop runs the body again. For FoundationDB's queue recipes that means a
-retried enqueue can write its item twice, and a retried dequeue can remove one item without
-returning it and then remove and return the next one.
+A commit can fail in ways that leave its outcome unknown: ``commit_unknown_result`` (1021, the
+most common cause being a cluster recovery) and ``transaction_timed_out`` (1031, when the
+transaction's timeout ran out while the commit was on its way). The standard retry loop runs
+the body again after a 1021; for FoundationDB's queue recipes that means a retried enqueue can
+write its item twice, and a retried dequeue can remove one item without returning it and then
+remove and return the next one. After a 1031 the loop gives up, although the commit may still
+be applied.
 
 fdbqueue makes every operation that runs in its own transaction (given a Database or Tenant)
 take effect exactly once. Each call chooses a *call id* (16 random bytes) once. Each attempt
@@ -11,68 +14,119 @@ that writes also writes a *receipt*, in the same transaction as its effect::
 
     P + b"\\xff" + pack(("receipts", read version of the attempt, call id))  ->  b""
 
-and remembers, in memory, what it would return (for a dequeue: the value it removed). When an
-attempt fails and the body runs again, the new attempt first reads the receipts of the call's
-earlier attempts (snapshot point reads). If one exists, that attempt committed: the call
-returns what that attempt returned and writes nothing. Otherwise no earlier attempt committed,
-and the body runs again. (An attempt that failed with 1020 or 1007 was surely not applied:
-the retry does not look for its receipt.) So an enqueue writes its item once, and a dequeue
-returns exactly the item it removed: nothing is removed without being returned.
+adds a read conflict range on that receipt key (the attempt's *self-conflicting key*), and
+remembers, in memory, what it would return (for a dequeue: the value it removed).
 
-This relies on what the client does before it reports 1021: FoundationDB's client makes sure
-the unknown commit can no longer be applied later (it commits a conflicting dummy transaction
-over the same conflict ranges), so a later read version sees its final outcome. The in-memory
-database decides the outcome before it raises 1021.
+When an attempt's commit fails with any error other than ``not_committed`` (1020),
+``transaction_too_old`` (1007) or a client-side usage error (2000-2999), which all mean "not
+applied", the call *resolves* the attempt before doing anything else, in a transaction of its
+own: it reads the receipt key (a read conflict) and, if the receipt is absent, adds a write
+conflict range on it and commits. If the receipt is there, the attempt committed: the call
+returns what that attempt returned. If the resolving transaction commits with the receipt
+absent, the attempt can never commit any more (its read conflict on its own receipt key now
+overlaps a newer write), so it surely was not applied; the call then goes on as the error says:
+after a 1021 the body runs again, after a 1031 the call raises the 1031 (nothing was applied).
+If the attempt lands while the resolving transaction runs, the resolving transaction conflicts,
+retries, and finds the receipt. This is what FoundationDB's own client does before it reports a
+1021 (``commitDummyTransaction`` over a key in both of the failed commit's conflict ranges);
+fdbqueue does it itself so that it holds for 1031 too, where the client does not.
 
-Receipts expire: every transaction that writes one also clears the receipts older than
-:data:`RECEIPT_LIFETIME` seconds of read versions, with one range clear (no read, so no
-conflict). A retry whose earlier attempt is older than half that lifetime cannot tell any
-more, and raises :class:`UnknownResultError` instead of guessing.
+Receipts expire. Every transaction that writes one also clears, with one range clear (no read,
+no conflict), the receipts older than :data:`RECEIPT_LIFETIME` seconds of read versions, and
+the receipts of this queue object's calls that have already returned (they will never be
+looked up again). A resolution at read version ``R`` trusts an absent receipt when ``R`` is at
+most :data:`RECEIPT_LIFETIME` seconds of versions after the attempt's read version: any clear
+committed before ``R`` was made at a read version below ``R`` and cleared only receipts older
+than :data:`RECEIPT_LIFETIME` before it. The lifetime, 300 s, is three times the 100 s by which
+a cluster recovery advances versions (``MAX_VERSIONS_IN_FLIGHT``), so the 1021s a recovery
+causes are resolved, not reported as unknown. Only an attempt older than that raises
+:class:`UnknownResultError`, as does a resolution that keeps failing
+(:data:`RESOLVE_ATTEMPTS` transactions in a row).
 
-Cost, per operation and in the same transaction: one set of a key of about 40 bytes and one
-range clear; no extra transaction, no extra read. After an error, each retry makes one
-snapshot point read per earlier attempt. Operations given a Transaction run inside it and write
-no receipt: the owner of the transaction owns its retry loop and its idempotence.
+Storage bound: receipts live at most :data:`RECEIPT_LIFETIME` seconds of versions, so a queue
+holds at most as many as it had writing operations in the last 300 s; in steady state, a queue
+object's finished receipts are cleared by its next writing operation, so a running client
+keeps about one receipt per thread. Each is one key of about ``len(prefix) + 35`` bytes and an
+empty value.
+
+Cost, per operation and in the same transaction: one set of the receipt, one read conflict
+range on it, one range clear, and one clear per finished receipt of this queue object; no extra
+transaction and no extra read. After an error that may have been applied, one resolving
+transaction. Operations given a Transaction run inside it and write no receipt: the owner of
+the transaction owns its retry loop and its idempotence.
 
 Source followed: FoundationDB's developer guide, "Transactions with unknown results" (make
 transactions idempotent, for example with a unique key written in the transaction and checked
-on retry), and NativeAPI's handling of ``commit_unknown_result``.
+on retry), and ``fdbclient/NativeAPI.actor.cpp`` (``tryCommit``, ``commitDummyTransaction``)
+and ``fdbclient/ReadYourWrites.cpp`` (a timed-out commit may still be in flight).
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar, overload
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from fdb.subspace_impl import Subspace
 
 from fdbqueue.transactional import is_database, is_fdb_error, transactional
 
-__all__ = ["RECEIPT_LIFETIME", "Receipts", "UnknownResultError", "exactly_once"]
+__all__ = [
+    "RECEIPT_LIFETIME",
+    "Receipts",
+    "UnknownResultError",
+    "exactly_once",
+    "surely_not_applied",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: Seconds (of read versions, about 1,000,000 per second) a receipt is kept.
-RECEIPT_LIFETIME = 60.0
+#: Seconds (of read versions, about 1,000,000 per second) a receipt is kept: three times the
+#: 100 s by which a cluster recovery advances versions.
+RECEIPT_LIFETIME = 300.0
 VERSIONS_PER_SECOND = 1_000_000
 CALL_ID_BYTES = 16
 NOT_COMMITTED = 1020
-#: Commit errors after which the attempt surely was not applied (conflict, too old), so a
-#: retry need not look for its receipt; after any other error (1021 above all) it looks.
-NOT_APPLIED = frozenset({NOT_COMMITTED, 1007})
+TRANSACTION_TOO_OLD = 1007
+#: Resolving transactions tried in a row before a call gives up with UnknownResultError.
+RESOLVE_ATTEMPTS = 10
+#: Finished receipts one writing attempt clears at most.
+FINISHED_PER_ATTEMPT = 64
 
 
 class UnknownResultError(Exception):
-    """An operation's commit result is unknown and can no longer be found out: its earlier
-    attempt is older than half of :data:`RECEIPT_LIFETIME`. The operation may or may not
-    have taken effect."""
+    """An operation's commit outcome is unknown and cannot be found out any more: the attempt
+    is older than :data:`RECEIPT_LIFETIME` seconds of versions, or the transactions that look
+    it up kept failing. The operation may or may not have taken effect."""
+
+
+def surely_not_applied(code: int) -> bool:
+    """Whether a commit that failed with ``code`` surely was not applied.
+
+    ``not_committed`` (1020) and ``transaction_too_old`` (1007) come from the resolver, which
+    refused the commit; errors 2000-2999 are usage errors the client raises before it sends
+    anything (2101 ``transaction_too_large`` among them). Any other error, 1021 and 1031 above
+    all, may come after the commit was applied or while it is still in flight.
+    """
+    return code in (NOT_COMMITTED, TRANSACTION_TOO_OLD) or 2000 <= code < 3000
 
 
 def _always(_result: Any) -> bool:
     return True
+
+
+@dataclass(frozen=True)
+class _Attempt(Generic[R]):
+    """An attempt that wrote a receipt: its receipt key, read version and result."""
+
+    receipt: bytes
+    version: int
+    result: R
+    finished: tuple[bytes, ...]  # the finished receipts it cleared
 
 
 class Receipts:
@@ -82,7 +136,8 @@ class Receipts:
         metadata: the queue's metadata Subspace; receipts live in ``metadata["receipts"]``.
         lifetime: seconds a receipt is kept (default :data:`RECEIPT_LIFETIME`).
         enabled: False turns receipts off: :meth:`run` is then the standard retry loop, and a
-            commit with an unknown result can apply an operation twice (the recipes' behaviour).
+            commit with an unknown outcome can apply an operation twice (the recipes'
+            behaviour), or apply it although the call raised 1031.
     """
 
     def __init__(
@@ -90,8 +145,13 @@ class Receipts:
     ) -> None:
         self.enabled = enabled
         self.subspace = metadata["receipts"]
-        self.begin: bytes = self.subspace.range().start
+        receipts = self.subspace.range()
+        self.begin: bytes = receipts.start
+        self.end: bytes = receipts.stop
         self.lifetime_versions = int(lifetime * VERSIONS_PER_SECOND)
+        # Receipts of calls that returned: nothing looks them up any more. The next writing
+        # attempt of this object clears them (deque appends and pops are thread-safe).
+        self._finished: collections.deque[bytes] = collections.deque()
 
     def run(
         self,
@@ -108,8 +168,7 @@ class Receipts:
             body: the operation; it may run several times, and what the committed run
                 returned is returned.
             wrote: tells from an attempt's result whether the attempt wrote anything (a
-                receipt is written only then; a read-only attempt cannot have an unknown
-                result).
+                receipt is written only then; a read-only attempt has no outcome to lose).
             on_conflict: when not None, a conflict (1020) is not retried: this value is
                 returned instead.
 
@@ -117,27 +176,35 @@ class Receipts:
             What the attempt that committed returned.
 
         Raises:
-            UnknownResultError: an earlier attempt's result can no longer be found out.
-            Any error of ``body``, and FoundationDB errors that are not retryable.
+            UnknownResultError: an attempt's outcome can no longer be found out.
+            FDBError: a FoundationDB error that is not retryable (1031 among them); the
+                operation then surely did not take effect.
+            Any error of ``body``; nothing took effect then either.
         """
         call_id = os.urandom(CALL_ID_BYTES)
-        attempts: list[tuple[bytes, int, R]] = []
         tr = database.create_transaction()
         while True:
-            recorded = len(attempts)
+            attempt: list[_Attempt[R]] = []
             try:
-                result = self._attempt(tr, body, wrote, call_id, attempts)
+                result = self._attempt(tr, body, wrote, call_id, attempt)
                 tr.commit().wait()
-                return result
             except Exception as error:
                 if not is_fdb_error(error):
+                    self._unfinish(attempt)
                     raise
-                code = error.code  # type: ignore[attr-defined]
-                if code in NOT_APPLIED:  # this attempt surely did not commit: no need to look
-                    del attempts[recorded:]
+                code: int = error.code  # type: ignore[attr-defined]
+                maybe_applied = attempt and not surely_not_applied(code)
+                if maybe_applied and self._resolve(database, attempt[0]):
+                    self._finish(attempt[0])
+                    return attempt[0].result  # it was applied: return what it returned
+                self._unfinish(attempt)
                 if on_conflict is not None and code == NOT_COMMITTED:
                     return on_conflict  # type: ignore[no-any-return]
-                tr.on_error(error).wait()
+                tr.on_error(error).wait()  # retryable: reset and back off; else raises
+                continue
+            if attempt:
+                self._finish(attempt[0])
+            return result
 
     def _attempt(
         self,
@@ -145,27 +212,80 @@ class Receipts:
         body: Callable[[Any], R],
         wrote: Callable[[R], bool],
         call_id: bytes,
-        attempts: list[tuple[bytes, int, R]],
+        attempt: list[_Attempt[R]],
     ) -> R:
-        if not self.enabled:
-            return body(tr)
-        for key, version, result in attempts:  # only after an error: none the first time
-            if tr.get_read_version().wait() - version > self.lifetime_versions // 2:
-                raise UnknownResultError(
-                    "an earlier attempt of this operation ended with an unknown commit result "
-                    "too long ago to find out whether it took effect"
-                )
-            if tr.snapshot.get(key).present():
-                return result  # that attempt committed: return what it returned
         result = body(tr)
-        if wrote(result):
-            # The body's reads fetched the read version already: no extra round trip.
-            read_version: int = tr.get_read_version().wait()
-            receipt: bytes = self.subspace.pack((read_version, call_id))
-            tr[receipt] = b""
-            tr.clear_range(self.begin, self.subspace.pack((read_version - self.lifetime_versions,)))
-            attempts.append((receipt, read_version, result))
+        if not self.enabled or not wrote(result):
+            return result
+        # The body's reads fetched the read version already: no extra round trip.
+        read_version: int = tr.get_read_version().wait()
+        receipt: bytes = self.subspace.pack((read_version, call_id))
+        tr[receipt] = b""
+        tr.add_read_conflict_key(receipt)  # self-conflicting: a resolution can fence it off
+        tr.clear_range(self.begin, self.subspace.pack((read_version - self.lifetime_versions,)))
+        finished = self._take_finished()
+        for key in finished:
+            del tr[key]
+        attempt.append(_Attempt(receipt, read_version, result, finished))
         return result
+
+    def _resolve(self, database: Any, attempt: _Attempt[R]) -> bool:
+        """Find out for good whether ``attempt`` committed (see the module docstring).
+
+        Returns True when it did; False when it did not and never will.
+
+        Raises:
+            UnknownResultError: the attempt is too old to tell, or :data:`RESOLVE_ATTEMPTS`
+                resolving transactions in a row failed with errors that are not retryable.
+        """
+        failures = 0
+        tr = database.create_transaction()
+        while True:
+            try:
+                read_version: int = tr.get_read_version().wait()
+                if read_version - attempt.version > self.lifetime_versions:
+                    raise UnknownResultError(
+                        "an earlier attempt of this operation ended with an unknown commit "
+                        f"outcome more than {self.lifetime_versions // VERSIONS_PER_SECOND} s "
+                        "of versions ago: whether it took effect cannot be found out"
+                    )
+                if tr.get(attempt.receipt).present():
+                    return True
+                tr.add_write_conflict_key(attempt.receipt)  # fence the attempt off
+                tr.commit().wait()
+                return False
+            except Exception as error:
+                if not is_fdb_error(error):
+                    raise
+                try:
+                    tr.on_error(error).wait()
+                except Exception as final:
+                    # Not retryable (a timeout, say): a new transaction may still get through.
+                    failures += 1
+                    if failures >= RESOLVE_ATTEMPTS:
+                        raise UnknownResultError(
+                            "the outcome of a commit that failed is unknown, and "
+                            f"{failures} transactions trying to find it out failed ({final})"
+                        ) from final
+                    tr = database.create_transaction()
+
+    def _take_finished(self) -> tuple[bytes, ...]:
+        taken: list[bytes] = []
+        while len(taken) < FINISHED_PER_ATTEMPT:
+            try:
+                taken.append(self._finished.popleft())
+            except IndexError:
+                break
+        return tuple(taken)
+
+    def _finish(self, attempt: _Attempt[R]) -> None:
+        """The call returned with ``attempt``'s result: its receipt can go."""
+        self._finished.append(attempt.receipt)
+
+    def _unfinish(self, attempt: list[_Attempt[R]]) -> None:
+        """The attempt was not applied: the finished receipts it would have cleared remain."""
+        for previous in attempt:
+            self._finished.extend(previous.finished)
 
 
 @overload

@@ -2,17 +2,26 @@
 
 Key layout of a queue whose subspace has the prefix ``P`` (bytes)::
 
-    P + pack(item key tuple)   -> encoded value     items: inside subspace.range()
-    P + b"\\xff" + pack(("size",)) -> int64 LE      the size counter (atomic add)
-    P + b"\\xff" + pack(("signal",)) -> int64 LE    bumped by every enqueue, for blocked consumers
+    P + pack(item key tuple)            -> encoded value   items: inside subspace.range()
+    P + b"\\xff" + pack(("size",))       -> int64 LE        the size counter (atomic add)
+    P + b"\\xff" + pack(("signal",))     -> int64 LE        bumped by every enqueue, for waiters
+    P + b"\\xff" + pack(("held", ...))   leased, served and dead-lettered values (fdbqueue.held)
+    P + b"\\xff" + pack(("leases"|"dead", ...))              leases, dead letters
     P + b"\\xff" + pack(("requests"|"results"|"turn", ...))  high-contention staging
-    P + b"\\xff" + pack(("receipts", ...))   exactly-once receipts (fdbqueue.receipts)
+    P + b"\\xff" + pack(("receipts", ...))                   exactly-once receipts
 
 Items live exactly where FoundationDB's recipes put them, so ``subspace.range()`` holds items
 and nothing else. Everything else the library keeps lives under ``P + b"\\xff"``: that byte
 never starts a tuple-layer element, so it sorts after every item and lies outside
 ``subspace.range()`` (which ends at ``P + b"\\xff"``, exclusive), yet still inside the queue's
-prefix, so ``clear_range_startswith(P)`` removes a queue completely.
+prefix. :meth:`ItemStore.clear` removes all of it but the receipts, which operations still in
+flight may need (:mod:`fdbqueue.receipts`).
+
+What leaves the queue by a take is checked first: a key in the item range that is not one of
+this queue's items (another queue's, in a nested subspace, or foreign data) raises ValueError
+naming the key, before anything changes; a value the codec cannot decode (a *poison* item) is
+moved to the dead letters (:mod:`fdbqueue.deadletters`) with the reason, a warning is logged,
+and the take goes on with the next item.
 
 Source followed: FoundationDB's "Queues" and "Priority Queues" recipes (key layout, first/last
 item by ``limit=1`` range reads), and ``fdb/subspace_impl.py`` (subspaces).
@@ -20,37 +29,74 @@ item by ``limit=1`` range reads), and ``fdb/subspace_impl.py`` (subspaces).
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from fdb.subspace_impl import Subspace
 
-from fdbqueue.codecs import Codec, encode_value, resolve_codec
+from fdbqueue.codecs import Codec, describe_error, encode_value, resolve_codec
+from fdbqueue.deadletters import DeadLetters
+from fdbqueue.held import HeldValues
 from fdbqueue.receipts import Receipts
+from fdbqueue.transaction_bytes import MAX_TRANSACTION_BYTES, clear_bytes, set_bytes
 from fdbqueue.transactional import TransactionContext, require_writable, transactional
 
 __all__ = [
+    "LONGEST_METADATA_SUFFIX",
     "MAX_KEY_BYTES",
+    "POISON_MOVED",
     "RANDOM_BYTES",
     "ItemStore",
     "StoredQueue",
+    "Taken",
     "as_subspace",
     "check_count",
+    "check_flag",
+    "check_seconds",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: FoundationDB's limit on the size of a key, in bytes (error 2102 ``key_too_large``).
 MAX_KEY_BYTES = 10_000
-#: FoundationDB's limit on the bytes one transaction may write and read-conflict on (2101).
-MAX_TRANSACTION_BYTES = 10_000_000
 #: Length of the random element that makes concurrently written item keys unique, as in the
 #: recipes (``os.urandom(20)``).
 RANDOM_BYTES = 20
 #: The byte that separates a queue's metadata from its items (see the module docstring).
 METADATA_MARKER = b"\xff"
+#: The most bytes fdbqueue appends to a subspace prefix for any key it writes (an item key of
+#: a Queue, or a metadata key); a longer prefix is refused when the queue is made. (A priority
+#: queue's item keys also hold the priority, checked on each push.)
+LONGEST_METADATA_SUFFIX = 128
+#: Bytes a worst-case item key adds to the prefix: a 9-byte index, and 20 random bytes that
+#: the tuple layer escapes to at most 40.
+ITEM_KEY_SUFFIX = 1 + 9 + 1 + 2 * RANDOM_BYTES + 1
+#: Bytes fdbqueue's own writes beside a batch can add to a transaction (receipt, the finished
+#: receipts it clears, counters, conflict ranges), kept free when a batch is checked.
+RESERVED_TRANSACTION_BYTES = 64_000
 
 _COUNTER = struct.Struct("<q")
+
+
+class _PoisonMoved:
+    """The type of :data:`POISON_MOVED`."""
+
+    def __repr__(self) -> str:
+        return "POISON_MOVED"
+
+
+#: What a take returns when it only moved poison items to the dead letters and ran out of
+#: its byte budget: the caller commits that, then takes again.
+POISON_MOVED: Any = _PoisonMoved()
+
+#: Reads up to ``n`` items at one end of a queue, in the order a take removes them, skipping
+#: items already cleared in the transaction: a list of KeyValues (non-snapshot reads).
+Front = Callable[[Any, int], list[Any]]
 
 
 def as_subspace(subspace: Any) -> Subspace:
@@ -59,12 +105,15 @@ def as_subspace(subspace: Any) -> Subspace:
     Raises:
         TypeError: neither a Subspace nor a tuple.
         ValueError: the prefix is empty (the queue would claim the whole database, and its
-            metadata would fall into FoundationDB's system keys), or the tuple cannot be packed.
+            metadata would fall into FoundationDB's system keys), longer than
+            ``MAX_KEY_BYTES - LONGEST_METADATA_SUFFIX`` (9,872) bytes (the keys fdbqueue
+            derives from it would exceed FoundationDB's 10,000-byte key limit), or the tuple
+            cannot be packed.
     """
     if isinstance(subspace, tuple):
         try:
             subspace = Subspace(subspace)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, OverflowError, struct.error) as error:
             raise ValueError(f"cannot pack the subspace prefix {subspace!r}: {error}") from None
     elif not (
         callable(getattr(subspace, "key", None)) and callable(getattr(subspace, "pack", None))
@@ -73,8 +122,18 @@ def as_subspace(subspace: Any) -> Subspace:
             f"a queue needs a Subspace, a DirectorySubspace or a tuple prefix, "
             f"not {type(subspace).__name__}"
         )
-    if not subspace.key():
+    prefix = subspace.key()
+    if not prefix:
         raise ValueError("a queue needs a subspace with a non-empty prefix")
+    if len(prefix) > MAX_KEY_BYTES - LONGEST_METADATA_SUFFIX:
+        raise ValueError(
+            f"the subspace prefix is {len(prefix):,} bytes; fdbqueue derives keys up to "
+            f"{LONGEST_METADATA_SUFFIX} bytes longer, and FoundationDB's key limit is "
+            f"{MAX_KEY_BYTES:,} bytes: use a prefix of at most "
+            f"{MAX_KEY_BYTES - LONGEST_METADATA_SUFFIX:,} bytes"
+        )
+    if prefix.startswith(b"\xff"):
+        raise ValueError("a queue's subspace prefix cannot start with 0xff (system keys)")
     return subspace
 
 
@@ -86,36 +145,102 @@ def check_count(n: Any, name: str = "n") -> None:
         raise ValueError(f"{name} must be >= 0, not {n}")
 
 
+def check_flag(flag: Any, name: str) -> bool:
+    """Return ``flag`` if it is a bool; raise TypeError otherwise (``"no"`` is truthy, so a
+    non-bool flag is refused rather than guessed)."""
+    if not isinstance(flag, bool):
+        raise TypeError(f"{name} must be True or False, not {flag!r}")
+    return flag
+
+
+def check_seconds(seconds: Any, name: str, *, allow_infinity: bool = False) -> float:
+    """Return ``seconds`` as a float > 0, or raise before anything is read or written.
+
+    Raises:
+        TypeError: not a number (bool included).
+        ValueError: NaN, not > 0, or infinite when ``allow_infinity`` is False.
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(seconds).__name__}")
+    number = float(seconds)
+    if math.isnan(number) or number <= 0:
+        raise ValueError(f"{name} must be a number of seconds > 0, not {number}")
+    if math.isinf(number) and not allow_infinity:
+        raise ValueError(f"{name} must be finite, not {number}")
+    return number
+
+
 def random_element() -> bytes:
     """Return the random element of a new item key: :data:`RANDOM_BYTES` bytes from os.urandom."""
     return os.urandom(RANDOM_BYTES)
 
 
+def prefix_end(prefix: bytes) -> bytes:
+    """The first key after every key that starts with ``prefix`` (``prefix`` does not start
+    with 0xff, so this exists)."""
+    stripped = prefix.rstrip(b"\xff")
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+@dataclass(frozen=True)
+class TakenItem:
+    """An item a take removed: its key, its stored bytes and its decoded value."""
+
+    key: bytes
+    encoded: bytes
+    value: Any
+
+
+@dataclass(frozen=True)
+class Taken:
+    """What :meth:`ItemStore.take` did.
+
+    Attributes:
+        items: the items taken, in take order (cleared, not yet counted out of the size).
+        quarantined: poison items moved to the dead letters (counted out of the size).
+        budget_spent: True when it stopped because the byte budget ran out, so more items
+            may wait: a caller that took nothing commits and tries again.
+    """
+
+    items: list[TakenItem]
+    quarantined: int
+    budget_spent: bool
+
+
 class ItemStore:
-    """Items, their values and the size counter of one queue, in one subspace.
+    """Items, their values, the size counter, and the held values and dead letters of one queue.
 
     Args:
         subspace: where the items live (see :func:`as_subspace`).
         codec: ``"tuple"``, ``"raw"`` or a codec object (see :mod:`fdbqueue.codecs`).
         exactly_once: write receipts so that operations given a Database take effect once
-            even when a commit's result is unknown (:mod:`fdbqueue.receipts`).
+            even when a commit's outcome is unknown (:mod:`fdbqueue.receipts`).
+        leading_integers: how many integers start every item key of this queue type (1 for a
+            Queue: ``(index, random)``; 2 for a PriorityQueue: ``(priority, count, random)``).
 
     Raises:
         TypeError: ``exactly_once`` is not a bool (and see :func:`as_subspace`).
     """
 
-    def __init__(self, subspace: Any, codec: str | Codec, exactly_once: bool = True) -> None:
+    def __init__(
+        self,
+        subspace: Any,
+        codec: str | Codec,
+        exactly_once: bool = True,
+        leading_integers: int = 1,
+    ) -> None:
         self.subspace: Subspace = as_subspace(subspace)
         self.codec: Codec = resolve_codec(codec)
+        self.leading_integers = leading_integers
         items = self.subspace.range()
         self.begin: bytes = items.start
         self.end: bytes = items.stop
         self.metadata = Subspace((), self.subspace.key() + METADATA_MARKER)
         self.size_key: bytes = self.metadata.pack(("size",))
         self.signal_key: bytes = self.metadata.pack(("signal",))
-        if not isinstance(exactly_once, bool):
-            raise TypeError(f"exactly_once must be a bool, not {type(exactly_once).__name__}")
-        self.receipts = Receipts(self.metadata, enabled=exactly_once)
+        self.receipts = Receipts(self.metadata, enabled=check_flag(exactly_once, "exactly_once"))
+        self.held = HeldValues(self.metadata)
+        self.dead_letters = DeadLetters(self.metadata, self.codec, self.held)
 
     # -- values -----------------------------------------------------------------------------
 
@@ -130,8 +255,7 @@ class ItemStore:
             TypeError: ``values`` is not iterable (a str or bytes counts as one value, and is
                 refused here to avoid enqueuing it character by character), or a value cannot
                 be encoded.
-            ValueError: a value is None or too large, or the batch alone exceeds
-                FoundationDB's transaction size limit (10,000,000 bytes).
+            ValueError: a value is None or too large.
         """
         if isinstance(values, (str, bytes, bytearray, memoryview)):
             raise TypeError("values must be an iterable of values, not a single str or bytes")
@@ -139,14 +263,26 @@ class ItemStore:
             iterator = iter(values)
         except TypeError:
             raise TypeError(f"values must be iterable, not {type(values).__name__}") from None
-        encoded = [self.encode(value) for value in iterator]
-        total = sum(len(value) + len(self.begin) + 32 for value in encoded)
-        if total > MAX_TRANSACTION_BYTES:
+        return [self.encode(value) for value in iterator]
+
+    def check_batch_fits(self, encoded: list[bytes], key_suffix: int = ITEM_KEY_SUFFIX) -> None:
+        """Raise ValueError unless one transaction can enqueue all of ``encoded``.
+
+        Counts what FoundationDB will count (:mod:`fdbqueue.transaction_bytes`): per item a
+        set of a worst-case item key (the prefix plus ``key_suffix`` bytes) with its write
+        conflict range, plus the counters and the receipt, kept free in
+        :data:`RESERVED_TRANSACTION_BYTES`.
+        """
+        key_length = len(self.subspace.key()) + key_suffix
+        total = sum(set_bytes(key_length, len(value)) for value in encoded)
+        limit = MAX_TRANSACTION_BYTES - RESERVED_TRANSACTION_BYTES
+        if total > limit:
             raise ValueError(
-                f"the batch is about {total:,} bytes; one FoundationDB transaction holds at most "
-                f"{MAX_TRANSACTION_BYTES:,} bytes: enqueue it in smaller batches"
+                f"the batch is {len(encoded):,} items and about {total:,} bytes as FoundationDB "
+                f"counts a transaction (each set also costs about 40 bytes and a write conflict "
+                f"range); one transaction holds at most {MAX_TRANSACTION_BYTES:,} bytes, of "
+                f"which {limit:,} are left for the items: enqueue it in smaller batches"
             )
-        return encoded
 
     def decode(self, data: Any) -> Any:
         """Decode a stored value (bytes, or the binding's bytes-like Value)."""
@@ -163,7 +299,7 @@ class ItemStore:
         """
         try:
             key: bytes = self.subspace.pack((*position, random_element()))
-        except (ValueError, struct.error) as error:  # struct.error: int beyond 255 bytes
+        except (ValueError, OverflowError, struct.error) as error:  # an int beyond 255 bytes
             raise ValueError(f"cannot make an item key from {position!r}: {error}") from None
         if len(key) > MAX_KEY_BYTES:
             raise ValueError(
@@ -176,19 +312,23 @@ class ItemStore:
         """Return the tuple an item key packs, without the subspace prefix.
 
         Raises:
-            ValueError: the key is not a well-formed item key of this queue, i.e. the subspace
-                holds data that is not a queue's.
+            ValueError: the key is not an item key of this queue type (it starts with
+                ``leading_integers`` integers): the subspace holds data that is not this
+                queue's, such as another queue nested in it. The message names the key.
         """
         try:
             position: tuple[Any, ...] = self.subspace.unpack(key)
         except Exception as error:  # the tuple layer raises several types on bad input
             raise ValueError(
-                f"key {key!r} in the queue's subspace is not an item: {error}"
+                f"key {key!r} in the queue's subspace is not one of its items ({error}): is "
+                "another queue or other data stored inside this queue's subspace?"
             ) from None
-        if not position or type(position[0]) is not int:
+        leading = position[: self.leading_integers]
+        if len(leading) < self.leading_integers or any(type(x) is not int for x in leading):
             raise ValueError(
-                f"key {key!r} in the queue's subspace is not an item (it should start "
-                "with an integer)"
+                f"key {key!r} in the queue's subspace is not one of its items (it should "
+                f"start with {self.leading_integers} integer(s), it holds {position!r}): is "
+                "another queue or other data stored inside this queue's subspace?"
             )
         return position
 
@@ -237,35 +377,120 @@ class ItemStore:
         """
         tr[key] = encoded
         self.add_to_size(tr, 1)
+        self.signal(tr)
+
+    def put_back(self, tr: TransactionContext, key: bytes, encoded: bytes) -> None:
+        """Put an item back at its original key without counting it again (it was counted
+        while it was away, see :mod:`fdbqueue.staging`), and signal blocked consumers.
+
+        Cost: one set and one atomic add.
+        """
+        tr[key] = encoded
+        self.signal(tr)
+
+    def signal(self, tr: TransactionContext) -> None:
+        """Bump the signal key that blocked consumers watch (an atomic add: no conflict)."""
         tr.add(self.signal_key, _COUNTER.pack(1))
 
-    def restore(self, tr: TransactionContext, key: bytes, encoded: bytes) -> None:
-        """Put an item back at its original key (see :mod:`fdbqueue.staging`)."""
-        self.write(tr, key, encoded)
+    def take(
+        self, tr: TransactionContext, front: Front, n: int, budget: int | None = None
+    ) -> Taken:
+        """Remove up to ``n`` decodable items in take order; move poison items aside.
 
-    def take(self, tr: TransactionContext, limit: int) -> list[Any]:
-        """Read and clear up to ``limit`` items from the front; return their KeyValues.
+        Each item read is checked first (:meth:`unpack_position`; a foreign key raises
+        ValueError before it or anything after it is cleared, or ends the take if items were
+        taken already), then decoded: a value the codec cannot decode is moved to the dead
+        letters with the reason (counted out of the size, a warning logged), and the take goes
+        on with the next item. The items taken are cleared but not counted out of the size:
+        the caller decides where they go.
 
-        The size counter is not changed (the caller decides where the items go). Cost: one
-        range read (conflict range up to just past the last item taken), one clear per item.
+        Args:
+            front: reads the next items at the end to take from.
+            n: the most items to take.
+            budget: the most bytes (values, keys, overheads) the items taken and quarantined
+                may add to the transaction where they go next; None for no budget. At least
+                one item is always taken or quarantined.
+
+        Cost: the reads ``front`` makes (one range read when no item is poison), one clear
+        per item, and per poison item two sets and an atomic add.
         """
-        items = self.read(tr, limit=limit)
-        for item in items:
-            del tr[item.key]
-        return items
+        require_writable(tr, "taking items")
+        taken: list[TakenItem] = []
+        quarantined = 0
+        spent = 0
+        while len(taken) < n:
+            batch = front(tr, n - len(taken))
+            if not batch:
+                break
+            try:
+                for item in batch:
+                    self.unpack_position(item.key)
+            except ValueError:
+                if taken or quarantined:
+                    break  # return what was taken; the next take raises
+                raise
+            for item in batch:
+                encoded = bytes(item.value)
+                cost = set_bytes(len(item.key) + 64, len(encoded)) + clear_bytes(len(item.key))
+                if budget is not None and spent + cost > budget and (taken or quarantined):
+                    return Taken(taken, quarantined, budget_spent=True)
+                spent += cost
+                del tr[item.key]
+                try:
+                    value = self.codec.decode(encoded)
+                except Exception as error:  # a codec may raise anything on foreign bytes
+                    self.quarantine(tr, item.key, encoded, error)
+                    quarantined += 1
+                    continue
+                taken.append(TakenItem(item.key, encoded, value))
+                if len(taken) == n:
+                    break
+        return Taken(taken, quarantined, budget_spent=False)
 
-    def remove(self, tr: TransactionContext, items: Sequence[Any]) -> list[Any]:
-        """Clear ``items`` (KeyValues read in this transaction) and return their decoded values.
+    def quarantine(
+        self, tr: TransactionContext, key: bytes, encoded: bytes, error: BaseException
+    ) -> None:
+        """Move an item whose value cannot be decoded (already cleared) to the dead letters,
+        count it out of the size, and log a warning. Cost: two sets and an atomic add."""
+        reason = f"undecodable: {describe_error(error)}"
+        self.dead_letters.add(tr, key, 0, reason, encoded=encoded)
+        self.add_to_size(tr, -1)
+        logger.warning(
+            "fdbqueue: moving item %r of %r to the dead letters, its value cannot be decoded (%s)",
+            key,
+            self.subspace,
+            describe_error(error),
+        )
 
-        Cost: one clear per item and one atomic add; no reads.
-        """
-        if items:
-            require_writable(tr, "removing items")
-        for item in items:
-            del tr[item.key]
-        if items:
-            self.add_to_size(tr, -len(items))
-        return [self.decode(item.value) for item in items]
+    def peek(self, candidates: Iterator[Any], n: int) -> list[Any]:
+        """The first ``n`` decodable values of ``candidates`` (KeyValues in take order),
+        skipping poison items as a take would move them aside; foreign keys raise ValueError
+        as in :meth:`take`. Cost: the reads of ``candidates``."""
+        values: list[Any] = []
+        if n == 0:
+            return values
+        for item in candidates:
+            self.unpack_position(item.key)
+            try:
+                values.append(self.codec.decode(bytes(item.value)))
+            except Exception:  # poison: the next take moves it aside
+                continue
+            if len(values) == n:
+                break
+        return values
+
+    def forward(self, tr: TransactionContext, first: int, snapshot: bool) -> Iterator[Any]:
+        """Items from the start of the queue, lazily, in batches (the first of ``first``
+        items, then 16 at a time): what a take from the front would remove, in order."""
+        begin = self.begin
+        limit = max(1, first)
+        while True:
+            batch = self.read(tr, begin, limit=limit, snapshot=snapshot)
+            yield from batch
+            if len(batch) < limit:
+                return
+            begin = batch[-1].key + b"\x00"
+            limit = 16
 
     def add_to_size(self, tr: TransactionContext, delta: int) -> None:
         """Add ``delta`` to the size counter with an atomic add (no read, no read conflict)."""
@@ -279,9 +504,13 @@ class ItemStore:
         return max(0, int(_COUNTER.unpack(bytes(raw))[0]))
 
     def clear(self, tr: TransactionContext) -> None:
-        """Remove every item and all metadata. Cost: one range clear, no reads."""
+        """Remove every item and all metadata except the receipts, which calls still in flight
+        may look up (:mod:`fdbqueue.receipts`; they expire by themselves). Cost: two range
+        clears, no reads."""
         require_writable(tr, "clear")
-        tr.clear_range_startswith(self.subspace.key())
+        prefix: bytes = self.subspace.key()
+        tr.clear_range(prefix, self.receipts.begin)
+        tr.clear_range(self.receipts.end, prefix_end(prefix))
 
 
 class StoredQueue:
@@ -305,11 +534,15 @@ class StoredQueue:
 
     @transactional
     def empty(self, tr: TransactionContext) -> bool:
-        """Return True when the queue holds no item.
+        """Return True when no item is ready to take: the queue's item range is empty.
 
-        Exact, whatever wrote the items. Cost: one range read (``limit=1``) whose read
-        conflict range covers the start of the queue up to just past its first item (the whole
-        item range when empty).
+        Exact, whatever wrote the items. Items away from the queue are not counted: leased
+        items (until their leases expire or are released, when the next claim takes them),
+        dead letters, and items served to high-contention consumers that have not collected
+        them yet (they come back if nobody does within ``abandon_after``; :meth:`size` counts
+        them meanwhile). Cost: one range read (``limit=1``) whose read conflict range covers
+        the start of the queue up to just past its first item (the whole item range when
+        empty).
         """
         return not self._store.read(tr, limit=1)
 
@@ -317,10 +550,12 @@ class StoredQueue:
     def size(self, tr: TransactionContext) -> int:
         """Return the number of items, from a counter that enqueue/push and dequeue/pop keep.
 
-        The counter changes by atomic adds, so keeping it adds no conflicts. It is exact for
-        items that fdbqueue wrote and removed; items written or removed by other code (such as
-        FoundationDB's recipes) are not counted, and the result is never below 0. Use
-        :meth:`empty` for an exact emptiness test.
+        It counts the items ready to take plus the items served to high-contention consumers
+        that have not collected them yet (they come back to the queue if nobody does); leased
+        items and dead letters are not counted. The counter changes by atomic adds, so keeping
+        it adds no conflicts. It is exact for items that fdbqueue wrote and removed; items
+        written or removed by other code (such as FoundationDB's recipes) are not counted, and
+        the result is never below 0. Use :meth:`empty` for an exact emptiness test.
 
         Cost: one point read. Inside your own transaction that read adds a read conflict on
         the counter, so your transaction conflicts with any enqueue or dequeue that commits
@@ -333,14 +568,18 @@ class StoredQueue:
         """Return up to ``n`` values from the front, in key order, without removing them: a
         Queue's next ``n`` items, a PriorityQueue's next ``n`` of :meth:`pop_min`.
 
+        Poison items (values the codec cannot decode) are skipped, as a take would move them
+        to the dead letters.
+
         Raises:
             TypeError, ValueError: ``n`` is not an int >= 0.
+            ValueError: a key among them is not one of this queue's items.
 
-        Cost: one range read (``limit=n``); as a snapshot read it adds no conflict range.
+        Cost: one range read (``limit=n``), more only past poison items; as a snapshot read
+        it adds no conflict range.
         """
         check_count(n)
-        items = self._store.read(tr, limit=n, snapshot=True) if n else []
-        return [self._store.decode(item.value) for item in items]
+        return self._store.peek(self._store.forward(tr, n, snapshot=True), n)
 
     @transactional
     def pending_requests(self, tr: TransactionContext, limit: int = 10_000) -> int:
@@ -356,9 +595,13 @@ class StoredQueue:
 
     @transactional
     def clear(self, tr: TransactionContext) -> None:
-        """Remove every item, the counters and any high-contention requests and results.
+        """Remove every item, the counters, leases, dead letters and any high-contention
+        requests and results.
 
-        Cost: one range clear (``clear_range_startswith`` of the subspace prefix); no reads,
-        so it never conflicts, but concurrent consumers that read the cleared items do.
+        The receipts stay (:mod:`fdbqueue.receipts`: they expire by themselves), so an
+        operation in flight during a clear still takes effect exactly once: it happened before
+        the clear, or after it. Prefer this to ``clear_range_startswith(prefix)``, which also
+        removes the receipts. Cost: two range clears; no reads, so it never conflicts, but
+        concurrent consumers that read the cleared items do.
         """
         self._store.clear(tr)

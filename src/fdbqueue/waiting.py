@@ -11,10 +11,15 @@ simply tries again.
 Source followed: FoundationDB's developer guide, "Watches" (``tr.watch``; watches fire after
 a change from the value the transaction read, are active once it commits, and callers re-read
 after they fire).
+
+Items served to a high-contention consumer that died come back to the queue once they fall due
+(:mod:`fdbqueue.results`); nothing bumps the signal key at that moment, so a blocked consumer
+that saw such a result pending also wakes when it falls due, and its next attempt gives it back.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,26 +33,33 @@ __all__ = ["check_blocking_arguments", "take_blocking", "wait_for_any"]
 FALLBACK_BACKOFF = (0.01, 1.0)
 
 
-def check_blocking_arguments(tr: TransactionContext, block: bool, timeout: float | None) -> None:
-    """Validate ``block`` and ``timeout`` before anything is read or written.
+def check_blocking_arguments(tr: TransactionContext, block: Any, timeout: Any) -> float | None:
+    """Validate ``block`` and ``timeout`` before anything is read or written; return the
+    timeout in seconds, or None for no limit (``timeout=None`` or ``math.inf``).
 
     Raises:
-        TypeError: ``block=True`` with something other than a Database (a transaction cannot
-            wait for other transactions' commits), or ``timeout`` is not a number.
-        ValueError: ``timeout`` is negative, or given without ``block=True``.
+        TypeError: ``block`` is not a bool, ``block=True`` with something other than a
+            Database (a transaction cannot wait for other transactions' commits), or
+            ``timeout`` is not a number.
+        ValueError: ``timeout`` is NaN or negative, or given without ``block=True``.
     """
+    if not isinstance(block, bool):
+        raise TypeError(f"block must be True or False, not {block!r}")
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
-        if timeout < 0:
-            raise ValueError(f"timeout must be >= 0 seconds, not {timeout}")
+        if math.isnan(timeout) or timeout < 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, not {timeout}")
         if not block:
             raise ValueError("timeout only applies with block=True")
+        if math.isinf(timeout):
+            timeout = None
     if block and not is_database(tr):
         raise TypeError(
             "block=True needs a Database: inside a transaction, waiting for other "
             "transactions' enqueues is impossible (the transaction would never see them)"
         )
+    return None if timeout is None else float(timeout)
 
 
 def wait_for_any(futures: Sequence[Any], timeout: float | None) -> bool:
@@ -59,6 +71,8 @@ def wait_for_any(futures: Sequence[Any], timeout: float | None) -> bool:
     ready = threading.Event()
     for future in futures:
         future.on_ready(lambda _future: ready.set())
+    if timeout is not None:
+        timeout = min(timeout, threading.TIMEOUT_MAX)
     return ready.wait(timeout)
 
 
@@ -67,15 +81,22 @@ def _watch(database: Any, key: bytes) -> Any:
 
 
 def take_blocking(
-    database: Any, take: Callable[[Any], Any], signal_key: bytes, timeout: float | None
+    database: Any,
+    take: Callable[[Any, float | None], Any],
+    signal_key: bytes,
+    timeout: float | None,
+    due_in: Callable[[], float | None] = lambda: None,
 ) -> Any:
-    """Call ``take(database)`` until it returns a value or ``timeout`` seconds pass.
+    """Call ``take(database, deadline)`` until it returns a value or ``timeout`` seconds pass.
 
     Args:
         database: a Database or Tenant.
-        take: one non-blocking attempt, returning a value or None.
+        take: one attempt, returning a value or None; ``deadline`` is the
+            ``time.monotonic()`` time by which it must give up waiting (None: no limit).
         signal_key: the key every enqueue changes with an atomic add.
         timeout: seconds to wait at most; None waits without limit.
+        due_in: seconds until an item away from the queue falls due and an attempt would
+            give it back (:meth:`fdbqueue.results.ServedResults.seconds_until_due`), or None.
 
     Returns:
         The value taken, or None when the timeout ran out first.
@@ -87,7 +108,7 @@ def take_blocking(
     backoff = FALLBACK_BACKOFF[0]
     while True:
         watch = _watch(database, signal_key)
-        value = take(database)
+        value = take(database, deadline)
         if value is not None:
             watch.cancel()
             return value
@@ -95,9 +116,13 @@ def take_blocking(
         if remaining is not None and remaining <= 0:
             watch.cancel()
             return None
-        fired = wait_for_any([watch], remaining)
+        due = due_in()
+        wake_for_due = due is not None and (remaining is None or due < remaining)
+        fired = wait_for_any([watch], (due or 0.0) + 0.001 if wake_for_due else remaining)
         watch.cancel()
         if not fired:
+            if wake_for_due:
+                continue  # an item away from the queue fell due: the next attempt gives it back
             return None
         try:
             watch.wait()

@@ -1,0 +1,54 @@
+"""Values held outside the queue: the encoded values of leased, served and dead-lettered items.
+
+When an item leaves the queue without leaving fdbqueue (claimed under a lease, served to a
+high-contention consumer that has not collected it yet, or moved to the dead letters), its
+encoded value moves, unchanged, to a key of its own::
+
+    P + b"\\xff" + pack(("held", id))  ->  the encoded value, exactly as it was stored
+
+and the small record that says what the item is (a lease, a result, a dead letter) points to
+it by ``id`` (bytes). The value is never re-packed together with other fields, so every value
+the queue accepted (up to FoundationDB's 100,000-byte value limit, whatever bytes it holds)
+fits wherever it goes, and moving a lease to the dead letters moves only its record.
+
+Source followed: FoundationDB's developer guide on data modeling (large values are split from
+their metadata; keys stay short).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fdb.subspace_impl import Subspace
+
+__all__ = ["HeldValues"]
+
+
+class HeldValues:
+    """The held values of one queue, in ``metadata["held"]``.
+
+    Args:
+        metadata: the queue's metadata subspace.
+    """
+
+    def __init__(self, metadata: Subspace) -> None:
+        self.subspace = metadata["held"]
+
+    def key(self, held_id: bytes) -> bytes:
+        """The key of the value held under ``held_id``."""
+        key: bytes = self.subspace.pack((held_id,))
+        return key
+
+    def put(self, tr: Any, held_id: bytes, encoded: bytes) -> None:
+        """Hold ``encoded`` under ``held_id``. Cost: one set."""
+        tr[self.key(held_id)] = encoded
+
+    def get(self, tr: Any, held_id: bytes) -> Any:
+        """Start reading the value held under ``held_id``: the binding's future-like Value
+        (use ``.present()`` and ``bytes(...)``). Cost: one point read, through ``tr`` (pass
+        ``tr.snapshot`` for no read conflict)."""
+        return tr.get(self.key(held_id))
+
+    def drop(self, tr: Any, held_id: bytes) -> None:
+        """Remove the value held under ``held_id``. Cost: one clear."""
+        del tr[self.key(held_id)]
