@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from helpers import all_keys
 
-from fdbqueue import PriorityQueue, Queue, memory
+from fdbqueue import PriorityQueue, Queue, Subspace, memory
 
 TOO_BIG = "x" * 100_001
 
@@ -31,6 +34,18 @@ QUEUE_CALLS = {
     "claim zero lease": (lambda q, db: q.claim(db, lease=0), ValueError),
     "ack not a lease": (lambda q, db: q.ack(db, {"id": "x"}), TypeError),
     "requeue negative": (lambda q, db: q.requeue_dead_letters(db, limit=-1), ValueError),
+    "enqueue int beyond the tuple layer": (lambda q, db: q.enqueue(db, 10**1000), TypeError),
+    "dequeue nan timeout": (
+        lambda q, db: q.dequeue(db, block=True, timeout=float("nan")),
+        ValueError,
+    ),
+    "dequeue block not a bool": (lambda q, db: q.dequeue(db, block="yes"), TypeError),
+    "claim nan lease": (lambda q, db: q.claim(db, lease=float("nan")), ValueError),
+    "claim infinite lease": (lambda q, db: q.claim(db, lease=float("inf")), ValueError),
+    "enqueue_many too large for one transaction": (
+        lambda q, db: q.enqueue_many(db, range(100_000)),
+        ValueError,
+    ),
 }
 
 PRIORITY_CALLS = {
@@ -46,6 +61,11 @@ PRIORITY_CALLS = {
     "claim bad lease": (lambda q, db: q.claim(db, lease="1s", max=True), TypeError),
     "release not a lease": (lambda q, db: q.release(db, 42), TypeError),
     "peek_many str": (lambda q, db: q.peek_many(db, "all"), TypeError),
+    "pop max not a bool": (lambda q, db: q.pop(db, max="yes"), TypeError),
+    "pop max None": (lambda q, db: q.pop(db, max=None), TypeError),
+    "claim max not a bool": (lambda q, db: q.claim(db, 5, max=None), TypeError),
+    "peek max not a bool": (lambda q, db: q.peek(db, max=1), TypeError),
+    "pop block not a bool": (lambda q, db: q.pop_min(db, block=1), TypeError),
 }
 
 
@@ -74,3 +94,62 @@ def test_a_rejected_call_changes_nothing(kind, name, high_contention):
     with pytest.raises(error):
         call(queue, db)
     assert all_keys(db, queue.subspace) == before
+
+
+CONSTRUCTIONS = {
+    "high_contention not a bool": (lambda: Queue(("q",), high_contention="no"), TypeError),
+    "exactly_once not a bool": (lambda: PriorityQueue(("q",), exactly_once=1), TypeError),
+    "abandon_after nan": (lambda: Queue(("q",), abandon_after=float("nan")), ValueError),
+    "abandon_after inf": (lambda: Queue(("q",), abandon_after=float("inf")), ValueError),
+    "batch_size float": (lambda: Queue(("q",), batch_size=8.0), TypeError),
+    "prefix too long": (lambda: Queue(Subspace(rawPrefix=b"p" * 9_900)), ValueError),
+    "prefix in the system keys": (lambda: Queue(Subspace(rawPrefix=b"\xffq")), ValueError),
+}
+
+
+@pytest.mark.parametrize("name", list(CONSTRUCTIONS))
+def test_a_queue_with_bad_arguments_is_refused(name):
+    make, error = CONSTRUCTIONS[name]
+    with pytest.raises(error):
+        make()
+
+
+def test_the_longest_accepted_prefix_works_on_every_path():
+    """Dead letters, leases and staging keys derived from the longest prefix still fit."""
+    db = memory.open()
+    queue = Queue(Subspace(rawPrefix=b"p" * 9_872), high_contention=True, max_deliveries=1)
+    queue.enqueue_many(db, ["a", "b"])
+    assert queue.claim(db, lease=1) is not None
+    db.advance_time(2)
+    assert queue.claim(db, lease=1).value == "b"  # "a" ran out of deliveries: a dead letter
+    assert [letter.value for letter in queue.dead_letters(db)] == ["a"]
+    assert queue.requeue_dead_letters(db) == 1
+    assert queue.dequeue(db) == "a"
+
+
+def test_an_infinite_timeout_waits_without_limit_and_a_huge_one_does_not_overflow():
+    db = memory.open()
+    queue = Queue(("waits",))
+    queue.enqueue(db, "ready")
+    assert queue.dequeue(db, block=True, timeout=float("inf")) == "ready"
+    queue.enqueue(db, "again")
+    assert queue.dequeue(db, block=True, timeout=1e10) == "again"
+    results = []
+    waiter = threading.Thread(
+        target=lambda: results.append(queue.dequeue(db, block=True, timeout=1e10))
+    )
+    waiter.start()
+    time.sleep(0.1)
+    queue.enqueue(db, "later")
+    waiter.join(5)
+    assert results == ["later"]
+
+
+def test_a_tiny_lease_is_not_born_expired():
+    db = memory.open()
+    queue = Queue(("tiny",))
+    queue.enqueue(db, "x")
+    tr = db.create_transaction()
+    lease = queue.claim(tr, lease=1e-9)
+    tr.commit().wait()
+    assert lease.expiry_version > tr.get_read_version().wait()

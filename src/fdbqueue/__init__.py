@@ -18,9 +18,9 @@ from __future__ import annotations
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import memory
-from fdbqueue.codecs import Codec, RawCodec, TupleCodec
+from fdbqueue.codecs import Codec, RawCodec, TupleCodec, Undecodable
+from fdbqueue.deadletters import DeadLetter
 from fdbqueue.leases import (
-    DeadLetter,
     Lease,
     LeaseError,
     LeaseExpiredError,
@@ -45,6 +45,7 @@ __all__ = [
     "RawCodec",
     "Subspace",
     "TupleCodec",
+    "Undecodable",
     "UnknownResultError",
     "__version__",
     "memory",

@@ -55,7 +55,7 @@ import fdb.tuple
 from fdbqueue.codecs import decode_or_undecodable, describe_error
 from fdbqueue.deadletters import DeadLetter
 from fdbqueue.receipts import exactly_once
-from fdbqueue.store import POISON_MOVED, ItemStore, Taken, check_count, check_seconds
+from fdbqueue.store import MOVED_ASIDE, ItemStore, Taken, check_count, check_seconds
 from fdbqueue.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
 from fdbqueue.transactional import (
     TransactionContext,
@@ -182,9 +182,10 @@ class Leases:
         next item.
 
         Returns:
-            A Lease; None when there is neither; or :data:`~fdbqueue.store.POISON_MOVED`
-            when it only moved poison items to the dead letters and ran out of byte budget
-            (commit, then claim again).
+            A Lease; None when there is neither; or :data:`~fdbqueue.store.MOVED_ASIDE`
+            when it only moved items to the dead letters (poison items, or
+            :data:`DEAD_LETTERS_PER_CLAIM` leases out of deliveries) and ran out of budget:
+            commit, then claim again.
 
         Cost: a read version, one range read of the expired leases and a point read of the
         held value (plus one of each per item moved to the dead letters, at most
@@ -202,9 +203,11 @@ class Leases:
             lease = self._redeliver(tr, expired[0], read_version, seconds)
             if lease is not None:
                 return lease
+        else:
+            return MOVED_ASIDE  # moved as many as one claim may: commit, then claim again
         taken = take_items(tr, 1, LIBRARY_TRANSACTION_BUDGET)
         if not taken.items:
-            return POISON_MOVED if taken.budget_spent else None
+            return MOVED_ASIDE if taken.budget_spent else None
         item = taken.items[0]
         self.store.add_to_size(tr, -1)
         held_id = os.urandom(LEASE_ID_BYTES)

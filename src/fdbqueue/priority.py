@@ -41,7 +41,7 @@ from fdbqueue.staging import (
     Staging,
     check_staging_arguments,
 )
-from fdbqueue.store import POISON_MOVED, ItemStore, StoredQueue, Taken, check_flag
+from fdbqueue.store import MOVED_ASIDE, ItemStore, StoredQueue, Taken, check_flag
 from fdbqueue.transactional import (
     TransactionContext,
     is_database,
@@ -236,17 +236,17 @@ class PriorityQueue(StoredQueue, Leasing):
         if staging is not None and is_database(tr):
             return staging.take(tr, deadline)
         value = self._pop(tr, max)
-        while value is POISON_MOVED:
+        while value is MOVED_ASIDE:
             value = self._pop(tr, max)
         return value
 
     @exactly_once(wrote=lambda value: value is not None)
     def _pop(self, tr: TransactionContext, max: bool) -> Any:
         require_writable(tr, "pop")
-        take_items = functools.partial(self._take_items, max=max)
+        take_items = functools.partial(self._take_items, max=max, moving=False)
         taken = self._results.take_with_give_back(tr, take_items, 1)
         if not taken.items:
-            return POISON_MOVED if taken.budget_spent else None
+            return MOVED_ASIDE if taken.budget_spent else None
         self._store.add_to_size(tr, -1)
         return taken.items[0].value
 
@@ -254,9 +254,18 @@ class PriorityQueue(StoredQueue, Leasing):
         """Up to ``n`` items at one end, in take order (the max end reads one at a time)."""
         return self._first(tr, True) if max else self._store.read(tr, limit=n)
 
-    def _take_items(self, tr: TransactionContext, n: int, budget: int | None, max: bool) -> Taken:
-        """Clear and return up to ``n`` items from one end, oldest first within a priority."""
-        return self._store.take(tr, functools.partial(self._front, max=max), n, budget)
+    def _take_items(
+        self,
+        tr: TransactionContext,
+        n: int,
+        budget: int | None,
+        max: bool,
+        moving: bool = True,
+    ) -> Taken:
+        """Clear and return up to ``n`` items from one end, oldest first within a priority
+        (see :meth:`fdbqueue.store.ItemStore.take` for ``budget`` and ``moving``)."""
+        front = functools.partial(self._front, max=max)
+        return self._store.take(tr, front, n, budget, moving=moving)
 
     def pop_min(
         self, tr: TransactionContext, *, block: bool = False, timeout: float | None = None
@@ -294,7 +303,7 @@ class PriorityQueue(StoredQueue, Leasing):
         check_flag(max, "max")
         seconds = check_lease_seconds(lease)
         claimed = self._claim_once(tr, seconds, max)
-        while claimed is POISON_MOVED:
+        while claimed is MOVED_ASIDE:
             claimed = self._claim_once(tr, seconds, max)
         return claimed  # type: ignore[no-any-return]
 

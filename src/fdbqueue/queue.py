@@ -41,7 +41,7 @@ from fdbqueue.staging import (
     Staging,
     check_staging_arguments,
 )
-from fdbqueue.store import POISON_MOVED, ItemStore, StoredQueue, Taken, check_count, check_flag
+from fdbqueue.store import MOVED_ASIDE, ItemStore, StoredQueue, Taken, check_count, check_flag
 from fdbqueue.transactional import (
     TransactionContext,
     is_database,
@@ -232,7 +232,7 @@ class Queue(StoredQueue, Leasing):
         if self._staging is not None and is_database(tr):
             return self._staging.take(tr, deadline)
         value = self._dequeue(tr)
-        while value is POISON_MOVED:
+        while value is MOVED_ASIDE:
             value = self._dequeue(tr)
         return value
 
@@ -242,12 +242,15 @@ class Queue(StoredQueue, Leasing):
     def _take_items(self, tr: TransactionContext, n: int, budget: int | None) -> Taken:
         return self._store.take(tr, self._front, n, budget)
 
+    def _dequeue_items(self, tr: TransactionContext, n: int, budget: int | None) -> Taken:
+        return self._store.take(tr, self._front, n, budget, moving=False)
+
     @exactly_once(wrote=lambda value: value is not None)
     def _dequeue(self, tr: TransactionContext) -> Any:
         require_writable(tr, "dequeue")
-        taken = self._results.take_with_give_back(tr, self._take_items, 1)
+        taken = self._results.take_with_give_back(tr, self._dequeue_items, 1)
         if not taken.items:
-            return POISON_MOVED if taken.budget_spent else None
+            return MOVED_ASIDE if taken.budget_spent else None
         self._store.add_to_size(tr, -1)
         return taken.items[0].value
 
@@ -273,16 +276,16 @@ class Queue(StoredQueue, Leasing):
         if n == 0:
             return []
         values = self._dequeue_many(tr, n)
-        while values is POISON_MOVED:
+        while values is MOVED_ASIDE:
             values = self._dequeue_many(tr, n)
         return values  # type: ignore[no-any-return]
 
     @exactly_once(wrote=bool)
     def _dequeue_many(self, tr: TransactionContext, n: int) -> Any:
         require_writable(tr, "dequeue_many")
-        taken = self._results.take_with_give_back(tr, self._take_items, n)
+        taken = self._results.take_with_give_back(tr, self._dequeue_items, n)
         if not taken.items:
-            return POISON_MOVED if taken.budget_spent else []
+            return MOVED_ASIDE if taken.budget_spent else []
         self._store.add_to_size(tr, -len(taken.items))
         return [item.value for item in taken.items]
 
@@ -319,7 +322,7 @@ class Queue(StoredQueue, Leasing):
 
     def _claim(self, tr: TransactionContext, seconds: float) -> Lease | None:
         lease = self._claim_once(tr, seconds)
-        while lease is POISON_MOVED:
+        while lease is MOVED_ASIDE:
             lease = self._claim_once(tr, seconds)
         return lease  # type: ignore[no-any-return]
 

@@ -55,7 +55,7 @@ from typing import Any
 
 from fdbqueue.receipts import surely_not_applied
 from fdbqueue.results import ServedResults, TakeItems
-from fdbqueue.store import POISON_MOVED, ItemStore, check_seconds, random_element
+from fdbqueue.store import MOVED_ASIDE, ItemStore, check_seconds, random_element
 from fdbqueue.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
 from fdbqueue.transactional import is_fdb_error
 from fdbqueue.waiting import wait_for_any
@@ -83,7 +83,6 @@ NOT_COMMITTED = 1020
 
 _ONE = struct.pack("<q", 1)
 _REGISTER = object()  # the fast path's answer when the caller should register
-
 
 
 def check_staging_arguments(batch_size: Any, abandon_after: Any) -> tuple[int, float]:
@@ -161,7 +160,7 @@ class Staging:
         """
         if time.monotonic() >= self._skip_fast_path_until:
             outcome = self._fast_path(database)
-            while outcome is POISON_MOVED:
+            while outcome is MOVED_ASIDE:
                 outcome = self._fast_path(database)
             if outcome is not _REGISTER:
                 return outcome
@@ -206,7 +205,7 @@ class Staging:
                 return _REGISTER
             taken = self.results.take_with_give_back(tr, self.take_items, 1)
             if not taken.items:
-                return POISON_MOVED if taken.budget_spent else None
+                return MOVED_ASIDE if taken.budget_spent else None
             self.store.add_to_size(tr, -1)
             return taken.items[0].value
 

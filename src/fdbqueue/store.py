@@ -49,7 +49,7 @@ from fdbqueue.transactional import TransactionContext, require_writable, transac
 __all__ = [
     "LONGEST_METADATA_SUFFIX",
     "MAX_KEY_BYTES",
-    "POISON_MOVED",
+    "MOVED_ASIDE",
     "RANDOM_BYTES",
     "ItemStore",
     "StoredQueue",
@@ -83,16 +83,17 @@ RESERVED_TRANSACTION_BYTES = 64_000
 _COUNTER = struct.Struct("<q")
 
 
-class _PoisonMoved:
-    """The type of :data:`POISON_MOVED`."""
+class _MovedAside:
+    """The type of :data:`MOVED_ASIDE`."""
 
     def __repr__(self) -> str:
-        return "POISON_MOVED"
+        return "MOVED_ASIDE"
 
 
-#: What a take returns when it only moved poison items to the dead letters and ran out of
-#: its byte budget: the caller commits that, then takes again.
-POISON_MOVED: Any = _PoisonMoved()
+#: What a take returns when it only moved items aside (poison items, or leases out of
+#: deliveries, to the dead letters) and ran out of its budget: the caller commits that, then
+#: takes again.
+MOVED_ASIDE: Any = _MovedAside()
 
 #: Reads up to ``n`` items at one end of a queue, in the order a take removes them, skipping
 #: items already cleared in the transaction: a list of KeyValues (non-snapshot reads).
@@ -393,7 +394,13 @@ class ItemStore:
         tr.add(self.signal_key, _COUNTER.pack(1))
 
     def take(
-        self, tr: TransactionContext, front: Front, n: int, budget: int | None = None
+        self,
+        tr: TransactionContext,
+        front: Front,
+        n: int,
+        budget: int | None = None,
+        *,
+        moving: bool = True,
     ) -> Taken:
         """Remove up to ``n`` decodable items in take order; move poison items aside.
 
@@ -408,8 +415,11 @@ class ItemStore:
             front: reads the next items at the end to take from.
             n: the most items to take.
             budget: the most bytes (values, keys, overheads) the items taken and quarantined
-                may add to the transaction where they go next; None for no budget. At least
-                one item is always taken or quarantined.
+                may add to the transaction; None for no budget. At least one item is always
+                taken or quarantined.
+            moving: the caller writes each taken value elsewhere in this transaction (a
+                lease, a served result), so the budget counts the values; False when it only
+                returns them (a dequeue: the budget then counts clears and quarantines).
 
         Cost: the reads ``front`` makes (one range read when no item is poison), one clear
         per item, and per poison item two sets and an atomic add.
@@ -431,7 +441,8 @@ class ItemStore:
                 raise
             for item in batch:
                 encoded = bytes(item.value)
-                cost = set_bytes(len(item.key) + 64, len(encoded)) + clear_bytes(len(item.key))
+                moved = set_bytes(len(item.key) + 64, len(encoded))
+                cost = clear_bytes(len(item.key)) + (moved if moving else 0)
                 if budget is not None and spent + cost > budget and (taken or quarantined):
                     return Taken(taken, quarantined, budget_spent=True)
                 spent += cost
@@ -441,6 +452,7 @@ class ItemStore:
                 except Exception as error:  # a codec may raise anything on foreign bytes
                     self.quarantine(tr, item.key, encoded, error)
                     quarantined += 1
+                    spent += 0 if moving else moved
                     continue
                 taken.append(TakenItem(item.key, encoded, value))
                 if len(taken) == n:

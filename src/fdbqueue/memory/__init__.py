@@ -25,7 +25,10 @@ What it models, as ``shared/fdb-semantics.md`` states FoundationDB's behaviour:
 * atomic operations, versionstamped keys and values (reading them in the writing transaction
   raises 1036), ``get_versionstamp``;
 * limits: keys over 10,000 bytes (2102), values over 100,000 bytes (2103), transactions over
-  10,000,000 bytes (2101); like the binding, write errors surface at the next read or commit;
+  10,000,000 bytes (2101), the size counted as upstream's client counts it (each mutation 40
+  bytes plus its parameters, each read and write conflict range 32 bytes plus its keys, after
+  the read-your-writes layer's merging; ``get_approximate_size`` returns that figure); like
+  the binding, write errors surface at the next read or commit;
 * ``on_error``: retryable codes (1007, 1009, 1020, 1021, 1037, 1213) reset the transaction and
   back off (10 ms doubling, with upstream's random jitter, capped by ``max_retry_delay``, 1 s by
   default); options ``timeout`` (1031), ``retry_limit``, ``max_retry_delay`` survive retries;
@@ -33,9 +36,13 @@ What it models, as ``shared/fdb-semantics.md`` states FoundationDB's behaviour:
   commit, failing with the commit's error, at most 10,000 outstanding (1032);
 * ``Latency(grv, read, commit)``: each read version, read and commit sleeps that long (outside
   the database lock), so contention behaves as on a networked cluster;
-* ``Faults(not_committed, commit_unknown_result, transaction_too_old)``: per-commit
-  probabilities that a writing commit fails with 1020, 1021 (applied or not, half the time
-  each) or 1007, drawn from the seeded generator; ``db.stats()`` counts each.
+* ``Faults(not_committed, commit_unknown_result, transaction_too_old, timed_out, recovery)``:
+  per-commit probabilities, drawn from the seeded generator, that a writing commit fails with
+  1020, 1021 (applied or not, half the time each, final before the error), 1007, 1031 (not
+  applied, or left in flight to land or be dropped later, as a resolver would decide then;
+  :meth:`Database.settle` resolves those at once) or 1021 with a cluster recovery (versions
+  jump 100,000,000 ahead, commits in flight die, outstanding watches fire);
+  ``db.stats()`` counts each.
 
 Known differences from a real cluster:
 

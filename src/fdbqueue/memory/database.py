@@ -21,12 +21,14 @@ from fdbqueue.memory.errors import FDBError
 from fdbqueue.memory.faults import (
     COMMIT_UNKNOWN_RESULT,
     NOT_COMMITTED,
+    TIMED_OUT,
     TRANSACTION_TOO_OLD,
     Faults,
 )
 from fdbqueue.memory.futures import Future, Value
 from fdbqueue.memory.keys import KeySelector
-from fdbqueue.memory.storage import Storage, VersionView
+from fdbqueue.memory.size import MAX_TRANSACTION_BYTES
+from fdbqueue.memory.storage import Range, Storage, VersionView
 from fdbqueue.memory.transaction import RangeResult, Transaction
 
 __all__ = ["Database", "Latency"]
@@ -37,7 +39,9 @@ VERSIONS_PER_SECOND = 1_000_000
 #: How far behind the newest version a read version may fall (upstream
 #: MAX_READ_TRANSACTION_LIFE_VERSIONS, five seconds of versions).
 READ_WINDOW_VERSIONS = 5 * VERSIONS_PER_SECOND
-MAX_TRANSACTION_BYTES = 10_000_000
+#: How far a recovery moves the version clock (upstream MAX_VERSIONS_IN_FLIGHT, 100 seconds
+#: of versions, added to the last version of the old generation in ClusterRecovery.cpp).
+MAX_VERSIONS_IN_FLIGHT = 100 * VERSIONS_PER_SECOND
 MAX_WATCHES = 10_000
 
 STAT_NAMES = (
@@ -53,13 +57,40 @@ STAT_NAMES = (
     "injected_commit_unknown_result",
     "injected_commit_unknown_result_applied",
     "injected_transaction_too_old",
+    "injected_timed_out",
+    "injected_timed_out_applied",
+    "injected_recovery",
+    "injected_recovery_applied",
 )
-_FAULT_STATS = {
-    NOT_COMMITTED: "injected_not_committed",
-    COMMIT_UNKNOWN_RESULT: "injected_commit_unknown_result",
-    TRANSACTION_TOO_OLD: "injected_transaction_too_old",
-}
-_APPLIED_UNKNOWN = -COMMIT_UNKNOWN_RESULT  # apply the commit, then report 1021
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What a commit hands to the resolver: kept as is while a timed-out commit is in flight."""
+
+    read_version: int | None
+    read_ranges: list[Range]
+    write_ranges: list[Range]
+    mutations: list[tuple[Any, ...]]
+
+    @classmethod
+    def of(cls, transaction: Transaction) -> _Request:
+        """The transaction's request, sharing its lists (see :meth:`copy`)."""
+        return cls(
+            transaction._read_version,
+            transaction._read_ranges,
+            transaction._write_ranges,
+            transaction._mutations,
+        )
+
+    def copy(self) -> _Request:
+        """A request the transaction's later use cannot change."""
+        return _Request(
+            self.read_version,
+            list(self.read_ranges),
+            list(self.write_ranges),
+            list(self.mutations),
+        )
 
 
 @dataclass(frozen=True)
@@ -103,6 +134,7 @@ class Database(AtomicOperations):
         self._last_version = 0
         self._watches: dict[bytes, list[tuple[bytes | None, Future]]] = {}
         self._watch_count = 0
+        self._in_flight: list[_Request] = []  # timed-out commits that may still land
         self._stats: Counter[str] = Counter({name: 0 for name in STAT_NAMES})
 
     # -- transactions -----------------------------------------------------------------------
@@ -137,10 +169,19 @@ class Database(AtomicOperations):
         transaction's own writes); ``commits`` that wrote (read-only commits are not counted);
         ``conflicts`` (1020 at commit); ``too_old`` (1007); ``retries`` (``on_error`` calls
         that retried); ``watches`` registered; and the injected faults (:class:`Faults`):
-        ``injected_not_committed``, ``injected_commit_unknown_result`` (of which
-        ``injected_commit_unknown_result_applied`` were applied), and
-        ``injected_transaction_too_old``. ``conflicts`` and ``too_old`` count only genuine
-        ones.
+
+        * ``injected_not_committed`` (1020) and ``injected_transaction_too_old`` (1007);
+        * ``injected_commit_unknown_result`` (1021), of which
+          ``injected_commit_unknown_result_applied`` were applied;
+        * ``injected_timed_out`` (1031), of which ``injected_timed_out_applied`` stayed in
+          flight and were eventually applied (those still in flight, and those dropped when
+          they were resolved or by a recovery, are not);
+        * ``injected_recovery`` (1021 and a recovery), of which ``injected_recovery_applied``
+          were applied before the recovery.
+
+        ``commits`` includes the injected commits that were applied. ``conflicts`` and
+        ``too_old`` count only genuine ones reported to a caller (not the faults, nor commits in
+        flight dropped when resolved).
         """
         with self._lock:
             return dict(self._stats)
@@ -157,6 +198,31 @@ class Database(AtomicOperations):
         """
         with self._lock:
             self._time_offset += seconds
+
+    @property
+    def in_flight(self) -> int:
+        """How many commits an injected ``timed_out`` fault left in flight, not yet resolved
+        (see :class:`Faults` and :meth:`settle`)."""
+        with self._lock:
+            return len(self._in_flight)
+
+    def settle(self) -> int:
+        """Resolve now every commit left in flight by an injected ``timed_out`` fault (a test
+        hook; see :class:`Faults`): each is dropped if a commit since its read version wrote
+        into its read conflict ranges, or if it has read conflict ranges and its read version
+        is more than five seconds old; otherwise it is applied at a new version, and watches
+        fire as for any commit.
+
+        Returns:
+            How many of them were applied.
+        """
+        fired: list[Future] = []
+        with self._lock:
+            pending, self._in_flight = self._in_flight, []
+            applied = sum(self._land(request, fired) for request in pending)
+        for future in fired:
+            future.set_result(None)
+        return applied
 
     def _count(self, name: str, amount: int = 1) -> None:
         with self._lock:
@@ -217,68 +283,115 @@ class Database(AtomicOperations):
                 if self.latency.commit:
                     time.sleep(self.latency.commit)
             with self._lock:
-                unknown_result = False
                 if read_only:
                     versionstamp = None
                     version = -1
                 else:
-                    fault = self._injected_fault()
-                    if fault is not None and fault != _APPLIED_UNKNOWN:
-                        raise FDBError(fault)
-                    unknown_result = fault == _APPLIED_UNKNOWN
-                    version = self._apply(transaction, fired)
+                    self._resolve_in_flight(fired)
+                    version = self._commit_writes(transaction, fired)
                     versionstamp = versionstamp_bytes(version)
-                watch_errors = [] if unknown_result else self._register_watches(transaction, fired)
+                watch_errors = self._register_watches(transaction, fired)
         except FDBError as error:
+            for future in fired:  # other transactions' watches, fired by what did land
+                future.set_result(None)
             transaction._fail_pending(error)
             return Future.failed(error)
         for future in fired:
             future.set_result(None)
-        if unknown_result:  # applied, yet reported as unknown: the caller cannot tell
-            unknown = FDBError(COMMIT_UNKNOWN_RESULT)
-            transaction._fail_pending(unknown)
-            return Future.failed(unknown)
         for future in watch_errors:
             future.set_error(FDBError(1032))
         transaction._watches = []
         transaction._after_commit(version, versionstamp)
         return Future.completed()
 
-    def _injected_fault(self) -> int | None:
-        """Under the lock, for a writing commit: the fault it suffers (see :class:`Faults`).
-
-        Returns None (commit normally), an error code to raise without applying, or
-        ``_APPLIED_UNKNOWN`` (apply, then report 1021). No random draw when no fault is set.
-        """
+    def _commit_writes(self, transaction: Transaction, fired: list[Future]) -> int:
+        """Under the lock: commit a writing transaction, or fail it with the fault it draws
+        (see :class:`Faults`). Returns the commit version; raises the error reported."""
+        request = _Request.of(transaction)
         faults = self._faults
-        if not faults.total:
-            return None
-        code = faults.pick(self._random.random())
-        if code is None:
-            return None
-        self._stats[_FAULT_STATS[code]] += 1
-        if code == COMMIT_UNKNOWN_RESULT and self._random.random() < 0.5:
-            self._stats["injected_commit_unknown_result_applied"] += 1
-            return _APPLIED_UNKNOWN
-        return code
+        if not faults.total:  # no random draw when no fault is set
+            return self._apply(request, fired)
+        kind = faults.choose(self._random.random())
+        if kind is None:
+            return self._apply(request, fired)
+        self._stats[f"injected_{kind}"] += 1
+        if kind == "not_committed":
+            raise FDBError(NOT_COMMITTED)
+        if kind == "transaction_too_old":
+            raise FDBError(TRANSACTION_TOO_OLD)
+        if kind == "commit_unknown_result":
+            if self._random.random() < 0.5:
+                self._apply(request, fired)  # a genuine 1020 or 1007 is reported as such
+                self._stats["injected_commit_unknown_result_applied"] += 1
+            raise FDBError(COMMIT_UNKNOWN_RESULT)
+        if kind == "timed_out":
+            if self._random.random() < 0.5:
+                self._in_flight.append(request.copy())  # may land later (see _resolve_in_flight)
+            raise FDBError(TIMED_OUT)
+        # recovery: the commit lands or not, then the cluster recovers before answering.
+        if self._random.random() < 0.5:
+            try:
+                self._apply(request, fired, genuine=False)
+                self._stats["injected_recovery_applied"] += 1
+            except FDBError:
+                pass  # it conflicted or was too old: not applied, still reported as 1021
+        self._recover(fired)
+        raise FDBError(COMMIT_UNKNOWN_RESULT)
 
-    def _apply(self, transaction: Transaction, fired: list[Future]) -> int:
-        read_version = transaction._read_version
-        if read_version is not None and transaction._read_ranges:
+    def _resolve_in_flight(self, fired: list[Future]) -> None:
+        """Under the lock, before a writing commit's own work: resolve each commit in flight
+        with probability 1/2 (one seeded draw each, oldest first)."""
+        if not self._in_flight:
+            return
+        still: list[_Request] = []
+        for request in self._in_flight:
+            if self._random.random() < 0.5:
+                self._land(request, fired)
+            else:
+                still.append(request)
+        self._in_flight = still
+
+    def _land(self, request: _Request, fired: list[Future]) -> bool:
+        """Under the lock: resolve a commit in flight as the resolver would now. True when it
+        was applied."""
+        try:
+            self._apply(request, fired, genuine=False)
+        except FDBError:
+            return False  # conflicted or too old: dropped
+        self._stats["injected_timed_out_applied"] += 1
+        return True
+
+    def _recover(self, fired: list[Future]) -> None:
+        """Under the lock: a cluster recovery. Versions jump MAX_VERSIONS_IN_FLIGHT ahead,
+        commits in flight die, and every outstanding watch fires."""
+        before = max(self._last_version, self._time_version())
+        self._time_offset += MAX_VERSIONS_IN_FLIGHT / VERSIONS_PER_SECOND
+        self._last_version = max(before + MAX_VERSIONS_IN_FLIGHT, self._time_version())
+        self._in_flight = []
+        for waiting in self._watches.values():
+            fired.extend(future for _expected, future in waiting)
+        self._watches = {}
+        self._watch_count = 0
+
+    def _apply(self, request: _Request, fired: list[Future], genuine: bool = True) -> int:
+        """Under the lock: check ``request`` as the resolver does and apply it at a new
+        version (returned), or raise 1007 or 1020. ``genuine``: count those in the stats."""
+        read_version = request.read_version
+        if read_version is not None and request.read_ranges:
             # Upstream's resolver refuses only transactions with read conflict ranges as too
             # old (ConflictBatch::addTransaction); blind writes commit whatever their age.
             if self._too_old(read_version):
-                self._stats["too_old"] += 1
+                self._stats["too_old"] += int(genuine)
                 raise FDBError(1007)
-            if self._storage.conflicts(read_version, transaction._read_ranges):
-                self._stats["conflicts"] += 1
+            if self._storage.conflicts(read_version, request.read_ranges):
+                self._stats["conflicts"] += int(genuine)
                 raise FDBError(1020)
         version = max(self._last_version + 1, self._time_version())
         self._last_version = version
         versionstamp = versionstamp_bytes(version)
         storage = self._storage
-        commit = storage.begin_commit(version, transaction._write_ranges)
-        for mutation in transaction._mutations:
+        commit = storage.begin_commit(version, request.write_ranges)
+        for mutation in request.mutations:
             kind = mutation[0]
             if kind == "set":
                 storage.write(commit, mutation[1], mutation[2])
@@ -347,9 +460,16 @@ class Database(AtomicOperations):
     # -- the binding's Database conveniences (each in its own transaction) ------------------
 
     def _run(self, body: Callable[[Transaction], T]) -> T:
-        from fdbqueue.transactional import run_in_retry_loop
-
-        return run_in_retry_loop(self, body)
+        """Run ``body`` in a transaction of its own, commit, and retry as ``on_error``
+        decides (the standard retry loop)."""
+        tr = self.create_transaction()
+        while True:
+            try:
+                result = body(tr)
+                tr.commit().wait()
+                return result
+            except FDBError as error:
+                tr.on_error(error).wait()
 
     def get(self, key: Any) -> Value:
         """Read ``key`` in its own transaction."""

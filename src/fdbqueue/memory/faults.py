@@ -1,18 +1,37 @@
 """Fault injection for the in-memory database: commits that fail as they can on a cluster.
 
-Source followed: FoundationDB's error codes (``api-error-codes.rst``) and its developer guide
-on transactions with unknown results.
+Source followed: FoundationDB's error codes (``api-error-codes.rst``), its developer guide on
+transactions with unknown results, and the client's commit path (``fdbclient/NativeAPI.actor.cpp``
+``tryCommit`` and ``commitDummyTransaction``; ``fdbclient/ReadYourWrites.cpp``
+``simulateTimeoutInFlightCommit``) and cluster recovery (``ClusterRecovery.cpp``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["COMMIT_UNKNOWN_RESULT", "NOT_COMMITTED", "TRANSACTION_TOO_OLD", "Faults"]
+__all__ = [
+    "COMMIT_UNKNOWN_RESULT",
+    "NOT_COMMITTED",
+    "TIMED_OUT",
+    "TRANSACTION_TOO_OLD",
+    "Faults",
+]
 
 NOT_COMMITTED = 1020
 COMMIT_UNKNOWN_RESULT = 1021
 TRANSACTION_TOO_OLD = 1007
+TIMED_OUT = 1031
+
+#: The fields of :class:`Faults`, in the order a draw selects them, with the error each
+#: reports (``recovery`` reports 1021 too).
+_KINDS = (
+    ("not_committed", NOT_COMMITTED),
+    ("commit_unknown_result", COMMIT_UNKNOWN_RESULT),
+    ("transaction_too_old", TRANSACTION_TOO_OLD),
+    ("timed_out", TIMED_OUT),
+    ("recovery", COMMIT_UNKNOWN_RESULT),
+)
 
 
 @dataclass(frozen=True)
@@ -32,6 +51,21 @@ class Faults:
             is raised, as upstream's client ensures before it reports 1021.
         transaction_too_old: the commit fails with 1007 ``transaction_too_old`` and is not
             applied.
+        timed_out: the commit fails with 1031 ``transaction_timed_out`` (not retryable). A
+            second draw decides: half the time it is not applied; the other half it stays *in
+            flight*, as upstream's client leaves a commit it stopped waiting for, and lands
+            later unless something makes it fail first. Each later writing commit first
+            resolves each commit in flight with probability 1/2, exactly as a commit arriving
+            then would be resolved: dropped if a commit since its read version wrote into its
+            read conflict ranges (1020), or if it has read conflict ranges and its read
+            version is more than five seconds old (1007); else applied at a new version.
+            :meth:`Database.settle` resolves them all at once.
+        recovery: a cluster recovery during the commit. It fails with 1021; a second draw
+            applies it or not, each half the time, final before the error is raised. The
+            version clock then jumps 100 seconds (100,000,000 versions, upstream's
+            ``MAX_VERSIONS_IN_FLIGHT``), so every transaction holding an older read version
+            gets 1007 at its next read or at a commit with read conflict ranges; every commit
+            in flight is dropped; every outstanding watch fires (a spurious wake-up).
 
     Raises:
         ValueError: a probability is not a number in ``[0, 1]``, or they sum to more than 1.
@@ -40,9 +74,11 @@ class Faults:
     not_committed: float = 0.0
     commit_unknown_result: float = 0.0
     transaction_too_old: float = 0.0
+    timed_out: float = 0.0
+    recovery: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("not_committed", "commit_unknown_result", "transaction_too_old"):
+        for name, _code in _KINDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"Faults.{name} must be a probability, not {value!r}")
@@ -54,16 +90,25 @@ class Faults:
     @property
     def total(self) -> float:
         """The probability that a writing commit fails on purpose."""
-        return self.not_committed + self.commit_unknown_result + self.transaction_too_old
+        return (
+            self.not_committed
+            + self.commit_unknown_result
+            + self.transaction_too_old
+            + self.timed_out
+            + self.recovery
+        )
 
-    def pick(self, draw: float) -> int | None:
-        """The fault (an error code) that a uniform ``draw`` in ``[0, 1)`` selects, or None."""
-        for code, probability in (
-            (NOT_COMMITTED, self.not_committed),
-            (COMMIT_UNKNOWN_RESULT, self.commit_unknown_result),
-            (TRANSACTION_TOO_OLD, self.transaction_too_old),
-        ):
+    def choose(self, draw: float) -> str | None:
+        """The fault (a field name) that a uniform ``draw`` in ``[0, 1)`` selects, or None."""
+        for name, _code in _KINDS:
+            probability: float = getattr(self, name)
             if draw < probability:
-                return code
+                return name
             draw -= probability
         return None
+
+    def pick(self, draw: float) -> int | None:
+        """The error code of the fault that a uniform ``draw`` in ``[0, 1)`` selects, or
+        None (``recovery`` reports 1021, as ``commit_unknown_result`` does)."""
+        name = self.choose(draw)
+        return None if name is None else dict(_KINDS)[name]

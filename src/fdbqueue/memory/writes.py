@@ -4,6 +4,12 @@ Keys the transaction set or cleared are *independent*: their value is known with
 the database, and reading them adds no read conflict range (upstream
 ``fdbclient/ReadYourWrites.cpp``, ``updateConflictMap``). Keys with only atomic operations are
 *dependent*: reading them reads the database value and applies the operations on top.
+
+The write map also counts what its writes add to the transaction's size as upstream's client
+sends them at commit (``ReadYourWritesTransaction::writeRangeToNativeTransaction``): one
+mutation per key for its last set (or its set with later atomic operations folded in), its
+atomic operations merged as ``WriteMap::coalesceOver`` merges them, and one clear-range
+mutation per maximal cleared range, split around the keys written after the clear.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass, field
 from sortedcontainers import SortedDict
 
 from fdbqueue.memory.atomic import apply_atomic
+from fdbqueue.memory.size import MUTATION_BYTES, clear_bytes, coalesce_over
 from fdbqueue.memory.storage import Range, merge_ranges
 
 __all__ = ["Entry", "WriteMap", "subtract_ranges"]
@@ -27,6 +34,16 @@ class Entry:
     independent: bool
     value: bytes | None = None
     operations: list[tuple[str, bytes]] = field(default_factory=list)
+    #: The atomic operations as upstream sends them (merged, :func:`coalesce_over`).
+    stack: list[tuple[str, bytes]] = field(default_factory=list)
+
+    def size(self, key: bytes) -> int:
+        """What this key's mutations add to the transaction's size."""
+        if self.independent:
+            if self.value is None:  # sent as a clear of [key, key + b"\x00")
+                return MUTATION_BYTES + 2 * len(key) + 1
+            return MUTATION_BYTES + len(key) + len(self.value)
+        return sum(MUTATION_BYTES + len(key) + len(param) for _, param in self.stack)
 
     def resolve(self, database_value: bytes | None) -> bytes | None:
         """The value the transaction sees, given the database value (for dependent keys)."""
@@ -49,6 +66,8 @@ class WriteMap:
         self.cleared: list[Range] = []  # merged, sorted
         self.cleared_begins: list[bytes] = []
         self.unreadable: list[Range] = []
+        self.entry_bytes = 0  # the sum of the entries' sizes
+        self._clear_bytes: int | None = 0  # None: to be counted again
 
     def _in_cleared(self, key: bytes) -> bool:
         index = bisect.bisect_right(self.cleared_begins, key) - 1
@@ -68,23 +87,55 @@ class WriteMap:
             return Entry(independent=True, value=None)
         return None
 
+    def _put(self, key: bytes, entry: Entry) -> None:
+        entries = self._writable()
+        previous: Entry | None = entries.get(key)
+        if previous is not None:
+            self.entry_bytes -= previous.size(key)
+        elif self._clear_bytes is not None and self._in_cleared(key):
+            self._clear_bytes = None  # the key splits a cleared range
+        entries[key] = entry
+        self.entry_bytes += entry.size(key)
+
     def set(self, key: bytes, value: bytes) -> None:
-        self._writable()[key] = Entry(independent=True, value=value)
+        self._put(key, Entry(independent=True, value=value))
 
     def clear_range(self, begin: bytes, end: bytes) -> None:
         for key in list(self.entries.irange(begin, end, inclusive=(True, False))):
-            del self._writable()[key]
+            self.entry_bytes -= self.entries.pop(key).size(key)
         self.cleared = merge_ranges([*self.cleared, (begin, end)])
         self.cleared_begins = [b for b, _ in self.cleared]
+        self._clear_bytes = None
 
     def atomic(self, operation: str, key: bytes, param: bytes) -> None:
         entry = self.lookup(key)
         if entry is not None and entry.independent:
-            self._writable()[key] = Entry(True, apply_atomic(operation, entry.value, param))
+            self._put(key, Entry(True, apply_atomic(operation, entry.value, param)))
         elif entry is not None:
+            self.entry_bytes -= entry.size(key)
             entry.operations.append((operation, param))
+            coalesce_over(entry.stack, operation, param)
+            self.entry_bytes += entry.size(key)
         else:
-            self._writable()[key] = Entry(False, operations=[(operation, param)])
+            operations = [(operation, param)]
+            self._put(key, Entry(False, operations=operations, stack=list(operations)))
+
+    def mutation_bytes(self) -> int:
+        """What the sets, clears and atomic operations add to the transaction's size: each
+        key's mutations (:meth:`Entry.size`) plus one clear-range mutation per piece of the
+        cleared ranges left between the keys written after the clear."""
+        if self._clear_bytes is None:
+            total = 0
+            for begin, end in self.cleared:
+                cursor = begin
+                for key in self.entries.irange(begin, end, inclusive=(True, False)):
+                    if cursor < key:
+                        total += clear_bytes(cursor, key)
+                    cursor = key + b"\x00"
+                if cursor < end:
+                    total += clear_bytes(cursor, end)
+            self._clear_bytes = total
+        return self.entry_bytes + self._clear_bytes
 
     def mark_unreadable(self, begin: bytes, end: bytes) -> None:
         self.unreadable = merge_ranges([*self.unreadable, (begin, end)])
