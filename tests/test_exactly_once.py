@@ -7,7 +7,7 @@ import contextlib
 import pytest
 from helpers import all_keys
 
-from fdbqueue import PriorityQueue, Queue, Subspace, memory
+from fdbqueue import LeaseError, PriorityQueue, Queue, Subspace, memory
 from fdbqueue.receipts import RECEIPT_LIFETIME, Receipts, UnknownResultError
 
 FAULTS = memory.Faults(not_committed=0.1, commit_unknown_result=0.3, transaction_too_old=0.1)
@@ -184,3 +184,85 @@ def test_with_exactly_once_off_a_retried_enqueue_can_write_twice():
     assert len(queue.dequeue_many(db, 1000)) > 40  # some enqueues were applied twice
     with pytest.raises(TypeError):
         Queue(subspace, exactly_once="yes")
+
+
+EVERY_FAULT = memory.Faults(
+    not_committed=0.05,
+    commit_unknown_result=0.1,
+    transaction_too_old=0.05,
+    timed_out=0.1,
+    recovery=0.03,
+)
+
+
+def despite_timeouts(call):
+    """Call again after 1031: a call that raised transaction_timed_out took no effect."""
+    while True:
+        try:
+            return call()
+        except memory.FDBError as error:
+            if error.code != 1031:
+                raise
+
+
+@pytest.mark.parametrize("kind", ["queue", "priority"])
+@pytest.mark.parametrize("high_contention", [False, True])
+def test_under_every_fault_kind_every_item_is_enqueued_once_and_dequeued_once(
+    kind, high_contention
+):
+    db = memory.open(faults=EVERY_FAULT, seed=23)
+    queue, push, pop = make(kind, Subspace(("every-fault",)), "tuple", high_contention)
+    expected = values("tuple", 80)
+    for value in expected[:40]:
+        despite_timeouts(lambda value=value: push(db, value))
+    if kind == "queue":
+        despite_timeouts(lambda: queue.enqueue_many(db, expected[40:]))
+    else:
+        for value in expected[40:]:
+            despite_timeouts(lambda value=value: push(db, value))
+    taken = []
+    while True:
+        if kind == "queue" and len(taken) % 3 == 0:
+            batch = despite_timeouts(lambda: queue.dequeue_many(db, 3))
+            if not batch:
+                break
+            taken.extend(batch)
+            continue
+        value = despite_timeouts(lambda: pop(db))
+        if value is None:
+            break
+        taken.append(value)
+    db.faults = memory.Faults()
+    db.settle()  # commits still in flight land now, or are dropped
+    stats = db.stats()
+    for hazard in ("commit_unknown_result", "timed_out", "recovery"):
+        assert stats[f"injected_{hazard}"] > 0, hazard
+    assert taken == expected  # none lost, none twice, in order, and no UnknownResultError
+    assert queue.size(db) == 0 and queue.empty(db)
+    assert pop(db) is None
+
+
+def test_under_every_fault_kind_leases_are_acknowledged_once():
+    db = memory.open(faults=EVERY_FAULT, seed=31)
+    queue = Queue(Subspace(("every-fault-leases",)), max_deliveries=None)
+    despite_timeouts(lambda: queue.enqueue_many(db, list(range(60))))
+    acknowledged = []
+    while len(acknowledged) < 60:
+        lease = despite_timeouts(lambda: queue.claim(db, lease=30))
+        if lease is None:  # the rest is leased (a recovery may expire them early)
+            db.advance_time(31)
+            continue
+        try:
+            if lease.value % 4 == 0:
+                lease = despite_timeouts(lambda lease=lease: queue.extend(db, lease, 30))
+            if lease.value % 5 == 0 and lease.deliveries == 1:
+                despite_timeouts(lambda lease=lease: queue.release(db, lease))
+                continue
+            despite_timeouts(lambda lease=lease: queue.ack(db, lease))
+            acknowledged.append(lease.value)
+        except LeaseError:
+            continue  # expired (a recovery moved versions on): delivered again later
+    db.faults = memory.Faults()
+    assert sorted(acknowledged) == list(range(60))
+    assert queue.claim(db, lease=1) is None and queue.leases(db) == []
+    assert db.stats()["injected_recovery"] > 0 and db.stats()["injected_timed_out"] > 0
