@@ -1,37 +1,82 @@
 """Stateful property tests: Queue and PriorityQueue against a simple in-Python model.
 
 Hypothesis runs random sequences of operations (enqueue/push, dequeue/pop, the batch forms,
-peek, size, claim, ack, release, and lease expiry) on an in-memory database, in every mode
-(plain and high-contention), with each codec, with and without injected faults (1020, 1021
-and 1007 on 10%, 20% and 10% of writing commits). After every step, every value ever enqueued is in
-exactly one place: still queued, leased, a dead letter, or consumed; and what the queue
-returns matches the model exactly.
+peek, size, claim, ack, release, extend, lease expiry, requeue, clear) on an in-memory
+database, in every mode (plain and high-contention), with each codec, with and without
+injected faults of every kind (1020, 1021, 1007, 1031 with commits left in flight, and
+recoveries that move versions on by 100 s), with values up to the 100,000-byte limit and, with
+a codec that refuses some of its own values, poison items. After every step, every value ever
+enqueued is in exactly one place: still queued, leased, a dead letter, consumed or cleared;
+and what the queue returns matches the model exactly.
+
+``DyingConsumersModel`` adds consumers that die at every step of the high-contention protocol
+and of leases; there, order is checked as a multiset, and at the end, once the abandoned items
+fall due, ordinary calls must drain every item exactly once: nothing stranded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from typing import Any
 
+import fdb.tuple
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from fdbqueue import (
+    LeaseError,
     LeaseExpiredError,
     LeaseNotHeldError,
     PriorityQueue,
     Queue,
     Subspace,
+    Undecodable,
     memory,
 )
+from fdbqueue.staging import Staging
 
-FAULTS = memory.Faults(not_committed=0.1, commit_unknown_result=0.2, transaction_too_old=0.1)
-#: Unknown-result commits that were applied, summed over a test's examples: the hazard that
+FAULTS = memory.Faults(
+    not_committed=0.1,
+    commit_unknown_result=0.15,
+    transaction_too_old=0.1,
+    timed_out=0.1,
+    recovery=0.03,
+)
+#: Unknown-outcome commits that were applied, summed over a test's examples: the hazard that
 #: receipts remove must really have happened.
 APPLIED_UNKNOWN: list[int] = []
 LEASE_SECONDS = 10.0
 MAX_DELIVERIES = 2
+TIMED_OUT = object()  # what a call that raised 1031 (and so took no effect) returns
+
+
+class PoisonAwareCodec:
+    """The tuple codec, except that values ``("poison", n)`` cannot be decoded."""
+
+    name = "poison"
+
+    def encode(self, value: Any) -> bytes:
+        return bytes(fdb.tuple.pack((value,)))
+
+    def decode(self, data: bytes) -> Any:
+        value = fdb.tuple.unpack(data)[0]
+        if isinstance(value, tuple) and value and value[0] == "poison":
+            raise ValueError("a poison value")
+        return value
+
+
+def is_poison(value: object) -> bool:
+    return isinstance(value, tuple) and bool(value) and value[0] == "poison"
+
+
+def plain(value: object) -> object:
+    """A listed value as the model knows it (an Undecodable's stored value, decoded)."""
+    if isinstance(value, Undecodable):
+        return fdb.tuple.unpack(value.raw)[0]
+    return value
 
 
 class QueueModel(RuleBasedStateMachine):
@@ -45,13 +90,14 @@ class QueueModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.db = memory.open(seed=0)
+        codec: Any = PoisonAwareCodec() if self.codec == "poison" else self.codec
         options = {
-            "codec": self.codec,
+            "codec": codec,
             "high_contention": self.high_contention,
             "max_deliveries": MAX_DELIVERIES,
         }
         subspace = Subspace(("model",))
-        self.queue = (
+        self.queue: Any = (
             Queue(subspace, **options)
             if self.kind == "queue"
             else PriorityQueue(subspace, **options)
@@ -60,94 +106,180 @@ class QueueModel(RuleBasedStateMachine):
             self.db.faults = FAULTS
         self.counter = itertools.count()
         self.queued: list[tuple[int, int, object]] = []  # (priority, sequence, value), sorted
-        self.leases: dict[str, tuple[object, object]] = {}  # id -> (Lease, value)
+        self.leases: dict[str, tuple[Any, object]] = {}  # id -> (Lease, value)
         self.expired: set[str] = set()  # items waiting for redelivery: expired or released
         self.released: set[str] = set()
         self.consumed: list[object] = []
         self.dead: list[object] = []
+        self.cleared: list[object] = []
         self.everything: list[object] = []  # a requeued value appears once more
         self.priorities: dict[object, int] = {}
         self.moved = 0
 
-    def value(self) -> object:
+    # -- calls ----------------------------------------------------------------------------
+
+    def call(self, function: Any) -> Any:
+        """``function()``; TIMED_OUT if it raised 1031 (it then took no effect). After a
+        recovery during the call (versions moved on by 100 s), leases past their expiry are
+        marked expired."""
+        recoveries = self.db.stats()["injected_recovery"]
+        try:
+            return function()
+        except memory.FDBError as error:
+            if error.code != 1031:
+                raise
+            return TIMED_OUT
+        finally:
+            if self.db.stats()["injected_recovery"] != recoveries:
+                self.recovered = True
+                self.refresh_expiry()
+
+    def refresh_expiry(self) -> None:
+        """Mark the leases whose expiry the version clock has passed (after a recovery)."""
+        now = self.db.create_transaction().get_read_version().wait()
+        for lease_id, (lease, _value) in self.leases.items():
+            if now > lease.expiry_version:
+                self.expired.add(lease_id)
+
+    recovered = False
+
+    def value(self, flavor: str) -> object:
         number = next(self.counter)
-        return b"v%05d" % number if self.codec == "raw" else ("v", number)
+        if self.codec == "raw":
+            base = b"v%05d" % number
+            return base + b"\x00" * (100_000 - len(base)) if flavor == "big" else base
+        if flavor == "big":  # zero bytes double in the tuple layer: stay under the limit
+            return ("v", number, b"\x00" * 49_000)
+        if flavor == "poison" and self.codec == "poison":
+            return ("poison", number)
+        return ("v", number)
 
-    # -- writing --------------------------------------------------------------------------
-
-    @rule(priority=st.integers(-3, 3))
-    def push(self, priority: int) -> None:
-        value = self.value()
-        if self.kind == "queue":
-            self.queue.enqueue(self.db, value)
-            priority = 0
-        else:
-            self.queue.push(self.db, value, priority=priority)
+    def add(self, value: object, priority: int) -> None:
         self.queued.append((priority, len(self.everything), value))
         self.queued.sort(key=lambda entry: entry[:2])
         self.everything.append(value)
         self.priorities[value] = priority
 
+    def front(self, max_end: bool = False) -> object:
+        """The value a take from that end returns, moving poison items before it to the
+        dead letters (as the queue does); None when nothing decodable is queued."""
+        while self.queued:
+            if max_end:
+                top = max(priority for priority, _, _ in self.queued)
+                entry = next(e for e in self.queued if e[0] == top)
+            else:
+                entry = self.queued[0]
+            if not is_poison(entry[2]):
+                return entry[2]
+            self.queued.remove(entry)
+            self.dead.append(entry[2])
+        return None
+
+    def peeked(self, max_end: bool = False) -> object:
+        candidates = sorted(self.queued, key=lambda e: (-e[0], e[1]) if max_end else e[:2])
+        return next((e[2] for e in candidates if not is_poison(e[2])), None)
+
+    def remove(self, value: object) -> None:
+        entry = next(e for e in self.queued if e[2] == value)
+        self.queued.remove(entry)
+
+    # -- writing --------------------------------------------------------------------------
+
+    @rule(priority=st.integers(-3, 3), flavor=st.sampled_from(["small"] * 6 + ["big", "poison"]))
+    def push(self, priority: int, flavor: str) -> None:
+        value = self.value(flavor)
+        if self.kind == "queue":
+            priority = 0
+            done = self.call(lambda: self.queue.enqueue(self.db, value))
+        else:
+            done = self.call(lambda: self.queue.push(self.db, value, priority=priority))
+        if done is not TIMED_OUT:
+            self.add(value, priority)
+
     @precondition(lambda self: self.kind == "queue")
     @rule(count=st.integers(0, 4))
     def enqueue_many(self, count: int) -> None:
-        values = [self.value() for _ in range(count)]
-        self.queue.enqueue_many(self.db, values)
+        values = [self.value("small") for _ in range(count)]
+        if self.call(lambda: self.queue.enqueue_many(self.db, values)) is TIMED_OUT:
+            return
         for value in values:
-            self.queued.append((0, len(self.everything), value))
-            self.everything.append(value)
+            self.add(value, 0)
+
+    @rule()
+    def clear(self) -> None:
+        if self.call(lambda: self.queue.clear(self.db)) is TIMED_OUT:
+            return
+        self.cleared.extend(entry[2] for entry in self.queued)
+        self.cleared.extend(value for _lease, value in self.leases.values())
+        self.cleared.extend(self.dead)
+        self.queued, self.leases, self.dead = [], {}, []
+        self.expired, self.released = set(), set()
 
     # -- taking ---------------------------------------------------------------------------
 
     @rule()
     def take(self) -> None:
-        taken = self.queue.dequeue(self.db) if self.kind == "queue" else self.queue.pop(self.db)
-        expected = self.queued.pop(0)[2] if self.queued else None
+        taken = self.call(
+            lambda: self.queue.dequeue(self.db) if self.kind == "queue" else self.queue.pop(self.db)
+        )
+        if taken is TIMED_OUT:
+            return
+        expected = self.front()
         assert taken == expected
         if taken is not None:
+            self.remove(taken)
             self.consumed.append(taken)
 
     @precondition(lambda self: self.kind == "priority")
     @rule()
     def take_max(self) -> None:
-        taken = self.queue.pop_max(self.db)
-        if not self.queued:
-            assert taken is None
+        taken = self.call(lambda: self.queue.pop_max(self.db))
+        if taken is TIMED_OUT:
             return
-        top = max(priority for priority, _, _ in self.queued)
-        entry = next(e for e in self.queued if e[0] == top)  # oldest of the top priority
-        self.queued.remove(entry)
-        assert taken == entry[2]
-        self.consumed.append(taken)
+        assert taken == self.front(max_end=True)
+        if taken is not None:
+            self.remove(taken)
+            self.consumed.append(taken)
 
     @precondition(lambda self: self.kind == "queue")
     @rule(count=st.integers(0, 3))
     def dequeue_many(self, count: int) -> None:
-        taken = self.queue.dequeue_many(self.db, count)
-        expected = [entry[2] for entry in self.queued[:count]]
-        del self.queued[:count]
+        taken = self.call(lambda: self.queue.dequeue_many(self.db, count))
+        if taken is TIMED_OUT:
+            return
+        expected = []
+        while len(expected) < count and (value := self.front()) is not None:
+            expected.append(value)
+            self.remove(value)
         assert taken == expected
         self.consumed.extend(taken)
 
     @rule()
     def peek(self) -> None:
-        assert self.queue.peek(self.db) == (self.queued[0][2] if self.queued else None)
+        assert self.queue.peek(self.db) == self.peeked()
+        if self.kind == "priority":
+            assert self.queue.peek_max(self.db) == self.peeked(max_end=True)
 
     # -- leases ---------------------------------------------------------------------------
 
     @rule()
     def claim(self) -> None:
-        lease = self.queue.claim(self.db, lease=LEASE_SECONDS)
+        self.recovered = False
+        lease = self.call(lambda: self.queue.claim(self.db, lease=LEASE_SECONDS))
+        if lease is TIMED_OUT:
+            return
         redeliverable = {lease_id for lease_id in self.expired if lease_id in self.leases}
         if lease is None:
-            assert not self.queued
+            assert self.front() is None
             assert all(self.leases[i][0].deliveries >= MAX_DELIVERIES for i in redeliverable)
             self._sync_dead_letters(redeliverable)
             return
         if lease.deliveries == 1:  # a fresh item: the queue's next one
-            assert not [i for i in redeliverable if self.leases[i][0].deliveries < MAX_DELIVERIES]
-            expected = self.queued.pop(0)[2]
-            assert lease.value == expected
+            if not self.recovered:  # (a recovery during the claim expired leases meanwhile)
+                fresh = [i for i in redeliverable if self.leases[i][0].deliveries < MAX_DELIVERIES]
+                assert not fresh
+            assert lease.value == self.front()
+            self.remove(lease.value)
             self._sync_dead_letters(redeliverable)
         else:  # an expired or released one, delivered again
             previous = [i for i in redeliverable if self.leases[i][1] == lease.value]
@@ -156,6 +288,8 @@ class QueueModel(RuleBasedStateMachine):
             self._forget(previous[0])
             self._sync_dead_letters(redeliverable - set(previous))
         self.leases[lease.id] = (lease, lease.value)
+        if self.recovered:  # granted, then versions moved on: it may be expired already
+            self.refresh_expiry()
 
     def _forget(self, lease_id: str) -> None:
         del self.leases[lease_id]
@@ -172,7 +306,7 @@ class QueueModel(RuleBasedStateMachine):
 
     def _sync_dead_letters(self, candidates: set[str]) -> None:
         """A claim may move redeliverable items past max_deliveries to the dead letters."""
-        dead = {letter.value for letter in self.queue.dead_letters(self.db, limit=10_000)}
+        dead = {plain(letter.value) for letter in self.queue.dead_letters(self.db, limit=10_000)}
         for lease_id in list(candidates):
             lease, value = self.leases[lease_id]
             if value in dead:
@@ -183,17 +317,28 @@ class QueueModel(RuleBasedStateMachine):
     def held(self) -> list[str]:
         return list(self.leases)  # claim order: deterministic, unlike the random ids
 
+    def _settle(self, lease_id: str, action: Any) -> bool:
+        """Run ack/release/extend on a lease; True when it took effect. A recovery during
+        the call may expire the lease first: LeaseExpiredError is then right too."""
+        refused = self._refused(lease_id)
+        if refused is not None:
+            with pytest.raises(refused):
+                self.call(action)
+            return False
+        self.recovered = False
+        try:
+            return self.call(action) is not TIMED_OUT
+        except LeaseExpiredError:
+            assert self.recovered
+            return False
+
     @precondition(lambda self: self.leases)
     @rule(data=st.data())
     def ack(self, data: st.DataObject) -> None:
         lease_id = data.draw(st.sampled_from(self.held()))
         lease, value = self.leases[lease_id]
-        refused = self._refused(lease_id)
-        if refused is not None:
-            with pytest.raises(refused):
-                self.queue.ack(self.db, lease)
+        if not self._settle(lease_id, lambda: self.queue.ack(self.db, lease)):
             return
-        self.queue.ack(self.db, lease)
         self._forget(lease_id)
         self.consumed.append(value)
         with pytest.raises(LeaseNotHeldError):
@@ -204,14 +349,24 @@ class QueueModel(RuleBasedStateMachine):
     def release(self, data: st.DataObject) -> None:
         lease_id = data.draw(st.sampled_from(self.held()))
         lease, _value = self.leases[lease_id]
-        refused = self._refused(lease_id)
-        if refused is not None:
-            with pytest.raises(refused):
-                self.queue.release(self.db, lease)
+        if not self._settle(lease_id, lambda: self.queue.release(self.db, lease)):
             return
-        self.queue.release(self.db, lease)
         self.expired.add(lease_id)  # waits for the next claim, like an expired one
         self.released.add(lease_id)
+
+    @precondition(lambda self: self.leases)
+    @rule(data=st.data())
+    def extend(self, data: st.DataObject) -> None:
+        lease_id = data.draw(st.sampled_from(self.held()))
+        lease, value = self.leases[lease_id]
+        extended: list[Any] = []
+        if not self._settle(
+            lease_id, lambda: extended.append(self.queue.extend(self.db, lease, LEASE_SECONDS))
+        ):
+            return
+        (new,) = extended
+        assert (new.id, new.deliveries, new.value) == (lease.id, lease.deliveries, value)
+        self.leases[lease_id] = (new, value)
 
     @rule()
     def expire_leases(self) -> None:
@@ -221,19 +376,24 @@ class QueueModel(RuleBasedStateMachine):
     @precondition(lambda self: self.dead)
     @rule()
     def requeue_dead_letters(self) -> None:
-        listed = [letter.value for letter in self.queue.dead_letters(self.db, limit=10_000)]
+        listed = [plain(letter.value) for letter in self.queue.dead_letters(self.db, limit=10_000)]
         assert sorted(listed, key=repr) == sorted(self.dead, key=repr)
-        assert self.queue.requeue_dead_letters(self.db) == len(self.dead)
+        moved = self.call(lambda: self.queue.requeue_dead_letters(self.db))
+        if moved is TIMED_OUT:
+            return
+        assert moved == len(self.dead)
         for value in listed:  # enqueued again, oldest dead letter first, at the back
-            priority = self.priorities.get(value, 0)
-            self.queued.append((priority, len(self.everything), value))
-            self.everything.append(value)
+            self.add(value, self.priorities.get(value, 0))
             self.moved += 1
-        self.queued.sort(key=lambda entry: entry[:2])
         self.dead = []
 
     def teardown(self) -> None:
-        APPLIED_UNKNOWN.append(self.db.stats()["injected_commit_unknown_result_applied"])
+        stats = self.db.stats()
+        APPLIED_UNKNOWN.append(
+            stats["injected_commit_unknown_result_applied"]
+            + stats["injected_recovery_applied"]
+            + stats["injected_timed_out_applied"]
+        )
 
     # -- invariants -----------------------------------------------------------------------
 
@@ -248,37 +408,175 @@ class QueueModel(RuleBasedStateMachine):
             + [value for _lease, value in self.leases.values()]
             + self.consumed
             + self.dead
+            + self.cleared
         )
         assert sorted(places, key=repr) == sorted(set(self.everything), key=repr)
         assert len(self.everything) == len(set(self.everything)) + self.moved
 
 
-def machine(**attributes: object) -> type[RuleBasedStateMachine]:
-    name = "Model_" + "_".join(f"{k}_{v}" for k, v in attributes.items())
-    return type(name, (QueueModel,), attributes)
+class DyingConsumersModel(RuleBasedStateMachine):
+    """High-contention consumers and lease workers that die at every step of their protocol.
+
+    Order is checked as a multiset here (an item served to a consumer that died comes back
+    at its original key, which may sort anywhere once indexes restarted). At the end, time
+    passes beyond ``abandon_after`` and every lease, and ordinary calls (plain and staged,
+    blocking or not, claims) must drain every item exactly once.
+    """
+
+    kind = "queue"
+    faults = False
+    ABANDON_AFTER = 5.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.db = memory.open(seed=1)
+        if self.faults:
+            self.db.faults = FAULTS
+        subspace = Subspace(("dying-model",))
+        make: Any = Queue if self.kind == "queue" else PriorityQueue
+        options = {"abandon_after": self.ABANDON_AFTER, "max_deliveries": None}
+        self.staged = make(subspace, high_contention=True, **options)
+        self.plain = make(subspace, **options)
+        self.counter = itertools.count()
+        self.everything: set[object] = set()
+        self.delivered: list[object] = []
+
+    def staging(self) -> Staging:
+        stagings = self.staged._staging
+        return stagings if isinstance(stagings, Staging) else stagings[False]
+
+    def attempt(self, function: Any) -> Any:
+        try:
+            return function()
+        except memory.FDBError as error:
+            if error.code != 1031:
+                raise
+            return TIMED_OUT
+
+    def deliver(self, value: object) -> None:
+        if value is not None and value is not TIMED_OUT:
+            assert value in self.everything
+            self.delivered.append(value)
+
+    @rule(count=st.integers(1, 4))
+    def produce(self, count: int) -> None:
+        for _ in range(count):
+            value = ("v", next(self.counter))
+            push = (
+                (lambda v=value: self.staged.enqueue(self.db, v))
+                if self.kind == "queue"
+                else (lambda v=value: self.staged.push(self.db, v, priority=v[1] % 3))
+            )
+            if self.attempt(push) is not TIMED_OUT:
+                self.everything.add(value)
+
+    @rule(staged=st.booleans())
+    def consume(self, staged: bool) -> None:
+        queue = self.staged if staged else self.plain
+        take = queue.dequeue if self.kind == "queue" else queue.pop_min
+        self.deliver(self.attempt(lambda: take(self.db)))
+
+    @rule()
+    def die_after_registering(self) -> None:
+        self.attempt(lambda: self.staging()._register(self.db))
+
+    @rule()
+    def die_after_being_served(self) -> None:
+        staging = self.staging()
+        if self.attempt(lambda: staging._register(self.db)) is not TIMED_OUT:
+            self.attempt(lambda: staging.serve(self.db))
+
+    @rule()
+    def die_while_collecting(self) -> None:
+        staging = self.staging()
+        request = self.attempt(lambda: staging._register(self.db))
+        if request is TIMED_OUT:
+            return
+        self.attempt(lambda: staging.serve(self.db))
+        tr = self.db.create_transaction()
+        with contextlib.suppress(memory.FDBError):
+            staging._collect_or_watch(tr, request)  # collected, never committed
+        tr.cancel()
+
+    @rule()
+    def leader_dies_while_serving(self) -> None:
+        staging = self.staging()
+        self.attempt(lambda: staging._register(self.db))
+        tr = self.db.create_transaction()
+        with contextlib.suppress(memory.FDBError):
+            staging._serve_batch(tr, hand_over=True)  # served, never committed
+        tr.cancel()
+
+    @rule(ack=st.booleans())
+    def lease_worker(self, ack: bool) -> None:
+        lease = self.attempt(lambda: self.plain.claim(self.db, lease=2))
+        if lease is None or lease is TIMED_OUT or not ack:
+            return  # no item, or the worker dies holding the lease
+        try:
+            if self.attempt(lambda: self.plain.ack(self.db, lease)) is not TIMED_OUT:
+                self.deliver(lease.value)
+        except LeaseError:
+            pass  # expired (a recovery moved versions on): delivered again later
+
+    @rule(seconds=st.sampled_from([0.5, 3.0, 6.0]))
+    def time_passes(self, seconds: float) -> None:
+        self.db.advance_time(seconds)
+
+    @invariant()
+    def nothing_is_delivered_twice(self) -> None:
+        assert len(self.delivered) == len(set(self.delivered))
+
+    def teardown(self) -> None:
+        self.db.faults = memory.Faults()
+        self.db.settle()
+        self.db.advance_time(self.ABANDON_AFTER + 3)  # everything abandoned falls due
+        take = self.plain.dequeue if self.kind == "queue" else self.plain.pop_min
+        while (value := take(self.db)) is not None:
+            self.deliver(value)
+        while (lease := self.plain.claim(self.db, lease=30)) is not None:
+            self.plain.ack(self.db, lease)
+            self.deliver(lease.value)
+        assert sorted(self.delivered, key=repr) == sorted(self.everything, key=repr)
+        assert len(self.delivered) == len(self.everything), "an item was delivered twice"
+        assert self.plain.size(self.db) == 0 and self.plain.empty(self.db)
+
+
+def machine(base: type[RuleBasedStateMachine], **attributes: object) -> Any:
+    name = base.__name__ + "_" + "_".join(f"{k}_{v}" for k, v in attributes.items())
+    return type(name, (base,), attributes)
 
 
 CONFIGURATIONS = [
     {"kind": kind, "codec": codec, "high_contention": hc, "faults": faults}
     for kind in ("queue", "priority")
-    for codec in ("tuple", "raw")
+    for codec in ("tuple", "raw", "poison")
     for hc in (False, True)
     for faults in (False, True)
+    if codec != "poison" or faults
 ]
+
+
+def run(state_machine: Any, examples: int) -> None:
+    state_machine.TestCase.settings = settings(
+        max_examples=examples,
+        stateful_step_count=30,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    state_machine.TestCase().runTest()
 
 
 @pytest.mark.parametrize(
     "configuration", CONFIGURATIONS, ids=lambda c: "-".join(str(v) for v in c.values())
 )
 def test_queue_matches_the_model(configuration: dict[str, object]) -> None:
-    state_machine = machine(**configuration)
-    state_machine.TestCase.settings = settings(
-        max_examples=25,
-        stateful_step_count=30,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow],
-    )
     APPLIED_UNKNOWN.clear()
-    state_machine.TestCase().runTest()
+    run(machine(QueueModel, **configuration), examples=25)
     if configuration["faults"]:
         assert sum(APPLIED_UNKNOWN) > 0
+
+
+@pytest.mark.parametrize("kind", ["queue", "priority"])
+@pytest.mark.parametrize("faults", [False, True])
+def test_consumers_dying_at_every_step_lose_nothing(kind: str, faults: bool) -> None:
+    run(machine(DyingConsumersModel, kind=kind, faults=faults), examples=20)

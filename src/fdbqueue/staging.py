@@ -27,8 +27,9 @@ than :data:`STALLED_AFTER` seconds old (of versions) and still unserved, its req
 before leading, and any waiter serves in its place. A result not collected within
 ``abandon_after`` seconds goes back to its item's original key through the next operation that
 takes from the queue, of any kind (:mod:`fdbqueue.results`). A requester whose wait runs past
-its deadline (``dequeue(block=True, timeout=...)``) withdraws its request, or collects its
-result if it was served meanwhile: no item stays reserved for a consumer outside its call.
+its deadline (``dequeue(block=True, timeout=...)``), or whose transactions fail for good (a
+1031 timeout), withdraws its request, or collects its result if it was served meanwhile: no
+item stays reserved for a consumer outside its call.
 A requester whose result was given back (it was too slow to collect) finds its request gone
 and registers again; one whose served value cannot be decoded moves it to the dead letters and
 registers again.
@@ -53,7 +54,7 @@ import struct
 import time
 from typing import Any
 
-from fdbqueue.receipts import surely_not_applied
+from fdbqueue.receipts import RESOLVE_ATTEMPTS, surely_not_applied
 from fdbqueue.results import ServedResults, TakeItems
 from fdbqueue.store import MOVED_ASIDE, ItemStore, check_seconds, random_element
 from fdbqueue.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
@@ -80,6 +81,7 @@ CONTENDED_FOR = 0.5
 STALLED_AFTER = 1.0
 VERSIONS_PER_SECOND = 1_000_000
 NOT_COMMITTED = 1020
+TIMED_OUT = 1031
 
 _ONE = struct.pack("<q", 1)
 _REGISTER = object()  # the fast path's answer when the caller should register
@@ -166,6 +168,19 @@ class Staging:
                 return outcome
             self._skip_fast_path_until = time.monotonic() + CONTENDED_FOR
         request_key = self._register(database)
+        try:
+            return self._wait_for_result(database, request_key, deadline)
+        except Exception as error:
+            if not is_fdb_error(error):
+                raise
+            # A transaction failed for good (a timeout, say): take the request back, so that
+            # a call that raises leaves nothing reserved; if it was served, return the value.
+            withdrawn = self._withdraw_despite_timeouts(database, request_key)
+            if withdrawn is not None:
+                return withdrawn
+            raise
+
+    def _wait_for_result(self, database: Any, request_key: bytes, deadline: float | None) -> Any:
         backoff = 0.01
         while True:
             if deadline is not None and time.monotonic() >= deadline:
@@ -245,6 +260,18 @@ class Staging:
             if tr.get_read_version().wait() - registered > STALLED_AFTER * VERSIONS_PER_SECOND:
                 return "stalled", []
         return "wait", [tr.watch(result_key), tr.watch(self.turn_key)]
+
+    def _withdraw_despite_timeouts(self, database: Any, request_key: bytes) -> Any:
+        """:meth:`_withdraw`, tried again after timeouts (1031) up to
+        :data:`~fdbqueue.receipts.RESOLVE_ATTEMPTS` times."""
+        for attempt in range(RESOLVE_ATTEMPTS):
+            try:
+                return self._withdraw(database, request_key)
+            except Exception as error:
+                timed_out = is_fdb_error(error) and error.code == TIMED_OUT  # type: ignore[attr-defined]
+                if not timed_out or attempt == RESOLVE_ATTEMPTS - 1:
+                    raise
+        return None  # not reached
 
     def _withdraw(self, database: Any, request_key: bytes) -> Any:
         """The caller's deadline passed: take the request back, or collect its result if it

@@ -42,7 +42,7 @@ from fdb.subspace_impl import Subspace
 from fdbqueue.codecs import Codec, describe_error, encode_value, resolve_codec
 from fdbqueue.deadletters import DeadLetters
 from fdbqueue.held import HeldValues
-from fdbqueue.receipts import Receipts
+from fdbqueue.receipts import Receipts, exactly_once
 from fdbqueue.transaction_bytes import MAX_TRANSACTION_BYTES, clear_bytes, set_bytes
 from fdbqueue.transactional import TransactionContext, require_writable, transactional
 
@@ -605,7 +605,7 @@ class StoredQueue:
         reader: Any = getattr(tr, "snapshot", tr)  # a snapshot view has no .snapshot
         return len(list(reader.get_range(requests.start, requests.stop, limit=limit)))
 
-    @transactional
+    @exactly_once
     def clear(self, tr: TransactionContext) -> None:
         """Remove every item, the counters, leases, dead letters and any high-contention
         requests and results.
@@ -613,7 +613,9 @@ class StoredQueue:
         The receipts stay (:mod:`fdbqueue.receipts`: they expire by themselves), so an
         operation in flight during a clear still takes effect exactly once: it happened before
         the clear, or after it. Prefer this to ``clear_range_startswith(prefix)``, which also
-        removes the receipts. Cost: two range clears; no reads, so it never conflicts, but
-        concurrent consumers that read the cleared items do.
+        removes the receipts. Given a Database it takes effect exactly once too, so a clear
+        whose commit timed out (1031) cannot land later and remove items enqueued after it.
+        Cost: two range clears; no reads, so it never conflicts, but concurrent consumers that
+        read the cleared items do.
         """
         self._store.clear(tr)
