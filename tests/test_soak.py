@@ -1,12 +1,19 @@
-"""Threaded soak: producers, consumers and lease workers under 5% injected faults of each kind.
+"""Threaded soak: producers, crashing consumers and lease workers under every fault kind.
 
 Sixteen threads share one high-contention queue on the in-memory database: 4 producers
 enqueue, 6 consumers dequeue, and 6 lease workers claim, then acknowledge, release, or
-"crash" (let the lease expire). 5% of writing commits fail with each of 1020, 1021 (applied or
-not) and 1007. The check: every item was acknowledged or dequeued exactly once (none lost,
-none twice), and an item was delivered again only after its previous lease expired or was
-released. CI runs a short soak; ``FDBQUEUE_SOAK_ITEMS=20000 pytest tests/test_soak.py`` runs
-a long one.
+"crash" (let the lease expire). High-contention consumers crash too, at every step of the
+staging protocol: right after registering a request, right after serving a batch as leader,
+and after collecting a result but before committing it. 5% of writing commits fail with each
+fault kind: 1020, 1021 (applied or not), 1007, 1031 (dropped, or left in flight to land
+later) and a recovery (1021 and versions 100 s ahead). A call that raises 1031 took no effect
+and is made again.
+
+The check: every item was acknowledged or dequeued exactly once (none lost, none twice), an
+item was delivered again only after its previous lease expired or was released, no call raised
+UnknownResultError, and after time passes beyond every lease and ``abandon_after``, nothing is
+stranded (no item left in a result slot or a lease, size 0). CI runs a short soak;
+``FDBQUEUE_SOAK_ITEMS=20000 pytest -s tests/test_soak.py`` runs a long one and prints its figures.
 """
 
 from __future__ import annotations
@@ -17,45 +24,106 @@ import random
 import threading
 import time
 from collections import Counter
+from typing import Any
 
-from fdbqueue import LeaseError, Queue, Subspace, memory
+import fdb.tuple
+
+from fdbqueue import LeaseError, Queue, Subspace, UnknownResultError, memory
+from fdbqueue.staging import Staging
 
 ITEMS = int(os.environ.get("FDBQUEUE_SOAK_ITEMS", "400"))
-FAULTS = memory.Faults(not_committed=0.05, commit_unknown_result=0.05, transaction_too_old=0.05)
+FAULTS = memory.Faults(
+    not_committed=0.05,
+    commit_unknown_result=0.05,
+    transaction_too_old=0.05,
+    timed_out=0.05,
+    recovery=0.05,
+)
 LATENCY = memory.Latency(grv=0.0002, read=0.0001, commit=0.0005)
 LEASE_SECONDS = 0.2
+ABANDON_AFTER = 1.0
+CRASH_CHANCE = 0.02  # per step of the staging protocol
 VERSIONS_PER_SECOND = 1_000_000
 
 
-def test_nothing_is_lost_or_duplicated_under_faults():
+class Crash(Exception):
+    """A consumer dies here: it stops without cleaning anything up."""
+
+
+def crashing(function: Any, chance: float, crashes: Counter[str], name: str) -> Any:
+    """``function``, except that after it returns, with probability ``chance``, the caller
+    "dies" (raises Crash, which no fdbqueue code catches)."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = function(*args, **kwargs)
+        if random.random() < chance:
+            crashes[name] += 1
+            raise Crash(name)
+        return result
+
+    return wrapper
+
+
+def made_to_crash(queue: Queue, crashes: Counter[str]) -> None:
+    staging: Staging = queue._staging  # type: ignore[assignment]
+    staging._register = crashing(  # type: ignore[method-assign]
+        staging._register, CRASH_CHANCE, crashes, "after registering"
+    )
+    staging.serve = crashing(  # type: ignore[method-assign]
+        staging.serve, CRASH_CHANCE, crashes, "after serving as leader"
+    )
+    staging._collect_or_watch = crashing(  # type: ignore[method-assign]
+        staging._collect_or_watch, CRASH_CHANCE, crashes, "before committing a collect"
+    )
+
+
+def test_nothing_is_lost_duplicated_or_stranded_under_every_fault_and_crash():
     db = memory.open(latency=LATENCY, faults=FAULTS, seed=1)
-    queue = Queue(Subspace(("soak",)), high_contention=True, max_deliveries=None)
+    subspace = Subspace(("soak",))
+    queue = Queue(subspace, high_contention=True, max_deliveries=None, abandon_after=ABANDON_AFTER)
+    crashes: Counter[str] = Counter()
+    made_to_crash(queue, crashes)
     lock = threading.Lock()
     finished: Counter[int] = Counter()  # value -> times acknowledged or dequeued
     claims: dict[int, list[tuple[int, int, str]]] = {}  # value -> (claimed at, expiry, how)
     errors: list[BaseException] = []
+    timeouts = Counter[str]()
     done = threading.Event()
 
     def record_finished(value: int) -> None:
         with lock:
             finished[value] += 1
-            if sum(finished.values()) >= ITEMS:
+            if len(finished) >= ITEMS:
                 done.set()
+
+    def despite_timeouts(name: str, call: Any) -> Any:
+        while True:
+            try:
+                return call()
+            except memory.FDBError as error:
+                if error.code != 1031:
+                    raise
+                timeouts[name] += 1  # took no effect: make the call again
 
     def produce(values: range) -> None:
         for value in values:
-            queue.enqueue(db, value)
+            despite_timeouts("enqueue", lambda value=value: queue.enqueue(db, value))
 
     def consume() -> None:
         while not done.is_set():
-            value = queue.dequeue(db, block=True, timeout=0.05)
+            try:
+                value = despite_timeouts(
+                    "dequeue", lambda: queue.dequeue(db, block=True, timeout=0.05)
+                )
+            except Crash:
+                continue  # the consumer died; a new one takes its place
             if value is not None:
                 record_finished(value)
 
     def work(seed: int) -> None:
         chance = random.Random(seed)
         while not done.is_set():
-            lease = queue.claim(db, lease=LEASE_SECONDS)
+            lease = despite_timeouts("claim", lambda: queue.claim(db, lease=LEASE_SECONDS))
             if lease is None:
                 time.sleep(0.01)
                 continue
@@ -68,18 +136,18 @@ def test_nothing_is_lost_or_duplicated_under_faults():
                 continue  # the lease expires; the item is delivered again
             try:
                 if how == "ack":
-                    queue.ack(db, lease)
+                    despite_timeouts("ack", lambda lease=lease: queue.ack(db, lease))
                     record_finished(lease.value)
                 else:
-                    queue.release(db, lease)
-            except LeaseError:  # too slow: expired; the item is delivered again
+                    despite_timeouts("release", lambda lease=lease: queue.release(db, lease))
+            except LeaseError:  # too slow (or a recovery moved versions on): delivered again
                 with lock:
                     history = claims[lease.value]
                     mine = history.index((claimed_at, lease.expiry_version, how))
                     history[mine] = (claimed_at, lease.expiry_version, "expired")
 
-    def guarded(target, *args):
-        def run():
+    def guarded(target: Any, *args: Any) -> threading.Thread:
+        def run() -> None:
             try:
                 target(*args)
             except BaseException as error:
@@ -88,6 +156,7 @@ def test_nothing_is_lost_or_duplicated_under_faults():
 
         return threading.Thread(target=run)
 
+    started = time.monotonic()
     share = ITEMS // 4
     threads = [
         guarded(produce, range(n * share, ITEMS if n == 3 else (n + 1) * share)) for n in range(4)
@@ -100,15 +169,71 @@ def test_nothing_is_lost_or_duplicated_under_faults():
     done.set()
     for thread in threads:
         thread.join(30)
-    assert not errors, errors
+    elapsed = time.monotonic() - started
 
-    assert sorted(finished) == list(range(ITEMS)), "an item was lost"
-    assert max(finished.values()) == 1, "an item was acknowledged or dequeued twice"
+    # Time passes beyond every lease and abandon_after; one ordinary call of each kind.
+    db.faults = memory.Faults()
+    db.settle()
+    db.advance_time(ABANDON_AFTER + LEASE_SECONDS + 60)
+    plain = Queue(subspace, max_deliveries=None)
+    late = plain.dequeue_many(db, ITEMS)
+    while (lease := plain.claim(db, lease=30)) is not None:
+        late.append(lease.value)
+        plain.ack(db, lease)
+    for value in late:
+        finished[value] += 1
+    stranded = stranded_items(db, subspace)
     stats = db.stats()
-    for kind in ("not_committed", "commit_unknown_result", "transaction_too_old"):
-        assert stats[f"injected_{kind}"] > 0
+    lost = ITEMS - len([value for value in range(ITEMS) if finished[value]])
+    duplicated = sum(count - 1 for count in finished.values() if count > 1)
+    print(
+        f"\nsoak: {ITEMS} items in {elapsed:.1f} s; lost {lost}, duplicated {duplicated}, "
+        f"stranded {stranded}, found only after time passed {len(late)}\n"
+        f"  faults: "
+        + ", ".join(f"{kind} {stats['injected_' + kind]}" for kind in FAULT_KINDS)
+        + f" (applied although reported failed: {applied(stats)})\n"
+        f"  consumer crashes: {dict(crashes)}; calls that raised 1031 and were made again: "
+        f"{sum(timeouts.values())}"
+    )
+    assert not errors, errors
+    assert not any(isinstance(error, UnknownResultError) for error in errors)
+    assert lost == 0, "an item was lost"
+    assert duplicated == 0, "an item was acknowledged or dequeued twice"
+    assert stranded == 0 and plain.size(db) == 0 and plain.empty(db), "an item was stranded"
+    for kind in FAULT_KINDS:
+        assert stats[f"injected_{kind}"] > 0, kind
+    assert sum(crashes.values()) > 0
     for value, history in claims.items():
         history.sort()  # by claim version: threads record their claims in any order
         for (_, expiry, how), (claimed_at, _, _) in itertools.pairwise(history):
             # Delivered again only once the previous lease was over: released, or expired.
             assert how == "release" or claimed_at > expiry, (value, history)
+
+
+FAULT_KINDS = (
+    "not_committed",
+    "commit_unknown_result",
+    "transaction_too_old",
+    "timed_out",
+    "recovery",
+)
+
+
+def applied(stats: dict[str, int]) -> int:
+    return (
+        stats["injected_commit_unknown_result_applied"]
+        + stats["injected_timed_out_applied"]
+        + stats["injected_recovery_applied"]
+    )
+
+
+def stranded_items(db: Any, subspace: Subspace) -> int:
+    """Items still away from the queue: in a result slot or a lease."""
+    metadata = subspace.key() + b"\xff"
+    tr = db.create_transaction()
+    away = 0
+    for kv in tr.get_range_startswith(metadata):
+        name = fdb.tuple.unpack(kv.key[len(metadata) :])[0]
+        if name == "leases" or (name == "results" and fdb.tuple.unpack(kv.value)[0] is not None):
+            away += 1
+    return away

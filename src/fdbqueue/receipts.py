@@ -31,22 +31,24 @@ retries, and finds the receipt. This is what FoundationDB's own client does befo
 1021 (``commitDummyTransaction`` over a key in both of the failed commit's conflict ranges);
 fdbqueue does it itself so that it holds for 1031 too, where the client does not.
 
-Receipts expire. Every transaction that writes one also clears, with one range clear (no read,
-no conflict), the receipts older than :data:`RECEIPT_LIFETIME` seconds of read versions, and
-the receipts of this queue object's calls that have already returned (they will never be
-looked up again). A resolution at read version ``R`` trusts an absent receipt when ``R`` is at
-most :data:`RECEIPT_LIFETIME` seconds of versions after the attempt's read version: any clear
-committed before ``R`` was made at a read version below ``R`` and cleared only receipts older
-than :data:`RECEIPT_LIFETIME` before it. The lifetime, 300 s, is three times the 100 s by which
-a cluster recovery advances versions (``MAX_VERSIONS_IN_FLIGHT``), so the 1021s a recovery
-causes are resolved, not reported as unknown. Only an attempt older than that raises
-:class:`UnknownResultError`, as does a resolution that keeps failing
+Receipts expire. Every transaction that writes one also clears, with blind clears (no read,
+no conflict), the receipts of this queue object's calls that have already returned (they will
+never be looked up again) and, with one range clear, all receipts older than
+:data:`RECEIPT_LIFETIME` seconds of read versions (those of clients that stopped). A resolution
+at read version ``R`` trusts an absent receipt when ``R`` is at most :data:`RECEIPT_LIFETIME`
+seconds of versions after the attempt's read version: any clear committed before ``R`` was made
+at a read version below ``R`` and cleared only receipts older than :data:`RECEIPT_LIFETIME`
+before it. The lifetime, one hour, is 36 times the 100 s by which a cluster recovery advances
+versions (``MAX_VERSIONS_IN_FLIGHT``), so the 1021s recoveries cause are resolved, not reported
+as unknown, even when recoveries follow each other while a call retries. Only an attempt older
+than that raises :class:`UnknownResultError`, as does a resolution that keeps failing
 (:data:`RESOLVE_ATTEMPTS` transactions in a row).
 
-Storage bound: receipts live at most :data:`RECEIPT_LIFETIME` seconds of versions, so a queue
-holds at most as many as it had writing operations in the last 300 s; in steady state, a queue
-object's finished receipts are cleared by its next writing operation, so a running client
-keeps about one receipt per thread. Each is one key of about ``len(prefix) + 35`` bytes and an
+Storage bound: a queue holds one receipt per call in flight, plus, for each queue object in
+use, the receipts of its calls that returned since its last writing operation (cleared by that
+operation, up to :data:`FINISHED_PER_ATTEMPT` at a time; about one per thread using the
+object), plus the last receipts of clients that stopped within the last hour of versions (at
+most one per thread of each). Each is one key of about ``len(prefix) + 35`` bytes with an
 empty value.
 
 Cost, per operation and in the same transaction: one set of the receipt, one read conflict
@@ -85,9 +87,9 @@ __all__ = [
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: Seconds (of read versions, about 1,000,000 per second) a receipt is kept: three times the
-#: 100 s by which a cluster recovery advances versions.
-RECEIPT_LIFETIME = 300.0
+#: Seconds (of read versions, about 1,000,000 per second) a receipt whose call never returned
+#: is kept: 36 times the 100 s by which a cluster recovery advances versions.
+RECEIPT_LIFETIME = 3600.0
 VERSIONS_PER_SECOND = 1_000_000
 CALL_ID_BYTES = 16
 NOT_COMMITTED = 1020
