@@ -108,3 +108,28 @@ def all_keys(db: Any, subspace: Any) -> list[tuple[bytes, bytes]]:
         db,
         lambda tr: [(kv.key, bytes(kv.value)) for kv in tr.get_range_startswith(subspace.key())],
     )
+
+
+#: What :func:`or_timed_out` returns for a call that raised 1031 (and so took no effect).
+TIMED_OUT = object()
+
+
+def or_timed_out(call: Callable[[], T]) -> T | object:
+    """``call()``, or :data:`TIMED_OUT` when it raised 1031 ``transaction_timed_out``: an
+    fdbqueue call that raises 1031 took no effect."""
+    try:
+        return call()
+    except fdb_error_types() as error:
+        if getattr(error, "code", None) != 1031:
+            raise
+        return TIMED_OUT
+
+
+def despite_timeouts(call: Callable[[], T], timeouts: list[int] | None = None) -> T:
+    """``call()``, made again after each 1031 (counted in ``timeouts`` when given)."""
+    while True:
+        result = or_timed_out(call)
+        if result is not TIMED_OUT:
+            return result  # type: ignore[return-value]
+        if timeouts is not None:
+            timeouts.append(1031)

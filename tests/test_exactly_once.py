@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from helpers import all_keys
+from helpers import all_keys, despite_timeouts
 
 from fdbqueue import LeaseError, PriorityQueue, Queue, Subspace, memory
 from fdbqueue.receipts import RECEIPT_LIFETIME, Receipts, UnknownResultError
@@ -193,16 +193,6 @@ EVERY_FAULT = memory.Faults(
     timed_out=0.1,
     recovery=0.03,
 )
-
-
-def despite_timeouts(call):
-    """Call again after 1031: a call that raised transaction_timed_out took no effect."""
-    while True:
-        try:
-            return call()
-        except memory.FDBError as error:
-            if error.code != 1031:
-                raise
 
 
 @pytest.mark.parametrize("kind", ["queue", "priority"])

@@ -22,6 +22,7 @@ from typing import Any
 
 import fdb.tuple
 import pytest
+from helpers import TIMED_OUT, or_timed_out
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -50,7 +51,6 @@ FAULTS = memory.Faults(
 APPLIED_UNKNOWN: list[int] = []
 LEASE_SECONDS = 10.0
 MAX_DELIVERIES = 2
-TIMED_OUT = object()  # what a call that raised 1031 (and so took no effect) returns
 
 
 class PoisonAwareCodec:
@@ -124,11 +124,7 @@ class QueueModel(RuleBasedStateMachine):
         marked expired."""
         recoveries = self.db.stats()["injected_recovery"]
         try:
-            return function()
-        except memory.FDBError as error:
-            if error.code != 1031:
-                raise
-            return TIMED_OUT
+            return or_timed_out(function)
         finally:
             if self.db.stats()["injected_recovery"] != recoveries:
                 self.recovered = True
@@ -445,14 +441,6 @@ class DyingConsumersModel(RuleBasedStateMachine):
         stagings = self.staged._staging
         return stagings if isinstance(stagings, Staging) else stagings[False]
 
-    def attempt(self, function: Any) -> Any:
-        try:
-            return function()
-        except memory.FDBError as error:
-            if error.code != 1031:
-                raise
-            return TIMED_OUT
-
     def deliver(self, value: object) -> None:
         if value is not None and value is not TIMED_OUT:
             assert value in self.everything
@@ -467,32 +455,32 @@ class DyingConsumersModel(RuleBasedStateMachine):
                 if self.kind == "queue"
                 else (lambda v=value: self.staged.push(self.db, v, priority=v[1] % 3))
             )
-            if self.attempt(push) is not TIMED_OUT:
+            if or_timed_out(push) is not TIMED_OUT:
                 self.everything.add(value)
 
     @rule(staged=st.booleans())
     def consume(self, staged: bool) -> None:
         queue = self.staged if staged else self.plain
         take = queue.dequeue if self.kind == "queue" else queue.pop_min
-        self.deliver(self.attempt(lambda: take(self.db)))
+        self.deliver(or_timed_out(lambda: take(self.db)))
 
     @rule()
     def die_after_registering(self) -> None:
-        self.attempt(lambda: self.staging()._register(self.db))
+        or_timed_out(lambda: self.staging()._register(self.db))
 
     @rule()
     def die_after_being_served(self) -> None:
         staging = self.staging()
-        if self.attempt(lambda: staging._register(self.db)) is not TIMED_OUT:
-            self.attempt(lambda: staging.serve(self.db))
+        if or_timed_out(lambda: staging._register(self.db)) is not TIMED_OUT:
+            or_timed_out(lambda: staging.serve(self.db))
 
     @rule()
     def die_while_collecting(self) -> None:
         staging = self.staging()
-        request = self.attempt(lambda: staging._register(self.db))
+        request = or_timed_out(lambda: staging._register(self.db))
         if request is TIMED_OUT:
             return
-        self.attempt(lambda: staging.serve(self.db))
+        or_timed_out(lambda: staging.serve(self.db))
         tr = self.db.create_transaction()
         with contextlib.suppress(memory.FDBError):
             staging._collect_or_watch(tr, request)  # collected, never committed
@@ -501,7 +489,7 @@ class DyingConsumersModel(RuleBasedStateMachine):
     @rule()
     def leader_dies_while_serving(self) -> None:
         staging = self.staging()
-        self.attempt(lambda: staging._register(self.db))
+        or_timed_out(lambda: staging._register(self.db))
         tr = self.db.create_transaction()
         with contextlib.suppress(memory.FDBError):
             staging._serve_batch(tr, hand_over=True)  # served, never committed
@@ -509,11 +497,11 @@ class DyingConsumersModel(RuleBasedStateMachine):
 
     @rule(ack=st.booleans())
     def lease_worker(self, ack: bool) -> None:
-        lease = self.attempt(lambda: self.plain.claim(self.db, lease=2))
+        lease = or_timed_out(lambda: self.plain.claim(self.db, lease=2))
         if lease is None or lease is TIMED_OUT or not ack:
             return  # no item, or the worker dies holding the lease
         try:
-            if self.attempt(lambda: self.plain.ack(self.db, lease)) is not TIMED_OUT:
+            if or_timed_out(lambda: self.plain.ack(self.db, lease)) is not TIMED_OUT:
                 self.deliver(lease.value)
         except LeaseError:
             pass  # expired (a recovery moved versions on): delivered again later
