@@ -55,7 +55,8 @@ import fdb.tuple
 from fdbqueue.codecs import decode_or_undecodable, describe_error
 from fdbqueue.deadletters import DeadLetter
 from fdbqueue.receipts import exactly_once
-from fdbqueue.store import MOVED_ASIDE, ItemStore, Taken, check_count, check_seconds
+from fdbqueue.store import ItemStore, check_count, check_seconds
+from fdbqueue.taking import MOVED_ASIDE, Taken
 from fdbqueue.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
 from fdbqueue.transactional import (
     TransactionContext,

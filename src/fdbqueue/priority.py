@@ -24,6 +24,7 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
+from fdbqueue import taking
 from fdbqueue.codecs import Codec
 from fdbqueue.leases import (
     DEFAULT_MAX_DELIVERIES,
@@ -41,7 +42,9 @@ from fdbqueue.staging import (
     Staging,
     check_staging_arguments,
 )
-from fdbqueue.store import MOVED_ASIDE, ItemStore, StoredQueue, Taken, check_flag
+from fdbqueue.store import ItemStore, check_flag
+from fdbqueue.stored_queue import StoredQueue
+from fdbqueue.taking import MOVED_ASIDE, Taken
 from fdbqueue.transactional import (
     TransactionContext,
     is_database,
@@ -263,9 +266,9 @@ class PriorityQueue(StoredQueue, Leasing):
         moving: bool = True,
     ) -> Taken:
         """Clear and return up to ``n`` items from one end, oldest first within a priority
-        (see :meth:`fdbqueue.store.ItemStore.take` for ``budget`` and ``moving``)."""
+        (see :func:`fdbqueue.taking.take` for ``budget`` and ``moving``)."""
         front = functools.partial(self._front, max=max)
-        return self._store.take(tr, front, n, budget, moving=moving)
+        return taking.take(self._store, tr, front, n, budget, moving=moving)
 
     def pop_min(
         self, tr: TransactionContext, *, block: bool = False, timeout: float | None = None
@@ -327,8 +330,8 @@ class PriorityQueue(StoredQueue, Leasing):
         queue's items. Cost: as :meth:`pop` without the writes.
         """
         check_flag(max, "max")
-        candidates = self._max_candidates(tr) if max else self._store.forward(tr, 1, False)
-        values = self._store.peek(candidates, 1)
+        candidates = self._max_candidates(tr) if max else taking.forward(self._store, tr, 1, False)
+        values = taking.peek(self._store, candidates, 1)
         return values[0] if values else None
 
     def _max_candidates(self, tr: TransactionContext) -> Iterator[Any]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from fdbqueue import taking
 from fdbqueue.codecs import Codec
 from fdbqueue.leases import (
     DEFAULT_MAX_DELIVERIES,
@@ -41,7 +42,9 @@ from fdbqueue.staging import (
     Staging,
     check_staging_arguments,
 )
-from fdbqueue.store import MOVED_ASIDE, ItemStore, StoredQueue, Taken, check_count, check_flag
+from fdbqueue.store import ItemStore, check_count, check_flag
+from fdbqueue.stored_queue import StoredQueue
+from fdbqueue.taking import MOVED_ASIDE, Taken
 from fdbqueue.transactional import (
     TransactionContext,
     is_database,
@@ -240,10 +243,10 @@ class Queue(StoredQueue, Leasing):
         return self._store.read(tr, limit=n)
 
     def _take_items(self, tr: TransactionContext, n: int, budget: int | None) -> Taken:
-        return self._store.take(tr, self._front, n, budget)
+        return taking.take(self._store, tr, self._front, n, budget)
 
     def _dequeue_items(self, tr: TransactionContext, n: int, budget: int | None) -> Taken:
-        return self._store.take(tr, self._front, n, budget, moving=False)
+        return taking.take(self._store, tr, self._front, n, budget, moving=False)
 
     @exactly_once(wrote=lambda value: value is not None)
     def _dequeue(self, tr: TransactionContext) -> Any:
@@ -350,5 +353,5 @@ class Queue(StoredQueue, Leasing):
         range covers the front of the queue up to just past the first item (the whole queue
         range when empty).
         """
-        values = self._store.peek(self._store.forward(tr, 1, snapshot=False), 1)
+        values = taking.peek(self._store, taking.forward(self._store, tr, 1, snapshot=False), 1)
         return values[0] if values else None

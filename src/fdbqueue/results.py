@@ -47,7 +47,8 @@ from typing import Any
 import fdb.tuple
 
 from fdbqueue.codecs import describe_error
-from fdbqueue.store import ItemStore, Taken
+from fdbqueue.store import ItemStore
+from fdbqueue.taking import Taken
 from fdbqueue.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
 
 __all__ = ["LOOK_EVERY", "Collected", "ServedResults", "TakeItems"]
@@ -57,7 +58,7 @@ VERSIONS_PER_SECOND = 1_000_000
 #: takes find items (when a take finds the queue empty, it always looks).
 LOOK_EVERY = 1.0
 #: Takes up to ``n`` items from one end of a queue inside a transaction, within a byte budget
-#: (:meth:`fdbqueue.store.ItemStore.take` bound to that end): ``(tr, n, budget) -> Taken``.
+#: (:func:`fdbqueue.taking.take` bound to that end): ``(tr, n, budget) -> Taken``.
 TakeItems = Callable[[Any, int, "int | None"], Taken]
 #: Results one transaction examines, and gives back at most, per look.
 LOOK_AT = 8

@@ -56,7 +56,8 @@ from typing import Any
 
 from fdbqueue.receipts import RESOLVE_ATTEMPTS, surely_not_applied
 from fdbqueue.results import ServedResults, TakeItems
-from fdbqueue.store import MOVED_ASIDE, ItemStore, check_seconds, random_element
+from fdbqueue.store import ItemStore, check_seconds, random_element
+from fdbqueue.taking import MOVED_ASIDE
 from fdbqueue.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
 from fdbqueue.transactional import is_fdb_error
 from fdbqueue.waiting import wait_for_any

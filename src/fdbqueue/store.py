@@ -17,11 +17,8 @@ never starts a tuple-layer element, so it sorts after every item and lies outsid
 prefix. :meth:`ItemStore.clear` removes all of it but the receipts, which operations still in
 flight may need (:mod:`fdbqueue.receipts`).
 
-What leaves the queue by a take is checked first: a key in the item range that is not one of
-this queue's items (another queue's, in a nested subspace, or foreign data) raises ValueError
-naming the key, before anything changes; a value the codec cannot decode (a *poison* item) is
-moved to the dead letters (:mod:`fdbqueue.deadletters`) with the reason, a warning is logged,
-and the take goes on with the next item.
+Taking items from an end, with its checks of keys and values, is :mod:`fdbqueue.taking`;
+what every queue type offers on top of this store is :mod:`fdbqueue.stored_queue`.
 
 Source followed: FoundationDB's "Queues" and "Priority Queues" recipes (key layout, first/last
 item by ``limit=1`` range reads), and ``fdb/subspace_impl.py`` (subspaces).
@@ -33,8 +30,6 @@ import logging
 import math
 import os
 import struct
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from fdb.subspace_impl import Subspace
@@ -42,18 +37,15 @@ from fdb.subspace_impl import Subspace
 from fdbqueue.codecs import Codec, describe_error, encode_value, resolve_codec
 from fdbqueue.deadletters import DeadLetters
 from fdbqueue.held import HeldValues
-from fdbqueue.receipts import Receipts, exactly_once
-from fdbqueue.transaction_bytes import MAX_TRANSACTION_BYTES, clear_bytes, set_bytes
-from fdbqueue.transactional import TransactionContext, require_writable, transactional
+from fdbqueue.receipts import Receipts
+from fdbqueue.transaction_bytes import MAX_TRANSACTION_BYTES, set_bytes
+from fdbqueue.transactional import TransactionContext, require_writable
 
 __all__ = [
     "LONGEST_METADATA_SUFFIX",
     "MAX_KEY_BYTES",
-    "MOVED_ASIDE",
     "RANDOM_BYTES",
     "ItemStore",
-    "StoredQueue",
-    "Taken",
     "as_subspace",
     "check_count",
     "check_flag",
@@ -81,23 +73,6 @@ ITEM_KEY_SUFFIX = 1 + 9 + 1 + 2 * RANDOM_BYTES + 1
 RESERVED_TRANSACTION_BYTES = 64_000
 
 _COUNTER = struct.Struct("<q")
-
-
-class _MovedAside:
-    """The type of :data:`MOVED_ASIDE`."""
-
-    def __repr__(self) -> str:
-        return "MOVED_ASIDE"
-
-
-#: What a take returns when it only moved items aside (poison items, or leases out of
-#: deliveries, to the dead letters) and ran out of its budget: the caller commits that, then
-#: takes again.
-MOVED_ASIDE: Any = _MovedAside()
-
-#: Reads up to ``n`` items at one end of a queue, in the order a take removes them, skipping
-#: items already cleared in the transaction: a list of KeyValues (non-snapshot reads).
-Front = Callable[[Any, int], list[Any]]
 
 
 def as_subspace(subspace: Any) -> Subspace:
@@ -181,31 +156,6 @@ def prefix_end(prefix: bytes) -> bytes:
     with 0xff, so this exists)."""
     stripped = prefix.rstrip(b"\xff")
     return stripped[:-1] + bytes([stripped[-1] + 1])
-
-
-@dataclass(frozen=True)
-class TakenItem:
-    """An item a take removed: its key, its stored bytes and its decoded value."""
-
-    key: bytes
-    encoded: bytes
-    value: Any
-
-
-@dataclass(frozen=True)
-class Taken:
-    """What :meth:`ItemStore.take` did.
-
-    Attributes:
-        items: the items taken, in take order (cleared, not yet counted out of the size).
-        quarantined: poison items moved to the dead letters (counted out of the size).
-        budget_spent: True when it stopped because the byte budget ran out, so more items
-            may wait: a caller that took nothing commits and tries again.
-    """
-
-    items: list[TakenItem]
-    quarantined: int
-    budget_spent: bool
 
 
 class ItemStore:
@@ -393,72 +343,6 @@ class ItemStore:
         """Bump the signal key that blocked consumers watch (an atomic add: no conflict)."""
         tr.add(self.signal_key, _COUNTER.pack(1))
 
-    def take(
-        self,
-        tr: TransactionContext,
-        front: Front,
-        n: int,
-        budget: int | None = None,
-        *,
-        moving: bool = True,
-    ) -> Taken:
-        """Remove up to ``n`` decodable items in take order; move poison items aside.
-
-        Each item read is checked first (:meth:`unpack_position`; a foreign key raises
-        ValueError before it or anything after it is cleared, or ends the take if items were
-        taken already), then decoded: a value the codec cannot decode is moved to the dead
-        letters with the reason (counted out of the size, a warning logged), and the take goes
-        on with the next item. The items taken are cleared but not counted out of the size:
-        the caller decides where they go.
-
-        Args:
-            front: reads the next items at the end to take from.
-            n: the most items to take.
-            budget: the most bytes (values, keys, overheads) the items taken and quarantined
-                may add to the transaction; None for no budget. At least one item is always
-                taken or quarantined.
-            moving: the caller writes each taken value elsewhere in this transaction (a
-                lease, a served result), so the budget counts the values; False when it only
-                returns them (a dequeue: the budget then counts clears and quarantines).
-
-        Cost: the reads ``front`` makes (one range read when no item is poison), one clear
-        per item, and per poison item two sets and an atomic add.
-        """
-        require_writable(tr, "taking items")
-        taken: list[TakenItem] = []
-        quarantined = 0
-        spent = 0
-        while len(taken) < n:
-            batch = front(tr, n - len(taken))
-            if not batch:
-                break
-            try:
-                for item in batch:
-                    self.unpack_position(item.key)
-            except ValueError:
-                if taken or quarantined:
-                    break  # return what was taken; the next take raises
-                raise
-            for item in batch:
-                encoded = bytes(item.value)
-                moved = set_bytes(len(item.key) + 64, len(encoded))
-                cost = clear_bytes(len(item.key)) + (moved if moving else 0)
-                if budget is not None and spent + cost > budget and (taken or quarantined):
-                    return Taken(taken, quarantined, budget_spent=True)
-                spent += cost
-                del tr[item.key]
-                try:
-                    value = self.codec.decode(encoded)
-                except Exception as error:  # a codec may raise anything on foreign bytes
-                    self.quarantine(tr, item.key, encoded, error)
-                    quarantined += 1
-                    spent += 0 if moving else moved
-                    continue
-                taken.append(TakenItem(item.key, encoded, value))
-                if len(taken) == n:
-                    break
-        return Taken(taken, quarantined, budget_spent=False)
-
     def quarantine(
         self, tr: TransactionContext, key: bytes, encoded: bytes, error: BaseException
     ) -> None:
@@ -473,36 +357,6 @@ class ItemStore:
             self.subspace,
             describe_error(error),
         )
-
-    def peek(self, candidates: Iterator[Any], n: int) -> list[Any]:
-        """The first ``n`` decodable values of ``candidates`` (KeyValues in take order),
-        skipping poison items as a take would move them aside; foreign keys raise ValueError
-        as in :meth:`take`. Cost: the reads of ``candidates``."""
-        values: list[Any] = []
-        if n == 0:
-            return values
-        for item in candidates:
-            self.unpack_position(item.key)
-            try:
-                values.append(self.codec.decode(bytes(item.value)))
-            except Exception:  # poison: the next take moves it aside
-                continue
-            if len(values) == n:
-                break
-        return values
-
-    def forward(self, tr: TransactionContext, first: int, snapshot: bool) -> Iterator[Any]:
-        """Items from the start of the queue, lazily, in batches (the first of ``first``
-        items, then 16 at a time): what a take from the front would remove, in order."""
-        begin = self.begin
-        limit = max(1, first)
-        while True:
-            batch = self.read(tr, begin, limit=limit, snapshot=snapshot)
-            yield from batch
-            if len(batch) < limit:
-                return
-            begin = batch[-1].key + b"\x00"
-            limit = 16
 
     def add_to_size(self, tr: TransactionContext, delta: int) -> None:
         """Add ``delta`` to the size counter with an atomic add (no read, no read conflict)."""
@@ -523,99 +377,3 @@ class ItemStore:
         prefix: bytes = self.subspace.key()
         tr.clear_range(prefix, self.receipts.begin)
         tr.clear_range(self.receipts.end, prefix_end(prefix))
-
-
-class StoredQueue:
-    """What every queue type shares: its store, and ``subspace``, ``codec``, ``size``,
-    ``empty`` and ``clear``, which act on the whole subspace whatever the item layout."""
-
-    _store: ItemStore
-
-    @property
-    def subspace(self) -> Subspace:
-        """The Subspace whose ``range()`` holds the items."""
-        return self._store.subspace
-
-    @property
-    def codec(self) -> Codec:
-        """The codec that encodes and decodes values."""
-        return self._store.codec
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._store.subspace!r}, codec={self._store.codec!r})"
-
-    @transactional
-    def empty(self, tr: TransactionContext) -> bool:
-        """Return True when no item is ready to take: the queue's item range is empty.
-
-        Exact, whatever wrote the items. Items away from the queue are not counted: leased
-        items (until their leases expire or are released, when the next claim takes them),
-        dead letters, and items served to high-contention consumers that have not collected
-        them yet (they come back if nobody does within ``abandon_after``; :meth:`size` counts
-        them meanwhile). Cost: one range read (``limit=1``) whose read conflict range covers
-        the start of the queue up to just past its first item (the whole item range when
-        empty).
-        """
-        return not self._store.read(tr, limit=1)
-
-    @transactional
-    def size(self, tr: TransactionContext) -> int:
-        """Return the number of items, from a counter that enqueue/push and dequeue/pop keep.
-
-        It counts the items ready to take plus the items served to high-contention consumers
-        that have not collected them yet (they come back to the queue if nobody does); leased
-        items and dead letters are not counted. The counter changes by atomic adds, so keeping
-        it adds no conflicts. It is exact for items that fdbqueue wrote and removed; items
-        written or removed by other code (such as FoundationDB's recipes) are not counted, and
-        the result is never below 0. Use :meth:`empty` for an exact emptiness test.
-
-        Cost: one point read. Inside your own transaction that read adds a read conflict on
-        the counter, so your transaction conflicts with any enqueue or dequeue that commits
-        first; pass ``tr.snapshot`` to read the size without that conflict.
-        """
-        return self._store.size(tr)
-
-    @transactional
-    def peek_many(self, tr: TransactionContext, n: int) -> list[Any]:
-        """Return up to ``n`` values from the front, in key order, without removing them: a
-        Queue's next ``n`` items, a PriorityQueue's next ``n`` of :meth:`pop_min`.
-
-        Poison items (values the codec cannot decode) are skipped, as a take would move them
-        to the dead letters.
-
-        Raises:
-            TypeError, ValueError: ``n`` is not an int >= 0.
-            ValueError: a key among them is not one of this queue's items.
-
-        Cost: one range read (``limit=n``), more only past poison items; as a snapshot read
-        it adds no conflict range.
-        """
-        check_count(n)
-        return self._store.peek(self._store.forward(tr, n, snapshot=True), n)
-
-    @transactional
-    def pending_requests(self, tr: TransactionContext, limit: int = 10_000) -> int:
-        """Return how many high-contention requests wait to be served (at most ``limit``;
-        0 for a queue without ``high_contention``).
-
-        Cost: one snapshot range read of up to ``limit`` keys; no conflicts.
-        """
-        check_count(limit, "limit")
-        requests = self._store.metadata.range(("requests",))
-        reader: Any = getattr(tr, "snapshot", tr)  # a snapshot view has no .snapshot
-        return len(list(reader.get_range(requests.start, requests.stop, limit=limit)))
-
-    @exactly_once
-    def clear(self, tr: TransactionContext) -> None:
-        """Remove every item, the counters, leases, dead letters and any high-contention
-        requests and results.
-
-        The receipts stay (:mod:`fdbqueue.receipts`: they expire by themselves), so an
-        operation in flight during a clear still takes effect exactly once: it happened before
-        the clear, or after it. Prefer this to ``clear_range_startswith(prefix)``, which also
-        removes the receipts. Given a Database it takes effect exactly once too, so a clear
-        whose commit timed out (1031) cannot land later and remove items enqueued after it.
-        Cost: two range clears; no reads, so it never conflicts, but concurrent consumers that
-        read the cleared items do.
-        """
-        self._store.clear(tr)

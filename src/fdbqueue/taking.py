@@ -1,0 +1,167 @@
+"""Taking items from one end of a queue: key checks, poison items moved aside, byte budgets.
+
+Every take, whatever the queue type and mode, goes through :func:`take`: it reads the next
+items at the chosen end (a :data:`Front`), checks that each key is one of the queue's items (a
+foreign key raises ValueError naming it, before anything changes), decodes each value, and
+moves an item whose value the codec cannot decode (a *poison* item) to the dead letters with
+the reason, logging a warning, then goes on with the next item. It stops within a byte budget
+counted as FoundationDB counts a transaction (:mod:`fdbqueue.transaction_bytes`), so the
+transactions fdbqueue builds never exceed FoundationDB's limit. :func:`peek` and
+:func:`forward` look at the same items without taking them, skipping poison items.
+
+Source followed: FoundationDB's "Queues" and "Priority Queues" recipes (the first items at an
+end, by ``limit`` range reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from fdbqueue.store import ItemStore
+from fdbqueue.transaction_bytes import clear_bytes, set_bytes
+from fdbqueue.transactional import TransactionContext, require_writable
+
+__all__ = ["MOVED_ASIDE", "Front", "Taken", "TakenItem", "forward", "peek", "take"]
+
+
+class _MovedAside:
+    """The type of :data:`MOVED_ASIDE`."""
+
+    def __repr__(self) -> str:
+        return "MOVED_ASIDE"
+
+
+#: What a take returns when it only moved items aside (poison items, or leases out of
+#: deliveries, to the dead letters) and ran out of its budget: the caller commits that, then
+#: takes again.
+MOVED_ASIDE: Any = _MovedAside()
+
+#: Reads up to ``n`` items at one end of a queue, in the order a take removes them, skipping
+#: items already cleared in the transaction: a list of KeyValues (non-snapshot reads).
+Front = Callable[[Any, int], list[Any]]
+
+
+@dataclass(frozen=True)
+class TakenItem:
+    """An item a take removed: its key, its stored bytes and its decoded value."""
+
+    key: bytes
+    encoded: bytes
+    value: Any
+
+
+@dataclass(frozen=True)
+class Taken:
+    """What :func:`take` did.
+
+    Attributes:
+        items: the items taken, in take order (cleared, not yet counted out of the size).
+        quarantined: poison items moved to the dead letters (counted out of the size).
+        budget_spent: True when it stopped because the byte budget ran out, so more items
+            may wait: a caller that took nothing commits and tries again.
+    """
+
+    items: list[TakenItem]
+    quarantined: int
+    budget_spent: bool
+
+
+def take(
+    store: ItemStore,
+    tr: TransactionContext,
+    front: Front,
+    n: int,
+    budget: int | None = None,
+    *,
+    moving: bool = True,
+) -> Taken:
+    """Remove up to ``n`` decodable items in take order; move poison items aside.
+
+    Each item read is checked first (:meth:`unpack_position`; a foreign key raises
+    ValueError before it or anything after it is cleared, or ends the take if items were
+    taken already), then decoded: a value the codec cannot decode is moved to the dead
+    letters with the reason (counted out of the size, a warning logged), and the take goes
+    on with the next item. The items taken are cleared but not counted out of the size:
+    the caller decides where they go.
+
+    Args:
+        front: reads the next items at the end to take from.
+        n: the most items to take.
+        budget: the most bytes (values, keys, overheads) the items taken and quarantined
+            may add to the transaction; None for no budget. At least one item is always
+            taken or quarantined.
+        moving: the caller writes each taken value elsewhere in this transaction (a
+            lease, a served result), so the budget counts the values; False when it only
+            returns them (a dequeue: the budget then counts clears and quarantines).
+
+    Cost: the reads ``front`` makes (one range read when no item is poison), one clear
+    per item, and per poison item two sets and an atomic add.
+    """
+    require_writable(tr, "taking items")
+    taken: list[TakenItem] = []
+    quarantined = 0
+    spent = 0
+    while len(taken) < n:
+        batch = front(tr, n - len(taken))
+        if not batch:
+            break
+        try:
+            for item in batch:
+                store.unpack_position(item.key)
+        except ValueError:
+            if taken or quarantined:
+                break  # return what was taken; the next take raises
+            raise
+        for item in batch:
+            encoded = bytes(item.value)
+            moved = set_bytes(len(item.key) + 64, len(encoded))
+            cost = clear_bytes(len(item.key)) + (moved if moving else 0)
+            if budget is not None and spent + cost > budget and (taken or quarantined):
+                return Taken(taken, quarantined, budget_spent=True)
+            spent += cost
+            del tr[item.key]
+            try:
+                value = store.codec.decode(encoded)
+            except Exception as error:  # a codec may raise anything on foreign bytes
+                store.quarantine(tr, item.key, encoded, error)
+                quarantined += 1
+                spent += 0 if moving else moved
+                continue
+            taken.append(TakenItem(item.key, encoded, value))
+            if len(taken) == n:
+                break
+    return Taken(taken, quarantined, budget_spent=False)
+
+
+def peek(store: ItemStore, candidates: Iterator[Any], n: int) -> list[Any]:
+    """The first ``n`` decodable values of ``candidates`` (KeyValues in take order),
+    skipping poison items as a take would move them aside; foreign keys raise ValueError
+    as in :func:`take`. Cost: the reads of ``candidates``."""
+    values: list[Any] = []
+    if n == 0:
+        return values
+    for item in candidates:
+        store.unpack_position(item.key)
+        try:
+            values.append(store.codec.decode(bytes(item.value)))
+        except Exception:  # poison: the next take moves it aside
+            continue
+        if len(values) == n:
+            break
+    return values
+
+
+def forward(store: ItemStore, tr: TransactionContext, first: int, snapshot: bool) -> Iterator[Any]:
+    """Items from the start of the queue, lazily, in batches (the first of ``first``
+    items, then 16 at a time): what a take from the front would remove, in order."""
+    begin = store.begin
+    limit = max(1, first)
+    while True:
+        batch = store.read(tr, begin, limit=limit, snapshot=snapshot)
+        yield from batch
+        if len(batch) < limit:
+            return
+        begin = batch[-1].key + b"\x00"
+        limit = 16
