@@ -87,8 +87,13 @@ class PriorityQueue(StoredQueue, Leasing):
             gives the recipes' behaviour, one set and one range clear cheaper per operation.
 
     Raises:
-        TypeError: ``subspace``, ``codec`` or ``exactly_once`` has the wrong type.
-        ValueError: the subspace prefix is empty, or the codec name is unknown.
+        TypeError: ``subspace`` or ``codec`` has the wrong type, ``high_contention`` or
+            ``exactly_once`` is not a bool, ``batch_size`` / ``max_deliveries`` is not an int,
+            or ``abandon_after`` is not a number.
+        ValueError: the subspace prefix is empty, longer than 9,872 bytes or in the system
+            keys, the codec name is unknown, or ``batch_size`` (1 to 10,000),
+            ``abandon_after`` (> 0, at most a day, not NaN) or ``max_deliveries`` (>= 1) is out
+            of range.
 
     Recipe compatibility: with ``codec="tuple"``, items pushed by FoundationDB's Java recipe
     (``MicroPriority``) into the same subspace are popped by this queue in priority order and
