@@ -32,7 +32,6 @@ from fdbqueue.leases import (
     Leases,
     Leasing,
     check_lease_seconds,
-    check_max_deliveries,
 )
 from fdbqueue.receipts import exactly_once
 from fdbqueue.results import ServedResults
@@ -40,10 +39,9 @@ from fdbqueue.staging import (
     DEFAULT_ABANDON_AFTER,
     DEFAULT_BATCH_SIZE,
     Staging,
-    check_staging_arguments,
 )
 from fdbqueue.store import ItemStore, check_flag
-from fdbqueue.stored_queue import StoredQueue
+from fdbqueue.stored_queue import StoredQueue, check_queue_arguments
 from fdbqueue.taking import MOVED_ASIDE, Taken
 from fdbqueue.transactional import (
     TransactionContext,
@@ -87,13 +85,8 @@ class PriorityQueue(StoredQueue, Leasing):
             gives the recipes' behaviour, one set and one range clear cheaper per operation.
 
     Raises:
-        TypeError: ``subspace`` or ``codec`` has the wrong type, ``high_contention`` or
-            ``exactly_once`` is not a bool, ``batch_size`` / ``max_deliveries`` is not an int,
-            or ``abandon_after`` is not a number.
-        ValueError: the subspace prefix is empty, longer than 9,872 bytes or in the system
-            keys, the codec name is unknown, or ``batch_size`` (1 to 10,000),
-            ``abandon_after`` (> 0, at most a day, not NaN) or ``max_deliveries`` (>= 1) is out
-            of range.
+        TypeError, ValueError: an argument is of the wrong type or out of range (see
+            :func:`fdbqueue.stored_queue.check_queue_arguments`); nothing is read or written.
 
     Recipe compatibility: with ``codec="tuple"``, items pushed by FoundationDB's Java recipe
     (``MicroPriority``) into the same subspace are popped by this queue in priority order and
@@ -112,11 +105,10 @@ class PriorityQueue(StoredQueue, Leasing):
         max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
         exactly_once: bool = True,
     ) -> None:
-        check_flag(high_contention, "high_contention")
-        check_staging_arguments(batch_size, abandon_after)
+        check_queue_arguments(high_contention, batch_size, abandon_after, max_deliveries)
         self._store = ItemStore(subspace, codec, exactly_once, leading_integers=2)
         self._results = ServedResults(self._store)
-        self._leases = Leases(self._store, check_max_deliveries(max_deliveries))
+        self._leases = Leases(self._store, max_deliveries)
         self._staging: dict[bool, Staging] = {}
         if high_contention:
             for max_end, end in ((False, "min"), (True, "max")):

@@ -15,11 +15,34 @@ from fdb.subspace_impl import Subspace
 
 from fdbqueue import taking
 from fdbqueue.codecs import Codec
+from fdbqueue.leases import check_max_deliveries
 from fdbqueue.receipts import exactly_once
-from fdbqueue.store import ItemStore, check_count
+from fdbqueue.staging import check_staging_arguments
+from fdbqueue.store import ItemStore, check_count, check_flag
 from fdbqueue.transactional import TransactionContext, transactional
 
-__all__ = ["StoredQueue"]
+__all__ = ["StoredQueue", "check_queue_arguments"]
+
+
+def check_queue_arguments(
+    high_contention: Any, batch_size: Any, abandon_after: Any, max_deliveries: Any
+) -> None:
+    """Check the arguments :class:`~fdbqueue.Queue` and :class:`~fdbqueue.PriorityQueue` take
+    beside the subspace and codec (those are checked by :func:`fdbqueue.store.as_subspace` and
+    :func:`fdbqueue.codecs.resolve_codec`), before anything is read or written.
+
+    Raises:
+        TypeError: ``high_contention`` is not a bool, ``batch_size`` / ``max_deliveries`` is
+            not an int (``max_deliveries`` may be None), or ``abandon_after`` is not a number.
+            (``subspace`` or ``codec`` of the wrong type, or a non-bool ``exactly_once``, raise
+            TypeError too.)
+        ValueError: ``batch_size`` is not in 1 to 10,000, ``abandon_after`` is NaN, not > 0 or
+            over a day, or ``max_deliveries`` is below 1. (So does a subspace prefix that is
+            empty, longer than 9,872 bytes or in the system keys, or an unknown codec name.)
+    """
+    check_flag(high_contention, "high_contention")
+    check_staging_arguments(batch_size, abandon_after)
+    check_max_deliveries(max_deliveries)
 
 
 class StoredQueue:
