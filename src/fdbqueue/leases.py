@@ -195,6 +195,7 @@ class Leases:
         """
         require_writable(tr, "claim")
         read_version: int = tr.get_read_version().wait()
+        dead_lettered = False
         for _ in range(DEAD_LETTERS_PER_CLAIM):
             expired = list(
                 tr.get_range(self.leases_begin, self.leases.pack((read_version,)), limit=1)
@@ -204,11 +205,14 @@ class Leases:
             lease = self._redeliver(tr, expired[0], read_version, seconds)
             if lease is not None:
                 return lease
+            dead_lettered = True
         else:
             return MOVED_ASIDE  # moved as many as one claim may: commit, then claim again
         taken = take_items(tr, 1, LIBRARY_TRANSACTION_BUDGET)
         if not taken.items:
-            return MOVED_ASIDE if taken.budget_spent else None
+            # Something moved to the dead letters is a write: commit it (with a receipt),
+            # then look again.
+            return MOVED_ASIDE if taken.moved_aside or dead_lettered else None
         item = taken.items[0]
         self.store.add_to_size(tr, -1)
         held_id = os.urandom(LEASE_ID_BYTES)

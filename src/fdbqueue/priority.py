@@ -246,7 +246,7 @@ class PriorityQueue(StoredQueue, Leasing):
         take_items = functools.partial(self._take_items, max=max, moving=False)
         taken = self._results.take_with_give_back(tr, take_items, 1)
         if not taken.items:
-            return MOVED_ASIDE if taken.budget_spent else None
+            return MOVED_ASIDE if taken.moved_aside else None
         self._store.add_to_size(tr, -1)
         return taken.items[0].value
 

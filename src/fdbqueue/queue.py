@@ -249,7 +249,7 @@ class Queue(StoredQueue, Leasing):
         require_writable(tr, "dequeue")
         taken = self._results.take_with_give_back(tr, self._dequeue_items, 1)
         if not taken.items:
-            return MOVED_ASIDE if taken.budget_spent else None
+            return MOVED_ASIDE if taken.moved_aside else None
         self._store.add_to_size(tr, -1)
         return taken.items[0].value
 
@@ -284,7 +284,7 @@ class Queue(StoredQueue, Leasing):
         require_writable(tr, "dequeue_many")
         taken = self._results.take_with_give_back(tr, self._dequeue_items, n)
         if not taken.items:
-            return MOVED_ASIDE if taken.budget_spent else []
+            return MOVED_ASIDE if taken.moved_aside else []
         self._store.add_to_size(tr, -len(taken.items))
         return [item.value for item in taken.items]
 

@@ -207,7 +207,9 @@ class ServedResults:
             self.give_back_due(tr)
             return taken
         if self.give_back_due(tr, always=True):
-            return take_items(tr, n, budget)
+            again = take_items(tr, n, budget)
+            # Results were given back (a write): say so even if nothing came of them.
+            return Taken(again.items, taken.quarantined + again.quarantined, True)
         return taken
 
     def seconds_until_due(self) -> float | None:

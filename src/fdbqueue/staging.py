@@ -203,9 +203,11 @@ class Staging:
                 self._lead(database)
                 continue
             wait = backoff if deadline is None else min(backoff, deadline - time.monotonic())
-            woken = wait_for_any(detail, max(0.0, wait))
+            try:
+                woken = wait_for_any(detail, max(0.0, wait))
+            finally:  # KeyboardInterrupt included: no watch left behind
+                self._cancel(detail)
             backoff = 0.01 if woken else min(backoff * 2, 1.0)  # the fallback, bounded
-            self._cancel(detail)
 
     @staticmethod
     def _cancel(watches: list[Any]) -> None:
@@ -221,7 +223,7 @@ class Staging:
                 return _REGISTER
             taken = self.results.take_with_give_back(tr, self.take_items, 1)
             if not taken.items:
-                return MOVED_ASIDE if taken.budget_spent else None
+                return MOVED_ASIDE if taken.moved_aside else None
             self.store.add_to_size(tr, -1)
             return taken.items[0].value
 

@@ -67,6 +67,13 @@ class Taken:
     quarantined: int
     budget_spent: bool
 
+    @property
+    def moved_aside(self) -> bool:
+        """True when the take wrote (moved poison aside, or spent its budget) though it may
+        have taken nothing: a caller that took nothing must still commit (with a receipt,
+        as for any write), then take again."""
+        return self.budget_spent or self.quarantined > 0
+
 
 def take(
     store: ItemStore,

@@ -101,25 +101,29 @@ def take_blocking(
     Returns:
         The value taken, or None when the timeout ran out first.
 
-    Cost: per attempt, one read-only transaction creating the watch (a read version and one
-    point read) plus the attempt; while waiting, nothing.
+    Cost: one attempt when an item is there; otherwise, per further attempt, one read-only
+    transaction creating the watch (a read version and one point read) plus the attempt;
+    while waiting, nothing. The watch is cancelled on every way out, exceptions included.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
+    value = take(database, deadline)  # an item already there costs no watch
+    if deadline is not None and time.monotonic() >= deadline:
+        return value
     backoff = FALLBACK_BACKOFF[0]
-    while True:
+    while value is None:
         watch = _watch(database, signal_key)
-        value = take(database, deadline)
-        if value is not None:
+        try:  # cancelled on every way out, KeyboardInterrupt included: no watch left behind
+            value = take(database, deadline)
+            if value is not None:
+                return value
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return None
+            due = due_in()
+            wake_for_due = due is not None and (remaining is None or due < remaining)
+            fired = wait_for_any([watch], (due or 0.0) + 0.001 if wake_for_due else remaining)
+        finally:
             watch.cancel()
-            return value
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            watch.cancel()
-            return None
-        due = due_in()
-        wake_for_due = due is not None and (remaining is None or due < remaining)
-        fired = wait_for_any([watch], (due or 0.0) + 0.001 if wake_for_due else remaining)
-        watch.cancel()
         if not fired:
             if wake_for_due:
                 continue  # an item away from the queue fell due: the next attempt gives it back
@@ -131,3 +135,4 @@ def take_blocking(
             pause = backoff if remaining is None else min(backoff, max(0.0, remaining))
             time.sleep(pause)
             backoff = min(backoff * 2, FALLBACK_BACKOFF[1])
+    return value
