@@ -31,11 +31,11 @@ How the C API's rules are kept (upstream ``bindings/c/fdb_c.cpp`` and ``fdb_c.h`
   atomic operations, conflict ranges of writes) never fail, the engine reports their errors at
   the next read or commit.
 
-Not served: tenants (``fdb_database_open_tenant`` fails with 2130, ``tenant_not_found``; the
-in-memory database has none), ``get_estimated_range_size_bytes``, ``get_range_split_points``,
-``get_addresses_for_key``, client status and change feeds: each fails with 2000
-(``client_invalid_operation``) naming itself. The cluster file is only a name: no file needs to
-exist, and the same name (after ``os.path.abspath``) is the same in-memory cluster.
+Not served: tenants (``fdb_database_open_tenant`` fails with 2136, ``tenants_disabled``),
+``get_estimated_range_size_bytes``, ``get_range_split_points``, ``get_addresses_for_key``,
+client status and change feeds: each fails with 2000 (``client_invalid_operation``). The
+cluster file is only a name: no file needs to exist, and the same name (after
+``os.path.abspath``) is the same in-memory cluster.
 """
 
 from __future__ import annotations
@@ -48,14 +48,14 @@ from collections.abc import Callable
 from typing import Any
 
 from fdbqueue.memory.client_futures import FutureFunctions
-from fdbqueue.memory.client_handles import Handle, Handles, set_out
+from fdbqueue.memory.client_handles import Handles, set_out
 from fdbqueue.memory.client_transactions import (
     TransactionFunctions,
     apply_option,
     decode_option,
 )
 from fdbqueue.memory.database import Database, Latency
-from fdbqueue.memory.errors import DESCRIPTIONS, FDBError, is_retryable
+from fdbqueue.memory.errors import FDBError, describe, is_retryable
 from fdbqueue.memory.faults import Faults
 
 __all__ = ["ClientLibrary"]
@@ -68,7 +68,7 @@ RETRYABLE_NOT_COMMITTED_PREDICATE = 50002
 #: Error codes the C API returns for bad calls (``error_definitions.h``).
 CLIENT_INVALID_OPERATION = 2000
 NETWORK_ALREADY_SETUP = 2009
-TENANT_NOT_FOUND = 2131
+TENANTS_DISABLED = 2136  # 7.x; 8.0 has no tenants
 API_VERSION_NOT_SUPPORTED = 2203
 API_VERSION_ALREADY_SET = 2201
 
@@ -84,8 +84,10 @@ class _Function:
         self.errcheck: Any = None
 
     def __call__(self, *arguments: Any) -> Any:
-        if self.implementation is None:
-            raise FDBError(CLIENT_INVALID_OPERATION)
+        if self.implementation is None:  # not served: the binding's own error, 2000
+            from fdb.impl import FDBError as BindingError
+
+            raise BindingError(CLIENT_INVALID_OPERATION)
         result = self.implementation(*arguments)
         if self.errcheck is not None:
             return self.errcheck(result, self, arguments)
@@ -126,9 +128,7 @@ class NetworkFunctions:
         return b"fdbqueue.memory"
 
     def fdb_get_error(self, code: int) -> bytes:
-        if code == 0:
-            return b"Success"
-        return DESCRIPTIONS.get(code, "An unknown error occurred").encode()
+        return describe(code).encode()
 
     def fdb_error_predicate(self, predicate: int, code: int) -> int:
         if predicate == RETRYABLE_PREDICATE:
@@ -165,19 +165,16 @@ class NetworkFunctions:
 
 
 class DatabaseFunctions:
-    """``fdb_create_database`` and ``fdb_database_*``: one engine per cluster file name; a
-    database's ``transaction_*`` options become defaults of the transactions it creates."""
+    """``fdb_create_database`` and ``fdb_database_*``: one engine per cluster file name. The
+    binding keeps one ``Database`` per cluster file, so its options are set on the engine's
+    ``options`` (``transaction_*`` ones become defaults of new transactions)."""
 
     def __init__(self, handles: Handles, library: ClientLibrary) -> None:
         self.handles = handles
         self.library = library
-        self._defaults: dict[Handle, dict[str, Any]] = {}
 
     def fdb_create_database(self, cluster_file: bytes | None, out: Any) -> int:
-        database = self.library.cluster(cluster_file)
-        handle = self.handles.new(database)
-        self._defaults[handle] = {}
-        set_out(out, handle)
+        set_out(out, self.handles.new(self.library.cluster(cluster_file)))
         return 0
 
     def fdb_database_destroy(self, handle: Any) -> None:
@@ -185,20 +182,22 @@ class DatabaseFunctions:
 
     def fdb_database_set_option(self, handle: Any, code: int, value: Any, length: int) -> int:
         name, argument = decode_option("DatabaseOption", code, value, length)
-        if name.startswith("transaction_"):
-            self._defaults[self.handles.number(handle)][name[len("transaction_") :]] = argument
+        try:
+            apply_option(self.handles.get(handle), name, argument)
+        except FDBError as error:
+            return error.code
         return 0
 
     def fdb_database_create_transaction(self, handle: Any, out: Any) -> int:
-        database = self.handles.get(handle)
-        transaction = database.create_transaction()
-        for name, argument in self._defaults.get(self.handles.number(handle), {}).items():
-            apply_option(transaction, name, argument)
+        try:
+            transaction = self.handles.get(handle).create_transaction()
+        except FDBError as error:  # an out-of-range default option
+            return error.code
         set_out(out, self.handles.new(transaction))
         return 0
 
     def fdb_database_open_tenant(self, handle: Any, name: Any, length: int, out: Any) -> int:
-        return TENANT_NOT_FOUND
+        return TENANTS_DISABLED
 
 
 class ClientLibrary:

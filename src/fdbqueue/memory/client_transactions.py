@@ -73,9 +73,10 @@ def decode_option(scope: str, code: int, value: Any, length: int) -> tuple[str, 
     return name, data
 
 
-def apply_option(transaction: Any, name: str, argument: Any) -> None:
-    """``transaction.options.set_<name>(argument)``; nothing when the engine lacks it."""
-    setter = getattr(transaction.options, "set_" + name, None)
+def apply_option(owner: Any, name: str, argument: Any) -> None:
+    """``owner.options.set_<name>(argument)`` on an engine Transaction or Database; nothing
+    when the engine lacks the option."""
+    setter = getattr(owner.options, "set_" + name, None)
     if setter is None:
         return  # not modelled by the engine: accepted, no effect
     if argument is None:
