@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fdbqueue import memory
-
-DEFAULT_API_VERSION = 710
+from fdbqueue import binding, memory
 
 
 def add_database_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,23 +18,26 @@ def add_database_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--api-version",
         type=int,
-        default=DEFAULT_API_VERSION,
-        help=f"FoundationDB API version for a real cluster (default: {DEFAULT_API_VERSION})",
+        default=None,
+        help=(
+            "FoundationDB API version for a real cluster (default: the newest both the "
+            "installed fdb binding and libfdb_c support)"
+        ),
     )
 
 
 def open_database(arguments: argparse.Namespace, latency: memory.Latency | None = None) -> Any:
     """Return ``fdb.open(cluster_file)`` for a real cluster, else ``memory.open(latency=...)``.
 
-    The application, not fdbqueue, selects the API version: ``fdb.api_version()`` is called
-    here, once, before ``fdb.open()``.
+    The application, not fdbqueue's queues, selects the API version:
+    :func:`fdbqueue.binding.open_database` calls ``fdb.api_version()`` once (``--api-version``,
+    else the newest version both the binding and libfdb_c support) before ``fdb.open()``. It
+    raises ``binding.ClientLibraryMissingError`` or ``binding.BindingMismatchError`` with what
+    to install when the binding cannot be used.
     """
     if arguments.cluster_file is None:
         return memory.open(latency=latency)
-    import fdb
-
-    fdb.api_version(arguments.api_version)
-    return fdb.open(arguments.cluster_file)
+    return binding.open_database(arguments.cluster_file, arguments.api_version)
 
 
 def describe(database: Any) -> str:

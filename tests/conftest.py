@@ -2,17 +2,21 @@
 
 ``db`` runs each test on every selected backend:
 
-- ``memory``: a fresh ``fdbqueue.memory.open()`` database per test; always available.
-- ``fdb``: a real FoundationDB cluster, shared by the session. With ``FDB_CLUSTER_FILE`` set,
-  the cluster it names (nothing is started). Otherwise, when ``fdbserver`` and ``fdbcli`` are
-  on PATH (or named by ``FDBSERVER`` / ``FDBCLI``), a throwaway single-process ``fdbserver``
-  on 127.0.0.1 (free port, temporary data dir, log dir and cluster file, memory engine), which
-  is stopped and deleted at the end of the session. ``FDB_API_VERSION`` (default 710) is
-  passed to ``fdb.api_version()``.
+- ``memory``: a fresh ``fdbqueue.memory.open()`` database per test (fdbqueue's own imitation
+  of the binding's objects); always available.
+- ``fdb``: the real ``fdb`` binding's Database, shared by the session. With
+  ``FDB_CLUSTER_FILE`` set, the cluster it names (nothing is started). Otherwise, when
+  ``fdbserver`` and ``fdbcli`` are on PATH (or named by ``FDBSERVER`` / ``FDBCLI``), a
+  throwaway single-process ``fdbserver`` on 127.0.0.1 (free port, temporary data dir, log dir
+  and cluster file, memory engine), stopped and deleted at the end of the session. With
+  neither, the binding runs over ``fdbqueue.memory.install()``: its own code, an in-memory
+  cluster. ``FDB_API_VERSION`` picks the API version; unset, the newest that both the binding
+  and the client library support (``fdbqueue.binding.choose_api_version``).
 
-``pytest --backend=all`` (default) runs both and skips ``fdb`` with a reason saying how to
-enable it when no cluster is available; ``--backend=memory`` runs memory only;
-``--backend=fdb`` runs fdb only and makes a missing cluster an error.
+``pytest --backend=all`` (default) runs both; ``--backend=memory`` runs memory only;
+``--backend=fdb`` runs fdb only. Tests marked ``memory_only`` (faults, ``advance_time``...)
+are skipped on ``fdb``. ``cluster_file`` is the ``fdb`` backend's cluster file (None on
+``memory``), for the command line.
 
 ``subspace`` gives each test its own ``Subspace(("fdbqueue-test", <uuid hex>))`` and clears
 every key under its raw prefix afterwards, so tests leave nothing behind.
@@ -35,6 +39,7 @@ from fdbqueue import Subspace
 
 BACKENDS = ("memory", "fdb")
 PLAN = pytest.StashKey[fdb_cluster.Plan]()
+CLUSTER_FILE = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -104,7 +109,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def fdb_database(request: pytest.FixtureRequest) -> Iterator[Any]:
+def fdb_database(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
     """The real cluster's Database, opened once per session (see the module docstring).
 
     Failures are reported outside ``except`` blocks so the message is not buried under
@@ -115,9 +122,13 @@ def fdb_database(request: pytest.FixtureRequest) -> Iterator[Any]:
     strict = config.getoption("backend") == "fdb"
     if plan.action == "error":
         pytest.fail(plan.reason, pytrace=False)
-    if plan.action not in ("external", "local"):
+    if plan.action not in ("external", "local", "install"):
         pytest.skip(plan.reason)
 
+    if plan.action == "install":
+        from fdbqueue import memory
+
+        memory.install()
     problem = None
     try:
         fdb = fdb_cluster.load_binding(fdb_cluster.api_version_from_env(os.environ))
@@ -130,7 +141,10 @@ def fdb_database(request: pytest.FixtureRequest) -> Iterator[Any]:
     if problem is not None:
         pytest.fail(problem, pytrace=False)
 
-    if plan.action == "external":
+    if plan.action == "install":
+        directory = tmp_path_factory.mktemp("memory-cluster")
+        cluster_file = str(fdb_cluster.write_cluster_file(directory / "fdb.cluster", 4500))
+    elif plan.action == "external":
         assert plan.cluster_file is not None
         cluster_file = plan.cluster_file
     else:
@@ -144,6 +158,7 @@ def fdb_database(request: pytest.FixtureRequest) -> Iterator[Any]:
         if problem is not None:
             pytest.fail(problem, pytrace=False)
 
+    config.stash[CLUSTER_FILE] = cluster_file
     database = fdb.open(cluster_file)
     try:
         fdb_cluster.check_reachable(database)
@@ -162,6 +177,14 @@ def db(backend: str, request: pytest.FixtureRequest) -> Any:
 
         return memory.open()
     return request.getfixturevalue("fdb_database")
+
+
+@pytest.fixture
+def cluster_file(backend: str, db: Any, request: pytest.FixtureRequest) -> str | None:
+    """On ``fdb``, the session cluster's file (``fdb.open`` of it is ``db``); else None."""
+    if backend == "memory":
+        return None
+    return request.config.stash[CLUSTER_FILE]
 
 
 @pytest.fixture

@@ -1,16 +1,29 @@
-"""The real-cluster side of the test suite: decide whether the ``fdb`` backend runs, load the
+"""The real-cluster side of the test suite: decide what the ``fdb`` backend runs on, load the
 binding, and start, probe and stop a throwaway local ``fdbserver``.
 
-Everything here except :class:`LocalCluster` and :func:`load_binding` is a pure function, so
-``tests/test_fixtures.py`` checks it on machines without FoundationDB.
+The ``fdb`` backend always runs the real ``fdb`` Python binding. It talks to the cluster named by
+``FDB_CLUSTER_FILE`` (``external``), to a throwaway ``fdbserver`` when ``fdbserver`` and
+``fdbcli`` are installed (``local``), and otherwise to in-memory clusters through
+``fdbqueue.memory.install()`` (``install``), which stands in for libfdb_c. Only a
+misconfiguration (a variable naming nothing) is an ``error``. :func:`decide` makes that choice.
+
+The API version is ``FDB_API_VERSION`` when set, else chosen by
+:func:`fdbqueue.binding.choose_api_version`: the newest one both the installed binding and
+libfdb_c support.
+
+Everything here except :class:`LocalCluster`, :func:`load_binding` and
+:func:`installed_binding_version` is a pure function, so ``tests/test_fixtures.py`` checks it on
+machines without FoundationDB.
 
 Facts this module relies on (FoundationDB documentation and source, apple/foundationdb):
 
 - Cluster file format ``description:ID@IP:PORT,...``; description is letters, digits and
   underscores, ID letters and digits, a fresh random ID per cluster
   (documentation/sphinx/source/administration.rst, "Cluster file format").
-- ``fdbserver -p IP:PORT -C FILE -d DATADIR -L LOGDIR`` (public address, cluster file, data and
-  trace-log directories; fdbserver/fdbserver.cpp option table).
+- ``fdbserver -p IP:PORT -C FILE -d DATADIR -L LOGDIR --knob_disable_posix_kernel_aio 1``: the
+  short options exist in every release from 6.3 on (the dashed long forms such as
+  ``--public-address`` only from 7.1), and the knob makes the memory engine work on tmpfs (no
+  O_DIRECT for kernel AIO). See :func:`server_command` for the source lines.
 - ``fdbcli -C FILE --exec CMDS --timeout SECONDS``: ``--timeout`` is only accepted together
   with ``--exec`` and makes fdbcli exit after that many seconds (fdbcli/fdbcli.cpp).
 - ``configure new single memory`` prints ``Database created``, or
@@ -40,7 +53,6 @@ from pathlib import Path
 from typing import Any
 
 BACKEND_CHOICES = ("all", "memory", "fdb")
-DEFAULT_API_VERSION = 710
 HOST = "127.0.0.1"
 CLUSTER_DESCRIPTION = "fdbqueue"
 CONFIGURE_COMMAND = "configure new single memory"
@@ -50,18 +62,26 @@ STARTUP_TIMEOUT = 60.0  # seconds, server start to database available
 CLI_TIMEOUT = 10  # seconds, for each fdbcli --exec call (fdbcli's own --timeout)
 STOP_TIMEOUT = 10.0  # seconds between SIGTERM and SIGKILL at teardown
 REACHABLE_TIMEOUT = 15.0  # seconds, first read version from an existing cluster
+#: fdbserver's knob to skip kernel AIO (memory engine on tmpfs), in the form 6.3 to 8.0 accept.
+AIO_KNOB = ("--knob_disable_posix_kernel_aio", "1")
 START_ATTEMPTS = 3  # fresh port each time: the free port may be taken before fdbserver binds
 
 # Where the FoundationDB packages put the binaries when they are not on PATH: the Linux
 # server package installs fdbserver in /usr/sbin; the macOS installer in /usr/local/libexec.
 EXTRA_BINARY_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/local/libexec")
 
+INSTALL_REASON = (
+    "no FoundationDB cluster configured; the fdb backend runs the real fdb binding over "
+    "fdbqueue.memory (memory.install())"
+)
+
 ENABLE_HINT = (
-    "To enable it, install the FoundationDB server and clients packages "
+    "To test against a real cluster, install the FoundationDB server and clients packages "
     "(foundationdb-server, foundationdb-clients) so that fdbserver and fdbcli are on PATH, "
     "or set FDBSERVER and FDBCLI to the binaries, or set FDB_CLUSTER_FILE to the cluster "
-    "file of a running cluster; the pip package 'foundationdb' must match libfdb_c "
-    f"(FDB_API_VERSION selects the API version, default {DEFAULT_API_VERSION})."
+    "file of a running cluster; the pip package 'foundationdb' must not be newer than "
+    'libfdb_c (pip install "fdbqueue[fdb71]" for a 7.1 cluster). FDB_API_VERSION selects '
+    "the API version (default: the newest both support)."
 )
 
 
@@ -79,9 +99,9 @@ class Plan:
 
     ``action`` is one of:
     ``off`` (not selected: ``--backend=memory``), ``external`` (use ``cluster_file``),
-    ``local`` (start ``fdbserver`` with ``fdbcli``), ``skip`` (nothing available; ``reason``
-    says how to enable it), ``error`` (misconfigured, or nothing available while
-    ``--backend=fdb`` demands it).
+    ``local`` (start ``fdbserver`` with ``fdbcli``), ``install`` (no cluster configured: the
+    real binding over ``fdbqueue.memory`` after ``memory.install()``; ``reason`` also says how
+    to use a real cluster), ``error`` (misconfigured: a variable names nothing usable).
     """
 
     action: str
@@ -128,7 +148,8 @@ def decide(
       ``error``); unset, the binaries are looked up on PATH (then in the packages' install
       directories).
       Both found: ``local``.
-    - Nothing found: ``skip`` with :data:`ENABLE_HINT`, or ``error`` under ``--backend=fdb``.
+    - Nothing found: ``install`` (under ``--backend=all`` and ``--backend=fdb`` alike), with
+      :data:`INSTALL_REASON` and :data:`ENABLE_HINT`.
     """
     if backend not in BACKEND_CHOICES:
         return Plan(
@@ -179,20 +200,19 @@ def decide(
             fdbcli=found["fdbcli"],
         )
 
-    reason = (
-        f"no FoundationDB cluster (FDB_CLUSTER_FILE is unset; {' and '.join(missing)} "
-        f"{'is' if len(missing) == 1 else 'are'} not on PATH). {ENABLE_HINT}"
+    return Plan(
+        "install",
+        f"{INSTALL_REASON} (FDB_CLUSTER_FILE is unset; {' and '.join(missing)} "
+        f"{'is' if len(missing) == 1 else 'are'} not on PATH). {ENABLE_HINT}",
     )
-    if backend == "fdb":
-        return Plan("error", "--backend=fdb needs a FoundationDB cluster, but there is " + reason)
-    return Plan("skip", reason)
 
 
-def api_version_from_env(env: Mapping[str, str]) -> int:
-    """``FDB_API_VERSION`` as an int, or :data:`DEFAULT_API_VERSION`; ValueError if malformed."""
+def api_version_from_env(env: Mapping[str, str]) -> int | None:
+    """``FDB_API_VERSION`` as an int; None when unset (then the API version is chosen by
+    :func:`fdbqueue.binding.choose_api_version`); ValueError if malformed."""
     raw = env.get("FDB_API_VERSION", "").strip()
     if not raw:
-        return DEFAULT_API_VERSION
+        return None
     try:
         return int(raw)
     except ValueError:
@@ -237,17 +257,43 @@ def free_port(host: str = HOST) -> int:
 def server_command(
     fdbserver: str, cluster_file: str, port: int, data_dir: str, log_dir: str, host: str = HOST
 ) -> list[str]:
-    """The fdbserver command line: one process, public (and listen) address host:port."""
+    """The fdbserver command line: one process, public (and listen) address host:port.
+
+    Only spellings every fdbserver from 6.3 to 8.0 accepts (apple/foundationdb,
+    fdbserver/fdbserver.actor.cpp at tags 6.3.25, 7.0.0, 7.1.67, 7.3.79, 7.4.6;
+    fdbserver/fdbserver.cpp at HEAD c0c44752, as no 8.0 tag is in the mirror used):
+
+    - ``-C``, ``-p``, ``-d``, ``-L`` are in the option table of each (6.3.25:90,96,104,106;
+      7.0.0:98,104,112,114; 7.1.67:114,120,128,130; 7.3.79:126,132,140,142; HEAD:142,148,157,
+      160; 7.4.6:148,154,162,164). ``--public-address``/``--cluster-file`` exist only from
+      7.1; 6.3 and 7.0 exit on them as unknown options.
+    - The knob as ``--knob_disable_posix_kernel_aio 1`` (two arguments). 6.3 and 7.0 list the
+      wildcard ``--knob_`` with a separate argument (``SO_REQ_SEP``, 6.3.25:155, 7.0.0:165;
+      a table entry ending in ``_`` matches any longer option, flow/SimpleOpt.h 6.3.25:916)
+      and strip that 7-character prefix (6.3.25:1066-1071, 7.0.0:1048-1053); ``--knob-...``
+      does not match there. 7.1 and later list ``--knob-`` (7.1.67:182, 7.3.79:195,
+      7.4.6:217, HEAD:214) but parse with ``SO_O_HYPHEN_TO_UNDERSCORE`` (7.1.67:1100,
+      7.3.79:1162, 7.4.6:1215, HEAD:1102), which compares ``-`` and ``_`` as equal
+      (flow/SimpleOpt.h 7.1.67:949-956), and ``extractPrefixedArgument("--knob", ...)``
+      accepts ``_`` or ``-`` after the prefix and
+      turns hyphens into underscores (flow/ArgParseUtil.h 7.1.67:29-37; HEAD
+      flow/include/flow/ArgParseUtil.h:29-37). The knob itself exists in all of them
+      (flow/Knobs.cpp 6.3.25:131, 7.1.67:159, 7.3.79:188, HEAD:199).
+    - The knob turns off kernel AIO, which the memory engine's unbuffered files need and
+      tmpfs (no O_DIRECT) cannot give; upstream's contrib/Joshua/scripts/localClusterStart.sh
+      (7.3.79:245) passes it (in its 7.1+ dashed form) for the same reason.
+    """
     return [
         fdbserver,
-        "--public-address",
+        "-p",
         f"{host}:{port}",
-        "--cluster-file",
+        "-C",
         str(cluster_file),
-        "--datadir",
+        "-d",
         str(data_dir),
-        "--logdir",
+        "-L",
         str(log_dir),
+        *AIO_KNOB,
     ]
 
 
@@ -479,29 +525,49 @@ class LocalCluster:
         )
 
 
-def load_binding(api_version: int) -> Any:
-    """``import fdb`` with ``fdb.api_version(api_version)`` selected; the fdb module.
+def installed_binding_version() -> str:
+    """The installed ``foundationdb`` package's version for messages, or ``"unknown"``.
 
-    Raises :class:`BindingUnavailable` with the binding's own message when libfdb_c is missing
-    or does not support the binding's header version or ``api_version``. An API version
-    already selected in this process is kept.
+    ``fdb.__version__`` exists only in bindings 7.4 and later, so it is never read directly:
+    :func:`fdbqueue.binding.binding_version` reads the package metadata first.
+    """
+    from fdbqueue.binding import binding_version
+
+    return binding_version() or "unknown"
+
+
+def load_binding(api_version: int | None = None) -> Any:
+    """``import fdb`` with an API version selected; the fdb module.
+
+    ``api_version`` (``FDB_API_VERSION``) is used when given; None lets
+    :func:`fdbqueue.binding.choose_api_version` pick the newest version both the binding and
+    libfdb_c support. An API version already selected in this process is kept.
+
+    Raises:
+        BindingUnavailable: libfdb_c is missing, or the binding is newer than libfdb_c (the
+            message says which binding version to install), or ``fdb.api_version`` refuses.
+        ValueError: ``api_version`` is outside what fdbqueue and the binding support.
     """
     import fdb
 
+    from fdbqueue import binding
+
+    if fdb.is_api_version_selected():
+        return fdb
     try:
-        if not fdb.is_api_version_selected():
-            fdb.api_version(api_version)
-    except RuntimeError as exc:
-        raise BindingUnavailable(
-            f"fdb.api_version({api_version}) failed: {exc} (the 'foundationdb' pip package, "
-            f"version {fdb.__version__}, must match the installed libfdb_c: "
-            "pip install 'foundationdb==<your FoundationDB version>'; FDB_API_VERSION selects "
-            "the API version)"
+        binding.select_api_version(api_version)
+    except binding.ClientLibraryMissingError as exc:
+        raise BindingUnavailable(str(exc)) from exc
+    except ValueError as exc:
+        raise ValueError(
+            f"FDB_API_VERSION={api_version}: {exc} (unset FDB_API_VERSION to choose the API "
+            "version automatically)"
         ) from exc
-    except Exception as exc:  # fdb.impl raises a bare Exception when libfdb_c is missing
+    except RuntimeError as exc:  # BindingMismatchError, or a binding we cannot read
         raise BindingUnavailable(
-            f"the FoundationDB client library could not be loaded: {exc} (install the "
-            "foundationdb-clients package, which provides libfdb_c)"
+            f"{exc} (the 'foundationdb' pip package, version {installed_binding_version()}, "
+            "must not be newer than the installed libfdb_c; FDB_API_VERSION selects the API "
+            "version)"
         ) from exc
     return fdb
 

@@ -69,17 +69,16 @@ PRIORITY_CALLS = {
 }
 
 
-def loaded(kind, high_contention):
-    db = memory.open(faults=None)
+def loaded(db, subspace, kind, high_contention):
     if kind == "queue":
-        queue = Queue(("bad-input",), high_contention=high_contention)
+        queue = Queue(subspace, high_contention=high_contention)
         queue.enqueue_many(db, ["a", "b"])
     else:
-        queue = PriorityQueue(("bad-input",), high_contention=high_contention)
+        queue = PriorityQueue(subspace, high_contention=high_contention)
         queue.push(db, "a", priority=1)
         queue.push(db, "b", priority=2)
     queue.claim(db, lease=30)  # a lease in flight too
-    return db, queue
+    return queue
 
 
 @pytest.mark.parametrize("high_contention", [False, True])
@@ -87,9 +86,9 @@ def loaded(kind, high_contention):
     ("kind", "name"),
     [("queue", name) for name in QUEUE_CALLS] + [("priority", name) for name in PRIORITY_CALLS],
 )
-def test_a_rejected_call_changes_nothing(kind, name, high_contention):
+def test_a_rejected_call_changes_nothing(db, subspace, kind, name, high_contention):
     call, error = (QUEUE_CALLS if kind == "queue" else PRIORITY_CALLS)[name]
-    db, queue = loaded(kind, high_contention)
+    queue = loaded(db, subspace, kind, high_contention)
     before = all_keys(db, queue.subspace)
     with pytest.raises(error):
         call(queue, db)
@@ -127,27 +126,25 @@ def test_the_longest_accepted_prefix_works_on_every_path():
     assert queue.dequeue(db) == "a"
 
 
-def test_an_infinite_timeout_waits_without_limit_and_a_huge_one_does_not_overflow():
-    db = memory.open()
-    queue = Queue(("waits",))
+def test_an_infinite_timeout_waits_without_limit_and_a_huge_one_does_not_overflow(db, subspace):
+    queue = Queue(subspace)
     queue.enqueue(db, "ready")
     assert queue.dequeue(db, block=True, timeout=float("inf")) == "ready"
     queue.enqueue(db, "again")
     assert queue.dequeue(db, block=True, timeout=1e10) == "again"
     results = []
     waiter = threading.Thread(
-        target=lambda: results.append(queue.dequeue(db, block=True, timeout=1e10))
+        target=lambda: results.append(queue.dequeue(db, block=True, timeout=1e10)), daemon=True
     )
     waiter.start()
     time.sleep(0.1)
     queue.enqueue(db, "later")
-    waiter.join(5)
+    waiter.join(10)
     assert results == ["later"]
 
 
-def test_a_tiny_lease_is_not_born_expired():
-    db = memory.open()
-    queue = Queue(("tiny",))
+def test_a_tiny_lease_is_not_born_expired(db, subspace):
+    queue = Queue(subspace)
     queue.enqueue(db, "x")
     tr = db.create_transaction()
     lease = queue.claim(tr, lease=1e-9)

@@ -79,6 +79,7 @@ def test_priority_queue_threads_lose_and_duplicate_nothing(db, subspace):
 
 @pytest.mark.parametrize("kind", ["queue", "priority"])
 def test_concurrent_enqueues_and_pushes_never_conflict(kind):
+    """Memory only: Latency makes the commits overlap, and db.stats() counts conflicts."""
     latency = memory.Latency(grv=0.0005, read=0.0005, commit=0.001)
     db = memory.open(latency=latency)
     subspace = Subspace(("concurrent", kind))
@@ -107,23 +108,43 @@ def test_concurrent_enqueues_and_pushes_never_conflict(kind):
     assert size == 8 * 40
 
 
-def test_concurrent_dequeues_do_conflict_and_still_deliver_once():
-    """The other side of the claim above: plain dequeues contend, and retries resolve it."""
-    db = memory.open(latency=memory.Latency(grv=0.0005, read=0.0005, commit=0.001))
-    queue = Queue(Subspace(("contended",)))
-    queue.enqueue_many(db, range(80))
+def dequeue_concurrently(db, queue):
+    """Six threads dequeue ``queue`` until it is empty; what they took, in taking order."""
     taken: list[int] = []
+    errors: list[BaseException] = []
     lock = threading.Lock()
 
     def consumer():
-        while (value := queue.dequeue(db)) is not None:
-            with lock:
-                taken.append(value)
+        try:
+            while (value := queue.dequeue(db)) is not None:
+                with lock:
+                    taken.append(value)
+        except BaseException as error:
+            errors.append(error)
 
     threads = [threading.Thread(target=consumer) for _ in range(6)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
+    assert not errors, errors
+    return taken
+
+
+def test_concurrent_dequeues_deliver_once(db, subspace):
+    queue = Queue(subspace)
+    queue.enqueue_many(db, range(80))
+    taken = dequeue_concurrently(db, queue)
+    assert sorted(taken) == list(range(80))
+    assert queue.empty(db)
+
+
+def test_concurrent_dequeues_do_conflict_and_still_deliver_once():
+    """The other side of the claim above: plain dequeues contend, and retries resolve it.
+    Memory only: Latency makes the attempts overlap, and db.stats() counts the conflicts."""
+    db = memory.open(latency=memory.Latency(grv=0.0005, read=0.0005, commit=0.001))
+    queue = Queue(Subspace(("contended",)))
+    queue.enqueue_many(db, range(80))
+    taken = dequeue_concurrently(db, queue)
     assert sorted(taken) == list(range(80))
     assert db.stats()["conflicts"] > 0

@@ -1,5 +1,6 @@
-"""The test infrastructure itself: cluster files, commands, the skip/error/run decision, the
-local-cluster life cycle (against fake fdbserver/fdbcli scripts) and the conftest wiring.
+"""The test infrastructure itself: cluster files, commands, the off/external/local/install/error
+decision, loading the binding, the local-cluster life cycle (against fake fdbserver/fdbcli
+scripts) and the conftest wiring.
 
 None of this needs FoundationDB installed.
 """
@@ -75,19 +76,24 @@ def test_free_port_can_be_bound_on_localhost():
 # -- commands and output parsing -------------------------------------------------------------
 
 
-def test_server_command():
+def test_server_command_uses_only_options_every_release_accepts():
     command = fdb_cluster.server_command("/opt/fdbserver", "/t/fdb.cluster", 4711, "/t/d", "/t/l")
     assert command == [
         "/opt/fdbserver",
-        "--public-address",
+        "-p",
         "127.0.0.1:4711",
-        "--cluster-file",
+        "-C",
         "/t/fdb.cluster",
-        "--datadir",
+        "-d",
         "/t/d",
-        "--logdir",
+        "-L",
         "/t/l",
+        "--knob_disable_posix_kernel_aio",
+        "1",
     ]
+    # 6.3 and 7.0 know neither the dashed long options nor "--knob-..." (see server_command)
+    assert not any(arg.startswith(("--public", "--cluster", "--data", "--log")) for arg in command)
+    assert not any(arg.startswith("--knob-") or "=" in arg for arg in command)
 
 
 def test_cli_command_bounds_every_call():
@@ -144,7 +150,7 @@ def test_log_tail_shows_console_and_newest_trace(tmp_path):
     assert "no trace files" in fdb_cluster.log_tail(tmp_path / "empty", None)
 
 
-# -- the decision: off, external, local, skip or error ---------------------------------------
+# -- the decision: off, external, local, install or error ------------------------------------
 
 
 def fake_which(available: dict[str, str]):
@@ -237,22 +243,21 @@ def test_empty_env_values_count_as_unset():
     assert run_decide("all", env, BOTH_ON_PATH).action == "local"
 
 
+@pytest.mark.parametrize("option", ["all", "fdb"])
 @pytest.mark.parametrize(
     ("on_path", "missing"),
     [({}, "fdbserver and fdbcli"), ({"fdbcli": "/usr/bin/fdbcli"}, "fdbserver is not")],
 )
-def test_nothing_available_skips_with_instructions(on_path, missing):
-    plan = run_decide("all", {}, on_path)
-    assert plan.action == "skip"
+def test_nothing_available_installs_the_binding_over_memory(option, on_path, missing):
+    plan = run_decide(option, {}, on_path)
+    assert plan == Plan("install", plan.reason)
+    assert plan.reason.startswith(
+        "no FoundationDB cluster configured; the fdb backend runs the real fdb binding over "
+        "fdbqueue.memory (memory.install())"
+    )
     assert missing in plan.reason
     for hint in ("FDB_CLUSTER_FILE", "FDBSERVER", "FDBCLI", "foundationdb-server", "PATH"):
-        assert hint in plan.reason
-
-
-def test_nothing_available_under_backend_fdb_is_an_error():
-    plan = run_decide("fdb", {}, {})
-    assert plan.action == "error"
-    assert "--backend=fdb" in plan.reason and "FDB_CLUSTER_FILE" in plan.reason
+        assert hint in plan.reason, "how to use a real cluster instead"
 
 
 @pytest.mark.parametrize("env", [{}, {"FDB_CLUSTER_FILE": "/etc/fdb.cluster"}])
@@ -262,7 +267,8 @@ def test_backend_memory_turns_fdb_off(env):
 
 
 def test_api_version_from_env():
-    assert fdb_cluster.api_version_from_env({}) == 710
+    assert fdb_cluster.api_version_from_env({}) is None, "unset: chosen automatically"
+    assert fdb_cluster.api_version_from_env({"FDB_API_VERSION": " "}) is None
     assert fdb_cluster.api_version_from_env({"FDB_API_VERSION": "630"}) == 630
     with pytest.raises(ValueError, match="FDB_API_VERSION"):
         fdb_cluster.api_version_from_env({"FDB_API_VERSION": "seven"})
@@ -277,26 +283,98 @@ def test_api_version_from_env():
 def test_missing_libfdb_c_is_reported_as_binding_unavailable():
     import fdb
 
-    if fdb.is_api_version_selected():
-        pytest.skip("an API version is already selected in this process")
-    with pytest.raises(fdb_cluster.BindingUnavailable, match="libfdb_c"):
-        fdb_cluster.load_binding(710)
+    if fdb.is_api_version_selected() or "fdb.impl" in sys.modules:
+        pytest.skip("the binding already loaded a client library in this process")
+    with pytest.raises(fdb_cluster.BindingUnavailable) as info:
+        fdb_cluster.load_binding(None)
+    message = str(info.value)
+    assert "client library could not be loaded" in message
+    assert "foundationdb-clients" in message and "libfdb_c" in message
 
 
-def test_binding_version_mismatch_carries_the_runtime_error_text(monkeypatch):
+class FakeCapi:
+    """A stand-in for ``fdb.impl._capi``: libfdb_c's maximum API version and version."""
+
+    def __init__(self, maximum: int, version: bytes = b"7.1.67,abc,fdb00b071010000") -> None:
+        self.maximum = maximum
+        self.fdb_get_client_version = lambda: version
+
+    def fdb_get_max_api_version(self) -> int:
+        return self.maximum
+
+
+@pytest.fixture
+def unselected_fdb(monkeypatch):
+    """The real ``fdb`` module with no API version selected and a fake libfdb_c.
+
+    Returns a list that records the versions passed to ``fdb.api_version``.
+    """
+    import fdb
+
+    calls = []
+    monkeypatch.setattr(fdb, "is_api_version_selected", lambda: False)
+    monkeypatch.setattr(fdb, "api_version", lambda version: calls.append(version))
+    monkeypatch.setattr(fdb, "LATEST_API_VERSION", 730, raising=False)
+    impl = type(sys)("fdb.impl")
+    impl._capi = FakeCapi(730)
+    monkeypatch.setitem(sys.modules, "fdb.impl", impl)
+    return impl, calls
+
+
+def test_load_binding_chooses_the_newest_version_both_sides_support(unselected_fdb):
+    _, calls = unselected_fdb
+    fdb_cluster.load_binding(None)
+    assert calls == [730]
+    fdb_cluster.load_binding(630)
+    assert calls == [730, 630], "FDB_API_VERSION wins"
+
+
+def test_binding_newer_than_libfdb_c_is_binding_unavailable_with_the_pip_command(unselected_fdb):
+    impl, calls = unselected_fdb
+    impl._capi = FakeCapi(710)
+    with pytest.raises(fdb_cluster.BindingUnavailable) as info:
+        fdb_cluster.load_binding(None)
+    message = str(info.value)
+    assert "libfdb_c 7.1.67" in message and "730" in message and "710" in message
+    assert 'pip install "fdbqueue[fdb71]"' in message
+    assert calls == [], "fdb.api_version would fail with 2203: it is not called"
+
+
+def test_binding_version_mismatch_carries_the_runtime_error_text(unselected_fdb, monkeypatch):
     import fdb
 
     def refuse(version):
-        raise RuntimeError("Latest known FDB API version is 800")
+        raise RuntimeError("API version 710 is not supported by the installed C library.")
 
-    monkeypatch.setattr(fdb, "is_api_version_selected", lambda: False)
     monkeypatch.setattr(fdb, "api_version", refuse)
     with pytest.raises(fdb_cluster.BindingUnavailable) as info:
-        fdb_cluster.load_binding(900)
+        fdb_cluster.load_binding(710)
     message = str(info.value)
-    assert "fdb.api_version(900)" in message
-    assert "Latest known FDB API version is 800" in message
-    assert "pip install" in message
+    assert "fdb.api_version(710)" in message
+    assert "is not supported by the installed C library" in message
+    assert "pip package, version " in message
+
+
+def test_api_version_beyond_the_binding_is_a_value_error_naming_fdb_api_version(unselected_fdb):
+    with pytest.raises(ValueError, match=r"FDB_API_VERSION=900: .*900.* up to 730"):
+        fdb_cluster.load_binding(900)
+
+
+def test_installed_binding_version_never_reads_fdb_version_directly(monkeypatch):
+    import importlib.metadata
+
+    import fdb
+
+    monkeypatch.delattr(fdb, "__version__", raising=False)  # as in bindings before 7.4
+    assert fdb_cluster.installed_binding_version() == importlib.metadata.version("foundationdb")
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    assert fdb_cluster.installed_binding_version() == "unknown"
+    monkeypatch.setattr(fdb, "__version__", "7.4.8", raising=False)
+    assert fdb_cluster.installed_binding_version() == "7.4.8"
 
 
 # -- LocalCluster against fake binaries ------------------------------------------------------
@@ -307,7 +385,7 @@ state = os.environ["FAKE_FDB_STATE"]
 args = sys.argv[1:]
 with open(os.path.join(state, "server_args.json"), "w") as f:
     json.dump(args, f)
-logdir = args[args.index("--logdir") + 1]
+logdir = args[args.index("-L") + 1]
 with open(os.path.join(logdir, "trace.fake.xml"), "w") as f:
     f.write("<Event Type='FakeTrace'/>\\n")
 print("fake fdbserver starting", flush=True)
@@ -399,11 +477,12 @@ def test_local_cluster_start_configure_wait_and_teardown(fakes):
         port = int(match.group(1))
 
         args = fakes.server_args()
-        assert args[args.index("--public-address") + 1] == f"127.0.0.1:{port}"
-        assert args[args.index("--cluster-file") + 1] == cluster_file
-        for flag in ("--datadir", "--logdir"):
+        assert args[args.index("-p") + 1] == f"127.0.0.1:{port}"
+        assert args[args.index("-C") + 1] == cluster_file
+        for flag in ("-d", "-L"):
             directory = Path(args[args.index(flag) + 1])
             assert directory.is_dir() and root in directory.parents
+        assert args[args.index("--knob_disable_posix_kernel_aio") + 1] == "1"
 
         calls = fakes.cli_calls()
         assert [c[c.index("--exec") + 1] for c in calls] == [
@@ -528,10 +607,11 @@ def no_installed_fdb():
             pytest.skip(f"{found} is installed; the child run would start it")
 
 
-def test_child_default_runs_memory_and_skips_fdb_with_instructions(tmp_path, no_installed_fdb):
-    done = run_child_pytest(tmp_path, {})
+def test_child_default_runs_fdb_on_the_binding_over_memory(tmp_path, no_installed_fdb):
+    done = run_child_pytest(tmp_path, {}, "-v")  # -q -v: the report header is shown
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 passed, 2 skipped" in done.stdout
+    assert "3 passed, 1 skipped" in done.stdout, "only the memory_only test's fdb variant skips"
+    assert "fdb: install (no FoundationDB cluster configured" in done.stdout
     assert "FDB_CLUSTER_FILE" in done.stdout and "fdbserver and fdbcli" in done.stdout
 
 
@@ -541,10 +621,12 @@ def test_child_backend_memory_runs_memory_only(tmp_path, no_installed_fdb):
     assert "2 passed" in done.stdout and "skipped" not in done.stdout
 
 
-def test_child_backend_fdb_without_a_cluster_is_a_usage_error(tmp_path, no_installed_fdb):
-    done = run_child_pytest(tmp_path, {}, "--backend=fdb")
-    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
-    assert "--backend=fdb needs a FoundationDB cluster" in done.stderr
+def test_child_backend_fdb_without_a_cluster_runs_the_binding_over_memory(
+    tmp_path, no_installed_fdb
+):
+    done = run_child_pytest(tmp_path, {}, "--backend=fdb", tests=CHILD_DB_TESTS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout and "error" not in done.stdout.lower()
 
 
 def test_child_memory_only_marker_skips_the_fdb_variant(tmp_path):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import all_keys
+from helpers import all_keys, raises_fdb_error
 
 from fdbqueue import (
     DeadLetter,
@@ -18,13 +18,8 @@ from fdbqueue import (
 
 
 @pytest.fixture
-def db():
-    return memory.open()
-
-
-@pytest.fixture
-def queue(db):
-    queue = Queue(Subspace(("leased",)), max_deliveries=3)
+def queue(db, subspace):
+    queue = Queue(subspace["leased"], max_deliveries=3)
     queue.enqueue_many(db, ["a", "b", "c"])
     return queue
 
@@ -39,6 +34,7 @@ def test_a_claim_takes_the_front_item_into_a_lease(db, queue):
     assert [held.id for held in queue.leases(db)] == [lease.id]
 
 
+@pytest.mark.memory_only("moves time on with db.advance_time()")
 def test_ack_removes_the_item_for_good(db, queue):
     lease = queue.claim(db, lease=1)
     queue.ack(db, lease)
@@ -48,6 +44,7 @@ def test_ack_removes_the_item_for_good(db, queue):
     assert queue.claim(db, lease=1) is None
 
 
+@pytest.mark.memory_only("moves time on with db.advance_time()")
 def test_an_expired_lease_is_delivered_again_with_a_higher_count(db, queue):
     first = queue.claim(db, lease=1)
     assert queue.claim(db, lease=1).value == "b"  # not expired yet: the next item
@@ -64,7 +61,7 @@ def test_release_hands_the_item_to_the_next_claim_keeping_its_count(db, queue):
     assert (again.value, again.deliveries) == ("a", 2)
 
 
-def test_acking_twice_or_after_expiry_raises_and_changes_nothing(db, queue):
+def test_acking_twice_raises_and_changes_nothing(db, queue):
     subspace = queue.subspace
     lease = queue.claim(db, lease=1)
     queue.ack(db, lease)
@@ -74,6 +71,12 @@ def test_acking_twice_or_after_expiry_raises_and_changes_nothing(db, queue):
     with pytest.raises(LeaseNotHeldError):
         queue.release(db, lease)
     assert all_keys(db, subspace) == before
+
+
+@pytest.mark.memory_only("moves time on with db.advance_time()")
+def test_acking_after_expiry_raises_and_changes_nothing(db, queue):
+    subspace = queue.subspace
+    queue.ack(db, queue.claim(db, lease=1))
     expiring = queue.claim(db, lease=1)
     db.advance_time(1.5)
     before = all_keys(db, subspace)
@@ -85,17 +88,18 @@ def test_acking_twice_or_after_expiry_raises_and_changes_nothing(db, queue):
     assert queue.claim(db, lease=1).value == "b"  # the expired item is delivered again
 
 
+@pytest.mark.memory_only("moves time on with db.advance_time()")
 def test_an_ack_and_a_claim_of_the_same_expired_lease_never_both_win(db, queue):
     lease = queue.claim(db, lease=1)
     acker = db.create_transaction()
     queue.ack(acker, lease)  # checked at a read version before the expiry
     db.advance_time(1.5)
     assert queue.claim(db, lease=1).value == "a"  # redelivered and committed first
-    with pytest.raises(memory.FDBError) as raised:
+    with raises_fdb_error(1020):
         acker.commit().wait()
-    assert raised.value.code == 1020
 
 
+@pytest.mark.memory_only("moves time on with db.advance_time()")
 def test_after_max_deliveries_the_item_becomes_a_dead_letter_and_can_be_requeued(db, queue):
     for delivery in (1, 2, 3):
         lease = queue.claim(db, lease=1)
@@ -110,19 +114,21 @@ def test_after_max_deliveries_the_item_becomes_a_dead_letter_and_can_be_requeued
     assert queue.dequeue_many(db, 5) == ["c", "a"]  # "b" is leased; "a" is back at the back
 
 
-def test_ack_composes_with_the_callers_writes(db, queue):
+def test_ack_composes_with_the_callers_writes(db, subspace, queue):
+    result = subspace.pack(("result",))
     lease = queue.claim(db, lease=30)
     tr = db.create_transaction()
     queue.ack(tr, lease)
-    tr[b"result"] = b"processed a"
+    tr[result] = b"processed a"
     tr.cancel()  # nothing committed: still leased, no result
     assert [held.id for held in queue.leases(db)] == [lease.id]
+    assert db.get(result) == None  # noqa: E711 - the binding's Value compares equal to None
     tr = db.create_transaction()
     queue.ack(tr, lease)
-    tr[b"result"] = b"processed a"
+    tr[result] = b"processed a"
     tr.commit().wait()
     assert queue.leases(db) == []
-    assert bytes(db.get(b"result")) == b"processed a"
+    assert bytes(db.get(result)) == b"processed a"
 
 
 @pytest.mark.parametrize(
@@ -147,8 +153,8 @@ def test_bad_arguments_raise_before_anything_changes(db, queue, call, error):
     assert all_keys(db, queue.subspace) == before
 
 
-def test_a_lease_of_another_queue_is_refused(db, queue):
-    other = Queue(Subspace(("other",)))
+def test_a_lease_of_another_queue_is_refused(db, subspace, queue):
+    other = Queue(subspace["other"])
     other.enqueue(db, "x")
     foreign = other.claim(db, lease=30)
     before = all_keys(db, queue.subspace)
@@ -165,8 +171,8 @@ def test_max_deliveries_is_checked():
     Queue(("q",), max_deliveries=None)  # no limit
 
 
-def test_priority_queue_claims_from_either_end(db):
-    queue = PriorityQueue(Subspace(("pleased",)))
+def test_priority_queue_claims_from_either_end(db, subspace):
+    queue = PriorityQueue(subspace)
     for value, priority in [("low", 1), ("high", 9), ("mid", 5)]:
         queue.push(db, value, priority=priority)
     top = queue.claim(db, lease=30, max=True)
@@ -192,6 +198,7 @@ def test_under_unknown_commit_results_claims_and_acks_take_effect_once():
     assert db.stats()["injected_commit_unknown_result_applied"] > 0
 
 
+@pytest.mark.memory_only("moves time on with db.advance_time()")
 def test_extend_keeps_the_item_leased_past_the_first_expiry(db, queue):
     lease = queue.claim(db, lease=1)
     db.advance_time(0.5)
@@ -211,6 +218,7 @@ def test_extend_keeps_the_item_leased_past_the_first_expiry(db, queue):
     assert all_keys(db, queue.subspace) == before
 
 
+@pytest.mark.memory_only("moves time on with db.advance_time()")
 def test_an_expired_lease_cannot_be_extended(db, queue):
     lease = queue.claim(db, lease=1)
     db.advance_time(1.5)

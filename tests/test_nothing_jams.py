@@ -23,7 +23,26 @@ BIG_VALUES = {
 
 
 @pytest.mark.parametrize("name", list(BIG_VALUES))
+def test_a_value_enqueue_accepts_can_be_claimed_released_extended_and_acked(db, subspace, name):
+    """The lease paths that need no expiry, on both backends (expiry: the next test)."""
+    value = BIG_VALUES[name]
+    queue = Queue(subspace, codec="raw", max_deliveries=2)
+    queue.enqueue_many(db, [value, b"behind"])
+    lease = queue.claim(db, lease=30)
+    assert lease.value == value
+    queue.release(db, lease)
+    lease = queue.claim(db, lease=30)
+    assert (lease.value, lease.deliveries) == (value, 2)
+    lease = queue.extend(db, lease, 60)
+    assert [held.value for held in queue.leases(db)] == [value]
+    queue.ack(db, lease)
+    assert queue.leases(db) == [] and queue.dead_letters(db) == []
+    assert queue.dequeue_many(db, 5) == [b"behind"]
+
+
+@pytest.mark.parametrize("name", list(BIG_VALUES))
 def test_a_value_enqueue_accepts_travels_every_lease_path(name):
+    """Memory only: expires the leases with db.advance_time()."""
     value = BIG_VALUES[name]
     db = memory.open()
     queue = Queue(Subspace(("big",)), codec="raw", max_deliveries=2)
@@ -45,7 +64,34 @@ def test_a_value_enqueue_accepts_travels_every_lease_path(name):
 
 @pytest.mark.parametrize("name", list(BIG_VALUES))
 @pytest.mark.parametrize("kind", ["queue", "priority"])
+def test_a_value_enqueue_accepts_can_be_served_and_collected(db, subspace, name, kind):
+    """Serving and collecting, on both backends (giving back after abandon_after: below)."""
+    value = BIG_VALUES[name]
+    if kind == "queue":
+        queue = Queue(subspace, codec="raw", high_contention=True)
+        queue.enqueue_many(db, [value, value])
+        staging: Staging = queue._staging  # type: ignore[attr-defined]
+    else:
+        queue = PriorityQueue(subspace, codec="raw", high_contention=True)
+        queue.push(db, value, priority=1)
+        queue.push(db, value, priority=1)
+        staging = queue._staging[True]  # type: ignore[attr-defined]
+    live = staging._register(db)
+    assert staging.serve(db) == 1  # one request: one value moves to its result slot
+    assert queue.size(db) == 2  # counted while served and not collected
+    tr = db.create_transaction()
+    assert staging._collect_or_watch(tr, live) == ("done", value)
+    tr.commit().wait()
+    assert queue.size(db) == 1
+    take = queue.dequeue if kind == "queue" else queue.pop_max
+    assert take(db) == value
+    assert queue.size(db) == 0
+
+
+@pytest.mark.parametrize("name", list(BIG_VALUES))
+@pytest.mark.parametrize("kind", ["queue", "priority"])
 def test_a_value_enqueue_accepts_can_be_served_collected_and_given_back(name, kind):
+    """Memory only: the dead consumer's result falls due through db.advance_time()."""
     value = BIG_VALUES[name]
     db = memory.open()
     subspace = Subspace(("big-staged",))
@@ -71,10 +117,9 @@ def test_a_value_enqueue_accepts_can_be_served_collected_and_given_back(name, ki
     assert staging._collect_or_watch(db.create_transaction(), dead)[0] == "lost"
 
 
-def test_a_serving_transaction_caps_itself_by_bytes():
+def test_a_serving_transaction_caps_itself_by_bytes(db, subspace):
     """batch_size=200 and 90 KB items would be an 18 MB transaction; it serves in parts."""
-    db = memory.open()
-    queue = Queue(Subspace(("capped",)), codec="raw", high_contention=True, batch_size=200)
+    queue = Queue(subspace, codec="raw", high_contention=True, batch_size=200)
     values = [bytes([n]) * 90_000 for n in range(120)]
     for start in range(0, 120, 40):
         queue.enqueue_many(db, values[start : start + 40])
@@ -130,22 +175,21 @@ class VersionedJson:
         return value
 
 
-def poisoned(kind="queue", **options):
+def poisoned(db, subspace, kind="queue", **options):
     codec = VersionedJson()
-    subspace = Subspace(("poison", kind))
+    subspace = subspace[kind]
     queue = (
         Queue(subspace, codec=codec, **options)
         if kind == "queue"
         else PriorityQueue(subspace, codec=codec, **options)
     )
-    db = memory.open()
     values = [{"version": 1, "n": 0}] + [{"version": 2, "n": n} for n in (1, 2, 3)]
     if kind == "queue":
         queue.enqueue_many(db, values)
     else:
         for value in values:
             queue.push(db, value, priority=5)
-    return db, queue, codec
+    return queue, codec
 
 
 @pytest.mark.parametrize(
@@ -158,8 +202,10 @@ def poisoned(kind="queue", **options):
     ids=["dequeue", "dequeue_many", "claim"],
 )
 @pytest.mark.parametrize("high_contention", [False, True])
-def test_a_poison_item_goes_to_the_dead_letters_and_the_next_item_comes_out(take, high_contention):
-    db, queue, _codec = poisoned(high_contention=high_contention)
+def test_a_poison_item_goes_to_the_dead_letters_and_the_next_item_comes_out(
+    db, subspace, take, high_contention
+):
+    queue, _codec = poisoned(db, subspace, high_contention=high_contention)
     assert queue.peek(db) == {"version": 2, "n": 1}  # peek skips it, as a take would
     assert queue.peek_many(db, 2) == [{"version": 2, "n": 1}, {"version": 2, "n": 2}]
     assert take(queue, db) == {"version": 2, "n": 1}
@@ -171,15 +217,15 @@ def test_a_poison_item_goes_to_the_dead_letters_and_the_next_item_comes_out(take
 
 
 @pytest.mark.parametrize("max_end", [False, True])
-def test_a_poison_item_at_either_end_of_a_priority_queue_goes_aside(max_end):
-    db, queue, _codec = poisoned("priority", high_contention=False)
+def test_a_poison_item_at_either_end_of_a_priority_queue_goes_aside(db, subspace, max_end):
+    queue, _codec = poisoned(db, subspace, "priority", high_contention=False)
     assert queue.peek(db, max=max_end) == {"version": 2, "n": 1}
     assert queue.pop(db, max=max_end) == {"version": 2, "n": 1}
     assert len(queue.dead_letters(db)) == 1
 
 
-def test_a_poison_item_served_to_a_high_contention_consumer_goes_aside():
-    db, queue, codec = poisoned(high_contention=True)
+def test_a_poison_item_served_to_a_high_contention_consumer_goes_aside(db, subspace):
+    queue, codec = poisoned(db, subspace, high_contention=True)
     codec.refused = set()
     staging: Staging = queue._staging  # type: ignore[attr-defined]
     request = staging._register(db)
@@ -193,8 +239,9 @@ def test_a_poison_item_served_to_a_high_contention_consumer_goes_aside():
     assert queue.dequeue(db) == {"version": 2, "n": 1}
 
 
-def test_an_expired_poison_lease_goes_aside_and_leases_show_it():
-    db, queue, codec = poisoned(max_deliveries=5)
+@pytest.mark.memory_only("expires the lease with db.advance_time()")
+def test_an_expired_poison_lease_goes_aside_and_leases_show_it(db, subspace):
+    queue, codec = poisoned(db, subspace, max_deliveries=5)
     codec.refused = set()
     lease = queue.claim(db, lease=1)
     assert lease.value == {"version": 1, "n": 0}
@@ -207,24 +254,25 @@ def test_an_expired_poison_lease_goes_aside_and_leases_show_it():
     assert letter.deliveries == 1 and "unsupported" in letter.reason
 
 
-def test_given_a_transaction_a_poison_item_is_moved_not_dropped():
-    db, queue, _codec = poisoned()
+def test_given_a_transaction_a_poison_item_is_moved_not_dropped(db, subspace):
+    queue, _codec = poisoned(db, subspace)
+    done = subspace.pack(("done",))
 
     @transactional
     def take_and_record(tr):
         value = queue.dequeue(tr)
-        tr[b"done"] = json.dumps(value).encode()
+        tr[done] = json.dumps(value).encode()
         return value
 
     assert take_and_record(db) == {"version": 2, "n": 1}
+    assert json.loads(bytes(db[done])) == {"version": 2, "n": 1}
     assert len(queue.dead_letters(db)) == 1
     assert [letter.value.raw for letter in queue.dead_letters(db)] == [b'{"version": 1, "n": 0}']
 
 
-def test_items_of_a_nested_queue_give_a_clear_error_and_change_nothing():
-    db = memory.open()
-    outer = Queue(Subspace(("a",)))
-    inner = Queue(Subspace(("a", "b")))
+def test_items_of_a_nested_queue_give_a_clear_error_and_change_nothing(db, subspace):
+    outer = Queue(subspace["a"])
+    inner = Queue(subspace["a"]["b"])
     inner.enqueue_many(db, ["inner-1", "inner-2"])
     before = all_keys(db, outer.subspace)
     for call in (
@@ -241,9 +289,8 @@ def test_items_of_a_nested_queue_give_a_clear_error_and_change_nothing():
     assert inner.dequeue_many(db, 5) == ["inner-1", "inner-2"]
 
 
-def test_a_staged_dequeue_with_a_short_timeout_does_not_wait_behind_a_dead_requester():
-    db = memory.open()
-    queue = Queue(Subspace(("dead-head",)), high_contention=True)
+def test_a_staged_dequeue_with_a_short_timeout_does_not_wait_behind_a_dead_requester(db, subspace):
+    queue = Queue(subspace, high_contention=True)
     staging: Staging = queue._staging  # type: ignore[attr-defined]
     staging._register(db)  # first in line, then dies
     started = time.monotonic()

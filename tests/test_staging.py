@@ -33,9 +33,16 @@ def consume_all(take, consumers):
     return taken
 
 
-def test_many_consumers_get_every_item_exactly_once_in_fifo_order():
-    db = memory.open(latency=LATENCY, seed=7)
-    queue = Queue(Subspace(("staged",)), high_contention=True, batch_size=8)
+@pytest.fixture
+def contended(backend, db):
+    """``contended(seed)``: on memory, a database with LATENCY (so consumers really overlap)
+    seeded with ``seed``; on fdb, the session's database."""
+    return lambda seed: memory.open(latency=LATENCY, seed=seed) if backend == "memory" else db
+
+
+def test_many_consumers_get_every_item_exactly_once_in_fifo_order(contended, subspace):
+    db = contended(7)
+    queue = Queue(subspace, high_contention=True, batch_size=8)
     queue.enqueue_many(db, range(300))
     taken = consume_all(lambda: queue.dequeue(db), consumers=12)
     everything = [value for consumer in taken for value in consumer]
@@ -49,9 +56,9 @@ def test_many_consumers_get_every_item_exactly_once_in_fifo_order():
 
 
 @pytest.mark.parametrize("max_end", [False, True])
-def test_priority_queue_ends_are_served_in_priority_order(max_end):
-    db = memory.open(latency=LATENCY, seed=3)
-    queue = PriorityQueue(Subspace(("staged-priority",)), high_contention=True, batch_size=4)
+def test_priority_queue_ends_are_served_in_priority_order(contended, subspace, max_end):
+    db = contended(3)
+    queue = PriorityQueue(subspace, high_contention=True, batch_size=4)
     for n in range(120):
         queue.push(db, (n % 5, n), priority=n % 5)
     taken = consume_all(lambda: queue.pop(db, max=max_end), consumers=8)
@@ -65,9 +72,8 @@ def test_priority_queue_ends_are_served_in_priority_order(max_end):
             assert order == sorted(order)
 
 
-def test_with_a_transaction_high_contention_calls_stay_plain():
-    db = memory.open()
-    queue = Queue(Subspace(("plain-inside",)), high_contention=True)
+def test_with_a_transaction_high_contention_calls_stay_plain(db, subspace):
+    queue = Queue(subspace, high_contention=True)
     queue.enqueue_many(db, ["a", "b"])
     tr = db.create_transaction()
     assert queue.dequeue(tr) == "a"
@@ -105,9 +111,8 @@ def test_a_requester_that_dies_loses_nothing(taker):
     assert state == "lost"  # had the requester come back, it would register again
 
 
-def test_a_blocked_consumer_wakes_when_a_dead_requesters_result_falls_due():
-    db = memory.open()
-    queue = Queue(Subspace(("dying-blocked",)), high_contention=True, abandon_after=0.3)
+def test_a_blocked_consumer_wakes_when_a_dead_requesters_result_falls_due(db, subspace):
+    queue = Queue(subspace, high_contention=True, abandon_after=0.3)
     queue.enqueue(db, "only")
     staging: Staging = queue._staging  # type: ignore[assignment]
     staging._register(db)
@@ -117,10 +122,9 @@ def test_a_blocked_consumer_wakes_when_a_dead_requesters_result_falls_due():
     assert time.monotonic() - started < 2.0
 
 
-def test_a_requester_that_dies_first_in_line_does_not_stop_the_line():
+def test_a_requester_that_dies_first_in_line_does_not_stop_the_line(db, subspace):
     """Nobody leads while the dead requester is first; a waiter serves after STALLED_AFTER."""
-    db = memory.open()
-    queue = Queue(Subspace(("dead-first",)), high_contention=True, abandon_after=60.0)
+    queue = Queue(subspace, high_contention=True, abandon_after=60.0)
     queue.enqueue_many(db, ["first", "second"])
     staging: Staging = queue._staging  # type: ignore[assignment]
     staging._register(db)  # registers first in line, then dies without leading

@@ -1,7 +1,7 @@
 """fdbqueue: shared, transactional FIFO and priority queues stored in FoundationDB.
 
 >>> from fdbqueue import Queue, PriorityQueue, Subspace, memory
->>> db = memory.open()                      # or: fdb.api_version(710); db = fdb.open()
+>>> db = memory.open()                      # or: db = fdbqueue.binding.open_database()
 >>> q = Queue(Subspace(("Q",)))
 >>> q.enqueue(db, "job-1")
 >>> q.dequeue(db)
@@ -9,7 +9,9 @@
 
 Every operation takes a Database (its own transaction, committed and retried) or a
 Transaction (runs inside it, commits nothing), like any ``fdb.transactional`` function.
-The library never calls ``fdb.api_version()``: your application does, before ``fdb.open()``.
+The queues never call ``fdb.api_version()``: your application does, before ``fdb.open()``, or
+lets :func:`fdbqueue.binding.open_database` choose the version both the binding and
+``libfdb_c`` support.
 Importing fdbqueue needs no ``libfdb_c``.
 """
 

@@ -27,6 +27,12 @@ import click
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import benchmark, memory
+from fdbqueue.binding import (
+    BindingMismatchError,
+    ClientLibraryMissingError,
+    describe_fdb_error,
+)
+from fdbqueue.binding import open_database as open_cluster
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
 
@@ -86,26 +92,30 @@ class Context:
 
 
 def open_database(
-    cluster_file: str | None, api_version: int, use_memory: bool, timeout: float
+    cluster_file: str | None, api_version: int | None, use_memory: bool, timeout: float
 ) -> Any:
     """Open the in-memory database, or a cluster through the ``fdb`` binding.
 
+    ``api_version`` None lets :func:`fdbqueue.binding.choose_api_version` choose.
+
     Raises:
-        click.ClickException: libfdb_c is missing, or the cluster file cannot be used.
+        click.ClickException: libfdb_c is missing, the binding does not suit it, the API
+            version is out of range, or the cluster file cannot be used.
     """
     if use_memory:
         return memory.open()
     try:
-        import fdb
-
-        fdb.api_version(api_version)
-        database = fdb.open(cluster_file) if cluster_file else fdb.open()
+        database = open_cluster(cluster_file, api_version)
         database.options.set_transaction_timeout(int(timeout * 1000))
+    except (ClientLibraryMissingError, BindingMismatchError, ValueError) as error:
+        # the message says what to install or which versions are possible
+        raise click.ClickException(
+            f"cannot open the FoundationDB cluster: {first_line(error)}"
+        ) from None
     except Exception as error:  # the binding raises several types here
         raise click.ClickException(
-            f"cannot open the FoundationDB cluster ({first_line(error)}); is the FoundationDB "
-            "client (libfdb_c) installed and the cluster file right? --memory uses an "
-            "in-memory database"
+            f"cannot open the FoundationDB cluster ({first_line(error)}); is the cluster file "
+            "right? --memory uses an in-memory database"
         ) from None
     return database
 
@@ -131,7 +141,8 @@ def open_directory(database: Any, path: str) -> Any:
 
 
 def first_line(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
+    """The first line of the error's text; FoundationDB errors as ``description (code)``."""
+    text = describe_fdb_error(error).strip() or type(error).__name__
     return text.splitlines()[0]
 
 
@@ -159,7 +170,13 @@ def guarded(action: Any) -> Any:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--cluster-file", type=click.Path(dir_okay=False), help="the cluster file to use")
-@click.option("--api-version", type=int, default=710, show_default=True)
+@click.option(
+    "--api-version",
+    type=int,
+    default=None,
+    show_default="chosen automatically",
+    help="FoundationDB API version; automatically the newest the fdb binding and libfdb_c support",
+)
 @click.option("--memory", "use_memory", is_flag=True, help="use a fresh in-memory database")
 @click.option("--timeout", type=float, default=5.0, show_default=True, help="seconds per call")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document")

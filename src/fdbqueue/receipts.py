@@ -223,8 +223,10 @@ class Receipts:
         # The body's reads fetched the read version already: no extra round trip.
         read_version: int = tr.get_read_version().wait()
         receipt: bytes = self.subspace.pack((read_version, call_id))
+        # Self-conflicting, so that a resolution can fence it off. The read conflict must come
+        # before the write: FoundationDB adds none for a key the transaction already wrote.
+        tr.add_read_conflict_key(receipt)
         tr[receipt] = b""
-        tr.add_read_conflict_key(receipt)  # self-conflicting: a resolution can fence it off
         tr.clear_range(self.begin, self.subspace.pack((read_version - self.lifetime_versions,)))
         finished = self._take_finished()
         for key in finished:

@@ -10,7 +10,9 @@ Nothing is persisted; it is not a storage engine.
 What it models, as ``shared/fdb-semantics.md`` states FoundationDB's behaviour:
 
 * one ordered key space of bytes (memcmp order); system keys (``b"\\xff"`` on) need the
-  ``access_system_keys`` / ``read_system_keys`` options, else 2004;
+  ``access_system_keys`` / ``read_system_keys`` options, else 2004 (``b"\\xff/metadataVersion"``
+  is readable and watchable without them; ``get_key`` of a reference past the readable keys
+  raises 2004); like upstream's, those two options do not survive ``on_error``;
 * versions that advance about 1,000,000 per second; a read version taken lazily at the first
   read; MVCC reads at that version; the five-second window (1007 for reads, and for commits
   that have read conflict ranges, once the read version is more than 5,000,000 versions old;
@@ -18,22 +20,52 @@ What it models, as ``shared/fdb-semantics.md`` states FoundationDB's behaviour:
   ``ConflictBatch::addTransaction``, where ``shared/fdb-semantics.md`` says "a commit with
   writes");
 * read-your-writes, snapshot reads included; reads served entirely from the transaction's own
-  sets and clears reach no database and add no read conflict range;
-* read conflict ranges from non-snapshot reads (limited range reads add only what they read),
-  write conflict ranges from every write; 1020 at commit when a newer commit wrote inside a
-  read conflict range; blind writes never conflict; read-only commits do no check;
-* atomic operations, versionstamped keys and values (reading them in the writing transaction
-  raises 1036), ``get_versionstamp``;
-* limits: keys over 10,000 bytes (2102), values over 100,000 bytes (2103), transactions over
+  sets and clears reach no database and add no read conflict range; a key the transaction
+  already read with a point read is answered from its cache (upstream's ``SnapshotCache``),
+  so that re-read never raises 1007;
+* range reads are lazy, as the binding's ``FDBRange``: ``get_range`` reads the first batch
+  (its errors are raised by the call) and the rest as the result is iterated, in batches
+  sized by the streaming mode (``iterator``: 4 KB growing to 120 KB; ``exact`` needs a limit,
+  else 2210; ``limit=-1`` is no limit); iterating again reads again; ``tr[a:b:-1]`` reads in
+  reverse;
+* read conflict ranges from non-snapshot reads (each range batch adds only what it covered,
+  so an abandoned iteration conflicts only on the batches fetched), write conflict ranges
+  from every write; ``add_read_conflict_range``/``_key`` add nothing for the keys the
+  transaction set or cleared (upstream ``updateConflictMap``), raise 2005 at once for an
+  inverted range and defer 2004 for a range past the readable keys; 1020 at commit when a
+  newer commit wrote inside a read conflict range; blind writes never conflict; read-only
+  commits do no check;
+* atomic operations, versionstamped keys and values, ``get_versionstamp`` (call it before the
+  commit; it fails with 2020 when the commit fails); a versionstamped key's write conflict
+  range is its final key, added at commit; the writing transaction cannot read its
+  versionstamped values nor the keys its versionstamped keys may become (from stamp
+  ``(read version + 1, 0)`` up): a read that reaches one raises 1036, a read that stops
+  before succeeds;
+* a transaction is spent once ``commit`` is called, whether it succeeded or failed: later
+  reads, writes, commits and ``get_versionstamp`` fail with 2017 until ``reset()`` or
+  ``on_error()``; a second commit applies nothing;
+* limits: keys over 10,000 bytes (2102; system keys 30,000; ``clear`` of a longer key does
+  nothing; a versionstamped key or value counts its 4-byte offset), values over 100,000 bytes
+  (2103), transactions over
   10,000,000 bytes (2101), the size counted as upstream's client counts it (each mutation 40
   bytes plus its parameters, each read and write conflict range 32 bytes plus its keys, after
   the read-your-writes layer's merging; ``get_approximate_size`` returns that figure); like
-  the binding, write errors surface at the next read or commit;
-* ``on_error``: retryable codes (1007, 1009, 1020, 1021, 1037, 1213) reset the transaction and
-  back off (10 ms doubling, with upstream's random jitter, capped by ``max_retry_delay``, 1 s by
-  default); options ``timeout`` (1031), ``retry_limit``, ``max_retry_delay`` survive retries;
-* watches that fire when the value changes from what the transaction read, active after the
-  commit, failing with the commit's error, at most 10,000 outstanding (1032);
+  the binding, writes (and conflict-range calls) never raise FDBError: their errors surface at
+  the next read, ``get_read_version`` or commit, and a cancelled or timed-out transaction
+  takes writes and reports at commit; ``set_read_version`` once a read version is set defers
+  2010;
+* ``on_error``: retryable codes (1007, 1009, 1020, 1021, 1037, 1038, 1042, 1051, 1078, 1213)
+  reset the transaction and back off (1007 and 1009: a fixed ``min(10 ms, max_retry_delay)``;
+  the others 10 ms doubling, with upstream's random jitter, capped by ``max_retry_delay``, 1 s
+  by default); options ``timeout`` (1031), ``retry_limit``, ``max_retry_delay`` survive
+  retries; a cancelled, timed-out (1031 whatever the error) or spent transaction raises that;
+  when ``on_error`` raises, it cancels the transaction;
+* watches that fire when the value changes from what the transaction read, at once when the
+  transaction itself changes the key, active after the commit, failing with the commit's
+  error; counted from their creation, at most 10,000 outstanding (1032 when made); a watch
+  of a key over 10,000 bytes fails with 2102; the pending watches of a transaction reset,
+  retried, cancelled or destroyed (``Transaction.destroy``, also on garbage collection)
+  before it commits fail with 1025;
 * ``Latency(grv, read, commit)``: each read version, read and commit sleeps that long (outside
   the database lock), so contention behaves as on a networked cluster;
 * ``Faults(not_committed, commit_unknown_result, transaction_too_old, timed_out, recovery)``:
@@ -48,8 +80,15 @@ Known differences from a real cluster:
 
 * single process, no network, no durability, no tenants, no locality or management APIs, no
   ``get_estimated_range_size_bytes`` / ``get_range_split_points``;
-* range reads are eager (the binding's ``FDBRange`` fetches lazily in batches), so a range is
-  read when ``get_range`` is called, not when it is iterated;
+* read errors are raised by the call that reads (``get``, ``get_key``, ``get_range``'s first
+  batch), not by the future or ``FDBRange`` when it is used, as the binding's lazy futures
+  do: the in-memory reads are synchronous (audit L19);
+* there are no future versions: a read version set ahead of the database (``set_read_version``)
+  is read at once and never raises 1009 after upstream's ``FUTURE_VERSION_DELAY``; commits
+  made below that version later show up in the transaction's reads (audit L7; modelling it
+  would need reads that wait for the version clock);
+* the cache of reads holds point reads only: re-reading a range goes to the database (and may
+  raise 1007) where upstream's ``SnapshotCache`` may answer it;
 * reads are synchronous: each read's latency is slept when it is issued, so reads issued
   together do not overlap as the binding's futures do; a transaction's first read sleeps the
   GRV and read latencies at once and takes its read version at the end of both (upstream,
@@ -59,8 +98,16 @@ Known differences from a real cluster:
 * versionstamps' 2-byte batch order is always 0 (every commit is its own batch);
 * ``get_key`` and KeySelector range endpoints add a read conflict range spanning the reference
   key and the key found, a slight superset of upstream's;
-* the read version is never served from a cache and ``causal_read_risky`` and similar
-  options have no effect;
+* options: ``timeout``, ``retry_limit``, ``max_retry_delay``, ``size_limit``,
+  ``next_write_no_write_conflict_range``, the system-key options and the database's
+  ``transaction_*`` defaults and ``max_watches`` take effect; the others are accepted and have
+  no effect (the read version is never served from a cache, ``causal_read_risky``,
+  ``read_your_writes_disable``, ``snapshot_ryw_disable``, ``bypass_unreadable``, priorities,
+  tags, ``report_conflicting_keys``, ... : see :mod:`fdbqueue.memory.options`);
+* :class:`FDBError` has the binding's ``code``, ``description`` (bytes, as the binding reads
+  it through ``ctypes.c_char_p``) and ``str()`` (``"b'...' (1020)"``), but it is not a
+  subclass of ``fdb.FDBError``: that class exists only once ``fdb.api_version()`` has loaded
+  libfdb_c (:func:`install` runs the real binding, whose errors are the real class);
 * :meth:`Database.advance_time` (a test hook) moves the version clock forward, so tests of the
   five-second window need not sleep.
 """
@@ -70,7 +117,8 @@ from __future__ import annotations
 from fdbqueue.memory.database import Database, Latency
 from fdbqueue.memory.errors import FDBError, is_retryable
 from fdbqueue.memory.faults import Faults
-from fdbqueue.memory.futures import Future, Value
+from fdbqueue.memory.futures import Future, Key, Value
+from fdbqueue.memory.installation import cluster, install, installed
 from fdbqueue.memory.keys import KeySelector, KeyValue
 from fdbqueue.memory.transaction import RangeResult, Snapshot, Transaction
 
@@ -79,6 +127,7 @@ __all__ = [
     "FDBError",
     "Faults",
     "Future",
+    "Key",
     "KeySelector",
     "KeyValue",
     "Latency",
@@ -86,6 +135,9 @@ __all__ = [
     "Snapshot",
     "Transaction",
     "Value",
+    "cluster",
+    "install",
+    "installed",
     "is_retryable",
     "open",
 ]

@@ -26,10 +26,10 @@ from fdbqueue.memory.faults import (
     Faults,
 )
 from fdbqueue.memory.futures import Future, Value
-from fdbqueue.memory.keys import KeySelector
-from fdbqueue.memory.size import MAX_TRANSACTION_BYTES
+from fdbqueue.memory.keys import KeySelector, KeyValue
+from fdbqueue.memory.options import DEFAULT_MAX_WATCHES, DatabaseOptions
 from fdbqueue.memory.storage import Range, Storage, VersionView
-from fdbqueue.memory.transaction import RangeResult, Transaction
+from fdbqueue.memory.transaction import Transaction
 
 __all__ = ["Database", "Latency"]
 
@@ -42,7 +42,7 @@ READ_WINDOW_VERSIONS = 5 * VERSIONS_PER_SECOND
 #: How far a recovery moves the version clock (upstream MAX_VERSIONS_IN_FLIGHT, 100 seconds
 #: of versions, added to the last version of the old generation in ClusterRecovery.cpp).
 MAX_VERSIONS_IN_FLIGHT = 100 * VERSIONS_PER_SECOND
-MAX_WATCHES = 10_000
+MAX_WATCHES = DEFAULT_MAX_WATCHES  # the default of db.options.set_max_watches
 
 STAT_NAMES = (
     "transactions",
@@ -134,13 +134,20 @@ class Database(AtomicOperations):
         self._last_version = 0
         self._watches: dict[bytes, list[tuple[bytes | None, Future]]] = {}
         self._watch_count = 0
+        self._max_watches = MAX_WATCHES  # db.options.set_max_watches
+        self.options = DatabaseOptions(self)
         self._in_flight: list[_Request] = []  # timed-out commits that may still land
         self._stats: Counter[str] = Counter({name: 0 for name in STAT_NAMES})
 
     # -- transactions -----------------------------------------------------------------------
 
     def create_transaction(self) -> Transaction:
-        """A new transaction on this database."""
+        """A new transaction on this database, with the defaults set by ``db.options``'
+        ``set_transaction_*`` (timeout, retry limit, maximum retry delay, size limit).
+
+        Raises:
+            FDBError: 2006 when one of those defaults is out of range, as upstream.
+        """
         self._count("transactions")
         return Transaction(self)
 
@@ -278,7 +285,7 @@ class Database(AtomicOperations):
         fired: list[Future] = []
         try:
             if not read_only:
-                if transaction._approximate_size() > MAX_TRANSACTION_BYTES:
+                if transaction._approximate_size() > transaction.options._size_limit:
                     raise FDBError(2101)
                 if self.latency.commit:
                     time.sleep(self.latency.commit)
@@ -290,17 +297,14 @@ class Database(AtomicOperations):
                     self._resolve_in_flight(fired)
                     version = self._commit_writes(transaction, fired)
                     versionstamp = versionstamp_bytes(version)
-                watch_errors = self._register_watches(transaction, fired)
+                self._register_watches(transaction._watches.take_all(), fired)
         except FDBError as error:
             for future in fired:  # other transactions' watches, fired by what did land
                 future.set_result(None)
-            transaction._fail_pending(error)
+            transaction._commit_failed(error)
             return Future.failed(error)
         for future in fired:
             future.set_result(None)
-        for future in watch_errors:
-            future.set_error(FDBError(1032))
-        transaction._watches = []
         transaction._after_commit(version, versionstamp)
         return Future.completed()
 
@@ -371,7 +375,6 @@ class Database(AtomicOperations):
         for waiting in self._watches.values():
             fired.extend(future for _expected, future in waiting)
         self._watches = {}
-        self._watch_count = 0
 
     def _apply(self, request: _Request, fired: list[Future], genuine: bool = True) -> int:
         """Under the lock: check ``request`` as the resolver does and apply it at a new
@@ -390,7 +393,17 @@ class Database(AtomicOperations):
         self._last_version = version
         versionstamp = versionstamp_bytes(version)
         storage = self._storage
-        commit = storage.begin_commit(version, request.write_ranges)
+        # A versionstamped key's write conflict range is its final key, known only now (the
+        # commit proxy's ResolutionRequestBuilder::addTransaction adds it).
+        stamped = [
+            with_versionstamp(mutation[1], versionstamp)
+            for mutation in request.mutations
+            if mutation[0] == "versionstamped_key"
+        ]
+        write_ranges = request.write_ranges
+        if stamped:
+            write_ranges = [*write_ranges, *((key, key + b"\x00") for key in stamped)]
+        commit = storage.begin_commit(version, write_ranges)
         for mutation in request.mutations:
             kind = mutation[0]
             if kind == "set":
@@ -420,7 +433,6 @@ class Database(AtomicOperations):
         for expected, future in waiting:
             if expected != current:
                 fired.append(future)
-                self._watch_count -= 1
             else:
                 keep.append((expected, future))
         if keep:
@@ -428,22 +440,35 @@ class Database(AtomicOperations):
         else:
             del self._watches[key]
 
-    def _register_watches(self, transaction: Transaction, fired: list[Future]) -> list[Future]:
-        refused: list[Future] = []
-        for key, expected, future in transaction._watches:
+    def _open_watch(self, future: Future) -> bool:
+        """A transaction made a watch: count it among the outstanding watches until it is
+        ready, whatever becomes of it (upstream ``DatabaseContext::increaseWatchCounter`` in
+        ``Transaction::watch``, before the commit). False, counting nothing, when the limit
+        (``db.options.set_max_watches``, 10,000 by default) is reached: error 1032."""
+        with self._lock:
+            if self._watch_count >= self._max_watches:
+                return False
+            self._watch_count += 1
+        future.on_ready(self._close_watch)
+        return True
+
+    def _close_watch(self, _future: Future) -> None:  # an on_ready callback
+        with self._lock:
+            self._watch_count -= 1
+
+    def _register_watches(
+        self, watches: list[tuple[bytes, bytes | None, Future]], fired: list[Future]
+    ) -> None:
+        """Under the lock, at a successful commit: make the transaction's watches active."""
+        for key, expected, future in watches:
             if future.is_ready():
-                continue
-            if self._watch_count >= MAX_WATCHES:
-                refused.append(future)
                 continue
             self._stats["watches"] += 1
             if self._storage.current.get(key) != expected:
                 fired.append(future)
                 continue
             self._watches.setdefault(key, []).append((expected, future))
-            self._watch_count += 1
             future.on_ready(functools.partial(self._forget_watch, key))
-        return refused
 
     def _forget_watch(self, key: bytes, future: Future) -> None:  # an on_ready callback
         """Drop a watch that became ready by cancellation."""
@@ -452,7 +477,6 @@ class Database(AtomicOperations):
             for index, (_expected, candidate) in enumerate(waiting):
                 if candidate is future:
                     del waiting[index]
-                    self._watch_count -= 1
                     if not waiting:
                         del self._watches[key]
                     return
@@ -471,13 +495,17 @@ class Database(AtomicOperations):
             except FDBError as error:
                 tr.on_error(error).wait()
 
-    def get(self, key: Any) -> Value:
-        """Read ``key`` in its own transaction."""
-        return self._run(lambda tr: tr.get(key))
+    def get(self, key: Any) -> bytes | None:
+        """Read ``key`` in its own transaction: plain bytes, or None when it is absent (the
+        binding's ``Database.get`` returns ``tr[key].value``)."""
+        value: bytes | None = self._run(lambda tr: tr.get(key).value)
+        return value
 
-    def get_key(self, key_selector: KeySelector) -> Value:
-        """Resolve a KeySelector in its own transaction."""
-        return self._run(lambda tr: tr.get_key(key_selector))
+    def get_key(self, key_selector: KeySelector) -> bytes:
+        """Resolve a KeySelector in its own transaction: plain bytes (the binding returns
+        ``tr.get_key(key_selector).value``)."""
+        key: bytes = self._run(lambda tr: tr.get_key(key_selector).value)
+        return key
 
     def get_range(
         self,
@@ -486,17 +514,22 @@ class Database(AtomicOperations):
         limit: int = 0,
         reverse: bool = False,
         streaming_mode: Any = None,
-    ) -> RangeResult:
-        """A range read in its own transaction."""
-        return self._run(lambda tr: tr.get_range(begin, end, limit, reverse))
+    ) -> list[KeyValue]:
+        """A range read in its own transaction: a list of KeyValue (the binding returns
+        ``tr.get_range(...).to_list()``)."""
+        return self._run(
+            lambda tr: tr.get_range(begin, end, limit, reverse, streaming_mode).to_list()
+        )
 
-    def get_range_startswith(self, prefix: Any, *args: Any, **kwargs: Any) -> RangeResult:
-        """A prefix range read in its own transaction."""
-        return self._run(lambda tr: tr.get_range_startswith(prefix, *args, **kwargs))
+    def get_range_startswith(self, prefix: Any, *args: Any, **kwargs: Any) -> list[KeyValue]:
+        """A prefix range read in its own transaction: a list of KeyValue."""
+        return self._run(lambda tr: tr.get_range_startswith(prefix, *args, **kwargs).to_list())
 
     def __getitem__(self, key: Any) -> Any:
+        """``db[key]``: as :meth:`get`; ``db[begin:end]``: as :meth:`get_range`, in reverse
+        when the step is -1 (as the binding)."""
         if isinstance(key, slice):
-            return self.get_range(key.start, key.stop)
+            return self.get_range(key.start, key.stop, reverse=(key.step == -1))
         return self.get(key)
 
     def set(self, key: Any, value: Any) -> None:

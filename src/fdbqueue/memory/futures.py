@@ -1,18 +1,26 @@
-"""Futures and values with the ``fdb`` binding's shapes.
+"""Futures, values and keys with the ``fdb`` binding's shapes (``fdb/impl.py``).
 
-The in-memory database completes most futures before returning them; watches complete later,
-from the thread whose commit changed the key.
+The in-memory database completes most futures before returning them; watches and
+versionstamps complete later, from the thread whose commit completes them.
+
+* :class:`Future` is the binding's ``Future``: ``wait``, ``is_ready``, ``block_until_ready``,
+  ``on_ready``, ``cancel``, the static ``wait_for_any`` and the asyncio-style ``done``,
+  ``result``, ``exception``, ``cancelled``.
+* :class:`FutureString` is the binding's ``FutureString``, a future of bytes that behaves as
+  the bytes themselves: :class:`Value` (what ``tr.get``/``tr[key]`` return, ``None`` inside
+  for a missing key) and :class:`Key` (``tr.get_key``, ``tr.get_versionstamp``).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fdbqueue.memory.errors import FDBError
 
-__all__ = ["Future", "Value"]
+__all__ = ["Future", "FutureString", "Key", "Value"]
 
 
 _STATE_LOCK = threading.Lock()  # guards every Future's state; held only briefly
@@ -107,79 +115,230 @@ class Future:
         """Cancel the future: if not yet ready, it becomes ready with error 1101."""
         self.set_error(FDBError(1101))
 
+    @staticmethod
+    def wait_for_any(*futures: Future) -> int:
+        """Wait until at least one of ``futures`` is ready; return the index of one that is.
 
-class Value:
-    """What a point read returns, like the binding's ``Value``: bytes-like, ``== None`` when
-    the key is absent, with ``present()``."""
+        As the binding's static ``Future.wait_for_any``: the index is that of the first future
+        whose ``on_ready`` callback runs, so of the first ready one in argument order when some
+        already are; it does not raise a ready future's error.
 
-    __slots__ = ("value",)
+        Raises:
+            ValueError: no future given (the binding's message).
+        """
+        if not futures:
+            raise ValueError("wait_for_any requires at least one future")
+        first: list[int] = []
+        ready = threading.Event()
+        guard = threading.Lock()
 
-    def __init__(self, value: bytes | None) -> None:
-        self.value = value
+        def note(index: int, _future: Future) -> None:
+            with guard:
+                if not first:
+                    first.append(index)
+            ready.set()
 
-    def wait(self) -> Value:
-        """Return self (the value is already known)."""
+        for index, future in enumerate(futures):
+            future.on_ready(functools.partial(note, index))
+            if first:
+                break
+        ready.wait()
+        return first[0]
+
+    # The asyncio future protocol, as the binding's Future has it.
+
+    def done(self) -> bool:
+        """True once the future is ready (the binding's ``done``, an alias of ``is_ready``)."""
+        return self.is_ready()
+
+    def result(self) -> Any:
+        """What ``wait()`` returns (or raises), without waiting.
+
+        Raises:
+            Exception: ``"Future result not available"`` when not yet ready, as the binding.
+        """
+        if not self.done():
+            raise Exception("Future result not available")
+        return self.wait()
+
+    def exception(self) -> BaseException | None:
+        """The error ``wait()`` would raise, or None for a success, without waiting.
+
+        Raises:
+            Exception: ``"Future result not available"`` when not yet ready, as the binding.
+        """
+        if not self.done():
+            raise Exception("Future result not available")
+        try:
+            self.wait()
+        except BaseException as error:
+            return error
+        return None
+
+    def cancelled(self) -> bool:
+        """True when the future is ready with error 1101 (``operation_cancelled``), as the
+        binding decides it; False while it is not ready."""
+        if not self.done():
+            return False
+        return getattr(self.exception(), "code", 0) == 1101
+
+
+_PENDING: Any = object()  # FutureString's "no value yet" marker
+
+
+class FutureString(Future):
+    """A future of bytes that stands for the bytes, as the binding's ``FutureString``.
+
+    ``value`` is the bytes (``None`` for a :class:`Value` of a missing key); reading it waits
+    for the future and raises its error. Everything else forwards to ``value`` as upstream's
+    class does:
+
+    * ``isinstance(x, bytes)`` is True, through the binding's ``__class__`` property that
+      answers ``bytes`` (``type(x)`` stays the real class);
+    * every public method of ``bytes`` (``decode``, ``startswith``, ``split``, ...) plus
+      ``__getitem__``, ``__len__`` and ``__hash__`` call the bytes method on ``value``, with
+      positional arguments only (upstream's wrappers take no keyword arguments); so
+      ``len()``, ``hash()`` and ``bool()`` of a missing value raise ``TypeError``, and so does
+      ``if tr[key]:`` on a missing key;
+    * ``==``/``!=`` compare ``value`` (a missing value ``== None``); ``<``, ``<=``, ``>``,
+      ``>=``, ``+`` (both sides), ``*`` (both sides), ``int()``, ``str()``, ``repr()`` and
+      ``bytes()`` use ``value``;
+    * there is no ``__iter__`` nor ``__contains__``: iteration falls back to ``__getitem__``
+      and yields ints, so ``b"a" in x`` is False, as upstream (use ``bytes(x)``).
+
+    ``wait()`` returns the future itself (as upstream's ``LazyFuture.wait``), after raising
+    its error if it failed.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, value: Any = _PENDING) -> None:
+        """Make a ready future of ``value`` (bytes, or None for a missing value), or a
+        pending one without an argument (completed later with ``set_result``)."""
+        Future.__init__(self)
+        if value is not _PENDING:
+            self._result, self._done = value, True
+
+    # The binding's trick: isinstance(x, bytes) is True. Neither this class nor its
+    # subclasses may use the zero-argument super() (https://bugs.python.org/issue12370).
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return bytes
+
+    @property
+    def value(self) -> Any:
+        """The bytes (None for a missing value): waits until ready and raises the error of a
+        failed future, as the binding's ``value``."""
+        self.block_until_ready()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def wait(self) -> Any:
+        """Wait until ready; return this future itself, or raise its error."""
+        self.value  # noqa: B018 -- waits and raises, as upstream's LazyFuture.wait
         return self
 
-    def present(self) -> bool:
-        """True when the key exists."""
-        return self.value is not None
-
-    def is_ready(self) -> bool:
-        """Always True."""
-        return True
-
-    def _bytes(self) -> bytes:
-        if self.value is None:
-            raise TypeError("the key is absent: the value is None")
+    def as_foundationdb_key(self) -> Any:
+        """``value``, so that the future can be passed as a key."""
         return self.value
 
-    def as_foundationdb_key(self) -> bytes:
-        return self._bytes()
-
-    def as_foundationdb_value(self) -> bytes:
-        return self._bytes()
-
-    def __bytes__(self) -> bytes:
-        return self._bytes()
-
-    def __len__(self) -> int:
-        return len(self._bytes())
-
-    def __getitem__(self, index: Any) -> Any:
-        return self._bytes()[index]
-
-    def __iter__(self) -> Any:
-        return iter(self._bytes())
-
-    def __bool__(self) -> bool:
-        return bool(self.value)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Value):
-            other = other.value
-        return self.value == other
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    def __lt__(self, other: Any) -> bool:
-        return self._bytes() < (other._bytes() if isinstance(other, Value) else other)
-
-    def __hash__(self) -> int:
-        return hash(self.value)
-
-    def __add__(self, other: Any) -> bytes:
-        return self._bytes() + (other._bytes() if isinstance(other, Value) else other)
-
-    def __repr__(self) -> str:
-        return repr(self.value)
+    def as_foundationdb_value(self) -> Any:
+        """``value``, so that the future can be passed as a value."""
+        return self.value
 
     def __str__(self) -> str:
         return str(self.value)
 
-    def decode(self, *args: Any) -> str:
-        return self._bytes().decode(*args)
+    def __bytes__(self) -> bytes:
+        value: bytes = self.value  # None makes bytes() raise TypeError, as upstream
+        return value
 
-    def startswith(self, prefix: Any) -> bool:
-        return self._bytes().startswith(prefix)
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+    @staticmethod
+    def _plain(other: Any) -> Any:
+        return other.value if isinstance(other, FutureString) else other
+
+    def __add__(self, other: Any) -> Any:
+        return self.value + self._plain(other)
+
+    def __radd__(self, other: Any) -> Any:
+        return self._plain(other) + self.value
+
+    def __mul__(self, times: Any) -> Any:
+        return self.value * times
+
+    def __rmul__(self, times: Any) -> Any:
+        return times * self.value
+
+    def __lt__(self, other: Any) -> bool:
+        return bool(self.value < self._plain(other))
+
+    def __le__(self, other: Any) -> bool:
+        return bool(self.value <= self._plain(other))
+
+    def __gt__(self, other: Any) -> bool:
+        return bool(self.value > self._plain(other))
+
+    def __ge__(self, other: Any) -> bool:
+        return bool(self.value >= self._plain(other))
+
+    def __eq__(self, other: object) -> bool:
+        return bool(self.value == self._plain(other))
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __int__(self) -> int:
+        return int(self.value)
+
+    def __hash__(self) -> int:
+        return bytes.__hash__(self.value)
+
+    def __len__(self) -> int:
+        return bytes.__len__(self.value)
+
+    def __getitem__(self, index: Any) -> Any:
+        return bytes.__getitem__(self.value, index)
+
+    if TYPE_CHECKING:  # the bytes methods added below
+
+        def __getattr__(self, name: str) -> Any: ...
+
+
+def _forward(name: str) -> Callable[..., Any]:
+    method = getattr(bytes, name)
+
+    def forwarded(self: FutureString, *args: Any) -> Any:
+        return method(self.value, *args)
+
+    forwarded.__name__ = name
+    forwarded.__doc__ = f"``bytes.{name}`` of ``value`` (positional arguments only)."
+    return forwarded
+
+
+for _name in dir(bytes):
+    if not _name.startswith("_"):
+        setattr(FutureString, _name, _forward(_name))
+del _name
+
+
+class Value(FutureString):
+    """What ``tr.get(key)`` and ``tr[key]`` return, as the binding's ``Value``: a
+    :class:`FutureString` whose ``value`` is the bytes, or None when the key is absent."""
+
+    __slots__ = ()
+
+    def present(self) -> bool:
+        """True when the key exists (``value`` is not None); waits for the read."""
+        return self.value is not None
+
+
+class Key(FutureString):
+    """A key future, as the binding's ``Key``: what ``tr.get_key`` returns, and
+    ``tr.get_versionstamp`` (whose ``value``, the 10-byte versionstamp, is known after a
+    successful commit). ``value`` is bytes."""
+
+    __slots__ = ()

@@ -92,7 +92,13 @@ class KeySelector:
 
 
 class KeyValue:
-    """One result of a range read: ``.key`` and ``.value`` (bytes); unpacks as a pair."""
+    """One result of a range read, as the binding's ``KeyValue``: ``.key`` and ``.value``
+    (bytes); unpacks as a pair (``key, value = kv``).
+
+    Like the binding's, it defines no ``__eq__`` nor ``__hash__``: two KeyValues are equal
+    only when they are the same object, so compare ``(kv.key, kv.value)`` or ``tuple(kv)``.
+    It is not subscriptable either (``kv[0]`` raises TypeError, as upstream).
+    """
 
     __slots__ = ("key", "value")
 
@@ -102,14 +108,6 @@ class KeyValue:
 
     def __iter__(self) -> Iterator[bytes]:
         return iter((self.key, self.value))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, KeyValue):
-            return (self.key, self.value) == (other.key, other.value)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((self.key, self.value))
 
     def __repr__(self) -> str:
         return f"{self.key!r}: {self.value!r}"

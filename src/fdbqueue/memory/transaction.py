@@ -1,23 +1,40 @@
 """Transactions of the in-memory database, with the ``fdb`` binding's ``Transaction`` shape.
 
 A transaction buffers its writes (read-your-writes, :mod:`fdbqueue.memory.writes`), reads the
-database at one read version obtained at its first read, records read and write conflict
-ranges, and hands everything to the database at commit, which checks conflicts and applies
-the mutations atomically (:mod:`fdbqueue.memory.database`).
+database at one read version obtained at its first read (range reads in batches,
+:mod:`fdbqueue.memory.ranges`), records read and write conflict ranges, keeps its watches
+until the commit (:mod:`fdbqueue.memory.watches`), and hands everything to the database at
+commit, which checks conflicts and applies the mutations atomically
+(:mod:`fdbqueue.memory.database`).
+
+The rules of each call are upstream's ``ReadYourWritesTransaction``
+(``fdbclient/ReadYourWrites.cpp``) as the binding reaches it through libfdb_c
+(``bindings/c/fdb_c.cpp``) and ``ThreadSafeTransaction`` (``fdbclient/ThreadSafeTransaction.cpp``),
+which turns the errors of void calls (writes, conflict ranges, ``set_read_version``) into a
+deferred error reported by the next read or commit; each method's docstring names its source.
 """
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from fdbqueue.memory.atomic import AtomicOperations, versionstamp_offset_valid
+from fdbqueue.memory.atomic import (
+    AtomicOperations,
+    versionstamp_bytes,
+    versionstamp_offset_valid,
+)
 from fdbqueue.memory.errors import FDBError, is_retryable
-from fdbqueue.memory.futures import Future, Value
+from fdbqueue.memory.futures import Future, Key, Value
 from fdbqueue.memory.keys import KeySelector, KeyValue, key_after, strinc, to_key, to_value
+from fdbqueue.memory.options import TransactionOptions
+from fdbqueue.memory.ranges import ROW_OVERHEAD_BYTES, RangeResult, StreamingMode
 from fdbqueue.memory.size import MUTATION_BYTES, RangeSet
 from fdbqueue.memory.storage import Range, VersionView
+from fdbqueue.memory.watches import PendingWatches, bury, start_reaper
 from fdbqueue.memory.writes import WriteMap, subtract_ranges
 
 if TYPE_CHECKING:
@@ -25,71 +42,22 @@ if TYPE_CHECKING:
 
 __all__ = ["RangeResult", "Snapshot", "Transaction", "TransactionOptions"]
 
-MAX_KEY_BYTES = 10_000
+MAX_KEY_BYTES = 10_000  # upstream CLIENT_KNOBS->KEY_SIZE_LIMIT
+MAX_SYSTEM_KEY_BYTES = 30_000  # upstream CLIENT_KNOBS->SYSTEM_KEY_SIZE_LIMIT
 MAX_VALUE_BYTES = 100_000
 SYSTEM_KEYS = b"\xff"
 MAX_SYSTEM_KEY = b"\xff\xff"
+#: Readable and watchable without the system-key options (upstream ``metadataVersionKey``).
+METADATA_VERSION_KEY = b"\xff/metadataVersion"
 INITIAL_BACKOFF = 0.01  # seconds (upstream CLIENT_KNOBS->DEFAULT_BACKOFF)
 DEFAULT_MAX_RETRY_DELAY = 1.0  # seconds
+#: The fixed delay of ``on_error`` after 1007 and 1009 (upstream FUTURE_VERSION_RETRY_DELAY).
+FUTURE_VERSION_RETRY_DELAY = 0.01  # seconds
 
 
-class RangeResult:
-    """The result of a range read: iterable over KeyValue, with ``to_list()``.
-
-    Unlike the binding's lazily fetched ``FDBRange``, the in-memory database reads the whole
-    (limited) range when ``get_range`` is called.
-    """
-
-    def __init__(self, items: list[KeyValue]) -> None:
-        self._items = items
-
-    def __iter__(self) -> Iterator[KeyValue]:
-        return iter(self._items)
-
-    def to_list(self) -> list[KeyValue]:
-        """The key-value pairs as a list."""
-        return list(self._items)
-
-
-class TransactionOptions:
-    """The transaction options the in-memory database honours (``tr.options.set_...``)."""
-
-    def __init__(self, transaction: Transaction) -> None:
-        self._transaction = transaction
-
-    def set_timeout(self, milliseconds: int) -> None:
-        """Cancel the transaction with 1031 this long after it started; 0 disables it."""
-        self._transaction._set_timeout(milliseconds)
-
-    def set_retry_limit(self, retries: int) -> None:
-        """After this many retries, ``on_error`` raises the error; -1 means no limit."""
-        self._transaction._retry_limit = int(retries)
-
-    def set_max_retry_delay(self, milliseconds: int) -> None:
-        """Cap the backoff ``on_error`` waits (default 1000 ms)."""
-        self._transaction._max_retry_delay = max(0.0, milliseconds / 1000.0)
-
-    def set_access_system_keys(self) -> None:
-        """Allow reading and writing keys from ``b"\\xff"`` on."""
-        self._transaction._system_access = "write"
-
-    def set_read_system_keys(self) -> None:
-        """Allow reading keys from ``b"\\xff"`` on."""
-        if self._transaction._system_access is None:
-            self._transaction._system_access = "read"
-
-    def _ignored(self, *args: Any) -> None:
-        """Accepted for compatibility; no effect in memory."""
-
-    set_priority_batch = _ignored
-    set_priority_system_immediate = _ignored
-    set_causal_read_risky = _ignored
-    set_causal_write_risky = _ignored
-    set_transaction_logging_enable = _ignored
-    set_debug_transaction_identifier = _ignored
-    set_log_transaction = _ignored
-    set_tag = _ignored
-    set_auto_throttle_tag = _ignored
+def _max_key_bytes(key: bytes) -> int:
+    """Upstream's ``getMaxWriteKeySize``: system keys may be longer."""
+    return MAX_SYSTEM_KEY_BYTES if key.startswith(SYSTEM_KEYS) else MAX_KEY_BYTES
 
 
 class _Reader:
@@ -102,10 +70,10 @@ class _Reader:
         """Read ``key``; the Value is ``== None`` when the key is absent."""
         return Value(self._transaction._read_point(to_key(key), self._snapshot))
 
-    def get_key(self, key_selector: KeySelector) -> Value:
+    def get_key(self, key_selector: KeySelector) -> Key:
         """Resolve a KeySelector to a key (``b""`` before the first key, ``b"\\xff"`` after
-        the last)."""
-        return Value(self._transaction._resolve(key_selector, self._snapshot))
+        the last): a :class:`Key` future, as the binding's."""
+        return Key(self._transaction._resolve(key_selector, self._snapshot))
 
     def get_range(
         self,
@@ -113,12 +81,13 @@ class _Reader:
         end: Any,
         limit: int = 0,
         reverse: bool = False,
-        streaming_mode: Any = None,
+        streaming_mode: Any = StreamingMode.iterator,
     ) -> RangeResult:
         """Key-value pairs in ``[begin, end)`` (keys or KeySelectors; None means ``b""`` /
-        ``b"\\xff"``), at most ``limit`` (0: no limit), in key order or reversed."""
-        return RangeResult(
-            self._transaction._read_range(begin, end, int(limit), bool(reverse), self._snapshot)
+        ``b"\\xff"``), at most ``limit`` (0 or -1: no limit), in key order or reversed,
+        fetched in batches as the result is iterated (:mod:`fdbqueue.memory.ranges`)."""
+        return self._transaction._range(
+            begin, end, int(limit), bool(reverse), streaming_mode, self._snapshot
         )
 
     def get_range_startswith(self, prefix: Any, *args: Any, **kwargs: Any) -> RangeResult:
@@ -131,8 +100,10 @@ class _Reader:
         return self._transaction._read_version_future()
 
     def __getitem__(self, key: Any) -> Any:
+        """``tr[key]``: :meth:`get`; ``tr[begin:end]``: :meth:`get_range`, reversed when the
+        step is -1 (as the binding's ``__getitem__``)."""
         if isinstance(key, slice):
-            return self.get_range(key.start, key.stop)
+            return self.get_range(key.start, key.stop, reverse=(key.step == -1))
         return self.get(key)
 
 
@@ -167,9 +138,9 @@ class Transaction(_Reader, AtomicOperations):
         self._deadline: float | None = None
         self._retry_limit = -1
         self._max_retry_delay = DEFAULT_MAX_RETRY_DELAY
-        self._system_access: str | None = None
         self._retries = 0
         self._backoff = INITIAL_BACKOFF
+        self.options._reset_options()  # the database's defaults of persistent options
 
     def _reset_state(self) -> None:
         self._writes = WriteMap()
@@ -178,37 +149,78 @@ class Transaction(_Reader, AtomicOperations):
         self._write_ranges: list[Range] = []
         self._read_version: int | None = None
         self._view: VersionView | None = None
-        self._watches: list[tuple[bytes, bytes | None, Future]] = []
+        self._watches = PendingWatches()
         self._deferred_error: FDBError | None = None
-        self._cancelled = False
+        # Upstream's resetPromise: once set (1025 cancelled, 1031 timed out, 2017 used after
+        # commit, 1025 after on_error raised), reads, commit and on_error report it.
+        self._reset_error: FDBError | None = None
+        self._commit_started = False  # upstream commitStarted: cleared by reset and on_error
+        self._cache: dict[bytes, bytes | None] = {}  # database values read (SnapshotCache)
+        # Not persistent options (upstream resetRyow resets them): on_error drops them too.
+        self._system_access: str | None = None
         self._read_conflicts = RangeSet()  # the ranges of _read_ranges, merged, for the size
         self._write_conflicts = RangeSet()  # the write conflict ranges the client sends
         self._versionstamp_bytes = 0  # the versionstamped operations' mutations
         self._committed_version = -1
-        self._versionstamp = Future()
+        self._versionstamp = Key()
+        self.options._reset_state()  # size_limit and the other non-persistent options
 
-    def _fail_pending(self, error: FDBError) -> None:
-        watches, self._watches = self._watches, []
-        for _key, _expected, future in watches:
-            future.set_error(error)
-        self._versionstamp.set_error(error)
+    def _fail_pending(self, error: FDBError, versionstamp_error: FDBError | None = None) -> None:
+        self._watches.fail(error)
+        self._versionstamp.set_error(versionstamp_error or error)
+
+    def _commit_failed(self, error: FDBError) -> None:
+        """A commit failed: its watches fail with its error, the versionstamp with 2020
+        (upstream ``commitAndWatch``: ``transaction_invalid_version``)."""
+        self._fail_pending(error, FDBError(2020))
 
     def _set_timeout(self, milliseconds: int) -> None:
         if milliseconds < 0:
             raise FDBError(2006)
         self._deadline = None if milliseconds == 0 else self._started + milliseconds / 1000.0
 
-    def _check_usable(self) -> None:
-        if self._cancelled:
-            raise FDBError(1025)
-        if self._deadline is not None and time.monotonic() > self._deadline:
+    def _reset_error_now(self) -> FDBError | None:
+        """The reset error, after setting it to 1031 if the timeout has passed (upstream's
+        ``timebomb``)."""
+        if (
+            self._reset_error is None
+            and self._deadline is not None
+            and time.monotonic() > self._deadline
+        ):
+            self._reset_error = FDBError(1031)
             self._fail_pending(FDBError(1031))
-            raise FDBError(1031)
+        return self._reset_error
+
+    def _used_after_commit(self) -> bool:
+        """Upstream's ``checkUsedDuringCommit``: once ``commit`` was called, every later
+        operation fails with 2017 until ``reset`` or ``on_error``."""
+        if self._commit_started and self._reset_error is None:
+            self._reset_error = FDBError(2017)
+        return self._commit_started
+
+    def _check_usable(self) -> None:
+        """The checks of reads, watches, commit and ``get_versionstamp``."""
+        if self._used_after_commit():
+            raise FDBError(2017)
+        error = self._reset_error_now()
+        if error is not None:
+            raise error
 
     def _check_readable(self) -> None:
-        self._check_usable()
+        """A write's deferred error first, as the binding's ``ThreadSafeTransaction``
+        (``checkDeferredError``), then :meth:`_check_usable`."""
         if self._deferred_error is not None:
             raise self._deferred_error
+        self._check_usable()
+
+    def _dropped_write(self) -> bool:
+        """For the calls that never raise FDBError (writes, conflict ranges: void C calls
+        whose errors the binding defers): True, with 2017 deferred, after ``commit``. A
+        cancelled or timed-out transaction still takes the write; its commit fails."""
+        if self._used_after_commit():
+            self._defer(FDBError(2017))
+            return True
+        return False
 
     def _max_read_key(self) -> bytes:
         return MAX_SYSTEM_KEY if self._system_access else SYSTEM_KEYS
@@ -225,14 +237,24 @@ class Transaction(_Reader, AtomicOperations):
         return self._read_version
 
     def _read_version_future(self) -> Future:
+        # ThreadSafeTransaction::getReadVersion reports a deferred error first.
         try:
-            self._check_usable()
+            if self._deferred_error is not None:
+                raise self._deferred_error
+            error = self._reset_error_now()
+            if error is not None:
+                raise error
             return Future.completed(self._ensure_read_version())
         except FDBError as error:
             return Future.failed(error)
 
     def set_read_version(self, version: int) -> None:
-        """Read at ``version`` instead of asking the database for one."""
+        """Read at ``version`` instead of asking the database for one. Once the transaction
+        has a read version (set, or taken by a read), 2010 ``read_version_already_set`` is
+        deferred to the next read or commit (upstream ``Transaction::setVersion``)."""
+        if self._read_version is not None:
+            self._defer(FDBError(2010))
+            return
         self._read_version = int(version)
         self._view = None
 
@@ -248,15 +270,22 @@ class Transaction(_Reader, AtomicOperations):
         return self.db._read(self, self._read_version, read)
 
     def _read_point(self, key: bytes, snapshot: bool) -> bytes | None:
+        """A point read. A key read before is answered from the transaction's cache of the
+        database values it read (upstream's ``SnapshotCache``): no round trip, so no 1007."""
         self._check_readable()
-        if key >= self._max_read_key():
+        if key >= self._max_read_key() and key != METADATA_VERSION_KEY:
             raise FDBError(2004)
         if self._writes.touches_unreadable(key, key_after(key)):
             raise FDBError(1036)
         entry = self._writes.lookup(key)
         if entry is not None and entry.independent:
             return entry.value
-        database_value: bytes | None = self._with_view(lambda view: view.get(key))
+        database_value: bytes | None
+        if key in self._cache:
+            database_value = self._cache[key]
+        else:
+            database_value = self._with_view(lambda view: view.get(key))
+            self._cache[key] = database_value
         if not snapshot:
             self._add_read_range(key, key_after(key))
         return entry.resolve(database_value) if entry is not None else database_value
@@ -264,9 +293,12 @@ class Transaction(_Reader, AtomicOperations):
     def _scan(
         self, view: VersionView, begin: bytes, end: bytes, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]:
-        """What this transaction sees in ``[begin, end)``: the database plus its writes."""
-        import heapq
+        """What this transaction sees in ``[begin, end)``: the database plus its writes.
 
+        Raises 1036 when the scan reaches a range its versionstamped writes made unreadable
+        (upstream ``RYWIterator``: only a read that gets there fails, so a scan the caller
+        stops before it succeeds).
+        """
         writes = self._writes
         database = ((k, v) for k, v in view.scan(begin, end, reverse) if not writes.hides(k))
         own: list[tuple[bytes, bytes]] = []
@@ -274,7 +306,16 @@ class Transaction(_Reader, AtomicOperations):
             value = entry.resolve(None if entry.independent else view.get(key))
             if value is not None:
                 own.append((key, value))
-        yield from heapq.merge(database, own, key=lambda pair: pair[0], reverse=reverse)
+        merged = heapq.merge(database, own, key=lambda pair: pair[0], reverse=reverse)
+        barrier = writes.unreadable_barrier(begin, end, reverse)
+        if barrier is None:
+            yield from merged
+            return
+        for pair in merged:
+            if pair[0] < barrier if reverse else pair[0] >= barrier:
+                raise FDBError(1036)
+            yield pair
+        raise FDBError(1036)
 
     def _add_read_range(self, begin: bytes, end: bytes) -> None:
         self._read_ranges.append((begin, end))
@@ -308,6 +349,8 @@ class Transaction(_Reader, AtomicOperations):
         self._check_readable()
         if not isinstance(selector, KeySelector):
             raise TypeError("get_key takes a KeySelector")
+        if to_key(selector.key) > self._max_read_key():  # RYW getKey: key_outside_legal_range
+            raise FDBError(2004)
         found: bytes = self._with_view(lambda view: self._resolve_in_view(view, selector))
         if not snapshot:
             reference = to_key(selector.key)
@@ -330,61 +373,78 @@ class Transaction(_Reader, AtomicOperations):
             return self._resolve(endpoint, snapshot)
         return to_key(endpoint)
 
-    def _read_range(
-        self, begin: Any, end: Any, limit: int, reverse: bool, snapshot: bool
-    ) -> list[KeyValue]:
+    def _range(
+        self, begin: Any, end: Any, limit: int, reverse: bool, mode: Any, snapshot: bool
+    ) -> RangeResult:
+        """``get_range``: check the arguments, resolve KeySelector endpoints and read the
+        first batch (see :class:`RangeResult`)."""
         self._check_readable()
+        if limit == -1:  # upstream GetRangeLimits::ROW_LIMIT_UNLIMITED
+            limit = 0
+        elif limit < 0:
+            raise FDBError(2012)  # range_limits_invalid (GetRangeLimits::isValid)
+        mode = StreamingMode.iterator if mode is None else int(mode)
         begin_key = self._range_endpoint(begin, b"", snapshot)
         end_key = self._range_endpoint(end, SYSTEM_KEYS, snapshot)
         top = self._max_read_key()
         if begin_key > top or end_key > top:
             raise FDBError(2004)
-        if limit < 0:
-            raise FDBError(2006)
-        if begin_key >= end_key:
-            return []
-        if self._writes.touches_unreadable(begin_key, end_key):
-            raise FDBError(1036)
+        return RangeResult(self, snapshot, (begin_key, end_key), limit, reverse, mode)
 
-        def read(view: VersionView) -> list[tuple[bytes, bytes]]:
+    def _read_batch(
+        self, begin: bytes, end: bytes, limit: int, byte_target: int, reverse: bool, snapshot: bool
+    ) -> tuple[list[KeyValue], bool]:
+        """One batch of a range read (one round trip): up to ``limit`` rows and about
+        ``byte_target`` bytes (0: no limit; at least one row), and whether it stopped at a
+        limit. Its read conflict range is what it covered: up to its last row when it stopped
+        at a limit, else the whole of ``[begin, end)`` (upstream ``updateConflictMap`` for
+        ``getRangeValue``/``getRangeValueBack``)."""
+        self._check_readable()
+
+        def read(view: VersionView) -> tuple[list[tuple[bytes, bytes]], bool]:
             found: list[tuple[bytes, bytes]] = []
-            for pair in self._scan(view, begin_key, end_key, reverse):
-                found.append(pair)
-                if len(found) == limit:
-                    break
-            return found
+            spent = 0
+            for key, value in self._scan(view, begin, end, reverse):
+                found.append((key, value))
+                spent += ROW_OVERHEAD_BYTES + len(key) + len(value)
+                if len(found) == limit or (byte_target and spent >= byte_target):
+                    return found, True
+            return found, False
 
-        pairs: list[tuple[bytes, bytes]] = self._with_view(read)
+        pairs, full = self._with_view(read)
         if not snapshot:
-            if limit and len(pairs) == limit:
-                if reverse:
-                    self._add_read_conflict(pairs[-1][0], end_key)
-                else:
-                    self._add_read_conflict(begin_key, key_after(pairs[-1][0]))
+            if not full:
+                self._add_read_conflict(begin, end)
+            elif reverse:
+                self._add_read_conflict(pairs[-1][0], end)
             else:
-                self._add_read_conflict(begin_key, end_key)
-        return [KeyValue(key, value) for key, value in pairs]
+                self._add_read_conflict(begin, key_after(pairs[-1][0]))
+        return [KeyValue(key, value) for key, value in pairs], full
 
     # -- writes -----------------------------------------------------------------------------
 
     def _check_write_key(self, key: bytes) -> FDBError | None:
         if key >= SYSTEM_KEYS and self._system_access != "write":
             return FDBError(2004)
-        if len(key) > MAX_KEY_BYTES + (MAX_KEY_BYTES if key >= SYSTEM_KEYS else 0):
+        if len(key) > _max_key_bytes(key):
             return FDBError(2102)
         return None
 
     def _record(self, mutation: tuple[Any, ...], write_range: Range, conflict: bool = True) -> None:
         self._mutations.append(mutation)
+        if self.options._take_no_write_conflict() and conflict:
+            return  # next_write_no_write_conflict_range
         self._write_ranges.append(write_range)
         if conflict:
             self._write_conflicts.add(*write_range)
 
     def set(self, key: Any, value: Any) -> None:
         """Set ``key`` to ``value``. Size and system-key errors surface at the next read or at
-        commit, as with the binding."""
+        commit, as with the binding: no write raises FDBError (not even on a cancelled
+        transaction, whose commit then fails)."""
         key, value = to_key(key), to_value(value)
-        self._check_usable()
+        if self._dropped_write():
+            return
         error = self._check_write_key(key) or (
             FDBError(2103) if len(value) > MAX_VALUE_BYTES else None
         )
@@ -393,18 +453,21 @@ class Transaction(_Reader, AtomicOperations):
             return
         self._writes.set(key, value)
         self._record(("set", key, value), (key, key_after(key)))
+        self._watches.changed(key, key_after(key), value)
 
     def clear(self, key: Any) -> None:
-        """Remove ``key`` (nothing happens if it is absent)."""
+        """Remove ``key`` (nothing happens if it is absent, nor for a key too long to exist:
+        upstream RYW ``clear`` ignores keys over ``getMaxClearKeySize``)."""
         if isinstance(key, KeySelector):
             key = self.get_key(key).value
         key = to_key(key)
-        self._check_usable()
-        error = self._check_write_key(key)
-        if error is not None:
-            self._defer(error)
+        if self._dropped_write():
             return
-        self._clear_keys(key, key_after(key))
+        if key >= SYSTEM_KEYS and self._system_access != "write":
+            self._defer(FDBError(2004))
+            return
+        if len(key) <= _max_key_bytes(key):
+            self._clear_keys(key, key_after(key))
 
     def clear_range(self, begin: Any, end: Any) -> None:
         """Remove every key in ``[begin, end)``."""
@@ -414,7 +477,8 @@ class Transaction(_Reader, AtomicOperations):
             end = self.get_key(end).value
         begin_key = b"" if begin is None else to_key(begin)
         end_key = SYSTEM_KEYS if end is None else to_key(end)
-        self._check_usable()
+        if self._dropped_write():
+            return
         top = MAX_SYSTEM_KEY if self._system_access == "write" else SYSTEM_KEYS
         if begin_key > end_key:
             self._defer(FDBError(2005))
@@ -426,6 +490,7 @@ class Transaction(_Reader, AtomicOperations):
     def _clear_keys(self, begin: bytes, end: bytes) -> None:
         self._writes.clear_range(begin, end)
         self._record(("clear", begin, end), (begin, end))
+        self._watches.changed(begin, end, None)
 
     def clear_range_startswith(self, prefix: Any) -> None:
         """Remove every key that starts with ``prefix``."""
@@ -443,7 +508,8 @@ class Transaction(_Reader, AtomicOperations):
 
     def _atomic(self, operation: str, key: Any, param: Any) -> None:
         key, param = to_key(key), to_value(param)
-        self._check_usable()
+        if self._dropped_write():
+            return
         error = self._check_write_key(key) or (
             FDBError(2103) if len(param) > MAX_VALUE_BYTES else None
         )
@@ -452,56 +518,84 @@ class Transaction(_Reader, AtomicOperations):
             return
         self._writes.atomic(operation, key, param)
         self._record(("atomic", operation, key, param), (key, key_after(key)))
+        self._watches.changed(key, key_after(key), known=False)
 
     def set_versionstamped_key(self, key: Any, param: Any) -> None:
-        """Set a key whose 10 bytes at the offset in its last 4 bytes become the versionstamp."""
+        """Set a key whose 10 bytes at the offset in its last 4 bytes become the versionstamp.
+
+        As upstream RYW ``atomicOp``: the key's length limit counts its 4-byte offset; the
+        transaction sends no write conflict range for it, the commit adds the final key's
+        (the commit proxy's ``ResolutionRequestBuilder::addTransaction``); and reading keys
+        whose stamp would be at or above ``(read version + 1, 0)`` raises 1036
+        (``getVersionstampKeyRange``; every stamp when there is no read version yet).
+        """
         key, param = to_key(key), to_value(param)
-        self._check_usable()
-        if not versionstamp_offset_valid(key):
-            self._defer(FDBError(2000))
+        if self._dropped_write():
             return
-        offset = int.from_bytes(key[-4:], "little")
-        body = key[:-4]
-        lowest = body[:offset] + b"\x00" * 10 + body[offset + 10 :]
-        highest = body[:offset] + b"\xff" * 10 + body[offset + 10 :]
-        error = self._check_write_key(lowest) or self._check_write_key(highest)
+        error = self._check_write_key(key)
         if error is None and len(param) > MAX_VALUE_BYTES:
             error = FDBError(2103)
+        if error is None and not versionstamp_offset_valid(key):
+            error = FDBError(2000)
         if error is not None:
             self._defer(error)
             return
-        self._writes.mark_unreadable(lowest, key_after(highest))
-        # Upstream's client sends no write conflict range for it (the commit proxy adds the
-        # final key's), but the mutation counts toward the size.
+        offset = int.from_bytes(key[-4:], "little")
+        body = key[:-4]
+        read_version = self._read_version
+        lowest = versionstamp_bytes(read_version + 1) if read_version is not None else bytes(10)
+        begin = body[:offset] + lowest + body[offset + 10 :]
+        end = key_after(body[:offset] + b"\xff" * 10 + body[offset + 10 :])
+        self._writes.mark_unreadable(begin, min(end, self._max_read_key()))
         self._versionstamp_bytes += MUTATION_BYTES + len(key) + len(param)
-        self._record(
-            ("versionstamped_key", key, param), (lowest, key_after(highest)), conflict=False
-        )
+        self._mutations.append(("versionstamped_key", key, param))
 
     def set_versionstamped_value(self, key: Any, param: Any) -> None:
         """Set ``key`` to ``param`` with the 10 bytes at the offset in its last 4 bytes
         replaced by the versionstamp."""
         key, param = to_key(key), to_value(param)
-        self._check_usable()
+        if self._dropped_write():
+            return
         error = self._check_write_key(key)
+        if error is None and len(param) > MAX_VALUE_BYTES:  # the offset counts (RYW atomicOp)
+            error = FDBError(2103)
         if error is None and not versionstamp_offset_valid(param):
             error = FDBError(2000)
-        if error is None and len(param) - 4 > MAX_VALUE_BYTES:
-            error = FDBError(2103)
         if error is not None:
             self._defer(error)
             return
         self._writes.mark_unreadable(key, key_after(key))
         self._versionstamp_bytes += MUTATION_BYTES + len(key) + len(param)
         self._record(("versionstamped_value", key, param), (key, key_after(key)))
+        self._watches.changed(key, key_after(key), known=False)
 
     # -- conflict ranges --------------------------------------------------------------------
 
-    def add_read_conflict_range(self, begin: Any, end: Any) -> None:
-        """Add ``[begin, end)`` to the read conflict ranges."""
+    def _conflict_range(self, begin: Any, end: Any, top: bytes) -> Range | None:
+        """The checks of ``add_*_conflict_range``: 2005 raised at once for ``begin > end``
+        (libfdb_c's ``fdb_transaction_add_conflict_range`` builds a ``KeyRangeRef``); 2017
+        after commit and 2004 for a range past ``top`` deferred (the binding's
+        ``ThreadSafeTransaction`` defers them). None when there is nothing to add."""
         begin, end = to_key(begin), to_key(end)
-        if begin < end:
-            self._add_read_range(begin, end)
+        if begin > end:
+            raise FDBError(2005)
+        if self._dropped_write():
+            return None
+        if (begin > top or end > top) and (begin, end) != (
+            METADATA_VERSION_KEY,
+            key_after(METADATA_VERSION_KEY),
+        ):
+            self._defer(FDBError(2004))
+            return None
+        return (begin, end) if begin < end else None
+
+    def add_read_conflict_range(self, begin: Any, end: Any) -> None:
+        """Add ``[begin, end)`` to the read conflict ranges, except the parts this
+        transaction wrote with sets, clears and clear ranges (upstream RYW
+        ``addReadConflictRange`` through ``updateConflictMap``)."""
+        span = self._conflict_range(begin, end, self._max_read_key())
+        if span is not None:
+            self._add_read_conflict(*span)
 
     def add_read_conflict_key(self, key: Any) -> None:
         """Add ``key`` to the read conflict ranges."""
@@ -509,11 +603,13 @@ class Transaction(_Reader, AtomicOperations):
         self.add_read_conflict_range(key, key_after(key))
 
     def add_write_conflict_range(self, begin: Any, end: Any) -> None:
-        """Add ``[begin, end)`` to the write conflict ranges."""
-        begin, end = to_key(begin), to_key(end)
-        if begin < end:
-            self._write_ranges.append((begin, end))
-            self._write_conflicts.add(begin, end)
+        """Add ``[begin, end)`` to the write conflict ranges (errors as for
+        :meth:`add_read_conflict_range`, ``b"\\xff"`` on needing ``access_system_keys``)."""
+        top = MAX_SYSTEM_KEY if self._system_access == "write" else SYSTEM_KEYS
+        span = self._conflict_range(begin, end, top)
+        if span is not None:
+            self._write_ranges.append(span)
+            self._write_conflicts.add(*span)
 
     def add_write_conflict_key(self, key: Any) -> None:
         """Add ``key`` to the write conflict ranges."""
@@ -524,17 +620,33 @@ class Transaction(_Reader, AtomicOperations):
 
     def watch(self, key: Any) -> Future:
         """A Future that becomes ready when ``key``'s value changes from what this
-        transaction reads now; active once the transaction commits."""
+        transaction reads now (upstream ``RYWImpl::watch``; see :mod:`fdbqueue.memory.watches`):
+
+        * it reads the key (a read conflict range, unless this transaction set or cleared
+          it) and fails with the read's error, 2004 or 2102 (key over 10,000 bytes);
+        * it counts against the database's limit of outstanding watches from now on, so it
+          fails with 1032 at once when that is reached (uncommitted watches count);
+        * a later ``set``/``clear``/atomic operation of this transaction that changes the key
+          makes it ready at once; otherwise it is active once the transaction commits, and a
+          reset, retry, cancel or destroy before that fails it with 1025.
+        """
         key = to_key(key)
         future = Future()
         try:
+            self._check_readable()
+            if key >= self._max_read_key() and key != METADATA_VERSION_KEY:
+                raise FDBError(2004)
+            if len(key) > _max_key_bytes(key):
+                raise FDBError(2102)
             expected = self._read_point(key, snapshot=False)
         except FDBError as error:
             future.set_error(error)
             return future
-        if not any(r == (key, key_after(key)) for r in self._read_ranges[-1:]):
-            self._add_read_range(key, key_after(key))
-        self._watches.append((key, expected, future))
+        if not self.db._open_watch(future):
+            future.set_error(FDBError(1032))
+            return future
+        start_reaper()
+        self._watches.add(key, expected, future)
         return future
 
     def get_approximate_size(self) -> Future:
@@ -573,12 +685,21 @@ class Transaction(_Reader, AtomicOperations):
 
     def commit(self) -> Future:
         """Commit: a Future that is ready once the mutations are applied, or fails with
-        1020 (conflict), 1007 (read version too old), 2101 (too large) or an earlier error."""
+        1020 (conflict), 1007 (read version too old), 2101 (too large) or an earlier error.
+
+        Once called, the transaction is spent, whether the commit succeeded or failed (API
+        410 on): every later read, write, commit or ``get_versionstamp`` fails with 2017
+        ``used_during_commit`` (writes: at the next read or commit) until ``reset()`` or
+        ``on_error()`` (upstream RYW ``commit`` sets ``commitStarted``; ``resetRyow`` clears
+        it). A second commit applies nothing.
+        """
         try:
             self._check_readable()
         except FDBError as error:
-            self._fail_pending(error)
+            if error.code != 2017:
+                self._commit_failed(error)
             return Future.failed(error)
+        self._commit_started = True
         return self.db._commit(self)
 
     def _after_commit(self, version: int, versionstamp: bytes | None) -> None:
@@ -592,28 +713,55 @@ class Transaction(_Reader, AtomicOperations):
         """The commit version of a successful commit that wrote something, else -1."""
         return self._committed_version
 
-    def get_versionstamp(self) -> Future:
-        """A Future of the 10-byte versionstamp, ready after a successful commit (error 2021
-        for a read-only transaction)."""
+    def get_versionstamp(self) -> Key:
+        """A :class:`Key` future of the 10-byte versionstamp, as the binding's: its ``value``
+        (or ``wait()``) is ready after a successful commit (error 2021 for a read-only
+        transaction, 2020 when the commit failed). Call it before ``commit``: afterwards it
+        fails with 2017 (upstream RYW ``getVersionstamp``)."""
+        try:
+            self._check_readable()
+        except FDBError as error:
+            failed = Key()
+            failed.set_error(error)
+            return failed
         return self._versionstamp
 
     def on_error(self, error: Any) -> Future:
         """Decide about an error: for a retryable one, reset, wait a backoff and return a
-        ready Future (retry); otherwise a Future that raises the error."""
+        ready Future (retry); otherwise a Future that raises the error.
+
+        As upstream RYW ``onError`` and ``Transaction::onError``:
+
+        * a cancelled (1025), timed-out (1031) or spent (2017) transaction raises that,
+          whatever ``error`` is;
+        * retryable codes (:data:`fdbqueue.memory.errors.RETRYABLE`) retry unless the retry
+          limit is reached: 1007 and 1009 after a fixed ``min(10 ms, max_retry_delay)``, the
+          others after the growing backoff (10 ms doubling, with jitter, capped by
+          ``max_retry_delay``);
+        * the retry resets the transaction but keeps the persistent options (timeout, retry
+          limit, max retry delay); ``access_system_keys``/``read_system_keys`` and
+          ``size_limit`` are dropped;
+        * when it raises, it also cancels the transaction (API 610 on): later operations fail
+          with 1025 until ``reset()``.
+        """
         if isinstance(error, FDBError):
             code = error.code
         elif isinstance(error, int):
             code = error
         else:
             raise error
-        if self._cancelled:
-            return Future.failed(FDBError(1025))
-        timed_out = self._deadline is not None and time.monotonic() > self._deadline
+        reset_error = self._reset_error_now()
+        if reset_error is not None:
+            return Future.failed(reset_error)
         limit_reached = 0 <= self._retry_limit <= self._retries
-        if not is_retryable(code) or timed_out or limit_reached:
-            return Future.failed(FDBError(1031 if timed_out and is_retryable(code) else code))
-        delay = min(self._backoff, self._max_retry_delay) * self.db._random_fraction()
-        self._backoff = min(self._backoff * 2, self._max_retry_delay)
+        if not is_retryable(code) or limit_reached:
+            self.cancel()
+            return Future.failed(FDBError(code))
+        if code in (1007, 1009):
+            delay = min(FUTURE_VERSION_RETRY_DELAY, self._max_retry_delay)
+        else:
+            delay = min(self._backoff, self._max_retry_delay) * self.db._random_fraction()
+            self._backoff = min(self._backoff * 2, self._max_retry_delay)
         self._retries += 1
         self._fail_pending(FDBError(1025))
         self._reset_state()
@@ -629,6 +777,23 @@ class Transaction(_Reader, AtomicOperations):
         self._reset_state()
 
     def cancel(self) -> None:
-        """Cancel: later operations raise 1025 until ``reset()``."""
+        """Cancel: later reads and commit raise 1025 until ``reset()`` (writes are taken,
+        and the commit reports 1025)."""
         self._fail_pending(FDBError(1025))
-        self._cancelled = True
+        if self._reset_error is None:
+            self._reset_error = FDBError(1025)
+
+    def destroy(self) -> None:
+        """What the binding's ``fdb_transaction_destroy`` does (``TransactionRead.__del__``
+        calls it; the in-memory C API calls this): the watches of a transaction that did not
+        commit fail with 1025, shortly after, from a background thread (upstream
+        ``~ReadYourWritesTransaction`` and ``Transaction::cancelWatches``); watches of a
+        committed transaction stay. Safe to call from a finalizer; ``__del__`` calls it too.
+        """
+        bury(self._watches.take())
+        if self._reset_error is None:
+            self._reset_error = FDBError(1025)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # a finalizer must never raise
+            bury(self._watches.take())

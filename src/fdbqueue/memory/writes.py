@@ -158,6 +158,17 @@ class WriteMap:
     def touches_unreadable(self, begin: bytes, end: bytes) -> bool:
         return any(b < end and begin < e for b, e in self.unreadable)
 
+    def unreadable_barrier(self, begin: bytes, end: bytes, reverse: bool) -> bytes | None:
+        """Where a scan of ``[begin, end)`` reaches the first unreadable range on its way
+        (forward: the lowest such key; reversed: the end of the highest such range, every
+        key below it being past the barrier), or None when it reaches none."""
+        overlapping = [(b, e) for b, e in self.unreadable if b < end and begin < e]
+        if not overlapping:
+            return None
+        if reverse:
+            return min(overlapping[-1][1], end)
+        return max(overlapping[0][0], begin)
+
     def entries_in(self, begin: bytes, end: bytes, reverse: bool) -> list[tuple[bytes, Entry]]:
         """Entries of keys in ``[begin, end)``, in key order (or reversed)."""
         return [

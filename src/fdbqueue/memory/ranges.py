@@ -1,0 +1,139 @@
+"""Lazy range reads: :class:`RangeResult`, the in-memory ``FDBRange``.
+
+The binding's ``FDBRange`` (``fdb/impl.py``) fetches a range in batches as it is iterated:
+the first batch when it is made, each later one when the previous one is used up. libfdb_c
+sizes each batch from the streaming mode (``bindings/c/fdb_c.cpp``,
+``validate_and_update_parameters``): ``iterator`` starts at 4,096 bytes and grows by half
+again each batch up to 120,000; ``want_all`` reads as ``serial`` (120,000 bytes); ``small``,
+``medium`` and ``large`` 256, 1,000 and 4,096 bytes; ``exact`` the whole row limit at once,
+and needs one (2210 ``exact_mode_without_limits``). A batch returns at least one row.
+
+Each batch adds its own read conflict range (upstream ``ReadYourWritesTransaction``'s
+``getRangeValue`` then ``updateConflictMap``): a batch that stopped at a limit covers
+``[begin, key_after(last))`` (reversed: ``[last, end)``), one that reached the end of the
+range covers what was left of it. So an abandoned iteration conflicts only on the batches it
+fetched. Iterating again re-reads every batch after the first, as ``FDBRange.__iter__`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from fdbqueue.memory.errors import FDBError
+from fdbqueue.memory.keys import KeyValue, key_after
+
+if TYPE_CHECKING:
+    from fdbqueue.memory.transaction import Transaction
+
+__all__ = ["RangeResult", "StreamingMode", "batch_limits"]
+
+
+class StreamingMode:
+    """The binding's ``fdb.StreamingMode`` numbers (``fdb/fdboptions.py``)."""
+
+    want_all = -2
+    iterator = -1
+    exact = 0
+    small = 1
+    medium = 2
+    large = 3
+    serial = 4
+
+
+#: Byte targets per mode, ``exact`` (0) meaning none (``validate_and_update_parameters``).
+MODE_BYTES = {
+    StreamingMode.exact: 0,
+    StreamingMode.small: 256,
+    StreamingMode.medium: 1000,
+    StreamingMode.large: 4096,
+    StreamingMode.serial: 120_000,
+}
+#: The ``iterator`` mode's byte target for its 1st, 2nd, ... batch.
+ITERATION_BYTES = (4096, 6144, 9216, 13824, 20736, 31104, 46656, 69984, 80000, 120000)
+#: What a row costs toward a batch's byte target besides its key and value.
+ROW_OVERHEAD_BYTES = 8
+
+
+def batch_limits(limit: int, mode: int, iteration: int) -> tuple[int, int]:
+    """The row limit and byte target (0: none) of batch ``iteration`` (from 1) of a range
+    read limited to ``limit`` rows (0: no limit) in streaming ``mode``.
+
+    Raises:
+        FDBError: 2210 for ``exact`` without a row limit; 2000 for an unknown mode.
+    """
+    if mode == StreamingMode.exact and not limit:
+        raise FDBError(2210)
+    if mode == StreamingMode.want_all:
+        mode = StreamingMode.serial
+    if mode == StreamingMode.iterator:
+        return limit, ITERATION_BYTES[min(iteration, len(ITERATION_BYTES)) - 1]
+    if mode not in MODE_BYTES:
+        raise FDBError(2000)
+    return limit, MODE_BYTES[mode]
+
+
+Batch = tuple[list[KeyValue], bool]  # the rows, and whether the batch stopped at a limit
+
+
+class RangeResult:
+    """The result of ``get_range``: iterable over KeyValue, fetched in batches as it is
+    iterated (see the module docstring), with ``to_list()``.
+
+    The first batch is read when ``get_range`` is called, so its errors (and those of the
+    arguments) are raised by that call; later batches are read as the iteration reaches them.
+    Like the binding's ``FDBRange``, it has no ``len()``: use ``list(...)`` or ``to_list()``.
+    """
+
+    def __init__(
+        self,
+        transaction: Transaction,
+        snapshot: bool,
+        span: tuple[bytes, bytes],
+        limit: int,
+        reverse: bool,
+        mode: int,
+    ) -> None:
+        self._transaction = transaction
+        self._snapshot = snapshot
+        self._begin, self._end = span
+        self._limit = limit
+        self._reverse = reverse
+        self._mode = mode
+        self._first = self._fetch(self._begin, self._end, limit, mode, 1)
+
+    def _fetch(self, begin: bytes, end: bytes, limit: int, mode: int, iteration: int) -> Batch:
+        rows, byte_target = batch_limits(limit, mode, iteration)
+        if begin >= end:
+            return [], False
+        return self._transaction._read_batch(
+            begin, end, rows, byte_target, self._reverse, self._snapshot
+        )
+
+    def __iter__(self) -> Iterator[KeyValue]:
+        return self._iterate(self._mode)
+
+    def _iterate(self, mode: int) -> Iterator[KeyValue]:
+        begin, end, limit = self._begin, self._end, self._limit
+        rows, full = self._first
+        iteration = 1
+        while True:
+            yield from rows
+            if not rows or not full or limit == len(rows):
+                return
+            if limit:
+                limit -= len(rows)
+            if self._reverse:
+                end = rows[-1].key
+            else:
+                begin = key_after(rows[-1].key)
+            iteration += 1
+            rows, full = self._fetch(begin, end, limit, mode, iteration)
+
+    def to_list(self) -> list[KeyValue]:
+        """Every key-value pair as a list; after the first batch, in batches as large as
+        ``exact`` (with a limit) or ``want_all`` allow, as the binding's ``to_list``."""
+        mode = self._mode
+        if mode == StreamingMode.iterator:
+            mode = StreamingMode.exact if self._limit > 0 else StreamingMode.want_all
+        return list(self._iterate(mode))
