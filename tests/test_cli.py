@@ -13,8 +13,9 @@ import sys
 import fdb.tuple
 import pytest
 from click.testing import CliRunner
+from helpers import run
 
-from fdbqueue import PriorityQueue, Queue
+from fdbqueue import PriorityQueue, Queue, Subspace
 from fdbqueue.cli import cli, jsonable
 
 
@@ -162,15 +163,18 @@ def test_a_cluster_that_cannot_be_opened_is_a_one_line_error(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.memory_only(
-    "the benchmark writes under a top-level ('fdbqueue-benchmark', uuid) prefix and never "
-    "clears it, which a shared cluster must not be left with"
-)
-def test_bench_runs_the_benchmark_on_the_given_database(db):
+def test_bench_runs_the_benchmark_on_the_given_database_and_leaves_nothing(db):
+    prefix = Subspace(("fdbqueue-benchmark",)).key()
+
+    def benchmark_keys():
+        return run(db, lambda tr: len(list(tr.get_range_startswith(prefix))))
+
+    before = benchmark_keys()
     output = ok(db, "bench", "--consumers", "2", "--items", "10", "--modes", "queue")
     assert "queue high-contention" in output
     assert "high-contention/plain throughput" in output
     assert "NO" not in output  # every run delivered every item exactly once
+    assert benchmark_keys() == before  # every run cleared its own subspace
 
 
 def test_jsonable():

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
+from fdbqueue.transactional import run_in_retry_loop
 
 __all__ = ["MODES", "Mode", "Result", "add_arguments", "print_table", "run", "run_all"]
 
@@ -157,8 +158,18 @@ def run(
     mode: Mode, consumers: int, producers: int, items: int, open_db: Callable[[], Any]
 ) -> Result:
     database = open_db()
+    space = Subspace(("fdbqueue-benchmark", uuid.uuid4().hex))
+    try:
+        return _run(mode, consumers, producers, items, database, space)
+    finally:  # leave nothing behind on a real cluster
+        run_in_retry_loop(database, lambda tr: tr.clear_range_startswith(space.key()))
+
+
+def _run(
+    mode: Mode, consumers: int, producers: int, items: int, database: Any, space: Subspace
+) -> Result:
     counting = CountingDatabase(database)
-    queue = mode.make(Subspace(("fdbqueue-benchmark", uuid.uuid4().hex)))
+    queue = mode.make(space)
     total = 2 * items
 
     def produce(start: int, stop: int) -> None:
