@@ -110,6 +110,12 @@ Known differences from a real cluster:
   libfdb_c (:func:`install` runs the real binding, whose errors are the real class);
 * :meth:`Database.advance_time` (a test hook) moves the version clock forward, so tests of the
   five-second window need not sleep.
+* under :func:`install`: a cluster file is only a name (a missing or malformed file is not an
+  error, where a real client fails with 2104 or 2105 at the first transaction); network
+  options are accepted and ignored; tenants are disabled (2136); the client version is
+  ``fdbqueue.memory``;
+* the pending watches of a destroyed, uncommitted transaction fail with 1025 a moment later,
+  from a helper thread (a finalizer must not complete futures itself), not at once.
 """
 
 from __future__ import annotations

@@ -3,12 +3,11 @@
 Each call is served by the engine's :class:`fdbqueue.memory.Transaction` behind the handle.
 Rules kept from libfdb_c (``bindings/c/fdb_c.cpp``):
 
-* range reads honour the row limit and a byte target chosen by the streaming mode
-  (``validate_and_update_parameters``: ``exact`` needs a limit, ``want_all`` reads as
-  ``serial``, ``iterator`` grows from 4,096 bytes by half again per iteration up to 120,000;
-  each row counts 8 bytes plus its key and value, as ``GetRangeLimits::decrement``), return
-  at least one row when there is one, and say whether more remain; the read conflict range
-  covers only the rows returned, so an abandoned iteration conflicts on the batches fetched;
+* range reads are served one batch per call, sized by the row limit, the caller's byte target
+  and the streaming mode as libfdb_c's ``validate_and_update_parameters`` sizes them (the
+  engine's :func:`fdbqueue.memory.ranges.batch_limits`); each batch says whether more may
+  follow and adds a read conflict range for what it covered only, so an abandoned iteration
+  conflicts on the batches it fetched;
 * options arrive as codes with a little-endian 64-bit integer, bytes or nothing, and are
   applied by the name the binding's ``fdboptions.py`` gives them to the engine's
   ``tr.options.set_<name>``; options the engine does not model have no effect;
@@ -19,22 +18,15 @@ Rules kept from libfdb_c (``bindings/c/fdb_c.cpp``):
 from __future__ import annotations
 
 import struct
-import sys
 from typing import Any
 
 from fdbqueue.memory.client_handles import Handle, Handles, buffer_bytes, set_out
 from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.futures import Future
 from fdbqueue.memory.keys import KeySelector
 
 __all__ = ["TransactionFunctions", "apply_option", "decode_option"]
 
-#: Streaming modes (``FDBStreamingMode``) and their byte targets (``fdb_c.cpp``).
-WANT_ALL, ITERATOR, EXACT, SMALL, MEDIUM, LARGE, SERIAL = -2, -1, 0, 1, 2, 3, 4
-MODE_BYTES = {EXACT: 0, SMALL: 256, MEDIUM: 1000, LARGE: 4096, SERIAL: 120_000}
-ITERATION_BYTES = (4096, 6144, 9216, 13824, 20736, 31104, 46656, 69984, 80000, 120000)
 CLIENT_INVALID_OPERATION = 2000
-EXACT_MODE_WITHOUT_LIMITS = 2210
 
 #: The atomic operation codes (``FDBMutationType``) and the engine's method for each.
 ATOMIC_OPERATIONS = {
@@ -157,12 +149,12 @@ class TransactionFunctions:
             buffer_bytes(begin_key, begin_length), bool(begin_or_equal), begin_offset
         )
         end = KeySelector(buffer_bytes(end_key, end_length), bool(end_or_equal), end_offset)
-        limits = _range_limits(limit, target_bytes, mode, iteration)
-        if isinstance(limits, int):
-            return self.handles.future(lambda: Future.failed(FDBError(limits)))
-        rows, byte_target = limits
         return self.handles.future(
-            lambda: _read_batch(reader, begin, end, rows, byte_target, bool(reverse))
+            lambda: _encoded_batch(
+                reader.get_range_batch(
+                    begin, end, limit, target_bytes, mode, iteration, bool(reverse)
+                )
+            )
         )
 
     def fdb_transaction_set(self, handle: Any, key: Any, kl: int, value: Any, vl: int) -> None:
@@ -184,7 +176,7 @@ class TransactionFunctions:
         method = ATOMIC_OPERATIONS.get(operation)
         transaction = self.handles.get(handle)
         if method is None:
-            transaction._defer(FDBError(CLIENT_INVALID_OPERATION))
+            transaction.defer_error(FDBError(CLIENT_INVALID_OPERATION))
             return
         getattr(transaction, method)(buffer_bytes(key, kl), buffer_bytes(param, pl))
 
@@ -239,61 +231,8 @@ def _key_bytes(key: Any) -> bytes:
     return bytes(getattr(key, "value", key))
 
 
-def _range_limits(
-    limit: int, target_bytes: int, mode: int, iteration: int
-) -> tuple[int, int] | int:
-    """(row limit, byte target) for a range read, 0 meaning unlimited; or an error code.
-
-    As libfdb_c's ``validate_and_update_parameters``: ``exact`` needs a row or byte limit,
-    ``want_all`` reads as ``serial``, ``iterator`` grows its byte target per iteration.
-    """
-    if limit < 0:
-        limit = 0
-    if limit == 0 and target_bytes == 0 and mode == EXACT:
-        return EXACT_MODE_WITHOUT_LIMITS
-    if mode == WANT_ALL:
-        mode = SERIAL
-    if mode == ITERATOR:
-        if iteration <= 0:
-            return CLIENT_INVALID_OPERATION
-        mode_bytes = ITERATION_BYTES[min(iteration, len(ITERATION_BYTES)) - 1]
-    elif mode in MODE_BYTES:
-        mode_bytes = MODE_BYTES[mode]
-    else:
-        return CLIENT_INVALID_OPERATION
-    if target_bytes == 0:
-        target_bytes = mode_bytes
-    elif mode_bytes:
-        target_bytes = min(target_bytes, mode_bytes)
-    return limit, target_bytes
-
-
-def _read_batch(
-    reader: Any, begin: KeySelector, end: KeySelector, limit: int, target_bytes: int, reverse: bool
-) -> tuple[list[tuple[bytes, bytes]], bool]:
-    """One batch of a range read: rows until ``limit`` rows or ``target_bytes`` bytes (each row
-    counting 8 bytes plus its key and value, as ``GetRangeLimits::decrement``), and whether
-    rows remain.
-
-    A snapshot read finds the batch; a reader that is not a snapshot then reads exactly that
-    batch again, so the engine adds the read conflict range upstream adds: up to the last row
-    returned when more remain, the whole range when the batch reached its end.
-    """
-    snapshot = getattr(reader, "snapshot", reader)
-    wanted = min(limit or sys.maxsize, target_bytes or sys.maxsize)
-    probe = 0 if wanted == sys.maxsize else wanted + 1
-    found = [
-        (bytes(kv.key), bytes(kv.value))
-        for kv in snapshot.get_range(begin, end, limit=probe, reverse=reverse)
-    ]
-    rows: list[tuple[bytes, bytes]] = []
-    spent = 0
-    for key, value in found:
-        if (limit and len(rows) >= limit) or (target_bytes and spent >= target_bytes):
-            break
-        rows.append((key, value))
-        spent += 8 + len(key) + len(value)
-    more = len(rows) < len(found)
-    if reader is not snapshot:
-        list(reader.get_range(begin, end, limit=len(rows) if more else limit, reverse=reverse))
-    return rows, more
+def _encoded_batch(batch: tuple[list[Any], bool]) -> tuple[list[tuple[bytes, bytes]], bool]:
+    """A batch of KeyValue rows as the key-value array ``fdb_future_get_keyvalue_array``
+    hands out, with its "more" flag."""
+    rows, more = batch
+    return [(bytes(row.key), bytes(row.value)) for row in rows], more

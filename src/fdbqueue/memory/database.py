@@ -1,47 +1,53 @@
-"""The in-memory database: versions, the lock, commits, watches, latency and statistics."""
+"""The in-memory database: the facade with the binding's ``Database`` methods, statistics and
+test hooks, composed of the parts that hold each concept:
+
+* :mod:`fdbqueue.memory.server`: what transactions reach (read versions, reads, commits,
+  watches), with the simulated :class:`Latency` and the database's one lock;
+* :mod:`fdbqueue.memory.versions`: the version clock;
+* :mod:`fdbqueue.memory.storage`: the versioned key space;
+* :mod:`fdbqueue.memory.resolver`: conflict checks and applying commits;
+* :mod:`fdbqueue.memory.injection`: injected faults and the commits they leave in flight;
+* :mod:`fdbqueue.memory.watch_registry`: the outstanding watches;
+* :mod:`fdbqueue.memory.options`: ``db.options``.
+"""
 
 from __future__ import annotations
 
-import functools
 import random
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from fdbqueue.memory.atomic import (
-    AtomicOperations,
-    apply_atomic,
-    versionstamp_bytes,
-    with_versionstamp,
-)
+from fdbqueue.memory.atomic import AtomicOperations
 from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.faults import (
-    COMMIT_UNKNOWN_RESULT,
-    NOT_COMMITTED,
-    TIMED_OUT,
-    TRANSACTION_TOO_OLD,
-    Faults,
-)
+from fdbqueue.memory.faults import Faults
 from fdbqueue.memory.futures import Future, Value
+from fdbqueue.memory.injection import FaultInjector
 from fdbqueue.memory.keys import KeySelector, KeyValue
 from fdbqueue.memory.options import DEFAULT_MAX_WATCHES, DatabaseOptions
-from fdbqueue.memory.storage import Range, Storage, VersionView
+from fdbqueue.memory.resolver import Resolver
+from fdbqueue.memory.server import Latency, Server
+from fdbqueue.memory.storage import Storage
 from fdbqueue.memory.transaction import Transaction
+from fdbqueue.memory.versions import (
+    MAX_VERSIONS_IN_FLIGHT,
+    READ_WINDOW_VERSIONS,
+    VERSIONS_PER_SECOND,
+    VersionClock,
+)
+from fdbqueue.memory.watch_registry import WatchRegistry
 
-__all__ = ["Database", "Latency"]
+__all__ = [
+    "MAX_VERSIONS_IN_FLIGHT",
+    "READ_WINDOW_VERSIONS",
+    "VERSIONS_PER_SECOND",
+    "Database",
+    "Latency",
+]
 
 T = TypeVar("T")
 
-VERSIONS_PER_SECOND = 1_000_000
-#: How far behind the newest version a read version may fall (upstream
-#: MAX_READ_TRANSACTION_LIFE_VERSIONS, five seconds of versions).
-READ_WINDOW_VERSIONS = 5 * VERSIONS_PER_SECOND
-#: How far a recovery moves the version clock (upstream MAX_VERSIONS_IN_FLIGHT, 100 seconds
-#: of versions, added to the last version of the old generation in ClusterRecovery.cpp).
-MAX_VERSIONS_IN_FLIGHT = 100 * VERSIONS_PER_SECOND
 MAX_WATCHES = DEFAULT_MAX_WATCHES  # the default of db.options.set_max_watches
 
 STAT_NAMES = (
@@ -64,80 +70,43 @@ STAT_NAMES = (
 )
 
 
-@dataclass(frozen=True)
-class _Request:
-    """What a commit hands to the resolver: kept as is while a timed-out commit is in flight."""
-
-    read_version: int | None
-    read_ranges: list[Range]
-    write_ranges: list[Range]
-    mutations: list[tuple[Any, ...]]
-
-    @classmethod
-    def of(cls, transaction: Transaction) -> _Request:
-        """The transaction's request, sharing its lists (see :meth:`copy`)."""
-        return cls(
-            transaction._read_version,
-            transaction._read_ranges,
-            transaction._write_ranges,
-            transaction._mutations,
-        )
-
-    def copy(self) -> _Request:
-        """A request the transaction's later use cannot change."""
-        return _Request(
-            self.read_version,
-            list(self.read_ranges),
-            list(self.write_ranges),
-            list(self.mutations),
-        )
-
-
-@dataclass(frozen=True)
-class Latency:
-    """Simulated network and cluster latency, in seconds.
-
-    Args:
-        grv: each read version request (``get_read_version``, or a transaction's first read).
-        read: each read that reaches the database (point read, range read, ``get_key``).
-        commit: each commit that writes.
-
-    Raises:
-        ValueError: a negative or non-numeric value.
-    """
-
-    grv: float = 0.0
-    read: float = 0.0
-    commit: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("grv", "read", "commit"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"Latency.{name} must be a number of seconds >= 0, not {value!r}")
-
-
 class Database(AtomicOperations):
     """An in-memory FoundationDB database; see :mod:`fdbqueue.memory`. Thread-safe."""
 
     def __init__(
         self, latency: Latency | None = None, seed: int | None = None, faults: Faults | None = None
     ) -> None:
-        self.latency = latency or Latency()
         self._lock = threading.RLock()
-        self._faults = Faults()
-        self.faults = faults or Faults()
+        self._stats: Counter[str] = Counter({name: 0 for name in STAT_NAMES})
         self._random = random.Random(seed)
         self._storage = Storage()
-        self._started = time.monotonic()
-        self._time_offset = 0.0
-        self._last_version = 0
-        self._watches: dict[bytes, list[tuple[bytes | None, Future]]] = {}
-        self._watch_count = 0
-        self._max_watches = MAX_WATCHES  # db.options.set_max_watches
-        self.options = DatabaseOptions(self)
-        self._in_flight: list[_Request] = []  # timed-out commits that may still land
-        self._stats: Counter[str] = Counter({name: 0 for name in STAT_NAMES})
+        self._clock = VersionClock()
+        self._watches = WatchRegistry(self._lock, self._storage, self._stats, MAX_WATCHES)
+        resolver = Resolver(self._storage, self._clock, self._watches, self._stats)
+        self._injector = FaultInjector(
+            resolver, self._clock, self._watches, self._random, self._stats
+        )
+        self._server = Server(
+            self._lock,
+            latency or Latency(),
+            self._storage,
+            self._clock,
+            self._watches,
+            self._injector,
+            self._random,
+            self._stats,
+        )
+        self.faults = faults or Faults()
+        self.options = DatabaseOptions(self._watches.set_max_watches)
+
+    @property
+    def latency(self) -> Latency:
+        """The simulated latency (settable)."""
+        return self._server.latency
+
+    @latency.setter
+    def latency(self, latency: Latency) -> None:
+        self._server.latency = latency
 
     # -- transactions -----------------------------------------------------------------------
 
@@ -148,8 +117,8 @@ class Database(AtomicOperations):
         Raises:
             FDBError: 2006 when one of those defaults is out of range, as upstream.
         """
-        self._count("transactions")
-        return Transaction(self)
+        self._server.count("transactions")
+        return Transaction(self, self._server, self.options)
 
     @property
     def faults(self) -> Faults:
@@ -159,14 +128,14 @@ class Database(AtomicOperations):
         Raises:
             TypeError: on setting anything but a :class:`Faults`.
         """
-        return self._faults
+        return self._injector.faults
 
     @faults.setter
     def faults(self, faults: Faults) -> None:
         if not isinstance(faults, Faults):
             raise TypeError(f"faults must be a memory.Faults, not {type(faults).__name__}")
         with self._lock:
-            self._faults = faults
+            self._injector.faults = faults
 
     def stats(self) -> dict[str, int]:
         """Counters since the database opened (or :meth:`reset_stats`).
@@ -196,7 +165,9 @@ class Database(AtomicOperations):
     def reset_stats(self) -> None:
         """Set every counter back to zero."""
         with self._lock:
-            self._stats = Counter({name: 0 for name in STAT_NAMES})
+            self._stats.clear()
+            for name in STAT_NAMES:
+                self._stats[name] = 0
 
     def advance_time(self, seconds: float) -> None:
         """Move this database's clock forward (tests of the five-second window).
@@ -204,14 +175,14 @@ class Database(AtomicOperations):
         Versions advance about 1,000,000 per second of monotonic time plus the time added here.
         """
         with self._lock:
-            self._time_offset += seconds
+            self._clock.advance(seconds)
 
     @property
     def in_flight(self) -> int:
         """How many commits an injected ``timed_out`` fault left in flight, not yet resolved
         (see :class:`Faults` and :meth:`settle`)."""
         with self._lock:
-            return len(self._in_flight)
+            return self._injector.in_flight()
 
     def settle(self) -> int:
         """Resolve now every commit left in flight by an injected ``timed_out`` fault (a test
@@ -225,261 +196,10 @@ class Database(AtomicOperations):
         """
         fired: list[Future] = []
         with self._lock:
-            pending, self._in_flight = self._in_flight, []
-            applied = sum(self._land(request, fired) for request in pending)
+            applied = self._injector.settle(fired)
         for future in fired:
             future.set_result(None)
         return applied
-
-    def _count(self, name: str, amount: int = 1) -> None:
-        with self._lock:
-            self._stats[name] += amount
-
-    def _random_fraction(self) -> float:
-        with self._lock:
-            return self._random.random()
-
-    # -- versions ---------------------------------------------------------------------------
-
-    def _time_version(self) -> int:
-        elapsed = time.monotonic() - self._started + self._time_offset
-        return int(elapsed * VERSIONS_PER_SECOND) + 1
-
-    def _new_read_version(self, then_read: bool = False) -> int:
-        """Obtain a read version after the GRV latency (plus a read's, when ``then_read``)."""
-        delay = self.latency.grv + (self.latency.read if then_read else 0.0)
-        if delay:
-            time.sleep(delay)
-        with self._lock:
-            self._last_version = max(self._last_version, self._time_version())
-            self._stats["read_versions"] += 1
-            return self._last_version
-
-    def _too_old(self, read_version: int) -> bool:
-        return self._time_version() - read_version > READ_WINDOW_VERSIONS
-
-    def _read(
-        self,
-        transaction: Transaction,
-        read_version: int,
-        read: Callable[[VersionView], T],
-        latency_paid: bool = False,
-    ) -> T:
-        if self.latency.read and not latency_paid:
-            time.sleep(self.latency.read)
-        with self._lock:
-            if self._too_old(read_version):
-                self._stats["too_old"] += 1
-                raise FDBError(1007)
-            view = transaction._view
-            if view is None or view.version != read_version:
-                view = transaction._view = VersionView(self._storage, read_version)
-            view.refresh()
-            self._stats["reads"] += 1
-            return read(view)
-
-    # -- commits ----------------------------------------------------------------------------
-
-    def _commit(self, transaction: Transaction) -> Future:
-        read_only = not transaction._mutations and not transaction._write_ranges
-        fired: list[Future] = []
-        try:
-            if not read_only:
-                if transaction._approximate_size() > transaction.options._size_limit:
-                    raise FDBError(2101)
-                if self.latency.commit:
-                    time.sleep(self.latency.commit)
-            with self._lock:
-                if read_only:
-                    versionstamp = None
-                    version = -1
-                else:
-                    self._resolve_in_flight(fired)
-                    version = self._commit_writes(transaction, fired)
-                    versionstamp = versionstamp_bytes(version)
-                self._register_watches(transaction._watches.take_all(), fired)
-        except FDBError as error:
-            for future in fired:  # other transactions' watches, fired by what did land
-                future.set_result(None)
-            transaction._commit_failed(error)
-            return Future.failed(error)
-        for future in fired:
-            future.set_result(None)
-        transaction._after_commit(version, versionstamp)
-        return Future.completed()
-
-    def _commit_writes(self, transaction: Transaction, fired: list[Future]) -> int:
-        """Under the lock: commit a writing transaction, or fail it with the fault it draws
-        (see :class:`Faults`). Returns the commit version; raises the error reported."""
-        request = _Request.of(transaction)
-        faults = self._faults
-        if not faults.total:  # no random draw when no fault is set
-            return self._apply(request, fired)
-        kind = faults.choose(self._random.random())
-        if kind is None:
-            return self._apply(request, fired)
-        self._stats[f"injected_{kind}"] += 1
-        if kind == "not_committed":
-            raise FDBError(NOT_COMMITTED)
-        if kind == "transaction_too_old":
-            raise FDBError(TRANSACTION_TOO_OLD)
-        if kind == "commit_unknown_result":
-            if self._random.random() < 0.5:
-                self._apply(request, fired)  # a genuine 1020 or 1007 is reported as such
-                self._stats["injected_commit_unknown_result_applied"] += 1
-            raise FDBError(COMMIT_UNKNOWN_RESULT)
-        if kind == "timed_out":
-            if self._random.random() < 0.5:
-                self._in_flight.append(request.copy())  # may land later (see _resolve_in_flight)
-            raise FDBError(TIMED_OUT)
-        # recovery: the commit lands or not, then the cluster recovers before answering.
-        if self._random.random() < 0.5:
-            try:
-                self._apply(request, fired, genuine=False)
-                self._stats["injected_recovery_applied"] += 1
-            except FDBError:
-                pass  # it conflicted or was too old: not applied, still reported as 1021
-        self._recover(fired)
-        raise FDBError(COMMIT_UNKNOWN_RESULT)
-
-    def _resolve_in_flight(self, fired: list[Future]) -> None:
-        """Under the lock, before a writing commit's own work: resolve each commit in flight
-        with probability 1/2 (one seeded draw each, oldest first)."""
-        if not self._in_flight:
-            return
-        still: list[_Request] = []
-        for request in self._in_flight:
-            if self._random.random() < 0.5:
-                self._land(request, fired)
-            else:
-                still.append(request)
-        self._in_flight = still
-
-    def _land(self, request: _Request, fired: list[Future]) -> bool:
-        """Under the lock: resolve a commit in flight as the resolver would now. True when it
-        was applied."""
-        try:
-            self._apply(request, fired, genuine=False)
-        except FDBError:
-            return False  # conflicted or too old: dropped
-        self._stats["injected_timed_out_applied"] += 1
-        return True
-
-    def _recover(self, fired: list[Future]) -> None:
-        """Under the lock: a cluster recovery. Versions jump MAX_VERSIONS_IN_FLIGHT ahead,
-        commits in flight die, and every outstanding watch fires."""
-        before = max(self._last_version, self._time_version())
-        self._time_offset += MAX_VERSIONS_IN_FLIGHT / VERSIONS_PER_SECOND
-        self._last_version = max(before + MAX_VERSIONS_IN_FLIGHT, self._time_version())
-        self._in_flight = []
-        for waiting in self._watches.values():
-            fired.extend(future for _expected, future in waiting)
-        self._watches = {}
-
-    def _apply(self, request: _Request, fired: list[Future], genuine: bool = True) -> int:
-        """Under the lock: check ``request`` as the resolver does and apply it at a new
-        version (returned), or raise 1007 or 1020. ``genuine``: count those in the stats."""
-        read_version = request.read_version
-        if read_version is not None and request.read_ranges:
-            # Upstream's resolver refuses only transactions with read conflict ranges as too
-            # old (ConflictBatch::addTransaction); blind writes commit whatever their age.
-            if self._too_old(read_version):
-                self._stats["too_old"] += int(genuine)
-                raise FDBError(1007)
-            if self._storage.conflicts(read_version, request.read_ranges):
-                self._stats["conflicts"] += int(genuine)
-                raise FDBError(1020)
-        version = max(self._last_version + 1, self._time_version())
-        self._last_version = version
-        versionstamp = versionstamp_bytes(version)
-        storage = self._storage
-        # A versionstamped key's write conflict range is its final key, known only now (the
-        # commit proxy's ResolutionRequestBuilder::addTransaction adds it).
-        stamped = [
-            with_versionstamp(mutation[1], versionstamp)
-            for mutation in request.mutations
-            if mutation[0] == "versionstamped_key"
-        ]
-        write_ranges = request.write_ranges
-        if stamped:
-            write_ranges = [*write_ranges, *((key, key + b"\x00") for key in stamped)]
-        commit = storage.begin_commit(version, write_ranges)
-        for mutation in request.mutations:
-            kind = mutation[0]
-            if kind == "set":
-                storage.write(commit, mutation[1], mutation[2])
-            elif kind == "clear":
-                for key in storage.keys_in(mutation[1], mutation[2]):
-                    storage.write(commit, key, None)
-            elif kind == "atomic":
-                _, operation, key, param = mutation
-                storage.write(commit, key, apply_atomic(operation, storage.current.get(key), param))
-            elif kind == "versionstamped_key":
-                storage.write(commit, with_versionstamp(mutation[1], versionstamp), mutation[2])
-            else:  # versionstamped_value
-                storage.write(commit, mutation[1], with_versionstamp(mutation[2], versionstamp))
-        storage.prune(self._time_version() - READ_WINDOW_VERSIONS - VERSIONS_PER_SECOND)
-        self._stats["commits"] += 1
-        for key in commit.undo:
-            self._collect_fired(key, fired)
-        return version
-
-    def _collect_fired(self, key: bytes, fired: list[Future]) -> None:
-        waiting = self._watches.get(key)
-        if not waiting:
-            return
-        current = self._storage.current.get(key)
-        keep = []
-        for expected, future in waiting:
-            if expected != current:
-                fired.append(future)
-            else:
-                keep.append((expected, future))
-        if keep:
-            self._watches[key] = keep
-        else:
-            del self._watches[key]
-
-    def _open_watch(self, future: Future) -> bool:
-        """A transaction made a watch: count it among the outstanding watches until it is
-        ready, whatever becomes of it (upstream ``DatabaseContext::increaseWatchCounter`` in
-        ``Transaction::watch``, before the commit). False, counting nothing, when the limit
-        (``db.options.set_max_watches``, 10,000 by default) is reached: error 1032."""
-        with self._lock:
-            if self._watch_count >= self._max_watches:
-                return False
-            self._watch_count += 1
-        future.on_ready(self._close_watch)
-        return True
-
-    def _close_watch(self, _future: Future) -> None:  # an on_ready callback
-        with self._lock:
-            self._watch_count -= 1
-
-    def _register_watches(
-        self, watches: list[tuple[bytes, bytes | None, Future]], fired: list[Future]
-    ) -> None:
-        """Under the lock, at a successful commit: make the transaction's watches active."""
-        for key, expected, future in watches:
-            if future.is_ready():
-                continue
-            self._stats["watches"] += 1
-            if self._storage.current.get(key) != expected:
-                fired.append(future)
-                continue
-            self._watches.setdefault(key, []).append((expected, future))
-            future.on_ready(functools.partial(self._forget_watch, key))
-
-    def _forget_watch(self, key: bytes, future: Future) -> None:  # an on_ready callback
-        """Drop a watch that became ready by cancellation."""
-        with self._lock:
-            waiting = self._watches.get(key, [])
-            for index, (_expected, candidate) in enumerate(waiting):
-                if candidate is future:
-                    del waiting[index]
-                    if not waiting:
-                        del self._watches[key]
-                    return
 
     # -- the binding's Database conveniences (each in its own transaction) ------------------
 

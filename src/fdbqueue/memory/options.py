@@ -42,14 +42,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from fdbqueue.memory.access import KeyAccess
 from fdbqueue.memory.errors import FDBError
 from fdbqueue.memory.futures import FutureString
-
-if TYPE_CHECKING:
-    from fdbqueue.memory.database import Database
-    from fdbqueue.memory.transaction import Transaction
+from fdbqueue.memory.lifecycle import Lifecycle
 
 __all__ = ["DatabaseOptions", "TransactionOptions"]
 
@@ -240,12 +238,18 @@ class TransactionOptions:
     """``tr.options``: the binding's ``set_<option>`` methods (see the module docstring for
     those with an effect; the others are accepted and ignored).
 
-    It also holds the option state the transaction consults: ``_size_limit`` (commit's 2101
-    limit) and the ``next_write_no_write_conflict_range`` flag.
+    It sets the transaction's :class:`Lifecycle` (timeout, retry limit, maximum retry delay)
+    and :class:`KeyAccess` (system keys), takes the defaults of ``database_options``, and holds
+    the option state the transaction consults: :attr:`size_limit` (commit's 2101 limit) and
+    the ``next_write_no_write_conflict_range`` flag.
     """
 
-    def __init__(self, transaction: Transaction) -> None:
-        self._transaction = transaction
+    def __init__(
+        self, lifecycle: Lifecycle, access: KeyAccess, database_options: DatabaseOptions | None
+    ) -> None:
+        self._lifecycle = lifecycle
+        self._access = access
+        self._database_options = database_options
         self._defaults: list[tuple[str, tuple[Any, ...]]] = []
         self._size_limit = MAX_TRANSACTION_BYTES
         self._no_write_conflict = False
@@ -253,17 +257,21 @@ class TransactionOptions:
 
     # -- hooks of the transaction ----------------------------------------------------------
 
-    def _reset_options(self) -> None:
+    @property
+    def size_limit(self) -> int:
+        """The size over which the commit fails with 2101 (``set_size_limit``)."""
+        return self._size_limit
+
+    def reset_options(self) -> None:
         """At creation and ``reset()``, after the transaction reset its own option fields:
         take the database's transaction defaults now and apply the persistent ones."""
-        database = self._transaction.db
-        options = getattr(database, "options", None)
+        options = self._database_options
         self._defaults = options._transaction_defaults() if options is not None else []
         for name, args in self._defaults:
             if name in PERSISTENT:
                 getattr(self, "set_" + name)(*args)
 
-    def _reset_state(self) -> None:
+    def reset_state(self) -> None:
         """At creation, ``on_error`` and ``reset()``: drop the non-persistent options and apply
         the database's defaults of those again."""
         self._size_limit = MAX_TRANSACTION_BYTES
@@ -273,7 +281,7 @@ class TransactionOptions:
             if name not in PERSISTENT:
                 getattr(self, "set_" + name)(*args)
 
-    def _take_no_write_conflict(self) -> bool:
+    def take_no_write_conflict(self) -> bool:
         """For the transaction's next write: True when it must add no write conflict range
         (``next_write_no_write_conflict_range``, which this clears)."""
         flag, self._no_write_conflict = self._no_write_conflict, False
@@ -288,7 +296,7 @@ class TransactionOptions:
         Raises:
             FDBError: 2006 outside ``[0, 2**31-1]``.
         """
-        self._transaction._set_timeout(int_option(milliseconds, 0, INT_MAX))
+        self._lifecycle.set_timeout(int_option(milliseconds, 0, INT_MAX))
 
     def set_retry_limit(self, retries: int) -> None:
         """After this many retries, ``on_error`` raises the error; -1 means no limit.
@@ -297,7 +305,7 @@ class TransactionOptions:
         Raises:
             FDBError: 2006 outside ``[-1, 2**31-1]``.
         """
-        self._transaction._retry_limit = int_option(retries, -1, INT_MAX)
+        self._lifecycle.retry_limit = int_option(retries, -1, INT_MAX)
 
     def set_max_retry_delay(self, milliseconds: int) -> None:
         """Cap the backoff ``on_error`` waits (default 1000 ms). Survives ``on_error``.
@@ -305,7 +313,7 @@ class TransactionOptions:
         Raises:
             FDBError: 2006 outside ``[0, 2**31-1]``.
         """
-        self._transaction._max_retry_delay = int_option(milliseconds, 0, INT_MAX) / 1000.0
+        self._lifecycle.max_retry_delay = int_option(milliseconds, 0, INT_MAX) / 1000.0
 
     def set_size_limit(self, size: int) -> None:
         """Fail the commit with 2101 when the transaction's size (``get_approximate_size``)
@@ -325,12 +333,11 @@ class TransactionOptions:
 
     def set_access_system_keys(self) -> None:
         """Allow reading and writing keys from ``b"\\xff"`` on."""
-        self._transaction._system_access = "write"
+        self._access.allow_write()
 
     def set_read_system_keys(self) -> None:
         """Allow reading keys from ``b"\\xff"`` on."""
-        if self._transaction._system_access is None:
-            self._transaction._system_access = "read"
+        self._access.allow_read()
 
     def set_debug_transaction_identifier(self, identifier: Any = None) -> None:
         """Name the transaction for tracing (nothing is traced in memory).
@@ -378,8 +385,8 @@ class DatabaseOptions:
     docstring). ``transaction_*`` options become defaults of the transactions created
     afterwards."""
 
-    def __init__(self, database: Database) -> None:
-        self._database = database
+    def __init__(self, set_max_watches: Callable[[int], None]) -> None:
+        self._set_max_watches = set_max_watches  # the database's watch registry's
         self._defaults: dict[str, tuple[Any, ...]] = {}
 
     def _transaction_defaults(self) -> list[tuple[str, tuple[Any, ...]]]:
@@ -423,7 +430,7 @@ class DatabaseOptions:
         Raises:
             FDBError: 2006 outside ``[0, 1,000,000]``.
         """
-        self._database._max_watches = int_option(watches, 0, ABSOLUTE_MAX_WATCHES)
+        self._set_max_watches(int_option(watches, 0, ABSOLUTE_MAX_WATCHES))
 
     def set_location_cache_size(self, entries: int) -> None:
         """Accepted (no location cache in memory).

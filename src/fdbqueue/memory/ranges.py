@@ -18,15 +18,12 @@ fetched. Iterating again re-reads every batch after the first, as ``FDBRange.__i
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fdbqueue.memory.errors import FDBError
 from fdbqueue.memory.keys import KeyValue, key_after
 
-if TYPE_CHECKING:
-    from fdbqueue.memory.transaction import Transaction
-
-__all__ = ["RangeResult", "StreamingMode", "batch_limits"]
+__all__ = ["BatchReader", "RangeResult", "StreamingMode", "batch_limits"]
 
 
 class StreamingMode:
@@ -55,25 +52,44 @@ ITERATION_BYTES = (4096, 6144, 9216, 13824, 20736, 31104, 46656, 69984, 80000, 1
 ROW_OVERHEAD_BYTES = 8
 
 
-def batch_limits(limit: int, mode: int, iteration: int) -> tuple[int, int]:
+def batch_limits(limit: int, mode: int, iteration: int, target_bytes: int = 0) -> tuple[int, int]:
     """The row limit and byte target (0: none) of batch ``iteration`` (from 1) of a range
-    read limited to ``limit`` rows (0: no limit) in streaming ``mode``.
+    read limited to ``limit`` rows (0: no limit) in streaming ``mode``; a caller's own
+    ``target_bytes`` (0: none; the C API's argument) lowers the mode's target.
 
     Raises:
-        FDBError: 2210 for ``exact`` without a row limit; 2000 for an unknown mode.
+        FDBError: 2210 for ``exact`` without a row or byte limit; 2000 for an unknown mode
+            or an iteration below 1 in ``iterator`` mode.
     """
-    if mode == StreamingMode.exact and not limit:
+    if mode == StreamingMode.exact and not limit and not target_bytes:
         raise FDBError(2210)
     if mode == StreamingMode.want_all:
         mode = StreamingMode.serial
     if mode == StreamingMode.iterator:
-        return limit, ITERATION_BYTES[min(iteration, len(ITERATION_BYTES)) - 1]
-    if mode not in MODE_BYTES:
+        if iteration < 1:
+            raise FDBError(2000)
+        mode_bytes = ITERATION_BYTES[min(iteration, len(ITERATION_BYTES)) - 1]
+    elif mode in MODE_BYTES:
+        mode_bytes = MODE_BYTES[mode]
+    else:
         raise FDBError(2000)
-    return limit, MODE_BYTES[mode]
+    if target_bytes and mode_bytes:
+        return limit, min(target_bytes, mode_bytes)
+    return limit, target_bytes or mode_bytes
 
 
 Batch = tuple[list[KeyValue], bool]  # the rows, and whether the batch stopped at a limit
+
+
+class BatchReader(Protocol):
+    """What reads a range's batches: a transaction's read path
+    (:class:`fdbqueue.memory.reads.Reads`)."""
+
+    def read_batch(
+        self, begin: bytes, end: bytes, limit: int, byte_target: int, reverse: bool, snapshot: bool
+    ) -> Batch:
+        """One batch: up to ``limit`` rows and about ``byte_target`` bytes."""
+        ...
 
 
 class RangeResult:
@@ -87,14 +103,14 @@ class RangeResult:
 
     def __init__(
         self,
-        transaction: Transaction,
+        reader: BatchReader,
         snapshot: bool,
         span: tuple[bytes, bytes],
         limit: int,
         reverse: bool,
         mode: int,
     ) -> None:
-        self._transaction = transaction
+        self._reader = reader
         self._snapshot = snapshot
         self._begin, self._end = span
         self._limit = limit
@@ -106,9 +122,7 @@ class RangeResult:
         rows, byte_target = batch_limits(limit, mode, iteration)
         if begin >= end:
             return [], False
-        return self._transaction._read_batch(
-            begin, end, rows, byte_target, self._reverse, self._snapshot
-        )
+        return self._reader.read_batch(begin, end, rows, byte_target, self._reverse, self._snapshot)
 
     def __iter__(self) -> Iterator[KeyValue]:
         return self._iterate(self._mode)

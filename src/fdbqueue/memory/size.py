@@ -11,6 +11,24 @@ The read-your-writes layer builds those vectors from its maps at commit, so what
 is already coalesced: conflict ranges that overlap or touch are one range
 (:class:`RangeSet`), and operations on one key are merged as ``WriteMap::coalesceOver`` merges
 them (:func:`coalesce_over`).
+
+What ``get_approximate_size`` counts, upstream's ``Transaction::getSize()`` of what the
+read-your-writes layer sends:
+
+* each mutation, 40 bytes plus its two parameters: a set, key and value; an atomic
+  operation, key and parameter; a clear, begin and end (a single-key clear is the
+  range ``[key, key + b"\\x00")``); a versionstamped key or value, key and parameter
+  with its 4-byte offset. Mutations are merged first as upstream's write map merges
+  them: a later set of a key replaces its earlier set or atomic operations, an atomic
+  operation after a set or clear of the key folds into that set, repeated atomic
+  operations of one kind on one key are one operation (for ``add``, ``bit_or``,
+  ``bit_xor``, ``max``, ``min`` only when the parameters have the same length),
+  cleared ranges that overlap or touch are one clear, cut around keys written after
+  it; each versionstamped operation counts once;
+* each read conflict range and each write conflict range, 32 bytes plus its begin and
+  end keys, once the ranges that overlap or touch are merged. A set, clear or atomic
+  operation writes ``[key, key + b"\\x00")`` or ``[begin, end)``; a versionstamped
+  key writes no range here (upstream's proxy adds one).
 """
 
 from __future__ import annotations

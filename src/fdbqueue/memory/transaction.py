@@ -1,63 +1,53 @@
 """Transactions of the in-memory database, with the ``fdb`` binding's ``Transaction`` shape.
 
-A transaction buffers its writes (read-your-writes, :mod:`fdbqueue.memory.writes`), reads the
-database at one read version obtained at its first read (range reads in batches,
-:mod:`fdbqueue.memory.ranges`), records read and write conflict ranges, keeps its watches
-until the commit (:mod:`fdbqueue.memory.watches`), and hands everything to the database at
-commit, which checks conflicts and applies the mutations atomically
-(:mod:`fdbqueue.memory.database`).
+:class:`Transaction` is the facade with the binding's methods; each call goes to the
+component that holds its concept, all of one attempt of the transaction (a retry starts them
+afresh) but the lifecycle, the system-key access and the options:
+
+* :mod:`fdbqueue.memory.reads`: the read version and the reads, through the transaction's own
+  writes (:mod:`fdbqueue.memory.writes`), in batches for ranges (:mod:`fdbqueue.memory.ranges`);
+* :mod:`fdbqueue.memory.mutations`: the writes, with the errors they defer;
+* :mod:`fdbqueue.memory.versionstamps`: versionstamped writes and the versionstamp;
+* :mod:`fdbqueue.memory.conflicts`: the read and write conflict ranges;
+* :mod:`fdbqueue.memory.watches`: the watches until the commit;
+* :mod:`fdbqueue.memory.lifecycle`: spent, cancelled, timed out, retried;
+* :mod:`fdbqueue.memory.access` and :mod:`fdbqueue.memory.options`.
+
+The commit hands the request to the database's :class:`fdbqueue.memory.server.Server`, which
+checks conflicts and applies the mutations atomically.
 
 The rules of each call are upstream's ``ReadYourWritesTransaction``
 (``fdbclient/ReadYourWrites.cpp``) as the binding reaches it through libfdb_c
 (``bindings/c/fdb_c.cpp``) and ``ThreadSafeTransaction`` (``fdbclient/ThreadSafeTransaction.cpp``),
 which turns the errors of void calls (writes, conflict ranges, ``set_read_version``) into a
-deferred error reported by the next read or commit; each method's docstring names its source.
+deferred error reported by the next read or commit; each component's docstring names its
+sources.
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fdbqueue.memory.atomic import (
-    AtomicOperations,
-    versionstamp_bytes,
-    versionstamp_offset_valid,
-)
-from fdbqueue.memory.errors import FDBError, is_retryable
+from fdbqueue.memory.access import KeyAccess, max_key_bytes
+from fdbqueue.memory.atomic import AtomicOperations
+from fdbqueue.memory.conflicts import ConflictRanges
+from fdbqueue.memory.errors import FDBError
 from fdbqueue.memory.futures import Future, Key, Value
-from fdbqueue.memory.keys import KeySelector, KeyValue, key_after, strinc, to_key, to_value
-from fdbqueue.memory.options import TransactionOptions
-from fdbqueue.memory.ranges import ROW_OVERHEAD_BYTES, RangeResult, StreamingMode
-from fdbqueue.memory.size import MUTATION_BYTES, RangeSet
-from fdbqueue.memory.storage import Range, VersionView
+from fdbqueue.memory.keys import KeySelector, KeyValue, key_after, strinc, to_key
+from fdbqueue.memory.lifecycle import Lifecycle
+from fdbqueue.memory.mutations import Mutations
+from fdbqueue.memory.options import DatabaseOptions, TransactionOptions
+from fdbqueue.memory.ranges import RangeResult, StreamingMode
+from fdbqueue.memory.reads import Reads
+from fdbqueue.memory.resolver import CommitRequest
+from fdbqueue.memory.server import Server
+from fdbqueue.memory.versionstamps import Versionstamps
 from fdbqueue.memory.watches import PendingWatches, bury, start_reaper
-from fdbqueue.memory.writes import WriteMap, subtract_ranges
-
-if TYPE_CHECKING:
-    from fdbqueue.memory.database import Database
+from fdbqueue.memory.writes import WriteMap
 
 __all__ = ["RangeResult", "Snapshot", "Transaction", "TransactionOptions"]
-
-MAX_KEY_BYTES = 10_000  # upstream CLIENT_KNOBS->KEY_SIZE_LIMIT
-MAX_SYSTEM_KEY_BYTES = 30_000  # upstream CLIENT_KNOBS->SYSTEM_KEY_SIZE_LIMIT
-MAX_VALUE_BYTES = 100_000
-SYSTEM_KEYS = b"\xff"
-MAX_SYSTEM_KEY = b"\xff\xff"
-#: Readable and watchable without the system-key options (upstream ``metadataVersionKey``).
-METADATA_VERSION_KEY = b"\xff/metadataVersion"
-INITIAL_BACKOFF = 0.01  # seconds (upstream CLIENT_KNOBS->DEFAULT_BACKOFF)
-DEFAULT_MAX_RETRY_DELAY = 1.0  # seconds
-#: The fixed delay of ``on_error`` after 1007 and 1009 (upstream FUTURE_VERSION_RETRY_DELAY).
-FUTURE_VERSION_RETRY_DELAY = 0.01  # seconds
-
-
-def _max_key_bytes(key: bytes) -> int:
-    """Upstream's ``getMaxWriteKeySize``: system keys may be longer."""
-    return MAX_SYSTEM_KEY_BYTES if key.startswith(SYSTEM_KEYS) else MAX_KEY_BYTES
 
 
 class _Reader:
@@ -68,12 +58,12 @@ class _Reader:
 
     def get(self, key: Any) -> Value:
         """Read ``key``; the Value is ``== None`` when the key is absent."""
-        return Value(self._transaction._read_point(to_key(key), self._snapshot))
+        return Value(self._transaction._reads.point(to_key(key), self._snapshot))
 
     def get_key(self, key_selector: KeySelector) -> Key:
         """Resolve a KeySelector to a key (``b""`` before the first key, ``b"\\xff"`` after
         the last): a :class:`Key` future, as the binding's."""
-        return Key(self._transaction._resolve(key_selector, self._snapshot))
+        return Key(self._transaction._reads.resolve(key_selector, self._snapshot))
 
     def get_range(
         self,
@@ -86,8 +76,27 @@ class _Reader:
         """Key-value pairs in ``[begin, end)`` (keys or KeySelectors; None means ``b""`` /
         ``b"\\xff"``), at most ``limit`` (0 or -1: no limit), in key order or reversed,
         fetched in batches as the result is iterated (:mod:`fdbqueue.memory.ranges`)."""
-        return self._transaction._range(
+        return self._transaction._reads.range(
             begin, end, int(limit), bool(reverse), streaming_mode, self._snapshot
+        )
+
+    def get_range_batch(
+        self,
+        begin: KeySelector,
+        end: KeySelector,
+        limit: int,
+        target_bytes: int,
+        mode: int,
+        iteration: int,
+        reverse: bool,
+    ) -> tuple[list[KeyValue], bool]:
+        """One batch of a range read, with the arguments of libfdb_c's
+        ``fdb_transaction_get_range`` (not a binding method: what
+        :mod:`fdbqueue.memory.client_library` serves the binding's ``FDBRange`` with). Returns
+        the rows and whether the batch stopped at a limit (more may follow). Its read
+        conflict range covers only what it read."""
+        return self._transaction._reads.batch(
+            begin, end, limit, target_bytes, mode, iteration, reverse, self._snapshot
         )
 
     def get_range_startswith(self, prefix: Any, *args: Any, **kwargs: Any) -> RangeResult:
@@ -97,7 +106,7 @@ class _Reader:
 
     def get_read_version(self) -> Future:
         """A Future of the transaction's read version (an int)."""
-        return self._transaction._read_version_future()
+        return self._transaction._reads.read_version_future()
 
     def __getitem__(self, key: Any) -> Any:
         """``tr[key]``: :meth:`get`; ``tr[begin:end]``: :meth:`get_range`, reversed when the
@@ -120,13 +129,19 @@ class Snapshot(_Reader):
 
 
 class Transaction(_Reader, AtomicOperations):
-    """An in-memory FoundationDB transaction (see the module docstring)."""
+    """An in-memory FoundationDB transaction (see the module docstring). ``database`` is the
+    :class:`fdbqueue.memory.Database` (``tr.db``), ``server`` its side of the network."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(
+        self, database: Any, server: Server, database_options: DatabaseOptions | None = None
+    ) -> None:
         self.db = database
         self._transaction = self
         self._snapshot = False
-        self.options = TransactionOptions(self)
+        self._server = server
+        self._access = KeyAccess()
+        self._lifecycle = Lifecycle(self._fail_pending)
+        self.options = TransactionOptions(self._lifecycle, self._access, database_options)
         self.snapshot = Snapshot(self)
         self._reset_options()
         self._reset_state()
@@ -134,340 +149,59 @@ class Transaction(_Reader, AtomicOperations):
     # -- state ------------------------------------------------------------------------------
 
     def _reset_options(self) -> None:
-        self._started = time.monotonic()
-        self._deadline: float | None = None
-        self._retry_limit = -1
-        self._max_retry_delay = DEFAULT_MAX_RETRY_DELAY
-        self._retries = 0
-        self._backoff = INITIAL_BACKOFF
-        self.options._reset_options()  # the database's defaults of persistent options
+        self._lifecycle.reset_options()
+        self.options.reset_options()  # the database's defaults of persistent options
 
     def _reset_state(self) -> None:
-        self._writes = WriteMap()
-        self._mutations: list[tuple[Any, ...]] = []
-        self._read_ranges: list[Range] = []
-        self._write_ranges: list[Range] = []
-        self._read_version: int | None = None
-        self._view: VersionView | None = None
-        self._watches = PendingWatches()
-        self._deferred_error: FDBError | None = None
-        # Upstream's resetPromise: once set (1025 cancelled, 1031 timed out, 2017 used after
-        # commit, 1025 after on_error raised), reads, commit and on_error report it.
-        self._reset_error: FDBError | None = None
-        self._commit_started = False  # upstream commitStarted: cleared by reset and on_error
-        self._cache: dict[bytes, bytes | None] = {}  # database values read (SnapshotCache)
-        # Not persistent options (upstream resetRyow resets them): on_error drops them too.
-        self._system_access: str | None = None
-        self._read_conflicts = RangeSet()  # the ranges of _read_ranges, merged, for the size
-        self._write_conflicts = RangeSet()  # the write conflict ranges the client sends
-        self._versionstamp_bytes = 0  # the versionstamped operations' mutations
-        self._committed_version = -1
-        self._versionstamp = Key()
-        self.options._reset_state()  # size_limit and the other non-persistent options
+        """A fresh attempt: every component but the lifecycle's persistent options."""
+        lifecycle, access = self._lifecycle, self._access
+        lifecycle.reset_state()
+        access.reset()  # not persistent (upstream resetRyow resets it): on_error drops it too
+        writes, watches = WriteMap(), PendingWatches()
+        conflicts = ConflictRanges(writes, lifecycle)
+        reads = Reads(self._server, access, lifecycle, writes, conflicts)
+        mutations = Mutations(access, lifecycle, self.options, writes, conflicts, watches)
+        stamps = Versionstamps(access, lifecycle, mutations, writes, watches, reads.version)
+        self._watches, self._conflicts, self._reads = watches, conflicts, reads
+        self._mutations, self._versionstamps = mutations, stamps
+        self.options.reset_state()  # size_limit and the other non-persistent options
 
     def _fail_pending(self, error: FDBError, versionstamp_error: FDBError | None = None) -> None:
         self._watches.fail(error)
-        self._versionstamp.set_error(versionstamp_error or error)
+        self._versionstamps.fail(versionstamp_error or error)
 
     def _commit_failed(self, error: FDBError) -> None:
         """A commit failed: its watches fail with its error, the versionstamp with 2020
         (upstream ``commitAndWatch``: ``transaction_invalid_version``)."""
         self._fail_pending(error, FDBError(2020))
 
-    def _set_timeout(self, milliseconds: int) -> None:
-        if milliseconds < 0:
-            raise FDBError(2006)
-        self._deadline = None if milliseconds == 0 else self._started + milliseconds / 1000.0
-
-    def _reset_error_now(self) -> FDBError | None:
-        """The reset error, after setting it to 1031 if the timeout has passed (upstream's
-        ``timebomb``)."""
-        if (
-            self._reset_error is None
-            and self._deadline is not None
-            and time.monotonic() > self._deadline
-        ):
-            self._reset_error = FDBError(1031)
-            self._fail_pending(FDBError(1031))
-        return self._reset_error
-
-    def _used_after_commit(self) -> bool:
-        """Upstream's ``checkUsedDuringCommit``: once ``commit`` was called, every later
-        operation fails with 2017 until ``reset`` or ``on_error``."""
-        if self._commit_started and self._reset_error is None:
-            self._reset_error = FDBError(2017)
-        return self._commit_started
-
-    def _check_usable(self) -> None:
-        """The checks of reads, watches, commit and ``get_versionstamp``."""
-        if self._used_after_commit():
-            raise FDBError(2017)
-        error = self._reset_error_now()
-        if error is not None:
-            raise error
-
-    def _check_readable(self) -> None:
-        """A write's deferred error first, as the binding's ``ThreadSafeTransaction``
-        (``checkDeferredError``), then :meth:`_check_usable`."""
-        if self._deferred_error is not None:
-            raise self._deferred_error
-        self._check_usable()
-
-    def _dropped_write(self) -> bool:
-        """For the calls that never raise FDBError (writes, conflict ranges: void C calls
-        whose errors the binding defers): True, with 2017 deferred, after ``commit``. A
-        cancelled or timed-out transaction still takes the write; its commit fails."""
-        if self._used_after_commit():
-            self._defer(FDBError(2017))
-            return True
-        return False
-
-    def _max_read_key(self) -> bytes:
-        return MAX_SYSTEM_KEY if self._system_access else SYSTEM_KEYS
-
-    def _defer(self, error: FDBError) -> None:
-        if self._deferred_error is None:
-            self._deferred_error = error
+    def defer_error(self, error: FDBError) -> None:
+        """Not the binding's: report ``error`` at the next read or commit, as
+        ``ThreadSafeTransaction`` does for a void call's error (the in-memory C API's hook)."""
+        self._lifecycle.defer(error)
 
     # -- reads ------------------------------------------------------------------------------
-
-    def _ensure_read_version(self) -> int:
-        if self._read_version is None:
-            self._read_version = self.db._new_read_version()
-        return self._read_version
-
-    def _read_version_future(self) -> Future:
-        # ThreadSafeTransaction::getReadVersion reports a deferred error first.
-        try:
-            if self._deferred_error is not None:
-                raise self._deferred_error
-            error = self._reset_error_now()
-            if error is not None:
-                raise error
-            return Future.completed(self._ensure_read_version())
-        except FDBError as error:
-            return Future.failed(error)
 
     def set_read_version(self, version: int) -> None:
         """Read at ``version`` instead of asking the database for one. Once the transaction
         has a read version (set, or taken by a read), 2010 ``read_version_already_set`` is
         deferred to the next read or commit (upstream ``Transaction::setVersion``)."""
-        if self._read_version is not None:
-            self._defer(FDBError(2010))
-            return
-        self._read_version = int(version)
-        self._view = None
-
-    def _with_view(self, read: Callable[[VersionView], Any]) -> Any:
-        """Run ``read`` on the database as of the read version (one read round trip).
-
-        A transaction's first read also fetches its read version; the two latencies are
-        slept at once (the same simulated time, one thread wake-up fewer).
-        """
-        if self._read_version is None:
-            self._read_version = self.db._new_read_version(then_read=True)
-            return self.db._read(self, self._read_version, read, latency_paid=True)
-        return self.db._read(self, self._read_version, read)
-
-    def _read_point(self, key: bytes, snapshot: bool) -> bytes | None:
-        """A point read. A key read before is answered from the transaction's cache of the
-        database values it read (upstream's ``SnapshotCache``): no round trip, so no 1007."""
-        self._check_readable()
-        if key >= self._max_read_key() and key != METADATA_VERSION_KEY:
-            raise FDBError(2004)
-        if self._writes.touches_unreadable(key, key_after(key)):
-            raise FDBError(1036)
-        entry = self._writes.lookup(key)
-        if entry is not None and entry.independent:
-            return entry.value
-        database_value: bytes | None
-        if key in self._cache:
-            database_value = self._cache[key]
-        else:
-            database_value = self._with_view(lambda view: view.get(key))
-            self._cache[key] = database_value
-        if not snapshot:
-            self._add_read_range(key, key_after(key))
-        return entry.resolve(database_value) if entry is not None else database_value
-
-    def _scan(
-        self, view: VersionView, begin: bytes, end: bytes, reverse: bool
-    ) -> Iterator[tuple[bytes, bytes]]:
-        """What this transaction sees in ``[begin, end)``: the database plus its writes.
-
-        Raises 1036 when the scan reaches a range its versionstamped writes made unreadable
-        (upstream ``RYWIterator``: only a read that gets there fails, so a scan the caller
-        stops before it succeeds).
-        """
-        writes = self._writes
-        database = ((k, v) for k, v in view.scan(begin, end, reverse) if not writes.hides(k))
-        own: list[tuple[bytes, bytes]] = []
-        for key, entry in writes.entries_in(begin, end, reverse):
-            value = entry.resolve(None if entry.independent else view.get(key))
-            if value is not None:
-                own.append((key, value))
-        merged = heapq.merge(database, own, key=lambda pair: pair[0], reverse=reverse)
-        barrier = writes.unreadable_barrier(begin, end, reverse)
-        if barrier is None:
-            yield from merged
-            return
-        for pair in merged:
-            if pair[0] < barrier if reverse else pair[0] >= barrier:
-                raise FDBError(1036)
-            yield pair
-        raise FDBError(1036)
-
-    def _add_read_range(self, begin: bytes, end: bytes) -> None:
-        self._read_ranges.append((begin, end))
-        self._read_conflicts.add(begin, end)
-
-    def _add_read_conflict(self, begin: bytes, end: bytes) -> None:
-        holes = self._writes.independent_ranges(begin, end)
-        for piece in subtract_ranges((begin, end), holes):
-            self._add_read_range(*piece)
-
-    def _resolve_in_view(self, view: VersionView, selector: KeySelector) -> bytes:
-        key = to_key(selector.key)
-        top = self._max_read_key()
-        if selector.offset >= 1:
-            start = key_after(key) if selector.or_equal else key
-            remaining = selector.offset
-            for found, _ in self._scan(view, min(start, top), top, reverse=False):
-                remaining -= 1
-                if remaining == 0:
-                    return found
-            return top
-        stop = key_after(key) if selector.or_equal else key
-        remaining = 1 - selector.offset
-        for found, _ in self._scan(view, b"", min(stop, top), reverse=True):
-            remaining -= 1
-            if remaining == 0:
-                return found
-        return b""
-
-    def _resolve(self, selector: KeySelector, snapshot: bool) -> bytes:
-        self._check_readable()
-        if not isinstance(selector, KeySelector):
-            raise TypeError("get_key takes a KeySelector")
-        if to_key(selector.key) > self._max_read_key():  # RYW getKey: key_outside_legal_range
-            raise FDBError(2004)
-        found: bytes = self._with_view(lambda view: self._resolve_in_view(view, selector))
-        if not snapshot:
-            reference = to_key(selector.key)
-            if selector.offset >= 1:  # scanned forward from the reference to the key found
-                begin = key_after(reference) if selector.or_equal else reference
-                end = key_after(found)
-            else:  # scanned backward from the reference to the key found
-                begin = found
-                end = key_after(reference) if selector.or_equal else reference
-            if begin < end:
-                self._add_read_conflict(begin, end)
-        return found
-
-    def _range_endpoint(self, endpoint: Any, default: bytes, snapshot: bool) -> bytes:
-        if endpoint is None:
-            return default
-        if isinstance(endpoint, KeySelector):
-            if endpoint.or_equal is False and endpoint.offset == 1:
-                return to_key(endpoint.key)
-            return self._resolve(endpoint, snapshot)
-        return to_key(endpoint)
-
-    def _range(
-        self, begin: Any, end: Any, limit: int, reverse: bool, mode: Any, snapshot: bool
-    ) -> RangeResult:
-        """``get_range``: check the arguments, resolve KeySelector endpoints and read the
-        first batch (see :class:`RangeResult`)."""
-        self._check_readable()
-        if limit == -1:  # upstream GetRangeLimits::ROW_LIMIT_UNLIMITED
-            limit = 0
-        elif limit < 0:
-            raise FDBError(2012)  # range_limits_invalid (GetRangeLimits::isValid)
-        mode = StreamingMode.iterator if mode is None else int(mode)
-        begin_key = self._range_endpoint(begin, b"", snapshot)
-        end_key = self._range_endpoint(end, SYSTEM_KEYS, snapshot)
-        top = self._max_read_key()
-        if begin_key > top or end_key > top:
-            raise FDBError(2004)
-        return RangeResult(self, snapshot, (begin_key, end_key), limit, reverse, mode)
-
-    def _read_batch(
-        self, begin: bytes, end: bytes, limit: int, byte_target: int, reverse: bool, snapshot: bool
-    ) -> tuple[list[KeyValue], bool]:
-        """One batch of a range read (one round trip): up to ``limit`` rows and about
-        ``byte_target`` bytes (0: no limit; at least one row), and whether it stopped at a
-        limit. Its read conflict range is what it covered: up to its last row when it stopped
-        at a limit, else the whole of ``[begin, end)`` (upstream ``updateConflictMap`` for
-        ``getRangeValue``/``getRangeValueBack``)."""
-        self._check_readable()
-
-        def read(view: VersionView) -> tuple[list[tuple[bytes, bytes]], bool]:
-            found: list[tuple[bytes, bytes]] = []
-            spent = 0
-            for key, value in self._scan(view, begin, end, reverse):
-                found.append((key, value))
-                spent += ROW_OVERHEAD_BYTES + len(key) + len(value)
-                if len(found) == limit or (byte_target and spent >= byte_target):
-                    return found, True
-            return found, False
-
-        pairs, full = self._with_view(read)
-        if not snapshot:
-            if not full:
-                self._add_read_conflict(begin, end)
-            elif reverse:
-                self._add_read_conflict(pairs[-1][0], end)
-            else:
-                self._add_read_conflict(begin, key_after(pairs[-1][0]))
-        return [KeyValue(key, value) for key, value in pairs], full
+        self._reads.set_read_version(version)
 
     # -- writes -----------------------------------------------------------------------------
-
-    def _check_write_key(self, key: bytes) -> FDBError | None:
-        if key >= SYSTEM_KEYS and self._system_access != "write":
-            return FDBError(2004)
-        if len(key) > _max_key_bytes(key):
-            return FDBError(2102)
-        return None
-
-    def _record(self, mutation: tuple[Any, ...], write_range: Range, conflict: bool = True) -> None:
-        self._mutations.append(mutation)
-        if self.options._take_no_write_conflict() and conflict:
-            return  # next_write_no_write_conflict_range
-        self._write_ranges.append(write_range)
-        if conflict:
-            self._write_conflicts.add(*write_range)
 
     def set(self, key: Any, value: Any) -> None:
         """Set ``key`` to ``value``. Size and system-key errors surface at the next read or at
         commit, as with the binding: no write raises FDBError (not even on a cancelled
         transaction, whose commit then fails)."""
-        key, value = to_key(key), to_value(value)
-        if self._dropped_write():
-            return
-        error = self._check_write_key(key) or (
-            FDBError(2103) if len(value) > MAX_VALUE_BYTES else None
-        )
-        if error is not None:
-            self._defer(error)
-            return
-        self._writes.set(key, value)
-        self._record(("set", key, value), (key, key_after(key)))
-        self._watches.changed(key, key_after(key), value)
+        self._mutations.set(key, value)
 
     def clear(self, key: Any) -> None:
         """Remove ``key`` (nothing happens if it is absent, nor for a key too long to exist:
         upstream RYW ``clear`` ignores keys over ``getMaxClearKeySize``)."""
         if isinstance(key, KeySelector):
             key = self.get_key(key).value
-        key = to_key(key)
-        if self._dropped_write():
-            return
-        if key >= SYSTEM_KEYS and self._system_access != "write":
-            self._defer(FDBError(2004))
-            return
-        if len(key) <= _max_key_bytes(key):
-            self._clear_keys(key, key_after(key))
+        self._mutations.clear(key)
 
     def clear_range(self, begin: Any, end: Any) -> None:
         """Remove every key in ``[begin, end)``."""
@@ -475,22 +209,7 @@ class Transaction(_Reader, AtomicOperations):
             begin = self.get_key(begin).value
         if isinstance(end, KeySelector):
             end = self.get_key(end).value
-        begin_key = b"" if begin is None else to_key(begin)
-        end_key = SYSTEM_KEYS if end is None else to_key(end)
-        if self._dropped_write():
-            return
-        top = MAX_SYSTEM_KEY if self._system_access == "write" else SYSTEM_KEYS
-        if begin_key > end_key:
-            self._defer(FDBError(2005))
-        elif end_key > top or begin_key > top:
-            self._defer(FDBError(2004))
-        elif begin_key < end_key:
-            self._clear_keys(begin_key, end_key)
-
-    def _clear_keys(self, begin: bytes, end: bytes) -> None:
-        self._writes.clear_range(begin, end)
-        self._record(("clear", begin, end), (begin, end))
-        self._watches.changed(begin, end, None)
+        self._mutations.clear_range(begin, end)
 
     def clear_range_startswith(self, prefix: Any) -> None:
         """Remove every key that starts with ``prefix``."""
@@ -507,18 +226,7 @@ class Transaction(_Reader, AtomicOperations):
             self.clear(key)
 
     def _atomic(self, operation: str, key: Any, param: Any) -> None:
-        key, param = to_key(key), to_value(param)
-        if self._dropped_write():
-            return
-        error = self._check_write_key(key) or (
-            FDBError(2103) if len(param) > MAX_VALUE_BYTES else None
-        )
-        if error is not None:
-            self._defer(error)
-            return
-        self._writes.atomic(operation, key, param)
-        self._record(("atomic", operation, key, param), (key, key_after(key)))
-        self._watches.changed(key, key_after(key), known=False)
+        self._mutations.atomic(operation, key, param)
 
     def set_versionstamped_key(self, key: Any, param: Any) -> None:
         """Set a key whose 10 bytes at the offset in its last 4 bytes become the versionstamp.
@@ -529,73 +237,22 @@ class Transaction(_Reader, AtomicOperations):
         whose stamp would be at or above ``(read version + 1, 0)`` raises 1036
         (``getVersionstampKeyRange``; every stamp when there is no read version yet).
         """
-        key, param = to_key(key), to_value(param)
-        if self._dropped_write():
-            return
-        error = self._check_write_key(key)
-        if error is None and len(param) > MAX_VALUE_BYTES:
-            error = FDBError(2103)
-        if error is None and not versionstamp_offset_valid(key):
-            error = FDBError(2000)
-        if error is not None:
-            self._defer(error)
-            return
-        offset = int.from_bytes(key[-4:], "little")
-        body = key[:-4]
-        read_version = self._read_version
-        lowest = versionstamp_bytes(read_version + 1) if read_version is not None else bytes(10)
-        begin = body[:offset] + lowest + body[offset + 10 :]
-        end = key_after(body[:offset] + b"\xff" * 10 + body[offset + 10 :])
-        self._writes.mark_unreadable(begin, min(end, self._max_read_key()))
-        self._versionstamp_bytes += MUTATION_BYTES + len(key) + len(param)
-        self._mutations.append(("versionstamped_key", key, param))
+        self._versionstamps.set_key(key, param)
 
     def set_versionstamped_value(self, key: Any, param: Any) -> None:
         """Set ``key`` to ``param`` with the 10 bytes at the offset in its last 4 bytes
         replaced by the versionstamp."""
-        key, param = to_key(key), to_value(param)
-        if self._dropped_write():
-            return
-        error = self._check_write_key(key)
-        if error is None and len(param) > MAX_VALUE_BYTES:  # the offset counts (RYW atomicOp)
-            error = FDBError(2103)
-        if error is None and not versionstamp_offset_valid(param):
-            error = FDBError(2000)
-        if error is not None:
-            self._defer(error)
-            return
-        self._writes.mark_unreadable(key, key_after(key))
-        self._versionstamp_bytes += MUTATION_BYTES + len(key) + len(param)
-        self._record(("versionstamped_value", key, param), (key, key_after(key)))
-        self._watches.changed(key, key_after(key), known=False)
+        self._versionstamps.set_value(key, param)
 
     # -- conflict ranges --------------------------------------------------------------------
-
-    def _conflict_range(self, begin: Any, end: Any, top: bytes) -> Range | None:
-        """The checks of ``add_*_conflict_range``: 2005 raised at once for ``begin > end``
-        (libfdb_c's ``fdb_transaction_add_conflict_range`` builds a ``KeyRangeRef``); 2017
-        after commit and 2004 for a range past ``top`` deferred (the binding's
-        ``ThreadSafeTransaction`` defers them). None when there is nothing to add."""
-        begin, end = to_key(begin), to_key(end)
-        if begin > end:
-            raise FDBError(2005)
-        if self._dropped_write():
-            return None
-        if (begin > top or end > top) and (begin, end) != (
-            METADATA_VERSION_KEY,
-            key_after(METADATA_VERSION_KEY),
-        ):
-            self._defer(FDBError(2004))
-            return None
-        return (begin, end) if begin < end else None
 
     def add_read_conflict_range(self, begin: Any, end: Any) -> None:
         """Add ``[begin, end)`` to the read conflict ranges, except the parts this
         transaction wrote with sets, clears and clear ranges (upstream RYW
         ``addReadConflictRange`` through ``updateConflictMap``)."""
-        span = self._conflict_range(begin, end, self._max_read_key())
+        span = self._conflicts.requested_span(begin, end, self._access.read_top())
         if span is not None:
-            self._add_read_conflict(*span)
+            self._conflicts.add_read(*span)
 
     def add_read_conflict_key(self, key: Any) -> None:
         """Add ``key`` to the read conflict ranges."""
@@ -605,11 +262,7 @@ class Transaction(_Reader, AtomicOperations):
     def add_write_conflict_range(self, begin: Any, end: Any) -> None:
         """Add ``[begin, end)`` to the write conflict ranges (errors as for
         :meth:`add_read_conflict_range`, ``b"\\xff"`` on needing ``access_system_keys``)."""
-        top = MAX_SYSTEM_KEY if self._system_access == "write" else SYSTEM_KEYS
-        span = self._conflict_range(begin, end, top)
-        if span is not None:
-            self._write_ranges.append(span)
-            self._write_conflicts.add(*span)
+        self._mutations.add_write_conflict_range(begin, end)
 
     def add_write_conflict_key(self, key: Any) -> None:
         """Add ``key`` to the write conflict ranges."""
@@ -620,29 +273,24 @@ class Transaction(_Reader, AtomicOperations):
 
     def watch(self, key: Any) -> Future:
         """A Future that becomes ready when ``key``'s value changes from what this
-        transaction reads now (upstream ``RYWImpl::watch``; see :mod:`fdbqueue.memory.watches`):
-
-        * it reads the key (a read conflict range, unless this transaction set or cleared
-          it) and fails with the read's error, 2004 or 2102 (key over 10,000 bytes);
-        * it counts against the database's limit of outstanding watches from now on, so it
-          fails with 1032 at once when that is reached (uncommitted watches count);
-        * a later ``set``/``clear``/atomic operation of this transaction that changes the key
-          makes it ready at once; otherwise it is active once the transaction commits, and a
-          reset, retry, cancel or destroy before that fails it with 1025.
+        transaction reads now (upstream ``RYWImpl::watch``): it reads the key, fails with the
+        read's error, 2004, 2102 (key too long) or 1032 (too many watches, counted from now),
+        fires at once on this transaction's own change of the key, and fails with 1025 on a
+        reset, retry, cancel or destroy before the commit (see :mod:`fdbqueue.memory.watches`).
         """
         key = to_key(key)
         future = Future()
         try:
-            self._check_readable()
-            if key >= self._max_read_key() and key != METADATA_VERSION_KEY:
+            self._lifecycle.check_readable()
+            if self._access.unreadable(key):
                 raise FDBError(2004)
-            if len(key) > _max_key_bytes(key):
+            if len(key) > max_key_bytes(key):
                 raise FDBError(2102)
-            expected = self._read_point(key, snapshot=False)
+            expected = self._reads.point(key, snapshot=False)
         except FDBError as error:
             future.set_error(error)
             return future
-        if not self.db._open_watch(future):
+        if not self._server.open_watch(future):
             future.set_error(FDBError(1032))
             return future
         start_reaper()
@@ -653,35 +301,17 @@ class Transaction(_Reader, AtomicOperations):
         """A Future of the transaction's size as upstream's client counts it at commit (the
         figure a commit compares with the 10,000,000-byte limit, error 2101).
 
-        It is upstream's ``Transaction::getSize()`` of what the read-your-writes layer sends:
-
-        * each mutation, 40 bytes plus its two parameters: a set, key and value; an atomic
-          operation, key and parameter; a clear, begin and end (a single-key clear is the
-          range ``[key, key + b"\\x00")``); a versionstamped key or value, key and parameter
-          with its 4-byte offset. Mutations are merged first as upstream's write map merges
-          them: a later set of a key replaces its earlier set or atomic operations, an atomic
-          operation after a set or clear of the key folds into that set, repeated atomic
-          operations of one kind on one key are one operation (for ``add``, ``bit_or``,
-          ``bit_xor``, ``max``, ``min`` only when the parameters have the same length),
-          cleared ranges that overlap or touch are one clear, cut around keys written after
-          it; each versionstamped operation counts once;
-        * each read conflict range and each write conflict range, 32 bytes plus its begin and
-          end keys, once the ranges that overlap or touch are merged. A set, clear or atomic
-          operation writes ``[key, key + b"\\x00")`` or ``[begin, end)``; a versionstamped
-          key writes no range here (upstream's proxy adds one).
-
-        Upstream's own ``get_approximate_size`` is a cheaper running sum that merges nothing;
-        this one is the exact figure of the commit check.
+        It is upstream's ``Transaction::getSize()`` of what the read-your-writes layer sends,
+        merged as it merges them: the mutations (:meth:`WriteMap.mutation_bytes`, plus each
+        versionstamped operation once) and the read and write conflict ranges
+        (:class:`ConflictRanges`); see :mod:`fdbqueue.memory.size`. Upstream's own
+        ``get_approximate_size`` is a cheaper running sum that merges nothing; this one is the
+        exact figure of the commit check.
         """
         return Future.completed(self._approximate_size())
 
     def _approximate_size(self) -> int:
-        return (
-            self._writes.mutation_bytes()
-            + self._versionstamp_bytes
-            + self._read_conflicts.bytes
-            + self._write_conflicts.bytes
-        )
+        return self._mutations.size() + self._versionstamps.size_bytes + self._conflicts.size()
 
     def commit(self) -> Future:
         """Commit: a Future that is ready once the mutations are applied, or fails with
@@ -693,25 +323,33 @@ class Transaction(_Reader, AtomicOperations):
         ``on_error()`` (upstream RYW ``commit`` sets ``commitStarted``; ``resetRyow`` clears
         it). A second commit applies nothing.
         """
+        lifecycle = self._lifecycle
         try:
-            self._check_readable()
+            lifecycle.check_readable()
         except FDBError as error:
             if error.code != 2017:
                 self._commit_failed(error)
             return Future.failed(error)
-        self._commit_started = True
-        return self.db._commit(self)
-
-    def _after_commit(self, version: int, versionstamp: bytes | None) -> None:
-        self._committed_version = version
-        if versionstamp is None:
-            self._versionstamp.set_error(FDBError(2021))
-        else:
-            self._versionstamp.set_result(versionstamp)
+        lifecycle.start_commit()
+        request = CommitRequest(
+            self._reads.read_version,
+            self._conflicts.read_ranges,
+            self._conflicts.write_ranges,
+            self._mutations.mutations,
+        )
+        try:
+            if not request.read_only and self._approximate_size() > self.options.size_limit:
+                raise FDBError(2101)
+            version, versionstamp = self._server.commit(request, self._watches)
+        except FDBError as error:
+            self._commit_failed(error)
+            return Future.failed(error)
+        self._versionstamps.committed(version, versionstamp)
+        return Future.completed()
 
     def get_committed_version(self) -> int:
         """The commit version of a successful commit that wrote something, else -1."""
-        return self._committed_version
+        return self._versionstamps.committed_version
 
     def get_versionstamp(self) -> Key:
         """A :class:`Key` future of the 10-byte versionstamp, as the binding's: its ``value``
@@ -719,30 +357,24 @@ class Transaction(_Reader, AtomicOperations):
         transaction, 2020 when the commit failed). Call it before ``commit``: afterwards it
         fails with 2017 (upstream RYW ``getVersionstamp``)."""
         try:
-            self._check_readable()
+            self._lifecycle.check_readable()
         except FDBError as error:
             failed = Key()
             failed.set_error(error)
             return failed
-        return self._versionstamp
+        return self._versionstamps.future
 
     def on_error(self, error: Any) -> Future:
         """Decide about an error: for a retryable one, reset, wait a backoff and return a
-        ready Future (retry); otherwise a Future that raises the error.
+        ready Future (retry); otherwise a Future that raises the error (upstream RYW
+        ``onError`` and ``Transaction::onError``; the delays: :meth:`Lifecycle.retry_delay`).
 
-        As upstream RYW ``onError`` and ``Transaction::onError``:
-
-        * a cancelled (1025), timed-out (1031) or spent (2017) transaction raises that,
-          whatever ``error`` is;
-        * retryable codes (:data:`fdbqueue.memory.errors.RETRYABLE`) retry unless the retry
-          limit is reached: 1007 and 1009 after a fixed ``min(10 ms, max_retry_delay)``, the
-          others after the growing backoff (10 ms doubling, with jitter, capped by
-          ``max_retry_delay``);
-        * the retry resets the transaction but keeps the persistent options (timeout, retry
-          limit, max retry delay); ``access_system_keys``/``read_system_keys`` and
-          ``size_limit`` are dropped;
-        * when it raises, it also cancels the transaction (API 610 on): later operations fail
-          with 1025 until ``reset()``.
+        A cancelled (1025), timed-out (1031) or spent (2017) transaction raises that, whatever
+        ``error`` is; retryable codes are :data:`fdbqueue.memory.errors.RETRYABLE`, until the
+        retry limit. The retry keeps the persistent options (timeout, retry limit, max retry
+        delay) and drops ``access_system_keys``/``read_system_keys`` and ``size_limit``.
+        Raising also cancels the transaction (API 610 on): later operations fail with 1025
+        until ``reset()``.
         """
         if isinstance(error, FDBError):
             code = error.code
@@ -750,22 +382,16 @@ class Transaction(_Reader, AtomicOperations):
             code = error
         else:
             raise error
-        reset_error = self._reset_error_now()
+        reset_error = self._lifecycle.reset_error_now()
         if reset_error is not None:
             return Future.failed(reset_error)
-        limit_reached = 0 <= self._retry_limit <= self._retries
-        if not is_retryable(code) or limit_reached:
+        delay = self._lifecycle.retry_delay(code, self._server.random_fraction)
+        if delay is None:
             self.cancel()
             return Future.failed(FDBError(code))
-        if code in (1007, 1009):
-            delay = min(FUTURE_VERSION_RETRY_DELAY, self._max_retry_delay)
-        else:
-            delay = min(self._backoff, self._max_retry_delay) * self.db._random_fraction()
-            self._backoff = min(self._backoff * 2, self._max_retry_delay)
-        self._retries += 1
         self._fail_pending(FDBError(1025))
         self._reset_state()
-        self.db._count("retries")
+        self._server.count("retries")
         if delay > 0:
             time.sleep(delay)
         return Future.completed()
@@ -780,8 +406,7 @@ class Transaction(_Reader, AtomicOperations):
         """Cancel: later reads and commit raise 1025 until ``reset()`` (writes are taken,
         and the commit reports 1025)."""
         self._fail_pending(FDBError(1025))
-        if self._reset_error is None:
-            self._reset_error = FDBError(1025)
+        self._lifecycle.cancel()
 
     def destroy(self) -> None:
         """What the binding's ``fdb_transaction_destroy`` does (``TransactionRead.__del__``
@@ -791,8 +416,7 @@ class Transaction(_Reader, AtomicOperations):
         committed transaction stay. Safe to call from a finalizer; ``__del__`` calls it too.
         """
         bury(self._watches.take())
-        if self._reset_error is None:
-            self._reset_error = FDBError(1025)
+        self._lifecycle.cancel()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # a finalizer must never raise

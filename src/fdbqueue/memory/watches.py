@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from fdbqueue.memory.errors import FDBError
 from fdbqueue.memory.futures import Future
 
-__all__ = ["PendingWatches", "bury", "start_reaper"]
+__all__ = ["PendingWatches", "Watch", "bury", "start_reaper"]
 
 Watch = tuple[bytes, bytes | None, Future]  # key, the value read, the future
 

@@ -1,0 +1,274 @@
+"""The read path of a transaction: its read version, point reads, ``get_key`` and range reads
+through its own writes (read-your-writes), the cache of the database values it read, and the
+read conflict ranges its reads add.
+
+Upstream rules: ``ReadYourWritesTransaction`` (``fdbclient/ReadYourWrites.cpp``): reads see
+the transaction's writes (``RYWIterator``; a scan that reaches a versionstamped write's
+unreadable range raises 1036), a key read before is answered from the ``SnapshotCache``, each
+non-snapshot read adds what it covered (``updateConflictMap`` after ``getValue``, ``getKey``
+and ``getRangeValue``/``getRangeValueBack``); ``Transaction::setVersion`` (2010 once a read
+version is set); ``GetRangeLimits::isValid`` (2012); range batches as
+:mod:`fdbqueue.memory.ranges` describes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from fdbqueue.memory.access import SYSTEM_KEYS, KeyAccess
+from fdbqueue.memory.conflicts import ConflictRanges
+from fdbqueue.memory.errors import FDBError
+from fdbqueue.memory.futures import Future
+from fdbqueue.memory.keys import KeySelector, KeyValue, key_after, to_key
+from fdbqueue.memory.lifecycle import Lifecycle
+from fdbqueue.memory.ranges import ROW_OVERHEAD_BYTES, RangeResult, StreamingMode, batch_limits
+from fdbqueue.memory.storage import VersionView
+from fdbqueue.memory.writes import WriteMap
+
+if TYPE_CHECKING:
+    from fdbqueue.memory.server import Server
+
+__all__ = ["Reads"]
+
+T = TypeVar("T")
+
+
+class Reads:
+    """The reads of one attempt of a transaction (a retry starts afresh)."""
+
+    def __init__(
+        self,
+        server: Server,
+        access: KeyAccess,
+        lifecycle: Lifecycle,
+        writes: WriteMap,
+        conflicts: ConflictRanges,
+    ) -> None:
+        self._server = server
+        self._access = access
+        self._lifecycle = lifecycle
+        self._writes = writes
+        self._conflicts = conflicts
+        self.read_version: int | None = None
+        self._view: VersionView | None = None
+        self._cache: dict[bytes, bytes | None] = {}  # database values read (SnapshotCache)
+
+    # -- the read version -------------------------------------------------------------------
+
+    def version(self) -> int | None:
+        """The read version, None until it is set or taken by a read."""
+        return self.read_version
+
+    def read_version_future(self) -> Future:
+        """``get_read_version``: a Future of the read version, fetched now if need be."""
+        # ThreadSafeTransaction::getReadVersion reports a deferred error first.
+        try:
+            self._lifecycle.check_read_version()
+            if self.read_version is None:
+                self.read_version = self._server.read_version()
+            return Future.completed(self.read_version)
+        except FDBError as error:
+            return Future.failed(error)
+
+    def set_read_version(self, version: int) -> None:
+        """Read at ``version``; 2010 deferred once there is a read version."""
+        if self.read_version is not None:
+            self._lifecycle.defer(FDBError(2010))
+            return
+        self.read_version = int(version)
+        self._view = None
+
+    def _with_view(self, read: Callable[[VersionView], T]) -> T:
+        """Run ``read`` on the database as of the read version (one read round trip).
+
+        A transaction's first read also fetches its read version; the two latencies are
+        slept at once (the same simulated time, one thread wake-up fewer).
+        """
+        if self.read_version is None:
+            self.read_version = self._server.read_version(then_read=True)
+            return self._read(self.read_version, read, latency_paid=True)
+        return self._read(self.read_version, read)
+
+    def _read(
+        self, version: int, read: Callable[[VersionView], T], latency_paid: bool = False
+    ) -> T:
+        view = self._view
+        if view is None or view.version != version:
+            view = self._view = self._server.view(version)
+        return self._server.read(view, read, latency_paid)
+
+    # -- point reads and get_key ------------------------------------------------------------
+
+    def point(self, key: bytes, snapshot: bool) -> bytes | None:
+        """A point read. A key read before is answered from the transaction's cache of the
+        database values it read (upstream's ``SnapshotCache``): no round trip, so no 1007."""
+        self._lifecycle.check_readable()
+        if self._access.unreadable(key):
+            raise FDBError(2004)
+        if self._writes.touches_unreadable(key, key_after(key)):
+            raise FDBError(1036)
+        entry = self._writes.lookup(key)
+        if entry is not None and entry.independent:
+            return entry.value
+        database_value: bytes | None
+        if key in self._cache:
+            database_value = self._cache[key]
+        else:
+            database_value = self._with_view(lambda view: view.get(key))
+            self._cache[key] = database_value
+        if not snapshot:
+            self._conflicts.add_read_range(key, key_after(key))
+        return entry.resolve(database_value) if entry is not None else database_value
+
+    def _scan(
+        self, view: VersionView, begin: bytes, end: bytes, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """What this transaction sees in ``[begin, end)``: the database plus its writes.
+
+        Raises 1036 when the scan reaches a range its versionstamped writes made unreadable
+        (upstream ``RYWIterator``: only a read that gets there fails, so a scan the caller
+        stops before it succeeds).
+        """
+        writes = self._writes
+        database = ((k, v) for k, v in view.scan(begin, end, reverse) if not writes.hides(k))
+        own: list[tuple[bytes, bytes]] = []
+        for key, entry in writes.entries_in(begin, end, reverse):
+            value = entry.resolve(None if entry.independent else view.get(key))
+            if value is not None:
+                own.append((key, value))
+        merged = heapq.merge(database, own, key=lambda pair: pair[0], reverse=reverse)
+        barrier = writes.unreadable_barrier(begin, end, reverse)
+        if barrier is None:
+            yield from merged
+            return
+        for pair in merged:
+            if pair[0] < barrier if reverse else pair[0] >= barrier:
+                raise FDBError(1036)
+            yield pair
+        raise FDBError(1036)
+
+    def _resolve_in_view(self, view: VersionView, selector: KeySelector) -> bytes:
+        key = to_key(selector.key)
+        top = self._access.read_top()
+        if selector.offset >= 1:
+            start = key_after(key) if selector.or_equal else key
+            remaining = selector.offset
+            for found, _ in self._scan(view, min(start, top), top, reverse=False):
+                remaining -= 1
+                if remaining == 0:
+                    return found
+            return top
+        stop = key_after(key) if selector.or_equal else key
+        remaining = 1 - selector.offset
+        for found, _ in self._scan(view, b"", min(stop, top), reverse=True):
+            remaining -= 1
+            if remaining == 0:
+                return found
+        return b""
+
+    def resolve(self, selector: KeySelector, snapshot: bool) -> bytes:
+        """``get_key``: the key ``selector`` selects, with the read conflict range of the
+        keys scanned to find it."""
+        self._lifecycle.check_readable()
+        if not isinstance(selector, KeySelector):
+            raise TypeError("get_key takes a KeySelector")
+        if to_key(selector.key) > self._access.read_top():  # RYW getKey: key_outside_legal_range
+            raise FDBError(2004)
+        found: bytes = self._with_view(lambda view: self._resolve_in_view(view, selector))
+        if not snapshot:
+            reference = to_key(selector.key)
+            if selector.offset >= 1:  # scanned forward from the reference to the key found
+                begin = key_after(reference) if selector.or_equal else reference
+                end = key_after(found)
+            else:  # scanned backward from the reference to the key found
+                begin = found
+                end = key_after(reference) if selector.or_equal else reference
+            if begin < end:
+                self._conflicts.add_read(begin, end)
+        return found
+
+    # -- range reads ------------------------------------------------------------------------
+
+    def _range_endpoint(self, endpoint: Any, default: bytes, snapshot: bool) -> bytes:
+        if endpoint is None:
+            return default
+        if isinstance(endpoint, KeySelector):
+            if endpoint.or_equal is False and endpoint.offset == 1:
+                return to_key(endpoint.key)
+            return self.resolve(endpoint, snapshot)
+        return to_key(endpoint)
+
+    def range(
+        self, begin: Any, end: Any, limit: int, reverse: bool, mode: Any, snapshot: bool
+    ) -> RangeResult:
+        """``get_range``: check the arguments, resolve KeySelector endpoints and read the
+        first batch (see :class:`RangeResult`)."""
+        begin_key, end_key, limit = self._span(begin, end, limit, snapshot)
+        mode = StreamingMode.iterator if mode is None else int(mode)
+        return RangeResult(self, snapshot, (begin_key, end_key), limit, reverse, mode)
+
+    def batch(
+        self,
+        begin: Any,
+        end: Any,
+        limit: int,
+        target_bytes: int,
+        mode: int,
+        iteration: int,
+        reverse: bool,
+        snapshot: bool,
+    ) -> tuple[list[KeyValue], bool]:
+        """One batch of a range read as libfdb_c's ``fdb_transaction_get_range`` serves it
+        (its arguments; :func:`~fdbqueue.memory.ranges.batch_limits`): the rows, and whether
+        the batch stopped at a limit."""
+        begin_key, end_key, limit = self._span(begin, end, limit, snapshot)
+        rows, byte_target = batch_limits(limit, mode, iteration, max(0, target_bytes))
+        if begin_key >= end_key:
+            return [], False
+        return self.read_batch(begin_key, end_key, rows, byte_target, reverse, snapshot)
+
+    def _span(self, begin: Any, end: Any, limit: int, snapshot: bool) -> tuple[bytes, bytes, int]:
+        """Check a range read's arguments; its resolved ``[begin, end)`` and row limit."""
+        self._lifecycle.check_readable()
+        if limit == -1:  # upstream GetRangeLimits::ROW_LIMIT_UNLIMITED
+            limit = 0
+        elif limit < 0:
+            raise FDBError(2012)  # range_limits_invalid (GetRangeLimits::isValid)
+        begin_key = self._range_endpoint(begin, b"", snapshot)
+        end_key = self._range_endpoint(end, SYSTEM_KEYS, snapshot)
+        top = self._access.read_top()
+        if begin_key > top or end_key > top:
+            raise FDBError(2004)
+        return begin_key, end_key, limit
+
+    def read_batch(
+        self, begin: bytes, end: bytes, limit: int, byte_target: int, reverse: bool, snapshot: bool
+    ) -> tuple[list[KeyValue], bool]:
+        """One batch of a range read (one round trip): up to ``limit`` rows and about
+        ``byte_target`` bytes (0: no limit; at least one row), and whether it stopped at a
+        limit. Its read conflict range is what it covered: up to its last row when it stopped
+        at a limit, else the whole of ``[begin, end)`` (upstream ``updateConflictMap`` for
+        ``getRangeValue``/``getRangeValueBack``)."""
+        self._lifecycle.check_readable()
+
+        def read(view: VersionView) -> tuple[list[tuple[bytes, bytes]], bool]:
+            found: list[tuple[bytes, bytes]] = []
+            spent = 0
+            for key, value in self._scan(view, begin, end, reverse):
+                found.append((key, value))
+                spent += ROW_OVERHEAD_BYTES + len(key) + len(value)
+                if len(found) == limit or (byte_target and spent >= byte_target):
+                    return found, True
+            return found, False
+
+        pairs, full = self._with_view(read)
+        if not snapshot:
+            if not full:
+                self._conflicts.add_read(begin, end)
+            elif reverse:
+                self._conflicts.add_read(pairs[-1][0], end)
+            else:
+                self._conflicts.add_read(begin, key_after(pairs[-1][0]))
+        return [KeyValue(key, value) for key, value in pairs], full

@@ -1,0 +1,150 @@
+"""What a transaction reaches over the network: read versions, reads at a read version,
+commits and watches, each after its simulated latency and under the database's one lock.
+
+Upstream rules: the GRV proxy hands out read versions; storage servers refuse reads more
+than five seconds behind with 1007 ``transaction_too_old``; a read-only commit never reaches
+the resolver (version -1, no versionstamp); a writing commit goes through the commit proxy
+and resolver (:mod:`fdbqueue.memory.resolver`, with the faults of
+:mod:`fdbqueue.memory.injection`), and its watches become active (:mod:`fdbqueue.memory.
+watch_registry`).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from fdbqueue.memory.atomic import versionstamp_bytes
+from fdbqueue.memory.errors import FDBError
+from fdbqueue.memory.futures import Future
+from fdbqueue.memory.injection import FaultInjector
+from fdbqueue.memory.resolver import CommitRequest
+from fdbqueue.memory.storage import Storage, VersionView
+from fdbqueue.memory.versions import VersionClock
+from fdbqueue.memory.watch_registry import WatchRegistry
+from fdbqueue.memory.watches import PendingWatches
+
+__all__ = ["Latency", "Server"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Simulated network and cluster latency, in seconds.
+
+    Args:
+        grv: each read version request (``get_read_version``, or a transaction's first read).
+        read: each read that reaches the database (point read, range read, ``get_key``).
+        commit: each commit that writes.
+
+    Raises:
+        ValueError: a negative or non-numeric value.
+    """
+
+    grv: float = 0.0
+    read: float = 0.0
+    commit: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("grv", "read", "commit"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"Latency.{name} must be a number of seconds >= 0, not {value!r}")
+
+
+class Server:
+    """The database side of every transaction of one database. Thread-safe."""
+
+    def __init__(
+        self,
+        lock: threading.RLock,
+        latency: Latency,
+        storage: Storage,
+        clock: VersionClock,
+        watches: WatchRegistry,
+        injector: FaultInjector,
+        draws: random.Random,
+        stats: Counter[str],
+    ) -> None:
+        self.latency = latency
+        self._lock = lock
+        self._storage = storage
+        self._clock = clock
+        self._watches = watches
+        self._injector = injector
+        self._random = draws
+        self._stats = stats
+
+    def count(self, name: str, amount: int = 1) -> None:
+        """Add ``amount`` to the statistic ``name``."""
+        with self._lock:
+            self._stats[name] += amount
+
+    def random_fraction(self) -> float:
+        """A seeded draw in ``[0, 1)`` (``on_error``'s backoff jitter)."""
+        with self._lock:
+            return self._random.random()
+
+    def read_version(self, then_read: bool = False) -> int:
+        """Obtain a read version after the GRV latency (plus a read's, when ``then_read``)."""
+        delay = self.latency.grv + (self.latency.read if then_read else 0.0)
+        if delay:
+            time.sleep(delay)
+        with self._lock:
+            version = self._clock.read_version()
+            self._stats["read_versions"] += 1
+            return version
+
+    def view(self, read_version: int) -> VersionView:
+        """A view of the key space as of ``read_version``, for :meth:`read`."""
+        return VersionView(self._storage, read_version)
+
+    def read(
+        self, view: VersionView, read: Callable[[VersionView], T], latency_paid: bool = False
+    ) -> T:
+        """Run ``read`` on ``view`` brought up to date, after the read latency (unless
+        ``latency_paid``); 1007 when its version is more than five seconds old."""
+        if self.latency.read and not latency_paid:
+            time.sleep(self.latency.read)
+        with self._lock:
+            if self._clock.too_old(view.version):
+                self._stats["too_old"] += 1
+                raise FDBError(1007)
+            view.refresh()
+            self._stats["reads"] += 1
+            return read(view)
+
+    def commit(self, request: CommitRequest, watches: PendingWatches) -> tuple[int, bytes | None]:
+        """Commit ``request``: its version and versionstamp (-1 and None when read-only),
+        its ``watches`` made active; or the error raised. Either way the watches the commit
+        fired (its own and others', by what did land) are ready before it returns."""
+        fired: list[Future] = []
+        try:
+            if not request.read_only and self.latency.commit:
+                time.sleep(self.latency.commit)
+            with self._lock:
+                if request.read_only:
+                    versionstamp = None
+                    version = -1
+                else:
+                    self._injector.resolve_in_flight(fired)
+                    version = self._injector.commit(request, fired)
+                    versionstamp = versionstamp_bytes(version)
+                self._watches.register(watches.take_all(), fired)
+        except FDBError:
+            for future in fired:  # other transactions' watches, fired by what did land
+                future.set_result(None)
+            raise
+        for future in fired:
+            future.set_result(None)
+        return version, versionstamp
+
+    def open_watch(self, future: Future) -> bool:
+        """Count a new watch among the outstanding ones; False at the limit (1032)."""
+        return self._watches.open(future)
