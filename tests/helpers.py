@@ -133,3 +133,16 @@ def despite_timeouts(call: Callable[[], T], timeouts: list[int] | None = None) -
             return result  # type: ignore[return-value]
         if timeouts is not None:
             timeouts.append(1031)
+
+
+class BytesDescriptionError(Exception):
+    """Like the real binding's FDBError: ``description`` is bytes (read through
+    ``ctypes.c_char_p``), so its ``str`` shows ``b'...'``."""
+
+    def __init__(self, code: int, description: bytes) -> None:
+        super().__init__(code)
+        self.code = code
+        self.description = description
+
+    def __str__(self) -> str:
+        return f"{self.description!r} ({self.code})"

@@ -13,6 +13,7 @@ import types
 from pathlib import Path
 
 import pytest
+from helpers import BytesDescriptionError
 
 from fdbqueue import binding, memory
 
@@ -363,20 +364,8 @@ def test_open_database_without_libfdb_c(no_libfdb_c):
 # -- describe_fdb_error ------------------------------------------------------------------------
 
 
-class RealStyleError(Exception):
-    """Like the real binding's FDBError: ``description`` is bytes, ``str`` shows b'...'."""
-
-    def __init__(self, code, description):
-        super().__init__(code)
-        self.code = code
-        self.description = description
-
-    def __str__(self):
-        return f"{self.description} ({self.code})"
-
-
 def test_describe_decodes_the_real_bindings_bytes_description():
-    error = RealStyleError(1031, b"Operation aborted because the transaction timed out")
+    error = BytesDescriptionError(1031, b"Operation aborted because the transaction timed out")
     assert str(error).startswith("b'")
     assert binding.describe_fdb_error(error) == (
         "Operation aborted because the transaction timed out (1031)"
@@ -388,7 +377,7 @@ def test_describe_memory_errors_and_others():
         "Transaction not committed due to conflict with another transaction (1020)"
     )
     assert binding.describe_fdb_error(ValueError("plain")) == "plain"
-    assert binding.describe_fdb_error(RealStyleError(2000, b"")) == "b'' (2000)"
+    assert binding.describe_fdb_error(BytesDescriptionError(2000, b"")) == "b'' (2000)"
 
     class Unreadable(Exception):
         code = 1

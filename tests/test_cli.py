@@ -13,7 +13,7 @@ import sys
 import fdb.tuple
 import pytest
 from click.testing import CliRunner
-from helpers import run
+from helpers import BytesDescriptionError, run
 
 from fdbqueue import PriorityQueue, Queue, Subspace
 from fdbqueue.cli import cli, jsonable
@@ -246,18 +246,6 @@ def test_a_binding_newer_than_libfdb_c_is_one_line_saying_what_to_install(monkey
     assert len(lines) == 1 and "Traceback" not in result.output
     assert lines[0].startswith("Error: cannot open the FoundationDB cluster: the 'foundationdb'")
     assert lines[0].endswith('pip install "fdbqueue[fdb71]"')
-
-
-class BytesDescriptionError(Exception):
-    """Like the real binding's FDBError: ``description`` is bytes, ``str`` shows b'...'."""
-
-    def __init__(self, code, description):
-        super().__init__(code)
-        self.code = code
-        self.description = description
-
-    def __str__(self):
-        return f"{self.description} ({self.code})"
 
 
 class FailingDatabase:
