@@ -15,6 +15,7 @@ from fdb.subspace_impl import Subspace
 
 from fdbqueue import taking
 from fdbqueue.codecs import Codec
+from fdbqueue.consumers import DEFAULT_ABANDON_AFTER, Consumer
 from fdbqueue.leases import check_max_deliveries
 from fdbqueue.receipts import exactly_once
 from fdbqueue.staging import check_staging_arguments
@@ -112,6 +113,28 @@ class StoredQueue:
         """
         check_count(n)
         return taking.peek(self._store, taking.forward(self._store, tr, n, snapshot=True), n)
+
+    def consumer(
+        self, database: Any, *, prefetch: int = 0, abandon_after: float = DEFAULT_ABANDON_AFTER
+    ) -> Consumer:
+        """A consumer session: takes from the front in line with other sessions, without
+        conflicts, FIFO in request order (:mod:`fdbqueue.consumers`).
+
+        Use it as a context manager (``with queue.consumer(db, prefetch=1) as consumer:
+        consumer.take(block=True)``); closing it returns its reserved places to the queue.
+
+        Args:
+            database: a Database (the session runs its own transactions).
+            prefetch: places in line reserved between calls (0: none; 1: an item then costs
+                one transaction).
+            abandon_after: seconds after which the reservations of a session that died (or
+                stopped calling) go to the next in line.
+
+        Raises:
+            TypeError: ``database`` is not a Database; ValueError: a bad ``prefetch`` or
+            ``abandon_after``.
+        """
+        return Consumer(self._store, database, prefetch=prefetch, abandon_after=abandon_after)
 
     @transactional
     def pending_requests(self, tr: TransactionContext, limit: int = 10_000) -> int:

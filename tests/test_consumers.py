@@ -1,0 +1,212 @@
+"""Consumer sessions (``queue.consumer(db, prefetch=...)``): rank-matched consumption."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from helpers import despite_timeouts, run
+
+from fdbqueue import PriorityQueue, Queue, memory
+
+
+def line_requests(db, queue):
+    line = queue._store.metadata.pack(("line",))
+    return run(db, lambda tr: list(tr.get_range(line, line + b"\xff")))
+
+
+@pytest.mark.parametrize("prefetch", [0, 1, 3])
+def test_a_session_takes_in_fifo_order_and_leaves_nothing_in_line(db, subspace, prefetch):
+    queue = Queue(subspace)
+    queue.enqueue_many(db, list(range(10)))
+    with queue.consumer(db, prefetch=prefetch) as consumer:
+        assert [consumer.take() for _ in range(4)] == [0, 1, 2, 3]
+        assert len(line_requests(db, queue)) == prefetch
+    assert line_requests(db, queue) == []  # closing withdrew the reservations
+    assert queue.size(db) == 6
+    assert queue.peek_many(db, 10) == [4, 5, 6, 7, 8, 9]
+
+
+def test_a_priority_session_takes_the_lowest_priority_first(db, subspace):
+    queue = PriorityQueue(subspace)
+    for value, priority in [("b", 2), ("a", 1), ("c", 3)]:
+        queue.push(db, value, priority=priority)
+    with queue.consumer(db, prefetch=1) as consumer:
+        assert [consumer.pop(), consumer.pop(), consumer.pop(), consumer.pop()] == [
+            "a",
+            "b",
+            "c",
+            None,
+        ]
+
+
+def test_an_empty_queue_returns_none_and_keeps_no_request_without_prefetch(db, subspace):
+    queue = Queue(subspace)
+    with queue.consumer(db) as consumer:
+        assert consumer.take() is None
+        assert line_requests(db, queue) == []
+        started = time.monotonic()
+        assert consumer.take(block=True, timeout=0.2) is None
+        assert time.monotonic() - started >= 0.19
+        assert line_requests(db, queue) == []
+
+
+@pytest.mark.parametrize("prefetch", [0, 1])
+def test_threads_of_sessions_deliver_every_item_once(db, subspace, prefetch):
+    queue = Queue(subspace)
+    items = list(range(200))
+    for start in range(0, len(items), 50):
+        queue.enqueue_many(db, items[start : start + 50])
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def consume() -> None:
+        with queue.consumer(db, prefetch=prefetch) as consumer:
+            while (value := consumer.take()) is not None:
+                with lock:
+                    taken.append(value)
+
+    threads = [threading.Thread(target=consume) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(taken) == items
+    assert queue.size(db) == 0
+    assert line_requests(db, queue) == []
+
+
+@pytest.mark.memory_only("counts conflicts with stats() under a latency model")
+def test_sessions_under_contention_do_not_conflict():
+    db = memory.open(latency=memory.Latency(grv=0.001, read=0.0005, commit=0.003), seed=3)
+    queue = Queue(("contended",))
+    queue.enqueue_many(db, list(range(160)))
+    db.reset_stats()
+    taken: list[int] = []
+
+    def consume() -> None:
+        with queue.consumer(db, prefetch=1) as consumer:
+            while (value := consumer.take()) is not None:
+                taken.append(value)
+
+    threads = [threading.Thread(target=consume) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(taken) == list(range(160))
+    assert db.stats()["conflicts"] <= 0.1 * 160
+
+
+def test_blocking_session_wakes_on_enqueue(db, subspace):
+    queue = Queue(subspace)
+    result: list[object] = []
+    with queue.consumer(db) as consumer:
+        waiter = threading.Thread(
+            target=lambda: result.append(consumer.take(block=True, timeout=10)), daemon=True
+        )
+        waiter.start()
+        time.sleep(0.2)
+        assert result == []
+        queue.enqueue(db, "late")
+        waiter.join(10)
+    assert result == ["late"]
+
+
+@pytest.mark.memory_only("moves the version clock with advance_time")
+def test_a_dead_sessions_reservation_goes_to_the_next_in_line_after_abandon_after():
+    db = memory.open()
+    queue = Queue(("abandoned",))
+    queue.enqueue_many(db, ["i0", "i1", "i2", "i3"])
+    dead = queue.consumer(db, prefetch=1, abandon_after=2)
+    assert dead.take() == "i0"  # and reserves i1 for its next call; then it "dies"
+    with queue.consumer(db, abandon_after=2) as live:
+        assert live.take() == "i2"  # i1 stays reserved while the reservation is fresh
+        db.advance_time(3)
+        assert live.take() == "i1"  # the stale reservation was cleared: i1 is next in line
+        assert live.take() == "i3"
+
+
+def test_closing_a_session_returns_its_reservation_at_once(db, subspace):
+    queue = Queue(subspace)
+    queue.enqueue_many(db, ["i0", "i1", "i2"])
+    first = queue.consumer(db, prefetch=1)
+    assert first.take() == "i0"
+    first.close()
+    with queue.consumer(db) as second:
+        assert second.take() == "i1"
+    with pytest.raises(RuntimeError, match="closed"):
+        first.take()
+
+
+def test_clear_in_the_middle_of_a_session(db, subspace):
+    queue = Queue(subspace)
+    queue.enqueue_many(db, [1, 2, 3])
+    with queue.consumer(db, prefetch=1) as consumer:
+        assert consumer.take() == 1
+        queue.clear(db)  # removes the items and the session's reservation
+        assert consumer.take() is None
+        queue.enqueue(db, 4)
+        assert consumer.take() == 4
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"prefetch": -1}, ValueError),
+        ({"prefetch": 1.5}, TypeError),
+        ({"abandon_after": 0}, ValueError),
+        ({"abandon_after": "1"}, TypeError),
+    ],
+)
+def test_bad_session_arguments_are_refused(db, subspace, arguments, error):
+    with pytest.raises(error):
+        Queue(subspace).consumer(db, **arguments)
+
+
+def test_a_session_needs_a_database(db, subspace):
+    tr = db.create_transaction()
+    with pytest.raises(TypeError, match="Database"):
+        Queue(subspace).consumer(tr)
+
+
+@pytest.mark.memory_only("injects faults")
+@pytest.mark.parametrize("prefetch", [0, 1])
+def test_under_every_fault_kind_sessions_deliver_every_item_once(prefetch):
+    db = memory.open(seed=11)
+    queue = Queue(("faulty",))
+    queue.enqueue_many(db, list(range(120)))
+    db.faults = memory.Faults(
+        not_committed=0.05,
+        commit_unknown_result=0.05,
+        transaction_too_old=0.03,
+        timed_out=0.03,
+        recovery=0.01,
+    )
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def consume() -> None:
+        consumer = queue.consumer(db, prefetch=prefetch)
+        while True:
+            value = despite_timeouts(consumer.take)
+            if value is None:
+                break
+            with lock:
+                taken.append(value)
+        despite_timeouts(consumer.close)
+
+    threads = [threading.Thread(target=consume) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    db.faults = memory.Faults()
+    db.settle()
+    # Anything a dead reservation held is taken by a last, fault-free session.
+    db.advance_time(10)
+    with queue.consumer(db) as last:
+        while (value := last.take()) is not None:
+            taken.append(value)
+    assert sorted(taken) == list(range(120))
