@@ -1,14 +1,18 @@
-"""Contention benchmark: plain versus high-contention consumption as consumers are added.
+"""Consumer-scaling benchmark: items/s, latency, conflicts and database time per item, per
+consumption mode, as consumers are added; a drain phase (preloaded queue, no producers) and a
+steady phase (producers faster than the consumers).
 
 The benchmark itself is :mod:`fdbqueue.benchmark` (also ``fdbqueue bench``); this script adds
-``--cluster-file`` / ``--api-version``. Run ``python examples/contention_benchmark.py``
-(in-memory database), ``--plot contention.png`` for a chart (``pip install -e '.[bench]'``),
-``--consumers 1,4,16 --modes queue`` for fewer runs.
+``--cluster-file`` / ``--api-version`` and ``--json``. Run
+``python examples/contention_benchmark.py`` (in-memory database), ``--phases drain
+--consumers 1,4,16 --modes plain,high-contention`` for fewer runs, ``--plot contention.png``
+for a chart (``pip install -e '.[bench]'``).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from _database import add_database_arguments, describe, open_database
 
@@ -19,13 +23,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_database_arguments(parser)
     benchmark.add_arguments(parser)
-    arguments = parser.parse_args()
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    arguments = parser.parse_args()  # a bad option: usage error, exit status 2
     first = open_database(arguments)
 
     def fresh(latency):  # a new in-memory database per run; a cluster is shared
         return first if arguments.cluster_file else open_database(arguments, latency=latency)
 
-    benchmark.check(benchmark.run_all(arguments, fresh, describe(first)))
+    try:
+        results = benchmark.run_all(arguments, fresh, describe(first), as_json=arguments.json)
+    except benchmark.BenchmarkError as error:
+        sys.exit(f"error: {error}")
+    benchmark.check(results)
 
 
 if __name__ == "__main__":

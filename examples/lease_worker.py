@@ -1,8 +1,10 @@
 """Workers that claim jobs under leases, acknowledge them with their results, and sometimes crash.
 
-Each job is claimed with ``claim(db, lease=...)``. A worker "processes" it, then acknowledges
-it in the same transaction that stores the job's result, so a job's result is stored exactly
-when the job is acknowledged. Some first deliveries crash (the worker never acknowledges): the
+Each job is claimed with ``claim(db, lease=..., block=True, timeout=...)``: an idle worker
+waits on a watch (woken by an enqueue or a release, or when a lease expires) instead of
+polling with ``sleep``. A worker "processes" the job, then acknowledges it in the same
+transaction that stores the job's result, so a job's result is stored exactly when the job is
+acknowledged. Some first deliveries crash (the worker never acknowledges): the
 lease expires and another worker gets the job again, with its delivery count raised. A few
 "poison" jobs always crash their worker; after ``--max-deliveries`` deliveries they become
 dead letters. At the end it checks that every good job has exactly one result and that every
@@ -68,9 +70,10 @@ def main() -> None:
         nonlocal crashes
         chance = random.Random(seed)
         while not stop.is_set():
-            lease = jobs.claim(db, lease=arguments.lease)
+            # Blocks on a watch until a job is enqueued or released, or a lease expires (no
+            # polling); the timeout only lets the worker notice `stop` now and then.
+            lease = jobs.claim(db, lease=arguments.lease, block=True, timeout=0.5)
             if lease is None:
-                time.sleep(arguments.lease / 4)  # leases may still expire: look again
                 continue
             crash = lease.deliveries == 1 and chance.random() < arguments.crash
             if lease.value in poison or crash:

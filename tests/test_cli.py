@@ -171,8 +171,10 @@ def test_bench_runs_the_benchmark_on_the_given_database_and_leaves_nothing(db):
 
     before = benchmark_keys()
     output = ok(db, "bench", "--consumers", "2", "--items", "10", "--modes", "queue")
-    assert "queue high-contention" in output
-    assert "high-contention/plain throughput" in output
+    assert "drain phase" in output and "steady phase" in output
+    assert "claims-high-contention" in output
+    assert "drain: high-contention / plain,  2 consumers = " in output
+    assert "steady: claims-high-contention / claims,  2 consumers = " in output
     assert "NO" not in output  # every run delivered every item exactly once
     assert benchmark_keys() == before  # every run cleared its own subspace
 

@@ -219,6 +219,7 @@ class QueueModel(RuleBasedStateMachine):
             lambda: self.queue.dequeue(self.db) if self.kind == "queue" else self.queue.pop(self.db)
         )
         if taken is TIMED_OUT:
+            self.after_timed_out_take()
             return
         expected = self.front()
         assert taken == expected
@@ -231,6 +232,7 @@ class QueueModel(RuleBasedStateMachine):
     def take_max(self) -> None:
         taken = self.call(lambda: self.queue.pop_max(self.db))
         if taken is TIMED_OUT:
+            self.after_timed_out_take(max_end=True)
             return
         assert taken == self.front(max_end=True)
         if taken is not None:
@@ -242,6 +244,7 @@ class QueueModel(RuleBasedStateMachine):
     def dequeue_many(self, count: int) -> None:
         taken = self.call(lambda: self.queue.dequeue_many(self.db, count))
         if taken is TIMED_OUT:
+            self.after_timed_out_take()
             return
         expected = []
         while len(expected) < count and (value := self.front()) is not None:
@@ -263,6 +266,8 @@ class QueueModel(RuleBasedStateMachine):
         self.recovered = False
         lease = self.call(lambda: self.queue.claim(self.db, lease=LEASE_SECONDS))
         if lease is TIMED_OUT:
+            self._sync_dead_letters({i for i in self.expired if i in self.leases})
+            self.after_timed_out_take()
             return
         redeliverable = {lease_id for lease_id in self.expired if lease_id in self.leases}
         if lease is None:
@@ -299,6 +304,22 @@ class QueueModel(RuleBasedStateMachine):
         if lease_id in self.expired:
             return LeaseExpiredError
         return None
+
+    def after_timed_out_take(self, max_end: bool = False) -> None:
+        """A take that raised 1031 took no item, but the transactions it committed before
+        that one may have moved poison items at its end to the dead letters (housekeeping
+        that each commits on its own, then the take goes on)."""
+        real = self.queue.size(self.db)
+        while len(self.queued) > real:
+            if max_end:
+                top = max(priority for priority, _, _ in self.queued)
+                entry = next(e for e in self.queued if e[0] == top)
+            else:
+                entry = self.queued[0]
+            if not is_poison(entry[2]):
+                break
+            self.queued.remove(entry)
+            self.dead.append(entry[2])
 
     def _sync_dead_letters(self, candidates: set[str]) -> None:
         """A claim may move redeliverable items past max_deliveries to the dead letters."""

@@ -1,44 +1,113 @@
-"""Contention benchmark: plain versus high-contention consumption as consumers are added.
+"""Consumer-scaling benchmark: how fast C consumer threads take items, per consumption mode.
 
-For each mode (Queue and PriorityQueue, plain and ``high_contention=True``) and each number of
-consumer threads C, it preloads ``--items`` items with P producer threads, then lets the P
-producers enqueue ``--items`` more while the C consumers drain all of them. It prints, per
-run: items/s while draining, dequeue latency p50 and p99 (ms, dequeue calls that returned an
-item), conflicts and transactions per dequeued item (consumers only), the producers' conflicts
-(always 0: enqueue and push never conflict), and whether every item was delivered exactly once.
+Two phases, each run per mode and consumer count C (1, 2, 4, 8, 16, 32 by default), modes of
+the same C back to back so that ratios compare runs made close in time:
 
-A "queue plain, no receipts" mode (``exactly_once=False``) shows what exactly-once costs
-beside the plain mode.
+``drain``
+    ``--items`` N items are preloaded (not timed, by ``--producers`` threads), then C
+    consumers take until all N are taken; no producer runs. This measures the consumers alone.
+``steady``
+    A backlog is preloaded, then ``--producers`` threads enqueue in batches, faster than the
+    consumers take (they pause only while the backlog is above a high-water mark, so the queue
+    never runs dry), while C consumers take. After ``--warmup`` items, N items are measured.
 
-Run: ``fdbqueue bench`` or ``python examples/contention_benchmark.py`` (in-memory database
-with ``Latency(grv=0.001, read=0.0005, commit=0.003)``), ``--plot throughput.png`` for a chart
+Columns, per phase, mode and C (consumer threads only; producers and loaders are counted
+apart):
+
+* ``items/s``: items taken / seconds from the first to the N-th measured item.
+* ``ratio``: items/s against the mode's baseline (``plain`` for the queue's modes, ``claims``
+  for claims, ``priority-plain`` and ``priority-claims`` for priority queues) at the same C in
+  the same run.
+* ``ideal/s``: the no-conflict ideal, C / (one transaction time), one transaction time being
+  ``grv + read + commit`` of the latency model: C consumers each taking an item per
+  transaction, without conflicts.
+* ``p50 ms`` / ``p99 ms``: latency of one take (a ``dequeue``/``pop_min`` call, or a ``claim``
+  and its ``ack``) that returned an item.
+* ``confl/item``: consumer commits that failed with 1020 (not committed), per item.
+* ``tx/item``: transactions created by consumers, per item (a retry through ``on_error``
+  reuses its transaction, so retries show in ``confl/item`` and ``tx-times/item``, not here).
+* ``tx-times/item``: the database time the consumers spent per item, in units of one plain
+  transaction: (read versions x grv + reads x read + commit attempts x commit) / (grv + read +
+  commit), from the in-memory database's counters (``db.stats()``) split by thread role;
+  commit attempts are the commits that wrote plus those that conflicted (both pay the commit
+  latency). It does not depend on this machine's CPU. ``n/a`` on a real cluster.
+* ``enq confl``: producers' and loaders' conflicts (always 0: enqueues never conflict).
+* ``empty`` (steady only): consumer takes that found the queue empty during the measured
+  window; 0 shows the producers kept ahead.
+* ``once``: every item enqueued was delivered exactly once (taken, or in steady, still queued
+  at the end), nothing lost, nothing twice.
+
+A mode is one :class:`Mode` entry in :data:`MODES`; a mode the queue does not support (the
+probe take raises AttributeError, NotImplementedError, TypeError or ValueError) is skipped with
+a note.
+
+Run: ``fdbqueue bench`` or ``python examples/contention_benchmark.py`` (in-memory database with
+``Latency(grv=0.001, read=0.0005, commit=0.003)``), ``--plot throughput.png`` for a chart
 (needs matplotlib: ``pip install -e '.[bench]'``), ``--cluster-file PATH`` for a real cluster.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import contextlib
+import inspect
+import json
+import math
 import sys
 import textwrap
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
 from fdbqueue.transactional import run_in_retry_loop
 
-__all__ = ["MODES", "Mode", "Result", "add_arguments", "print_table", "run", "run_all"]
+__all__ = [
+    "MODES",
+    "PHASES",
+    "BenchmarkError",
+    "Mode",
+    "Result",
+    "add_arguments",
+    "check",
+    "check_arguments",
+    "print_ratios",
+    "print_tables",
+    "run",
+    "run_all",
+]
 
 CONFLICT = 1020
+PHASES = ("drain", "steady")
+DEFAULT_CONSUMERS = "1,2,4,8,16,32"
+MAX_CONSUMERS = 1024
+LEASE_SECONDS = 60.0  # claims are acknowledged at once; the lease never runs out
+WAIT_SECONDS = 0.05  # how long a consumer that found the queue empty waits before looking again
+POLL_SECONDS = 0.005  # a claim that cannot block sleeps this long when the queue is empty
+STALL_SECONDS = 15.0  # no item taken for this long: the run gives up (reported as not once)
+BATCH = 10  # items per producer or loader transaction (PriorityQueue: pushes in a row)
+
+Take = Callable[[float | None], Any]
+"""Take one item: ``take(None)`` without waiting, ``take(seconds)`` waiting up to ``seconds``
+for one; the item's value, or None when there was none."""
+
+
+class BenchmarkError(Exception):
+    """The benchmark cannot run as asked (bad arguments, matplotlib missing for ``--plot``)."""
+
+
+# -- counting per role ----------------------------------------------------------------------
 
 
 class CountingDatabase:
-    """Wraps a database to count transactions and conflicts per role (producer/consumer)."""
+    """Wraps a database to count transactions and conflicts per role (the thread's
+    ``local.role``: consumer, producer, loader), and, on the in-memory database, its counters
+    (read versions, reads, commits, conflicts) per role as ``<role>_db_<counter>``."""
 
     def __init__(self, database: Any) -> None:
         self.database = database
@@ -49,13 +118,44 @@ class CountingDatabase:
     def role(self) -> str:
         return getattr(self.local, "role", "other")
 
-    def count(self, name: str) -> None:
+    def count(self, name: str, amount: int = 1) -> None:
         with self.lock:
-            self.counts[f"{self.role()}_{name}"] += 1
+            self.counts[f"{self.role()}_{name}"] += amount
+
+    def snapshot(self) -> Counter[str]:
+        with self.lock:
+            return Counter(self.counts)
 
     def create_transaction(self) -> CountingTransaction:
         self.count("transactions")
         return CountingTransaction(self, self.database.create_transaction())
+
+    @contextlib.contextmanager
+    def database_counters(self) -> Iterator[bool]:
+        """While open, the in-memory database's counters also count per role here. Yields
+        whether they do (False for any other database)."""
+        stats = getattr(self.database, "_stats", None)
+        if not isinstance(self.database, memory.Database) or type(stats) is not Counter:
+            yield False
+            return
+        stats.__class__ = _RoleStats  # same layout: a Counter whose increments we see
+        stats.__dict__["_benchmark_sink"] = self
+        try:
+            yield True
+        finally:
+            stats.__dict__.pop("_benchmark_sink", None)
+            stats.__class__ = Counter
+
+
+class _RoleStats(Counter[str]):
+    """The in-memory database's counters, also reporting each increment to the benchmark."""
+
+    def __setitem__(self, key: str, value: int) -> None:
+        old = self.get(key, 0)
+        super().__setitem__(key, value)
+        sink = self.__dict__.get("_benchmark_sink")
+        if sink is not None and value > old:
+            sink.count(f"db_{key}", value - old)
 
 
 class CountingTransaction:
@@ -99,285 +199,836 @@ class CountedCommit:
             raise
 
 
-@dataclass
-class Result:
-    mode: str
-    consumers: int
-    items_per_second: float
-    p50_ms: float
-    p99_ms: float
-    conflicts_per_item: float
-    transactions_per_item: float
-    producer_conflicts: int
-    exactly_once: bool
+# -- modes ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Mode:
+    """One way of consuming, as a row of :data:`MODES`.
+
+    Attributes:
+        name: the ``--modes`` name.
+        make: the queue for a subspace.
+        put: enqueue a batch of values (producers and loaders).
+        consumer: for one consumer thread, ``consumer(queue, db)`` is a context manager giving
+            its :data:`Take` function; it is entered once per thread, so a consumer session
+            (``queue.consumer(db, prefetch=1)``) fits as well as a stateless call.
+        baseline: the mode whose items/s the ``ratio`` column divides by (None: none).
+        groups: ``--modes`` group names that include it besides ``all``.
+    """
+
     name: str
     make: Callable[[Subspace], Any]
-    push: Callable[[Any, Any, Any], None]
-    pop: Callable[[Any, Any, dict[str, Any]], Any]
+    put: Callable[[Any, Any, list[int]], None]
+    consumer: Callable[[Any, Any], AbstractContextManager[Take]]
+    baseline: str | None
+    groups: tuple[str, ...] = ()
+
+
+def calls(
+    take: Callable[[Any, Any, float | None], Any],
+) -> Callable[[Any, Any], AbstractContextManager[Take]]:
+    """A :attr:`Mode.consumer` for a stateless take: ``take(queue, db, wait)``."""
+
+    def consumer(queue: Any, db: Any) -> AbstractContextManager[Take]:
+        return contextlib.nullcontext(lambda wait: take(queue, db, wait))
+
+    return consumer
+
+
+def session(
+    open_session: Callable[[Any, Any], AbstractContextManager[Any]],
+    take: Callable[[Any, Any, float | None], Any],
+) -> Callable[[Any, Any], AbstractContextManager[Take]]:
+    """A :attr:`Mode.consumer` for a consumer session: ``open_session(queue, db)`` is entered
+    once per consumer thread, and each take is ``take(session, None, wait)``."""
+
+    @contextlib.contextmanager
+    def consumer(queue: Any, db: Any) -> Iterator[Take]:
+        with open_session(queue, db) as opened:
+            yield lambda wait: take(opened, None, wait)
+
+    return consumer
+
+
+def enqueue_batch(queue: Any, db: Any, values: list[int]) -> None:
+    queue.enqueue_many(db, values)
+
+
+def push_batch(queue: Any, db: Any, values: list[int]) -> None:
+    for value in values:
+        queue.push(db, value, priority=value % 4)
+
+
+def dequeue(queue: Any, db: Any, wait: float | None) -> Any:
+    """``queue.dequeue``; a consumer session's ``dequeue`` when ``db`` is None."""
+    if db is None:
+        return queue.dequeue() if wait is None else queue.dequeue(block=True, timeout=wait)
+    if wait is None:
+        return queue.dequeue(db)
+    return queue.dequeue(db, block=True, timeout=wait)
+
+
+def pop_min(queue: Any, db: Any, wait: float | None) -> Any:
+    if wait is None:
+        return queue.pop_min(db)
+    return queue.pop_min(db, block=True, timeout=wait)
+
+
+def claim_and_ack(queue: Any, db: Any, wait: float | None) -> Any:
+    """Claim an item and acknowledge it; blocks with ``block=True`` when ``claim`` can, else
+    polls every :data:`POLL_SECONDS`."""
+    if wait is not None and "block" in inspect.signature(queue.claim).parameters:
+        lease = queue.claim(db, lease=LEASE_SECONDS, block=True, timeout=wait)
+    else:
+        lease = queue.claim(db, lease=LEASE_SECONDS)
+        if lease is None and wait is not None:
+            time.sleep(min(wait, POLL_SECONDS))
+    if lease is None:
+        return None
+    queue.ack(db, lease)
+    return lease.value
 
 
 MODES = [
+    Mode("plain", lambda s: Queue(s), enqueue_batch, calls(dequeue), "plain", ("queue",)),
     Mode(
-        "queue plain",
-        lambda s: Queue(s),
-        lambda q, db, v: q.enqueue(db, v),
-        lambda q, db, kw: q.dequeue(db, **kw),
-    ),
-    Mode(
-        "queue plain, no receipts",
-        lambda s: Queue(s, exactly_once=False),
-        lambda q, db, v: q.enqueue(db, v),
-        lambda q, db, kw: q.dequeue(db, **kw),
-    ),
-    Mode(
-        "queue high-contention",
+        "high-contention",
         lambda s: Queue(s, high_contention=True),
-        lambda q, db, v: q.enqueue(db, v),
-        lambda q, db, kw: q.dequeue(db, **kw),
+        enqueue_batch,
+        calls(dequeue),
+        "plain",
+        ("queue",),
     ),
     Mode(
-        "priority plain",
+        "session",
+        lambda s: Queue(s),
+        enqueue_batch,
+        session(lambda q, db: q.consumer(db), dequeue),
+        "plain",
+        ("queue",),
+    ),
+    Mode(
+        "session-prefetch",
+        lambda s: Queue(s),
+        enqueue_batch,
+        session(lambda q, db: q.consumer(db, prefetch=1), dequeue),
+        "plain",
+        ("queue",),
+    ),
+    Mode("claims", lambda s: Queue(s), enqueue_batch, calls(claim_and_ack), "claims", ("queue",)),
+    Mode(
+        "claims-high-contention",
+        lambda s: Queue(s, high_contention=True),
+        enqueue_batch,
+        calls(claim_and_ack),
+        "claims",
+        ("queue",),
+    ),
+    Mode(
+        "plain-no-receipts",
+        lambda s: Queue(s, exactly_once=False),
+        enqueue_batch,
+        calls(dequeue),
+        "plain",
+        ("receipts",),
+    ),
+    Mode(
+        "priority-plain",
         lambda s: PriorityQueue(s),
-        lambda q, db, v: q.push(db, v, priority=v % 4),
-        lambda q, db, kw: q.pop_min(db, **kw),
+        push_batch,
+        calls(pop_min),
+        "priority-plain",
+        ("priority",),
     ),
     Mode(
-        "priority high-contention",
+        "priority-high-contention",
         lambda s: PriorityQueue(s, high_contention=True),
-        lambda q, db, v: q.push(db, v, priority=v % 4),
-        lambda q, db, kw: q.pop_min(db, **kw),
+        push_batch,
+        calls(pop_min),
+        "priority-plain",
+        ("priority",),
+    ),
+    Mode(
+        "priority-claims",
+        lambda s: PriorityQueue(s),
+        push_batch,
+        calls(claim_and_ack),
+        "priority-claims",
+        ("priority",),
+    ),
+    Mode(
+        "priority-claims-high-contention",
+        lambda s: PriorityQueue(s, high_contention=True),
+        push_batch,
+        calls(claim_and_ack),
+        "priority-claims",
+        ("priority",),
     ),
 ]
+GROUPS = {"all": [mode.name for mode in MODES]}
+for _mode in MODES:
+    for _group in _mode.groups:
+        GROUPS.setdefault(_group, []).append(_mode.name)
+GROUPS["receipts"].insert(0, "plain")
+DEFAULT_MODES = "queue"
+
+
+# -- one run --------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    phase: str
+    mode: str
+    consumers: int
+    items: int
+    seconds: float
+    items_per_second: float
+    p50_ms: float | None
+    p99_ms: float | None
+    conflicts_per_item: float
+    transactions_per_item: float
+    transaction_times_per_item: float | None
+    ideal_per_second: float | None
+    producer_conflicts: int
+    empty_takes: int
+    exactly_once: bool
+    ratio: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class Tally:
+    """What the consumers took, and the measured window: items ``start`` (exclusive) to
+    ``end`` (inclusive) in the order they were taken, with the counters at both ends."""
+
+    def __init__(self, counting: CountingDatabase, start: int, end: int) -> None:
+        self.counting = counting
+        self.start, self.end = start, end
+        self.lock = threading.Lock()
+        self.taken: list[Any] = []
+        self.latencies: list[float] = []
+        self.empty_takes = 0
+        self.done = threading.Event()
+        self.stalled = False
+        self.errors: list[str] = []
+        self.last_progress = time.monotonic()
+        self.started_at = time.perf_counter()
+        self.ended_at = self.started_at
+        self.counts_at_start: Counter[str] = counting.snapshot()
+        self.counts_at_end: Counter[str] = self.counts_at_start
+
+    def record(self, value: Any, seconds: float) -> None:
+        with self.lock:
+            self.taken.append(value)
+            self.last_progress = time.monotonic()
+            n = len(self.taken)
+            if self.start < n <= self.end:
+                self.latencies.append(seconds)
+            if n == self.start and self.start:
+                self.started_at = time.perf_counter()
+                self.counts_at_start = self.counting.snapshot()
+            if n == self.end:
+                self.ended_at = time.perf_counter()
+                self.counts_at_end = self.counting.snapshot()
+                self.done.set()
+
+    def fail(self, who: str, error: Exception) -> None:
+        """A consumer or producer raised: the run ends, reported as not exactly once."""
+        with self.lock:
+            self.errors.append(f"{who} failed: {type(error).__name__}: {error}")
+            self.done.set()
+
+    def found_empty(self) -> None:
+        with self.lock:
+            if self.start <= len(self.taken) < self.end:
+                self.empty_takes += 1
+            if time.monotonic() - self.last_progress > STALL_SECONDS:
+                self.stalled = True
+                self.done.set()
+
+
+def consume(mode: Mode, queue: Any, counting: CountingDatabase, tally: Tally) -> None:
+    counting.local.role = "consumer"
+    try:
+        with mode.consumer(queue, counting) as take:
+            while not tally.done.is_set():
+                started = time.perf_counter()
+                value = take(None)
+                if value is None:
+                    tally.found_empty()
+                    started = time.perf_counter()
+                    value = take(WAIT_SECONDS)
+                    if value is None:
+                        continue
+                tally.record(value, time.perf_counter() - started)
+    except Exception as error:
+        tally.fail("a consumer", error)
+
+
+def load(mode: Mode, queue: Any, counting: CountingDatabase, values: range, threads: int) -> None:
+    """Enqueue ``values`` with ``threads`` threads, in batches (not timed); re-raises the
+    first error a thread met."""
+    errors: list[Exception] = []
+
+    def work(share: range) -> None:
+        counting.local.role = "loader"
+        try:
+            for start in range(0, len(share), BATCH):
+                mode.put(queue, counting, list(share[start : start + BATCH]))
+        except Exception as error:
+            errors.append(error)
+
+    workers = [
+        threading.Thread(target=work, args=(values[n::threads],), daemon=True)
+        for n in range(threads)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    if errors:
+        raise errors[0]
 
 
 def run(
-    mode: Mode, consumers: int, producers: int, items: int, open_db: Callable[[], Any]
+    mode: Mode,
+    phase: str,
+    consumers: int,
+    *,
+    items: int,
+    producers: int,
+    warmup: int,
+    latency: memory.Latency,
+    open_db: Callable[[], Any],
 ) -> Result:
+    """One run of ``mode`` in ``phase`` with ``consumers`` threads, in a fresh subspace that
+    is cleared afterwards."""
     database = open_db()
     space = Subspace(("fdbqueue-benchmark", uuid.uuid4().hex))
     try:
-        return _run(mode, consumers, producers, items, database, space)
+        counting = CountingDatabase(database)
+        with counting.database_counters() as counted:
+            if phase == "drain":
+                tally, produced, left = _drain(mode, consumers, items, producers, counting, space)
+            else:
+                tally, produced, left = _steady(
+                    mode, consumers, items, producers, warmup, counting, space
+                )
+        return _result(mode, phase, consumers, items, latency, counted, tally, produced, left)
     finally:  # leave nothing behind on a real cluster
         run_in_retry_loop(database, lambda tr: tr.clear_range_startswith(space.key()))
 
 
-def _run(
-    mode: Mode, consumers: int, producers: int, items: int, database: Any, space: Subspace
-) -> Result:
-    counting = CountingDatabase(database)
+def _drain(
+    mode: Mode,
+    consumers: int,
+    items: int,
+    producers: int,
+    counting: CountingDatabase,
+    space: Subspace,
+) -> tuple[Tally, int, list[Any]]:
     queue = mode.make(space)
-    total = 2 * items
-
-    def produce(start: int, stop: int) -> None:
-        counting.local.role = "producer"
-        for value in range(start, stop):
-            mode.push(queue, counting, value)
-
-    def run_producers(offset: int) -> list[threading.Thread]:
-        share = items // producers
-        threads = [
-            threading.Thread(
-                target=produce,
-                args=(
-                    offset + n * share,
-                    offset + (items if n == producers - 1 else (n + 1) * share),
-                ),
-            )
-            for n in range(producers)
-        ]
-        for thread in threads:
-            thread.start()
-        return threads
-
-    for thread in run_producers(0):  # preload
-        thread.join()
-
-    taken: list[Any] = []
-    latencies: list[float] = []
-    lock = threading.Lock()
-    done = threading.Event()
-
-    def consume() -> None:
-        counting.local.role = "consumer"
-        while not done.is_set():
-            started = time.perf_counter()
-            value = mode.pop(queue, counting, {})
-            elapsed = time.perf_counter() - started
-            if value is None:
-                value = mode.pop(queue, counting, {"block": True, "timeout": 0.05})
-                if value is None:
-                    continue
-            else:
-                with lock:
-                    latencies.append(elapsed)
-            with lock:
-                taken.append(value)
-                if len(taken) >= total:
-                    done.set()
-
-    started = time.perf_counter()
-    producer_threads = run_producers(items)
-    consumer_threads = [threading.Thread(target=consume) for _ in range(consumers)]
-    for thread in consumer_threads:
+    load(mode, queue, counting, range(items), producers)
+    tally = Tally(counting, 0, items)
+    threads = [
+        threading.Thread(target=consume, args=(mode, queue, counting, tally), daemon=True)
+        for _ in range(consumers)
+    ]
+    for thread in threads:
         thread.start()
-    for thread in producer_threads + consumer_threads:
+    for thread in threads:
         thread.join()
-    elapsed = time.perf_counter() - started
+    return tally, items, queue.peek_many(counting.database, items + 1)
 
-    counts = counting.counts
-    latencies.sort()
+
+def _steady(
+    mode: Mode,
+    consumers: int,
+    items: int,
+    producers: int,
+    warmup: int,
+    counting: CountingDatabase,
+    space: Subspace,
+) -> tuple[Tally, int, list[Any]]:
+    queue = mode.make(space)
+    high_water = max(50, 4 * consumers)
+    load(mode, queue, counting, range(high_water), producers)
+    tally = Tally(counting, warmup, warmup + items)
+    lock = threading.Lock()
+    produced = [high_water, high_water]  # allocated, committed
+
+    def produce() -> None:
+        try:
+            produce_until_done()
+        except Exception as error:
+            tally.fail("a producer", error)
+
+    def produce_until_done() -> None:
+        counting.local.role = "producer"
+        while not tally.done.is_set():
+            with lock:
+                backlog = produced[1] - len(tally.taken)
+                if backlog < high_water:
+                    start = produced[0]
+                    produced[0] += BATCH
+            if backlog >= high_water:
+                time.sleep(0.001)
+                continue
+            mode.put(queue, counting, list(range(start, start + BATCH)))
+            with lock:
+                produced[1] += BATCH
+
+    threads = [threading.Thread(target=produce, daemon=True) for _ in range(producers)]
+    threads += [
+        threading.Thread(target=consume, args=(mode, queue, counting, tally), daemon=True)
+        for _ in range(consumers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    total = produced[0]
+    return tally, total, queue.peek_many(counting.database, total - len(tally.taken) + 1)
+
+
+def _result(
+    mode: Mode,
+    phase: str,
+    consumers: int,
+    items: int,
+    latency: memory.Latency,
+    counted: bool,
+    tally: Tally,
+    produced: int,
+    left: list[Any],
+) -> Result:
+    notes = list(tally.errors)
+    if tally.stalled:
+        notes.append(f"stalled: no item taken for {STALL_SECONDS:.0f} s")
+    if notes and len(tally.taken) < tally.end:  # the window did not complete
+        tally.ended_at = time.perf_counter()
+        tally.counts_at_end = tally.counting.snapshot()
+    measured = max(1, min(items, len(tally.taken) - tally.start))
+    seconds = max(tally.ended_at - tally.started_at, 1e-9)
+    counts = tally.counts_at_end - tally.counts_at_start
+    all_counts = tally.counting.snapshot()
+    one_transaction = latency.grv + latency.read + latency.commit
+    transaction_times = None
+    if counted and one_transaction > 0:
+        spent = (
+            counts["consumer_db_read_versions"] * latency.grv
+            + counts["consumer_db_reads"] * latency.read
+            + (counts["consumer_db_commits"] + counts["consumer_db_conflicts"]) * latency.commit
+        )
+        transaction_times = spent / one_transaction / measured
+    latencies = sorted(tally.latencies)
+    delivered = Counter(tally.taken) + Counter(left)
     return Result(
+        phase=phase,
         mode=mode.name,
         consumers=consumers,
-        items_per_second=len(taken) / elapsed,
-        p50_ms=1000 * statistics.median(latencies) if latencies else float("nan"),
+        items=measured,
+        seconds=seconds,
+        items_per_second=measured / seconds,
+        p50_ms=1000 * latencies[(len(latencies) - 1) // 2] if latencies else None,
         p99_ms=1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
         if latencies
-        else float("nan"),
-        conflicts_per_item=counts["consumer_conflicts"] / len(taken),
-        transactions_per_item=counts["consumer_transactions"] / len(taken),
-        producer_conflicts=counts["producer_conflicts"],
-        exactly_once=sorted(taken) == list(range(total)),
+        else None,
+        conflicts_per_item=counts["consumer_conflicts"] / measured,
+        transactions_per_item=counts["consumer_transactions"] / measured,
+        transaction_times_per_item=transaction_times,
+        ideal_per_second=consumers / one_transaction if one_transaction > 0 else None,
+        producer_conflicts=all_counts["producer_conflicts"] + all_counts["loader_conflicts"],
+        empty_takes=tally.empty_takes,
+        exactly_once=not notes and delivered == Counter(range(produced)),
+        notes=notes,
     )
 
 
-def print_table(results: list[Result]) -> None:
-    header = (
-        f"{'mode':<26}{'C':>3}{'items/s':>10}{'p50 ms':>9}{'p99 ms':>9}"
-        f"{'confl/item':>12}{'tx/item':>9}{'enq confl':>11}  once"
-    )
-    print(header)
-    print("-" * len(header))
-    for r in results:
-        print(
-            f"{r.mode:<26}{r.consumers:>3}{r.items_per_second:>10.0f}{r.p50_ms:>9.1f}"
-            f"{r.p99_ms:>9.1f}{r.conflicts_per_item:>12.2f}{r.transactions_per_item:>9.2f}"
-            f"{r.producer_conflicts:>11}  {'yes' if r.exactly_once else 'NO'}"
-        )
-
-
-def plot(results: list[Result], path: str, title: str) -> None:
+def unsupported(mode: Mode, open_db: Callable[[], Any]) -> str | None:
+    """Why ``mode`` cannot run (its queue or first take on an empty queue raises
+    AttributeError, NotImplementedError, TypeError or ValueError), or None when it can."""
+    database = open_db()
+    space = Subspace(("fdbqueue-benchmark", uuid.uuid4().hex))
     try:
-        import matplotlib
+        with mode.consumer(mode.make(space), database) as take:
+            take(None)
+    except (AttributeError, NotImplementedError, TypeError, ValueError) as error:
+        return f"{type(error).__name__}: {error}"
+    finally:
+        run_in_retry_loop(database, lambda tr: tr.clear_range_startswith(space.key()))
+    return None
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        sys.exit("--plot needs matplotlib: pip install matplotlib (or the '.[bench]' extra)")
-    figure, axes = plt.subplots(figsize=(7, 4.5))
-    for name in dict.fromkeys(r.mode for r in results):
-        rows = [r for r in results if r.mode == name]
-        axes.plot(
-            [r.consumers for r in rows], [r.items_per_second for r in rows], marker="o", label=name
-        )
-    axes.set_xscale("log", base=2)
-    axes.set_xticks(sorted({r.consumers for r in results}))
-    axes.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    axes.set_xlabel("consumer threads")
-    axes.set_ylabel("items dequeued per second")
-    axes.set_title(textwrap.fill(title, 80), fontsize=8)
-    axes.grid(True, alpha=0.3)
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    print(f"plot written to {path}")
+
+# -- arguments ------------------------------------------------------------------------------
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, not {text!r}")
+    return value
+
+
+def latency_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, not {text!r}")
+    return value
+
+
+def consumer_counts(text: str) -> list[int]:
+    """``1,2,4``: a comma-separated list of consumer counts, each in 1..MAX_CONSUMERS."""
+    counts = []
+    for part in text.split(","):
+        try:
+            count = int(part)
+        except ValueError:
+            count = 0
+        if not 1 <= count <= MAX_CONSUMERS:
+            raise argparse.ArgumentTypeError(
+                f"must be comma-separated integers from 1 to {MAX_CONSUMERS}, not {text!r}"
+            )
+        counts.append(count)
+    return list(dict.fromkeys(counts))
+
+
+def mode_names(text: str) -> list[str]:
+    """Mode names and groups (``queue``, ``priority``, ``receipts``, ``all``), comma-separated,
+    as the list of mode names in :data:`MODES` order."""
+    known = [mode.name for mode in MODES]
+    chosen: set[str] = set()
+    for part in text.split(","):
+        if part in GROUPS:
+            chosen.update(GROUPS[part])
+        elif part in known:
+            chosen.add(part)
+        else:
+            raise argparse.ArgumentTypeError(
+                f"unknown mode {part!r}; choose from {', '.join(known)} "
+                f"or the groups {', '.join(sorted(GROUPS))}"
+            )
+    return [name for name in known if name in chosen]
+
+
+def phase_names(text: str) -> list[str]:
+    chosen: set[str] = set()
+    for part in text.split(","):
+        if part == "all":
+            chosen.update(PHASES)
+        elif part in PHASES:
+            chosen.add(part)
+        else:
+            raise argparse.ArgumentTypeError(
+                f"unknown phase {part!r}; choose from {', '.join(PHASES)} or all"
+            )
+    return [phase for phase in PHASES if phase in chosen]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the benchmark's options (not the database's) to ``parser``."""
-    parser.add_argument("--consumers", default="1,2,4,8,16", help="comma-separated counts")
-    parser.add_argument("--producers", type=int, default=2)
-    parser.add_argument("--items", type=int, default=200, help="preloaded, and again produced")
+    """Add the benchmark's options (not the database's) to ``parser``; each is checked as it
+    is parsed, so a bad one is a usage error (exit status 2)."""
     parser.add_argument(
-        "--modes", default="all", help="comma-separated: queue,priority,receipts or all"
+        "--phases",
+        type=phase_names,
+        default=list(PHASES),
+        help="comma-separated: drain, steady or all (default: both)",
     )
-    parser.add_argument("--grv", type=float, default=0.001, help="read version latency, s")
-    parser.add_argument("--read", type=float, default=0.0005, help="read latency, s")
-    parser.add_argument("--commit", type=float, default=0.003, help="commit latency, s")
-    parser.add_argument("--plot", metavar="FILE.png", help="draw throughput against consumers")
+    parser.add_argument(
+        "--modes",
+        type=mode_names,
+        default=mode_names(DEFAULT_MODES),
+        help=(
+            f"comma-separated modes ({', '.join(mode.name for mode in MODES)}) or groups "
+            f"({', '.join(sorted(GROUPS))}); default: {DEFAULT_MODES}"
+        ),
+    )
+    parser.add_argument(
+        "--consumers",
+        type=consumer_counts,
+        default=consumer_counts(DEFAULT_CONSUMERS),
+        help=f"comma-separated consumer counts (default {DEFAULT_CONSUMERS})",
+    )
+    parser.add_argument(
+        "--items", type=positive_int, default=200, help="items measured per run (default 200)"
+    )
+    parser.add_argument(
+        "--producers",
+        type=positive_int,
+        default=4,
+        help="producer threads in steady, loader threads for the preload (default 4)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=non_negative_int,
+        default=None,
+        help="steady: items taken before measuring (default: items / 4)",
+    )
+    parser.add_argument(
+        "--grv", type=latency_seconds, default=0.001, help="read version latency, s"
+    )
+    parser.add_argument("--read", type=latency_seconds, default=0.0005, help="read latency, s")
+    parser.add_argument("--commit", type=latency_seconds, default=0.003, help="commit latency, s")
+    parser.add_argument("--plot", metavar="FILE.png", help="draw items/s against consumers")
 
 
-def selected_modes(names: str) -> list[Mode]:
-    """The modes named by ``--modes``: ``queue``, ``priority``, ``receipts`` (the queue's
-    plain modes with and without receipts), or ``all``.
+def check_arguments(arguments: argparse.Namespace) -> None:
+    """Check options given other than through :func:`add_arguments`' parser.
 
     Raises:
-        ValueError: an unknown name.
+        BenchmarkError: an option is out of range or unknown.
     """
-    kinds = {"queue", "priority", "receipts"}
-    chosen = kinds if names == "all" else set(names.split(","))
-    if not chosen <= kinds:
-        raise ValueError(f"unknown modes {sorted(chosen - kinds)}; choose from {sorted(kinds)}")
-    picked = []
-    for mode in MODES:
-        kind = mode.name.split()[0]
-        if "no receipts" in mode.name:
-            keep = "receipts" in chosen or "queue" in chosen
-        else:
-            keep = kind in chosen or ("receipts" in chosen and mode.name == "queue plain")
-        if keep:
-            picked.append(mode)
-    return picked
+    problems = []
+    counts = arguments.consumers
+    if not counts or not all(
+        isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= MAX_CONSUMERS for c in counts
+    ):
+        problems.append(f"consumers must be integers from 1 to {MAX_CONSUMERS}")
+    for name in ("items", "producers"):
+        value = getattr(arguments, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            problems.append(f"{name} must be a positive integer, not {value!r}")
+    if arguments.warmup is not None and (
+        not isinstance(arguments.warmup, int) or arguments.warmup < 0
+    ):
+        problems.append(f"warmup must be an integer >= 0, not {arguments.warmup!r}")
+    known = {mode.name for mode in MODES}
+    if not arguments.modes or not set(arguments.modes) <= known:
+        problems.append(f"modes must be among {sorted(known)}, not {arguments.modes!r}")
+    if not arguments.phases or not set(arguments.phases) <= set(PHASES):
+        problems.append(f"phases must be among {list(PHASES)}, not {arguments.phases!r}")
+    try:
+        memory.Latency(grv=arguments.grv, read=arguments.read, commit=arguments.commit)
+    except ValueError as error:
+        problems.append(str(error))
+    if problems:
+        raise BenchmarkError("; ".join(problems))
+
+
+# -- running everything and printing ----------------------------------------------------------
 
 
 def run_all(
-    arguments: argparse.Namespace, open_db: Callable[[memory.Latency], Any], where: str
+    arguments: argparse.Namespace,
+    open_db: Callable[[memory.Latency], Any],
+    where: str,
+    as_json: bool = False,
 ) -> list[Result]:
-    """Run every selected mode at every consumer count; print the table and the ratios.
+    """Run every selected phase, consumer count and mode (modes of one consumer count back to
+    back); print the tables and the ratios, or one JSON document with ``as_json``.
 
     Args:
         arguments: the options :func:`add_arguments` defines.
         open_db: returns a database for one run, given the latency model (a real cluster
             ignores it).
         where: a description of the database, for the header and the plot's title.
+        as_json: print one JSON document instead of tables.
 
     Returns:
-        The results, one per mode and consumer count.
+        The results, one per phase, mode and consumer count.
+
+    Raises:
+        BenchmarkError: a bad option, or ``--plot`` without matplotlib.
     """
-    latency = memory.Latency(grv=arguments.grv, read=arguments.read, commit=arguments.commit)
-    counts = [int(c) for c in arguments.consumers.split(",")]
-    modes = selected_modes(arguments.modes)
-    settings = (
-        f"{where}; latency grv={arguments.grv}s read={arguments.read}s "
-        f"commit={arguments.commit}s; {arguments.producers} producers; "
-        f"{2 * arguments.items} items per run"
-    )
-    print(settings)
-    results = []
-    for mode in modes:
-        for consumers in counts:
-            results.append(
-                run(mode, consumers, arguments.producers, arguments.items, lambda: open_db(latency))
-            )
-            print(f"  done: {mode.name}, {consumers} consumers", file=sys.stderr)
-    print_table(results)
-    print_ratios(results)
+    check_arguments(arguments)
     if arguments.plot:
-        plot(results, arguments.plot, settings)
+        _pyplot()  # fail before running, not after
+    latency = memory.Latency(grv=arguments.grv, read=arguments.read, commit=arguments.commit)
+    warmup = arguments.items // 4 if arguments.warmup is None else arguments.warmup
+    settings = {
+        "database": where,
+        "latency": {"grv": latency.grv, "read": latency.read, "commit": latency.commit},
+        "items": arguments.items,
+        "warmup": warmup,
+        "producers": arguments.producers,
+        "phases": arguments.phases,
+        "modes": arguments.modes,
+        "consumers": arguments.consumers,
+    }
+    describe = (
+        f"{where}; latency grv={latency.grv}s read={latency.read}s commit={latency.commit}s; "
+        f"{arguments.items} items measured per run; {arguments.producers} producers/loaders; "
+        f"steady warm-up {warmup} items"
+    )
+    if not as_json:
+        print(describe)
+    modes = {mode.name: mode for mode in MODES if mode.name in arguments.modes}
+    skipped = {}
+    for name, mode in list(modes.items()):
+        reason = unsupported(mode, lambda: open_db(latency))
+        if reason is not None:
+            skipped[name] = reason
+            del modes[name]
+            print(f"  skipped: {name} ({reason})", file=sys.stderr)
+    results = []
+    for phase in arguments.phases:
+        for consumers in arguments.consumers:
+            for mode in modes.values():
+                results.append(
+                    run(
+                        mode,
+                        phase,
+                        consumers,
+                        items=arguments.items,
+                        producers=arguments.producers,
+                        warmup=warmup,
+                        latency=latency,
+                        open_db=lambda: open_db(latency),
+                    )
+                )
+                print(f"  done: {phase}, {mode.name}, {consumers} consumers", file=sys.stderr)
+    add_ratios(results)
+    if as_json:
+        document = {
+            "settings": settings,
+            "skipped": skipped,
+            "results": [_jsonable(asdict(result)) for result in results],
+        }
+        print(json.dumps(document, indent=1))
+    else:
+        print_tables(results)
+        print_ratios(results)
+        for name, reason in skipped.items():
+            print(f"skipped {name}: {reason}")
+    if arguments.plot:
+        plot(results, arguments.plot, describe)
     return results
 
 
-def print_ratios(results: list[Result]) -> None:
-    """Print high-contention/plain throughput per consumer count, and receipts' cost."""
-    by_mode: dict[str, dict[int, Result]] = {}
+def _jsonable(document: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: None if isinstance(value, float) and not math.isfinite(value) else value
+        for key, value in document.items()
+    }
+
+
+def add_ratios(results: list[Result]) -> None:
+    """Set each result's ratio: its items/s over its baseline's at the same phase and C."""
+    baselines = {mode.name: mode.baseline for mode in MODES}
+    found: dict[tuple[str, str | None, int], Result] = {
+        (r.phase, r.mode, r.consumers): r for r in results
+    }
     for result in results:
-        by_mode.setdefault(result.mode, {})[result.consumers] = result
-    pairs = [
-        (f"{kind}: high-contention/plain throughput", f"{kind} high-contention", f"{kind} plain")
-        for kind in ("queue", "priority")
+        base = found.get((result.phase, baselines.get(result.mode), result.consumers))
+        if base is not None and base.items_per_second > 0:
+            result.ratio = result.items_per_second / base.items_per_second
+
+
+def _number(value: float | None, width: int, digits: int) -> str:
+    return f"{'n/a':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
+
+
+COLUMNS = (
+    "  C  items/s  ratio  ideal/s   p50 ms   p99 ms  confl/item  tx/item  tx-times/item  enq confl"
+)
+
+
+def print_tables(results: list[Result]) -> None:
+    """One table per phase (columns: see the module's docstring)."""
+    width = max([len("mode")] + [len(r.mode) for r in results]) + 1
+    for phase in PHASES:
+        rows = [r for r in results if r.phase == phase]
+        if not rows:
+            continue
+        steady = phase == "steady"
+        header = f"{'mode':<{width}}" + COLUMNS + ("  empty" if steady else "") + "  once"
+        print()
+        print(f"{phase} phase")
+        print(header)
+        print("-" * len(header))
+        for r in rows:
+            print(
+                f"{r.mode:<{width}}{r.consumers:>3}{r.items_per_second:>9.0f}"
+                f"{_number(r.ratio, 7, 2)}{_number(r.ideal_per_second, 9, 0)}"
+                f"{_number(r.p50_ms, 9, 1)}{_number(r.p99_ms, 9, 1)}"
+                f"{r.conflicts_per_item:>12.2f}{r.transactions_per_item:>9.2f}"
+                f"{_number(r.transaction_times_per_item, 15, 2)}{r.producer_conflicts:>11}"
+                + (f"{r.empty_takes:>7}" if steady else "")
+                + f"  {'yes' if r.exactly_once else 'NO'}"
+                + "".join(f"  ({note})" for note in r.notes)
+            )
+
+
+def print_ratios(results: list[Result]) -> None:
+    """One line per result with a baseline other than itself: ``phase: mode / baseline``."""
+    baselines = {mode.name: mode.baseline for mode in MODES}
+    order = {name: n for n, name in enumerate([*PHASES, *baselines])}
+    lines = [
+        f"{r.phase}: {r.mode} / {baselines[r.mode]}, {r.consumers:>2} consumers = {r.ratio:.2f}x"
+        for r in sorted(results, key=lambda r: (order[r.phase], order[r.mode], r.consumers))
+        if r.ratio is not None and baselines[r.mode] != r.mode
     ]
-    pairs.append(
-        ("queue: exactly-once/no-receipts throughput", "queue plain", "queue plain, no receipts")
-    )
-    for label, numerator, denominator in pairs:
-        top, bottom = by_mode.get(numerator, {}), by_mode.get(denominator, {})
-        for consumers in sorted(set(top) & set(bottom)):
-            ratio = top[consumers].items_per_second / bottom[consumers].items_per_second
-            print(f"{label}, {consumers:>2} consumers = {ratio:.2f}x")
+    if lines:
+        print()
+        print("\n".join(lines))
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise BenchmarkError(
+            "--plot needs matplotlib: pip install matplotlib (or the '.[bench]' extra)"
+        ) from None
+    return plt
+
+
+def plot(results: list[Result], path: str, title: str) -> None:
+    """Items/s against consumers, one panel per phase, one line per mode, and the ideal."""
+    plt = _pyplot()
+    from matplotlib.ticker import ScalarFormatter
+
+    phases = [phase for phase in PHASES if any(r.phase == phase for r in results)]
+    figure, panels = plt.subplots(1, len(phases), figsize=(7 * len(phases), 4.5), squeeze=False)
+    for axes, phase in zip(panels[0], phases, strict=True):
+        rows = [r for r in results if r.phase == phase]
+        counts = sorted({r.consumers for r in rows})
+        for name in dict.fromkeys(r.mode for r in rows):
+            mine = [r for r in rows if r.mode == name]
+            axes.plot(
+                [r.consumers for r in mine],
+                [r.items_per_second for r in mine],
+                marker="o",
+                label=name,
+            )
+        ideal = {r.consumers: r.ideal_per_second for r in rows if r.ideal_per_second}
+        if ideal:
+            axes.plot(
+                sorted(ideal), [ideal[c] for c in sorted(ideal)], "k:", label="no-conflict ideal"
+            )
+        axes.set_xscale("log", base=2)
+        axes.set_yscale("log")
+        axes.set_xticks(counts)
+        axes.get_xaxis().set_major_formatter(ScalarFormatter())
+        axes.set_xlabel("consumer threads")
+        axes.set_ylabel("items taken per second")
+        axes.set_title(f"{phase} phase", fontsize=10)
+        axes.grid(True, alpha=0.3)
+        axes.legend(fontsize=7)
+    figure.suptitle(textwrap.fill(title, 120), fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    print(f"plot written to {path}", file=sys.stderr)
 
 
 def check(results: list[Result]) -> None:

@@ -294,12 +294,13 @@ def clear(context: Context, yes: bool) -> None:
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
 def bench(context: Context, arguments: tuple[str, ...]) -> None:
-    """The contention benchmark (fdbqueue.benchmark): pass its options after ``bench``, e.g.
-    ``fdbqueue bench --consumers 1,16 --modes queue``; ``bench -- --help`` lists them. Runs on
-    the in-memory database unless --cluster-file is given."""
+    """The consumer-scaling benchmark (fdbqueue.benchmark): pass its options after ``bench``,
+    e.g. ``fdbqueue bench --phases drain --consumers 1,16 --modes plain,high-contention``;
+    ``bench -- --help`` lists them. Runs on the in-memory database unless --cluster-file is
+    given; with --json, prints one JSON document."""
     parser = argparse.ArgumentParser(prog="fdbqueue bench")
     benchmark.add_arguments(parser)
-    parsed = parser.parse_args(list(arguments))
+    parsed = parser.parse_args(list(arguments))  # a bad option: usage error, exit status 2
     options = context.options
     if options["cluster_file"] is None or context._database is not None:
         given = context._database
@@ -315,7 +316,11 @@ def bench(context: Context, arguments: tuple[str, ...]) -> None:
             return cluster
 
         where = "a FoundationDB cluster"
-    benchmark.check(benchmark.run_all(parsed, fresh, where))
+    try:
+        results = benchmark.run_all(parsed, fresh, where, as_json=context.as_json)
+    except benchmark.BenchmarkError as error:
+        raise click.ClickException(str(error)) from None
+    benchmark.check(results)
 
 
 def main() -> None:

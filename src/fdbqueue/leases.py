@@ -31,6 +31,15 @@ Leases are ordered by expiry, so a claim finds the oldest expired lease with one
 (a released lease is re-keyed with expiry version 0: the next claim takes it first). A value
 the codec cannot decode (at the head of the queue, or in an expired lease) goes to the dead
 letters with the reason instead of being leased, and the claim goes on with the next item.
+``claim_many`` leases up to ``n`` items in one transaction, the ones ``n`` claims would take
+in the same order, within the library's transaction byte budget; ``ack_many`` acknowledges
+several leases in one transaction, all of them or none.
+
+Blocking claims (``claim(db, lease=s, block=True, timeout=t)``) wait as a blocking dequeue
+does (:mod:`fdbqueue.waiting`): on a watch of the queue's signal key, which every enqueue and
+every ``release`` bumps, and, since an expired lease makes its item claimable without any
+write, also until the first lease in flight expires: a claim that finds nothing reads the
+first lease record (the soonest expiry) and the wait ends then. No polling.
 
 What conflicts: two claims conflict when they take the same expired lease or the same item
 (one retries and takes the next); an ``ack`` or ``release`` conflicts with a claim that
@@ -39,6 +48,8 @@ takes its (expired) lease at the same time, so exactly one of them wins.
 Source followed: FoundationDB's "Queues" recipe for the items, and its developer guide on
 versions (``get_read_version``) for the clock; the semantics follow message queues'
 visibility timeouts (for example Amazon SQS: receive count, redrive to a dead-letter queue).
+Blocking claims follow the developer guide's "Watches" and Amazon SQS's long polling
+(``ReceiveMessage`` with ``WaitTimeSeconds``).
 """
 
 from __future__ import annotations
@@ -46,7 +57,8 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,15 +67,23 @@ import fdb.tuple
 from fdbqueue.codecs import decode_or_undecodable, describe_error
 from fdbqueue.deadletters import DeadLetter
 from fdbqueue.receipts import exactly_once
-from fdbqueue.store import ItemStore, check_count, check_seconds
+from fdbqueue.results import ServedResults
+from fdbqueue.store import RESERVED_TRANSACTION_BYTES, ItemStore, check_count, check_seconds
 from fdbqueue.taking import MOVED_ASIDE, Taken
-from fdbqueue.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
+from fdbqueue.transaction_bytes import (
+    LIBRARY_TRANSACTION_BUDGET,
+    MAX_TRANSACTION_BYTES,
+    clear_bytes,
+    read_conflict_bytes,
+    set_bytes,
+)
 from fdbqueue.transactional import (
     TransactionContext,
     is_database,
     require_writable,
     transactional,
 )
+from fdbqueue.waiting import take_blocking
 
 __all__ = [
     "DeadLetter",
@@ -91,6 +111,15 @@ Requeue = Callable[[Any, bytes, bytes], None]
 #: Takes up to ``n`` items from one end of a queue within a byte budget, giving back due
 #: served results (:meth:`fdbqueue.results.ServedResults.take_with_give_back`).
 TakeItems = Callable[[Any, int, "int | None"], Taken]
+#: A queue's exactly-once claim of up to ``n`` leases of ``seconds``: ``(tr, seconds, n)`` ->
+#: a list of Leases, or MOVED_ASIDE (:meth:`Leases.claim_many`).
+ClaimBatch = Callable[[Any, float, int], Any]
+
+
+def claimed_something(claimed: Any) -> bool:
+    """Whether a claim batch wrote (leased something, or moved items to the dead letters):
+    the ``wrote`` of its :func:`~fdbqueue.receipts.exactly_once`."""
+    return claimed is MOVED_ASIDE or bool(claimed)
 
 
 class LeaseError(Exception):
@@ -177,6 +206,8 @@ class Leases:
         self.leases = store.metadata["leases"]
         self.leases_begin: bytes = self.leases.range().start
         self.leases_end: bytes = self.leases.range().stop
+        # monotonic time the first lease the last empty-handed claim saw expires (a hint)
+        self._wake_at: float | None = None
 
     def claim(self, tr: TransactionContext, take_items: TakeItems, seconds: float) -> Any:
         """Lease the next item: an expired or released lease's item first, else the queue's
@@ -188,72 +219,177 @@ class Leases:
             :data:`DEAD_LETTERS_PER_CLAIM` leases out of deliveries) and ran out of budget:
             commit, then claim again.
 
-        Cost: a read version, one range read of the expired leases and a point read of the
-        held value (plus one of each per item moved to the dead letters, at most
-        :data:`DEAD_LETTERS_PER_CLAIM`), the queue's take (one range read and a clear) when
-        no lease expired, and two sets (record and held value) for a fresh item.
+        Cost: :meth:`claim_many` with ``n=1``: a read version, one range read of the expired
+        leases and a point read of the held value (plus one of each per item moved to the
+        dead letters, at most :data:`DEAD_LETTERS_PER_CLAIM`), the queue's take (one range
+        read and a clear) when no lease expired, and two sets (record and held value) for a
+        fresh item; when it finds nothing, one snapshot range read of the first lease.
+        """
+        claimed = self.claim_many(tr, take_items, seconds, 1)
+        if claimed is MOVED_ASIDE:
+            return MOVED_ASIDE
+        return claimed[0] if claimed else None
+
+    def claim_many(
+        self, tr: TransactionContext, take_items: TakeItems, seconds: float, n: int
+    ) -> Any:
+        """Lease up to ``n`` items in ``tr``, in the order ``n`` claims one after the other
+        would: expired or released leases' items first (soonest expiry first), then the
+        queue's next items.
+
+        It stops early, with what it leased so far, when the writes reach
+        :data:`~fdbqueue.transaction_bytes.LIBRARY_TRANSACTION_BUDGET` bytes (counted as
+        FoundationDB counts them) or after ``DEAD_LETTERS_PER_CLAIM * n`` expired leases
+        went to the dead letters; it then takes nothing from the queue, so that the expired
+        leases still waiting keep their place ahead of it.
+
+        Returns:
+            A list of Leases (empty when there is nothing to claim), or
+            :data:`~fdbqueue.store.MOVED_ASIDE` when it leased nothing but moved items to the
+            dead letters and ran out of budget: commit, then claim again.
+
+        Cost: a read version; one range read of the expired leases per ``n`` of them (more
+        only past dead letters), with one point read of each held value, all issued
+        together; per redelivered lease a clear and a set of the small record; per
+        expired lease out of deliveries a clear and a set (the dead letter); then, when
+        fewer than ``n`` leases had expired, the queue's take of the rest (one range read,
+        one clear per item, an atomic add) and two sets per fresh item (record and held
+        value). When it finds nothing at all, one snapshot range read of the first lease,
+        to learn when it expires (:meth:`seconds_until_expiry`). Read conflict ranges: the
+        expired leases read and the queue's front up to the last item taken, as for
+        ``n`` claims.
         """
         require_writable(tr, "claim")
         read_version: int = tr.get_read_version().wait()
-        dead_lettered = False
-        for _ in range(DEAD_LETTERS_PER_CLAIM):
-            expired = list(
-                tr.get_range(self.leases_begin, self.leases.pack((read_version,)), limit=1)
-            )
-            if not expired:
-                break
-            lease = self._redeliver(tr, expired[0], read_version, seconds)
-            if lease is not None:
-                return lease
-            dead_lettered = True
-        else:
-            return MOVED_ASIDE  # moved as many as one claim may: commit, then claim again
-        taken = take_items(tr, 1, LIBRARY_TRANSACTION_BUDGET)
-        if not taken.items:
-            # Something moved to the dead letters is a write: commit it (with a receipt),
-            # then look again.
-            return MOVED_ASIDE if taken.moved_aside or dead_lettered else None
-        item = taken.items[0]
-        self.store.add_to_size(tr, -1)
-        held_id = os.urandom(LEASE_ID_BYTES)
-        self.store.held.put(tr, held_id, item.encoded)
-        return self._grant(tr, item.key, item.value, 1, held_id, read_version, seconds)
+        read_at = time.monotonic()
+        expired_end: bytes = self.leases.pack((read_version,))
+        leases: list[Lease] = []
+        spent = 0
+        dead_lettered = 0
+        most_dead = DEAD_LETTERS_PER_CLAIM * n
+        while len(leases) < n:
+            if dead_lettered >= most_dead or spent >= LIBRARY_TRANSACTION_BUDGET:
+                # More expired leases may wait: they come before the queue's items.
+                return leases or MOVED_ASIDE
+            limit = min(n - len(leases), most_dead - dead_lettered)
+            records = list(tr.get_range(self.leases_begin, expired_end, limit=limit))
+            values = [
+                None
+                if self._out_of_deliveries(deliveries)
+                else self.store.held.get(tr.snapshot, held)
+                for _item, deliveries, held in (fdb.tuple.unpack(bytes(r.value)) for r in records)
+            ]
+            for record, stored in zip(records, values, strict=True):
+                lease, written = self._redeliver(tr, record, stored, read_version, seconds)
+                spent += written
+                if lease is None:
+                    dead_lettered += 1
+                else:
+                    leases.append(lease)
+            if len(records) < limit:
+                break  # no expired lease left
+        moved_aside = dead_lettered > 0
+        if len(leases) < n and spent < LIBRARY_TRANSACTION_BUDGET:
+            # Each lease record costs less than the move of the value it goes with (a longer
+            # key and the value): half of what is left lets the take's items and their
+            # records both fit.
+            taken = take_items(tr, n - len(leases), (LIBRARY_TRANSACTION_BUDGET - spent) // 2)
+            if taken.items:
+                self.store.add_to_size(tr, -len(taken.items))
+            for item in taken.items:
+                held_id = os.urandom(LEASE_ID_BYTES)
+                self.store.held.put(tr, held_id, item.encoded)
+                leases.append(
+                    self._grant(tr, item.key, item.value, 1, held_id, read_version, seconds)
+                )
+            moved_aside = moved_aside or taken.moved_aside
+        if not leases:
+            if moved_aside:
+                # Something moved to the dead letters is a write: commit it (with a receipt),
+                # then look again.
+                return MOVED_ASIDE
+            self._note_next_expiry(tr, read_version, read_at)
+        return leases
+
+    def _out_of_deliveries(self, deliveries: int) -> bool:
+        return self.max_deliveries is not None and deliveries >= self.max_deliveries
+
+    def _note_next_expiry(self, tr: TransactionContext, read_version: int, read_at: float) -> None:
+        """Remember when the first lease (none of them expired at ``read_version``) expires,
+        as a ``time.monotonic()`` time: a blocked claim wakes then (one snapshot range read)."""
+        first = list(tr.snapshot.get_range(self.leases_begin, self.leases_end, limit=1))
+        if not first:
+            self._wake_at = None
+            return
+        expiry_version = self.leases.unpack(first[0].key)[0]
+        seconds = max(0, expiry_version - read_version) / VERSIONS_PER_SECOND
+        self._wake_at = read_at + seconds
+
+    def seconds_until_expiry(self) -> float | None:
+        """Seconds until the first lease the last claim that found nothing saw expires (0 if
+        it has), or None when that claim saw no lease: how long a blocked claim may sleep
+        at most before an expired lease makes an item claimable again.
+
+        A hint kept per queue object, as :meth:`fdbqueue.results.ServedResults.seconds_until_due`:
+        a lease granted later comes from an item whose enqueue bumped the signal key, and a
+        released lease bumps it too, so a blocked claim misses neither.
+        """
+        wake_at = self._wake_at
+        if wake_at is None:
+            return None
+        return max(0.0, wake_at - time.monotonic())
 
     def _redeliver(
-        self, tr: TransactionContext, record: Any, read_version: int, seconds: float
-    ) -> Lease | None:
+        self,
+        tr: TransactionContext,
+        record: Any,
+        stored: Any,
+        read_version: int,
+        seconds: float,
+    ) -> tuple[Lease | None, int]:
         """Lease an expired lease's item again, or move it to the dead letters (max
-        deliveries reached, or its value cannot be decoded) and return None."""
+        deliveries reached, or its value cannot be decoded). ``stored`` is the held value's
+        read, started by the caller (None when out of deliveries).
+
+        Returns:
+            The new Lease, or None for a dead letter; and the bytes written, as FoundationDB
+            counts them.
+        """
         del tr[record.key]
+        written = clear_bytes(len(record.key))
         item_key, deliveries, held_id = fdb.tuple.unpack(bytes(record.value))
-        dead_letters = self.store.dead_letters
-        if self.max_deliveries is not None and deliveries >= self.max_deliveries:
+        if self._out_of_deliveries(deliveries):
             reason = (
                 f"max_deliveries: delivered {deliveries} times, each lease expired or was "
                 f"released (max_deliveries={self.max_deliveries})"
             )
-            dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
             logger.info(
                 "fdbqueue: item %r of %r is now a dead letter: %s",
                 item_key,
                 self.store.subspace,
                 reason,
             )
-            return None
-        stored = self.store.held.get(tr.snapshot, held_id)
+            return None, written + self._dead_letter(tr, item_key, deliveries, held_id, reason)
         try:
             value = self.store.codec.decode(bytes(stored))
         except Exception as error:  # a codec may raise anything on bytes it cannot read
             reason = f"undecodable: {describe_error(error)}"
-            dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
             logger.warning(
                 "fdbqueue: moving leased item %r of %r to the dead letters: %s",
                 item_key,
                 self.store.subspace,
                 reason,
             )
-            return None
-        return self._grant(tr, item_key, value, deliveries + 1, held_id, read_version, seconds)
+            return None, written + self._dead_letter(tr, item_key, deliveries, held_id, reason)
+        lease = self._grant(tr, item_key, value, deliveries + 1, held_id, read_version, seconds)
+        return lease, written + set_bytes(len(lease.key), len(record.value))
+
+    def _dead_letter(
+        self, tr: TransactionContext, item_key: bytes, deliveries: int, held_id: bytes, reason: str
+    ) -> int:
+        """Move a lease's item to the dead letters; return the bytes written (about)."""
+        self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
+        return set_bytes(len(self.leases_begin) + 32, len(item_key) + len(reason.encode()) + 16)
 
     def _grant(
         self,
@@ -271,6 +407,18 @@ class Leases:
         tr[key] = fdb.tuple.pack((item_key, deliveries, held_id))
         return Lease(value, lease_id.hex(), deliveries, expiry_version, key)
 
+    def check(self, lease: Any, action: str) -> None:
+        """Check that ``lease`` is a Lease of this queue (no database access).
+
+        Raises:
+            TypeError: ``lease`` is not a Lease.
+            ValueError: it is a lease of another queue.
+        """
+        if not isinstance(lease, Lease):
+            raise TypeError(f"{action} needs a Lease from claim(), not {type(lease).__name__}")
+        if not self.leases.contains(lease.key):
+            raise ValueError(f"lease {lease.id} belongs to another queue")
+
     def _held(self, tr: TransactionContext, lease: Any, action: str) -> bytes:
         """Check that ``lease`` is a lease of this queue, still held; return its record.
 
@@ -279,21 +427,23 @@ class Leases:
             ValueError: it is a lease of another queue.
             LeaseNotHeldError, LeaseExpiredError: see :meth:`ack`.
         """
-        if not isinstance(lease, Lease):
-            raise TypeError(f"{action} needs a Lease from claim(), not {type(lease).__name__}")
-        if not self.leases.contains(lease.key):
-            raise ValueError(f"lease {lease.id} belongs to another queue")
+        self.check(lease, action)
         require_writable(tr, action)
         stored = tr.get(lease.key)
+        return self._still_held(lease, stored, tr.get_read_version().wait())
+
+    def _still_held(self, lease: Lease, stored: Any, read_version: int, where: str = "") -> bytes:
+        """The record ``stored`` (a point read of ``lease.key``), or raise when the lease is
+        no longer held at ``read_version``; ``where`` is put before the message."""
         if not stored.present():
             raise LeaseNotHeldError(
-                f"lease {lease.id} is not held: it was acknowledged, released or extended "
+                f"{where}lease {lease.id} is not held: it was acknowledged, released or extended "
                 "already (extend returns the lease to use from then on), or it expired and its "
                 "item was claimed again or moved to the dead letters"
             )
-        if tr.get_read_version().wait() > lease.expiry_version:
+        if read_version > lease.expiry_version:
             raise LeaseExpiredError(
-                f"lease {lease.id} expired; its item goes to the next claim (delivery "
+                f"{where}lease {lease.id} expired; its item goes to the next claim (delivery "
                 f"{lease.deliveries + 1})"
             )
         return bytes(stored)
@@ -314,16 +464,43 @@ class Leases:
         del tr[lease.key]
         self.store.held.drop(tr, fdb.tuple.unpack(record)[2])
 
+    def ack_many(self, tr: TransactionContext, leases: list[Lease]) -> None:
+        """Remove every leased item of ``leases`` for good, or none of them.
+
+        ``leases`` must have passed :meth:`check`. Every lease is read first (the point
+        reads issued together) and checked, in the order given; the first that is not
+        held raises, before anything is written in ``tr``.
+
+        Raises:
+            LeaseNotHeldError, LeaseExpiredError: as :meth:`ack`, naming the lease and its
+                place in ``leases``.
+
+        Cost: one point read per lease (each a read conflict on its lease), issued
+        together, and two clears per lease.
+        """
+        require_writable(tr, "ack_many")
+        stored = [tr.get(lease.key) for lease in leases]
+        read_version: int = tr.get_read_version().wait()
+        records = [
+            self._still_held(lease, value, read_version, f"ack_many: leases[{index}]: ")
+            for index, (lease, value) in enumerate(zip(leases, stored, strict=True))
+        ]
+        for lease, record in zip(leases, records, strict=True):
+            del tr[lease.key]
+            self.store.held.drop(tr, fdb.tuple.unpack(record)[2])
+
     def release(self, tr: TransactionContext, lease: Any) -> None:
         """Give a leased item back unprocessed: the next claim takes it, ahead of the queue.
 
         Its delivery count is kept (the next claim raises it). Raises as :meth:`ack`; nothing
         changes when it raises. Cost: one point read, one clear and one set of the small
-        record (the value stays where it is held).
+        record (the value stays where it is held), and an atomic add to the signal key that
+        wakes blocked claims (:mod:`fdbqueue.waiting`; no conflict).
         """
         record = self._held(tr, lease, "release")
         del tr[lease.key]
         tr[self.leases.pack((0, bytes.fromhex(lease.id)))] = record
+        self.store.signal(tr)  # the item is claimable now: wake blocked claims
 
     def extend(self, tr: TransactionContext, lease: Any, seconds: float) -> Lease:
         """Move a held lease's expiry to ``seconds`` after this transaction's read version;
@@ -362,15 +539,125 @@ class Leases:
 
 class Leasing:
     """The lease and dead-letter methods :class:`~fdbqueue.Queue` and
-    :class:`~fdbqueue.PriorityQueue` share (``claim`` itself is each queue's own: it takes
-    from that queue's end)."""
+    :class:`~fdbqueue.PriorityQueue` share (``claim`` and ``claim_many`` are each queue's
+    own: they take from that queue's end; the waiting of a blocking claim is shared)."""
 
     _leases: Leases
     _store: ItemStore
+    _results: ServedResults
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
         """Enqueue a dead letter's value again (each queue type says where)."""
         raise NotImplementedError
+
+    def _claim(
+        self,
+        tr: TransactionContext,
+        seconds: float,
+        block: bool,
+        timeout: float | None,
+        claim_batch: ClaimBatch,
+    ) -> Lease | None:
+        """One lease, waiting for it with ``block`` (arguments already checked):
+        ``claim_batch(tr, seconds, n)`` is the queue's exactly-once claim of up to ``n``."""
+
+        def claim_one(tr: TransactionContext, _deadline: float | None = None) -> Lease | None:
+            claimed = self._claim_batches(tr, seconds, 1, claim_batch)
+            return claimed[0] if claimed else None
+
+        if not block:
+            return claim_one(tr)
+        lease: Lease | None = take_blocking(
+            tr, claim_one, self._store.signal_key, timeout, self._claim_due_in
+        )
+        return lease
+
+    def _claim_due_in(self) -> float | None:
+        """Seconds until something away from the queue becomes claimable: the first lease
+        expires, or a served result nobody collected falls due; None when neither waits."""
+        dues = [
+            due
+            for due in (self._leases.seconds_until_expiry(), self._results.seconds_until_due())
+            if due is not None
+        ]
+        return min(dues) if dues else None
+
+    @staticmethod
+    def _claim_batches(
+        tr: TransactionContext, seconds: float, n: int, claim_batch: ClaimBatch
+    ) -> list[Lease]:
+        """``claim_batch`` until it leases something or finds nothing: a batch that only
+        moved items to the dead letters committed that, and the next one goes on."""
+        claimed = claim_batch(tr, seconds, n)
+        while claimed is MOVED_ASIDE:
+            claimed = claim_batch(tr, seconds, n)
+        leases: list[Lease] = claimed
+        return leases
+
+    def ack_many(self, tr: TransactionContext, leases: Iterable[Lease]) -> None:
+        """Remove several claimed items for good, in one transaction: all of them, or none.
+
+        Args:
+            tr: a Database, Tenant or Transaction (then it composes with your own writes).
+            leases: what ``claim`` or ``claim_many`` returned (an iterable of
+                :class:`Lease`; empty does nothing and starts no transaction).
+
+        Raises:
+            TypeError: ``leases`` is not an iterable of :class:`Lease`, or ``tr`` has the
+                wrong type.
+            ValueError: a lease belongs to another queue, the same lease is given twice, or
+                the batch is too large for one transaction (more than about 15,000 leases).
+            LeaseNotHeldError: a lease was acknowledged, released or extended already, or
+                expired and was claimed again; the message names it (its id and its index
+                in ``leases``).
+            LeaseExpiredError: a lease expired (its item will be delivered again); named
+                the same way.
+
+        Nothing changes when it raises: every lease is read and checked before anything is
+        written, so inside your transaction too no acknowledgement is left half done. Given
+        a Database, it takes effect exactly once even when a commit's outcome is unknown
+        (:mod:`fdbqueue.receipts`). Cost: one transaction; one point read per lease, issued
+        together (each a read conflict on its lease, so an ack and a claim of the same
+        expired lease never both win), and two clears per lease.
+
+        Source followed: FoundationDB's developer guide (one transaction for several
+        changes that must happen together; reads issued before waiting on them).
+        """
+        batch = self._check_leases(leases, "ack_many")
+        if batch:
+            self._ack_many(tr, batch)
+
+    def _check_leases(self, leases: Any, action: str) -> list[Lease]:
+        """``leases`` as a list, each a Lease of this queue, none twice, small enough for one
+        transaction; raises TypeError / ValueError before anything is read or written."""
+        if isinstance(leases, (Lease, str, bytes)):
+            raise TypeError(f"{action} needs an iterable of Leases, not {type(leases).__name__}")
+        try:
+            batch = list(leases)
+        except TypeError:
+            raise TypeError(
+                f"{action} needs an iterable of Leases, not {type(leases).__name__}"
+            ) from None
+        seen: set[bytes] = set()
+        size = 0
+        for lease in batch:
+            self._leases.check(lease, action)
+            if lease.key in seen:
+                raise ValueError(f"{action}: lease {lease.id} is given twice")
+            seen.add(lease.key)
+            size += read_conflict_bytes(len(lease.key)) + 2 * clear_bytes(len(lease.key))
+        limit = MAX_TRANSACTION_BYTES - RESERVED_TRANSACTION_BYTES
+        if size > limit:
+            raise ValueError(
+                f"{action}: {len(batch):,} leases are about {size:,} bytes as FoundationDB counts "
+                f"a transaction, more than the {limit:,} one transaction can hold: acknowledge "
+                "them in smaller batches"
+            )
+        return batch
+
+    @exactly_once
+    def _ack_many(self, tr: TransactionContext, leases: list[Lease]) -> None:
+        self._leases.ack_many(tr, leases)
 
     @exactly_once
     def ack(self, tr: TransactionContext, lease: Lease) -> None:

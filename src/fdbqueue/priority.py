@@ -32,6 +32,7 @@ from fdbqueue.leases import (
     Leases,
     Leasing,
     check_lease_seconds,
+    claimed_something,
 )
 from fdbqueue.receipts import exactly_once
 from fdbqueue.results import ServedResults
@@ -40,7 +41,7 @@ from fdbqueue.staging import (
     DEFAULT_BATCH_SIZE,
     Staging,
 )
-from fdbqueue.store import ItemStore, check_flag
+from fdbqueue.store import ItemStore, check_count, check_flag
 from fdbqueue.stored_queue import StoredQueue, check_queue_arguments
 from fdbqueue.taking import MOVED_ASIDE, Taken
 from fdbqueue.transactional import (
@@ -291,29 +292,64 @@ class PriorityQueue(StoredQueue, Leasing):
         """
         return self.pop(tr, max=True, block=block, timeout=timeout)
 
-    def claim(self, tr: TransactionContext, lease: float, max: bool = False) -> Lease | None:
+    def claim(
+        self,
+        tr: TransactionContext,
+        lease: float,
+        max: bool = False,
+        *,
+        block: bool = False,
+        timeout: float | None = None,
+    ) -> Lease | None:
         """Claim the oldest item of the lowest (or, with ``max=True``, highest) priority under
         a lease of ``lease`` seconds; an expired or released item comes first.
 
-        Everything else is as for :meth:`fdbqueue.Queue.claim`: returns a
-        :class:`~fdbqueue.Lease` or None, raises TypeError / ValueError for a bad ``lease``,
-        takes effect exactly once given a Database. Cost: a read version, one range read of
-        the expired leases, then the pop's reads and clear when none has expired, and one set.
+        ``block=True`` waits (needs a Database) on a watch of the signal key, which every
+        push and release bumps, until an item can be claimed or ``timeout`` seconds pass
+        (None or ``math.inf``: no limit), and also wakes when the first lease in flight
+        expires; no polling. Everything else is as for :meth:`fdbqueue.Queue.claim`:
+        returns a :class:`~fdbqueue.Lease` or None (blocking: None when the timeout ran
+        out), raises TypeError / ValueError for a bad ``lease``, ``max``, ``block`` or
+        ``timeout`` (or ``block=True`` with a Transaction) before anything is read or
+        written, takes effect exactly once given a Database. Cost: a read version, one
+        range read of the expired leases, then the pop's reads and clear when none has
+        expired, and two sets; one that finds nothing adds a snapshot range read of the
+        first lease; blocking, per further attempt a read-only transaction creating the
+        watch.
         """
         check_flag(max, "max")
         seconds = check_lease_seconds(lease)
-        claimed = self._claim_once(tr, seconds, max)
-        while claimed is MOVED_ASIDE:
-            claimed = self._claim_once(tr, seconds, max)
-        return claimed  # type: ignore[no-any-return]
+        wait = check_blocking_arguments(tr, block, timeout)
+        return self._claim(tr, seconds, block, wait, functools.partial(self._claim_batch, max=max))
 
-    @exactly_once(wrote=lambda lease: lease is not None)
-    def _claim_once(self, tr: TransactionContext, seconds: float, max: bool) -> Any:
+    def claim_many(
+        self, tr: TransactionContext, n: int, lease: float, max: bool = False
+    ) -> list[Lease]:
+        """Claim up to ``n`` items in one transaction, each under its own lease of ``lease``
+        seconds, in the order ``n`` calls of :meth:`claim` with this ``max`` would take
+        them (expired or released leases first). Returns a list of
+        :class:`~fdbqueue.Lease`, possibly empty; fewer than ``n`` when fewer are claimable
+        or the transaction's writes reached the library's budget (about 5,000,000 bytes).
+
+        Raises TypeError / ValueError for a bad ``n``, ``lease`` or ``max`` before anything
+        is read or written; exactly once given a Database. Cost: as
+        :meth:`fdbqueue.Queue.claim_many`; at the max end the pop reads the top priority
+        one item at a time (two range reads per item).
+        """
+        check_flag(max, "max")
+        check_count(n)
+        seconds = check_lease_seconds(lease)
+        if n == 0:
+            return []
+        return self._claim_batches(tr, seconds, n, functools.partial(self._claim_batch, max=max))
+
+    @exactly_once(wrote=claimed_something)
+    def _claim_batch(self, tr: TransactionContext, seconds: float, n: int, *, max: bool) -> Any:
         def claimable(tr: TransactionContext, n: int, budget: int | None) -> Taken:
             take_items = functools.partial(self._take_items, max=max)
             return self._results.take_with_give_back(tr, take_items, n, budget)
 
-        return self._leases.claim(tr, claimable, seconds)
+        return self._leases.claim_many(tr, claimable, seconds, n)
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
         self._push(tr, encoded, self._store.unpack_position(item_key)[0])

@@ -32,6 +32,7 @@ from fdbqueue.leases import (
     Leases,
     Leasing,
     check_lease_seconds,
+    claimed_something,
 )
 from fdbqueue.receipts import exactly_once
 from fdbqueue.results import ServedResults
@@ -290,7 +291,14 @@ class Queue(StoredQueue, Leasing):
 
     # -- leases -----------------------------------------------------------------------------
 
-    def claim(self, tr: TransactionContext, lease: float) -> Lease | None:
+    def claim(
+        self,
+        tr: TransactionContext,
+        lease: float,
+        *,
+        block: bool = False,
+        timeout: float | None = None,
+    ) -> Lease | None:
         """Claim the next item for processing under a lease of ``lease`` seconds.
 
         The item leaves the queue into a lease. Acknowledge it with :meth:`ack` once
@@ -303,31 +311,84 @@ class Queue(StoredQueue, Leasing):
             tr: a Database, Tenant or Transaction.
             lease: seconds until the lease expires (> 0, at most 12 hours), measured with read
                 versions (about 1,000,000 per second, a clock all clients share).
+            block: wait until an item can be claimed (needs a Database): long polling, like
+                Amazon SQS's ``WaitTimeSeconds``. The wait is on a watch of the queue's signal
+                key, which every enqueue and release bumps, and it also ends when the first
+                lease in flight expires (its item is claimable again); no polling (see
+                :mod:`fdbqueue.waiting`).
+            timeout: with ``block=True``, the most seconds to wait; None (or ``math.inf``)
+                waits without limit.
 
         Returns:
             A :class:`~fdbqueue.Lease` (value, id, deliveries, expiry_version), or None when
-            the queue is empty and no lease has expired.
+            the queue is empty and no lease has expired (blocking: when the timeout ran out).
 
         Raises:
-            TypeError: ``lease`` is not a number, or ``tr`` has the wrong type.
-            ValueError: ``lease`` is out of range.
+            TypeError: ``lease`` is not a number, ``block`` is not a bool, ``timeout`` is not
+                a number or None, ``block=True`` with a Transaction, or ``tr`` has the wrong
+                type.
+            ValueError: ``lease`` is out of range, ``timeout`` is NaN or negative, or a
+                ``timeout`` without ``block=True``.
 
-        Given a Database, it takes effect exactly once even when a commit's result is unknown
-        (:mod:`fdbqueue.receipts`). Cost: a read version, one range read of the expired leases,
-        then the dequeue's range read and clear when none has, and one set; claims conflict
-        with each other as plain dequeues do.
+        Arguments are checked before anything is read or written. Given a Database, it takes
+        effect exactly once even when a commit's result is unknown (:mod:`fdbqueue.receipts`).
+        Cost: a read version, one range read of the expired leases, then the dequeue's range
+        read and clear when none has, and two sets (lease record, held value); claims
+        conflict with each other as plain dequeues do. One that finds nothing adds a snapshot
+        range read of the first lease (when it expires). Blocking, when nothing is there: per
+        further attempt one read-only transaction creating the watch plus the claim; while
+        waiting, nothing.
+
+        Source followed: FoundationDB's "Queues" recipe and developer guide ("Watches"); the
+        long polling of Amazon SQS ``ReceiveMessage`` (``WaitTimeSeconds``).
         """
-        return self._claim(tr, check_lease_seconds(lease))
+        seconds = check_lease_seconds(lease)
+        wait = check_blocking_arguments(tr, block, timeout)
+        return self._claim(tr, seconds, block, wait, self._claim_batch)
 
-    def _claim(self, tr: TransactionContext, seconds: float) -> Lease | None:
-        lease = self._claim_once(tr, seconds)
-        while lease is MOVED_ASIDE:
-            lease = self._claim_once(tr, seconds)
-        return lease  # type: ignore[no-any-return]
+    def claim_many(self, tr: TransactionContext, n: int, lease: float) -> list[Lease]:
+        """Claim up to ``n`` items in one transaction, each under its own lease of ``lease``
+        seconds.
 
-    @exactly_once(wrote=lambda lease: lease is not None)
-    def _claim_once(self, tr: TransactionContext, seconds: float) -> Any:
-        return self._leases.claim(tr, self._claimable_items, seconds)
+        The items are those ``n`` calls of :meth:`claim` would take, in that order: expired
+        or released leases' items first (soonest expiry first), then the front of the queue;
+        poison items and items out of deliveries go to the dead letters on the way, as for
+        :meth:`claim`. It never waits.
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+            n: the most items to claim (an int >= 0).
+            lease: seconds until each lease expires, as for :meth:`claim`.
+
+        Returns:
+            A list of :class:`~fdbqueue.Lease`, in claim order; fewer than ``n`` (possibly
+            none) when fewer are claimable, or when the transaction's writes reached
+            :data:`~fdbqueue.transaction_bytes.LIBRARY_TRANSACTION_BUDGET` (about 5,000,000
+            bytes, values included; claim again for the rest).
+
+        Raises:
+            TypeError: ``n`` is not an int, ``lease`` is not a number, or ``tr`` has the
+                wrong type.
+            ValueError: ``n`` is negative or ``lease`` out of range; or the key at the front
+                is not one of this queue's items. Nothing changes then.
+
+        Given a Database, it takes effect exactly once (:mod:`fdbqueue.receipts`): a commit
+        with an unknown result neither loses the items nor leases them twice. Cost: one
+        transaction: a read version, one range read of the expired leases with a point read
+        of each held value (issued together), a clear and a set per redelivered lease; for
+        the rest, the queue's range read (``limit`` the number missing), a clear and two sets
+        per item, and one atomic add. Its read conflict ranges, like ``n`` claims': the
+        expired leases read and the queue's front up to the last item taken.
+        """
+        check_count(n)
+        seconds = check_lease_seconds(lease)
+        if n == 0:
+            return []
+        return self._claim_batches(tr, seconds, n, self._claim_batch)
+
+    @exactly_once(wrote=claimed_something)
+    def _claim_batch(self, tr: TransactionContext, seconds: float, n: int) -> Any:
+        return self._leases.claim_many(tr, self._claimable_items, seconds, n)
 
     def _claimable_items(self, tr: TransactionContext, n: int, budget: int | None) -> Taken:
         return self._results.take_with_give_back(tr, self._take_items, n, budget)

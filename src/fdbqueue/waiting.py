@@ -15,6 +15,9 @@ after they fire).
 Items served to a high-contention consumer that died come back to the queue once they fall due
 (:mod:`fdbqueue.results`); nothing bumps the signal key at that moment, so a blocked consumer
 that saw such a result pending also wakes when it falls due, and its next attempt gives it back.
+Blocking claims (:mod:`fdbqueue.leases`) wake the same way when the first lease in flight
+expires (an expired lease's item is claimable again without any write); a ``release`` bumps
+the signal key.
 """
 
 from __future__ import annotations

@@ -1,0 +1,281 @@
+"""The consumer-scaling benchmark (``fdbqueue.benchmark``, ``fdbqueue bench``,
+``examples/contention_benchmark.py``): argument checks, and tiny runs of every mode."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fdbqueue import Queue, benchmark, memory
+from fdbqueue.cli import cli
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "contention_benchmark.py"
+ZERO = memory.Latency()
+COLUMNS = [
+    "mode",
+    "C",
+    "items/s",
+    "ratio",
+    "ideal/s",
+    "p50 ms",
+    "p99 ms",
+    "confl/item",
+    "tx/item",
+    "tx-times/item",
+    "enq confl",
+    "once",
+]
+
+
+def bench(*args, database=None):
+    database = memory.open() if database is None else database
+    return CliRunner().invoke(cli, ["bench", *args], obj={"database": database})
+
+
+BAD_ARGUMENTS = {
+    "negative items": (["--items", "-5"], "--items: must be a positive integer"),
+    "zero items": (["--items", "0"], "--items: must be a positive integer"),
+    "items not a number": (["--items", "many"], "--items: must be a positive integer"),
+    "zero consumers": (["--consumers", "0"], "--consumers: must be comma-separated integers"),
+    "negative consumers": (["--consumers", "1,-2"], "--consumers: must be comma-separated"),
+    "empty consumer": (["--consumers", "1,,4"], "--consumers: must be comma-separated"),
+    "consumers not numbers": (["--consumers", "a,b"], "--consumers: must be comma-separated"),
+    "too many consumers": (["--consumers", "100000"], "integers from 1 to 1024"),
+    "zero producers": (["--producers", "0"], "--producers: must be a positive integer"),
+    "unknown mode": (["--modes", "plain,bogus"], "--modes: unknown mode 'bogus'"),
+    "unknown phase": (["--phases", "fill"], "--phases: unknown phase 'fill'"),
+    "negative latency": (["--grv", "-0.001"], "--grv: must be a number of seconds >= 0"),
+    "latency not a number": (["--read", "slow"], "--read: must be a number of seconds >= 0"),
+    "infinite latency": (["--commit", "inf"], "--commit: must be a number of seconds >= 0"),
+    "negative warm-up": (["--warmup", "-1"], "--warmup: must be an integer >= 0"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_ARGUMENTS))
+def test_a_bad_argument_is_a_usage_error_with_a_clear_message(name):
+    args, message = BAD_ARGUMENTS[name]
+    result = bench(*args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert "done:" not in result.output  # refused before running anything
+
+
+def test_the_example_refuses_a_bad_argument_without_a_traceback_or_a_hang():
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--items", "-5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "--items: must be a positive integer, not '-5'" in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def arguments(**changes):
+    parser = argparse.ArgumentParser()
+    benchmark.add_arguments(parser)
+    return argparse.Namespace(**{**vars(parser.parse_args([])), **changes})
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"items": -5},
+        {"items": 0},
+        {"producers": 0},
+        {"consumers": []},
+        {"consumers": [1, 0]},
+        {"modes": ["bogus"]},
+        {"phases": ["fill"]},
+        {"grv": -1.0},
+        {"warmup": -1},
+    ],
+)
+def test_run_all_checks_arguments_given_without_the_parser(changes):
+    with pytest.raises(benchmark.BenchmarkError):
+        benchmark.run_all(arguments(**changes), lambda latency: memory.open(), "memory")
+
+
+def test_defaults():
+    given = arguments()
+    assert given.consumers == [1, 2, 4, 8, 16, 32]
+    assert given.phases == ["drain", "steady"]
+    assert given.modes == [
+        "plain",
+        "high-contention",
+        "session",
+        "session-prefetch",
+        "claims",
+        "claims-high-contention",
+    ]
+    assert (given.grv, given.read, given.commit) == (0.001, 0.0005, 0.003)
+
+
+def test_plot_without_matplotlib_is_a_clear_error_before_running(tmp_path):
+    if importlib.util.find_spec("matplotlib") is not None:
+        result = bench("--plot", str(tmp_path / "p.png"), "--consumers", "1", "--items", "3")
+        assert result.exit_code == 0, result.output
+        assert (tmp_path / "p.png").exists()
+        return
+    result = bench("--plot", str(tmp_path / "p.png"), "--items", "3")
+    assert result.exit_code == 1
+    assert "--plot needs matplotlib" in result.output
+    assert "Traceback" not in result.output
+    assert "done:" not in result.output
+
+
+def test_a_tiny_run_of_every_mode_delivers_exactly_once_and_prints_every_column():
+    result = bench("--consumers", "1,2", "--items", "10", "--modes", "all")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    for phase in benchmark.PHASES:
+        header = lines[lines.index(f"{phase} phase") + 1]
+        for column in COLUMNS + (["empty"] if phase == "steady" else []):
+            assert column in header
+    rows = [
+        line.split() for line in lines if line.split()[:1] in [[m.name] for m in benchmark.MODES]
+    ]
+    assert len(rows) == len(benchmark.MODES) * 2 * len(benchmark.PHASES)
+    assert all(row[-1] == "yes" for row in rows), result.output
+    assert "drain: high-contention / plain,  2 consumers = " in result.output
+    assert "steady: claims-high-contention / claims,  1 consumers = " in result.output
+
+
+def test_json_reports_every_figure_per_phase_mode_and_consumer_count():
+    output = CliRunner().invoke(
+        cli,
+        ["--json", "bench", "--consumers", "1,2", "--items", "10", "--modes", "plain,claims"],
+        obj={"database": memory.open()},
+    )
+    assert output.exit_code == 0, output.output
+    document = json.loads(output.stdout)
+    assert document["settings"]["latency"] == {"grv": 0.001, "read": 0.0005, "commit": 0.003}
+    results = document["results"]
+    assert {(r["phase"], r["mode"], r["consumers"]) for r in results} == {
+        (phase, mode, c)
+        for phase in ("drain", "steady")
+        for mode in ("plain", "claims")
+        for c in (1, 2)
+    }
+    for r in results:
+        assert r["exactly_once"] is True
+        assert r["items"] == 10
+        assert r["producer_conflicts"] == 0
+        assert r["ratio"] == 1.0  # each is its own baseline
+        assert r["ideal_per_second"] == pytest.approx(r["consumers"] / 0.0045)
+        assert r["p50_ms"] is not None and r["p99_ms"] >= r["p50_ms"]
+        # one consumer takes one item per transaction (claims: claim + ack), no conflicts
+        if r["consumers"] == 1:
+            assert r["conflicts_per_item"] == 0
+            expected = 1 if r["mode"] == "plain" else 2
+            assert r["transactions_per_item"] == expected
+            assert expected - 1e-9 <= r["transaction_times_per_item"] <= expected + 0.25
+
+
+def test_transaction_times_count_the_consumers_only_from_the_database_counters():
+    [plain] = [m for m in benchmark.MODES if m.name == "plain"]
+    database = memory.open()
+    result = benchmark.run(
+        plain,
+        "drain",
+        1,
+        items=20,
+        producers=2,
+        warmup=0,
+        latency=memory.Latency(0.001, 0.0005, 0.003),
+        open_db=lambda: database,
+    )
+    # a plain dequeue: one read version, one or two reads (the head; receipts), one commit
+    stats = database.stats()
+    assert result.transactions_per_item == 1
+    assert 1.0 - 1e-9 <= result.transaction_times_per_item < 1.3
+    assert stats["read_versions"] > 20  # the loaders' transactions too, not counted above
+    assert type(database._stats) is not benchmark._RoleStats  # put back after the run
+
+
+def test_a_consumer_that_never_gets_an_item_ends_the_run_as_not_exactly_once(monkeypatch):
+    monkeypatch.setattr(benchmark, "STALL_SECONDS", 0.2)
+    monkeypatch.setattr(benchmark, "WAIT_SECONDS", 0.01)
+    broken = benchmark.Mode(
+        "broken", Queue, benchmark.enqueue_batch, benchmark.calls(lambda q, db, wait: None), None
+    )
+    result = benchmark.run(
+        broken, "drain", 2, items=5, producers=1, warmup=0, latency=ZERO, open_db=memory.open
+    )
+    assert not result.exactly_once
+    assert result.notes and "stalled" in result.notes[0]
+
+
+class Session:
+    """A stand-in for a consumer session (``queue.consumer(db, prefetch=1)``)."""
+
+    opened = 0
+
+    def __init__(self, queue, db):
+        self.queue, self.db = queue, db
+
+    def __enter__(self):
+        Session.opened += 1
+        return self
+
+    def __exit__(self, *exc_info):
+        return None
+
+    def dequeue(self, block=False, timeout=None):
+        return self.queue.dequeue(self.db, block=block, timeout=timeout)
+
+
+def test_a_mode_with_a_consumer_session_is_one_entry():
+    Session.opened = 0
+    mode = benchmark.Mode(
+        "session",
+        Queue,
+        benchmark.enqueue_batch,
+        benchmark.session(Session, benchmark.dequeue),
+        "plain",
+    )
+    result = benchmark.run(
+        mode, "steady", 3, items=10, producers=2, warmup=2, latency=ZERO, open_db=memory.open
+    )
+    assert result.exactly_once
+    assert Session.opened == 3  # one session per consumer thread
+
+
+def test_a_mode_the_queue_does_not_support_is_skipped_with_its_reason(monkeypatch, capsys):
+    def refuse(subspace):
+        raise NotImplementedError("no such thing yet")
+
+    unsupported = benchmark.Mode(
+        "unsupported", refuse, benchmark.enqueue_batch, benchmark.calls(benchmark.dequeue), "plain"
+    )
+    monkeypatch.setattr(benchmark, "MODES", [*benchmark.MODES, unsupported])
+    given = arguments(modes=["plain", "unsupported"], consumers=[1], items=3, phases=["drain"])
+    results = benchmark.run_all(given, lambda latency: memory.open(), "memory")
+    assert [r.mode for r in results] == ["plain"]
+    output = capsys.readouterr()
+    assert "skipped unsupported: NotImplementedError: no such thing yet" in output.out
+
+
+def test_a_consumer_that_raises_ends_the_run_as_not_exactly_once_without_hanging():
+    def explode(queue, db, wait):
+        raise RuntimeError("boom")
+
+    broken = benchmark.Mode(
+        "broken", Queue, benchmark.enqueue_batch, benchmark.calls(explode), None
+    )
+    for phase in benchmark.PHASES:
+        result = benchmark.run(
+            broken, phase, 2, items=5, producers=1, warmup=0, latency=ZERO, open_db=memory.open
+        )
+        assert not result.exactly_once
+        assert "a consumer failed: RuntimeError: boom" in result.notes
