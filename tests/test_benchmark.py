@@ -116,6 +116,7 @@ def test_defaults():
         "session",
         "session-prefetch",
         "claims",
+        "claims-session-prefetch",
         "claims-high-contention",
     ]
     assert (given.grv, given.read, given.commit) == (0.001, 0.0005, 0.003)

@@ -210,3 +210,63 @@ def test_under_every_fault_kind_sessions_deliver_every_item_once(prefetch):
         while (value := last.take()) is not None:
             taken.append(value)
     assert sorted(taken) == list(range(120))
+
+
+def test_a_session_claims_in_line_and_the_lease_acks(db, subspace):
+    queue = Queue(subspace)
+    queue.enqueue_many(db, ["a", "b", "c"])
+    with queue.consumer(db, prefetch=1) as consumer:
+        first = consumer.claim(30)
+        second = consumer.claim(30)
+        assert (first.value, second.value) == ("a", "b")
+        queue.ack(db, first)
+        queue.release(db, second)  # released: the next claim gets it again first
+        again = consumer.claim(30)
+        assert again.value == "b" and again.deliveries == 2
+        queue.ack_many(db, [again])
+    assert queue.size(db) == 1
+    assert queue.leases(db) == []
+
+
+def test_a_blocking_session_claim_wakes_on_enqueue(db, subspace):
+    queue = Queue(subspace)
+    result: list[object] = []
+    with queue.consumer(db) as consumer:
+        waiter = threading.Thread(
+            target=lambda: result.append(consumer.claim(30, block=True, timeout=10)),
+            daemon=True,
+        )
+        waiter.start()
+        time.sleep(0.2)
+        queue.enqueue(db, "job")
+        waiter.join(10)
+    assert [lease.value for lease in result] == ["job"]
+
+
+def test_threads_of_sessions_claim_every_item_once(db, subspace):
+    queue = Queue(subspace)
+    queue.enqueue_many(db, list(range(120)))
+    claimed: list[int] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        with queue.consumer(db, prefetch=1) as consumer:
+            while (lease := consumer.claim(30)) is not None:
+                queue.ack(db, lease)
+                with lock:
+                    claimed.append(lease.value)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(claimed) == list(range(120))
+
+
+def test_a_session_claim_checks_the_lease_before_anything_changes(db, subspace):
+    queue = Queue(subspace)
+    queue.enqueue(db, "x")
+    with queue.consumer(db) as consumer, pytest.raises((TypeError, ValueError)):
+        consumer.claim(-1)
+    assert queue.size(db) == 1

@@ -251,6 +251,30 @@ def session(
     return consumer
 
 
+def session_claims(
+    open_session: Callable[[Any, Any], AbstractContextManager[Any]],
+) -> Callable[[Any, Any], AbstractContextManager[Take]]:
+    """A :attr:`Mode.consumer` claiming through a consumer session, then acknowledging."""
+
+    @contextlib.contextmanager
+    def consumer(queue: Any, db: Any) -> Iterator[Take]:
+        with open_session(queue, db) as opened:
+
+            def take(wait: float | None) -> Any:
+                if wait is None:
+                    lease = opened.claim(LEASE_SECONDS)
+                else:
+                    lease = opened.claim(LEASE_SECONDS, block=True, timeout=wait)
+                if lease is None:
+                    return None
+                queue.ack(db, lease)
+                return lease.value
+
+            yield take
+
+    return consumer
+
+
 def enqueue_batch(queue: Any, db: Any, values: list[int]) -> None:
     queue.enqueue_many(db, values)
 
@@ -317,6 +341,14 @@ MODES = [
         ("queue",),
     ),
     Mode("claims", lambda s: Queue(s), enqueue_batch, calls(claim_and_ack), "claims", ("queue",)),
+    Mode(
+        "claims-session-prefetch",
+        lambda s: Queue(s),
+        enqueue_batch,
+        session_claims(lambda q, db: q.consumer(db, prefetch=1)),
+        "claims",
+        ("queue",),
+    ),
     Mode(
         "claims-high-contention",
         lambda s: Queue(s, high_contention=True),

@@ -37,12 +37,14 @@ order; the design measured in the project's contention research (rank-matched re
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 from collections.abc import Callable
 from typing import Any
 
 from fdbqueue import taking
+from fdbqueue.leases import Leases, check_lease_seconds
 from fdbqueue.store import ItemStore, check_count, check_seconds
 from fdbqueue.taking import MOVED_ASIDE
 from fdbqueue.transactional import is_database, run_in_retry_loop
@@ -58,6 +60,10 @@ STAMP_BYTES = 10
 _UNSET_STAMP = b"\x00" * STAMP_BYTES
 _VERSION = struct.Struct(">q")
 
+#: One take at a rank in a transaction: (TAKEN, what), (MOVED_ASIDE, None), or None when there
+#: is nothing for that rank.
+TakeAt = Callable[[Any, int], "tuple[str, Any] | None"]
+
 #: What an attempt found (the first element of its outcome).
 TAKEN, WAITING, REGISTERED, WITHDRAWN = "taken", "waiting", "registered", "withdrawn"
 
@@ -72,6 +78,7 @@ class Consumer:
     Args:
         store: the queue's item store.
         database: a Database (a session runs its own transactions).
+        leases: the queue's leases, for :meth:`claim`.
         prefetch: requests kept registered between calls (an int >= 0).
         abandon_after: seconds of versions after which an unrefreshed request of a dead
             session is cleared by others (> 0).
@@ -86,6 +93,7 @@ class Consumer:
         store: ItemStore,
         database: Any,
         *,
+        leases: Leases | None = None,
         prefetch: int = 0,
         abandon_after: float = DEFAULT_ABANDON_AFTER,
     ) -> None:
@@ -96,6 +104,7 @@ class Consumer:
         if seconds <= 0:
             raise ValueError(f"abandon_after must be > 0 seconds, not {abandon_after}")
         self.store = store
+        self.leases = leases
         self.database = database
         self.prefetch = int(prefetch)
         self.abandon_after = seconds
@@ -129,21 +138,54 @@ class Consumer:
         a versionstamped set, an atomic add); two with ``prefetch=0`` (the registration
         first). Conflicts: none between sessions while the matching holds.
         """
+        return self._call(self._dequeue_at, block, timeout)
+
+    def claim(self, lease: float, *, block: bool = False, timeout: float | None = None) -> Any:
+        """Lease the item this session's request is matched with (an expired lease's item
+        first, as :meth:`Queue.claim`), or None.
+
+        Args:
+            lease: seconds the lease lasts (measured with read versions).
+            block, timeout: as for :meth:`take`; a blocked claim also wakes when a lease
+                expires.
+
+        Returns:
+            A :class:`~fdbqueue.Lease`, or None.
+
+        Raises:
+            TypeError: the queue has no leases; and as for :meth:`take`.
+
+        Cost per item: as :meth:`take`, plus the lease's record and held value (two sets)
+        and a range read of expired leases.
+        """
+        if self.leases is None:
+            raise TypeError("this queue has no leases")
+        seconds = check_lease_seconds(lease)
+        return self._call(functools.partial(self._claim_at, seconds=seconds), block, timeout)
+
+    def _call(self, take_at: TakeAt, block: bool, timeout: float | None) -> Any:
         seconds = check_blocking_arguments(self.database, block, timeout)
         if self._closed:
             raise RuntimeError("this consumer session is closed")
         if not block:
-            return self._attempt_until_done(wait=False)
+            return self._attempt_until_done(take_at, wait=False)
         value = take_blocking(
             self.database,
-            lambda database, deadline: self._attempt_until_done(wait=True),
+            lambda database, deadline: self._attempt_until_done(take_at, wait=True),
             self.store.signal_key,
             seconds,
-            due_in=lambda: self.abandon_after / 3,  # wake to refresh our requests
+            due_in=self._wake_in,
         )
         if value is None and self.prefetch == 0:
             self._withdraw()
         return value
+
+    def _wake_in(self) -> float:
+        """Seconds until a blocked call should look again without a signal: to refresh its
+        requests, or when the first lease expires."""
+        wake = self.abandon_after / 3
+        expiry = None if self.leases is None else self.leases.seconds_until_expiry()
+        return wake if expiry is None else min(wake, expiry)
 
     def close(self) -> None:
         """Withdraw this session's requests (its reserved places return to the queue).
@@ -163,7 +205,7 @@ class Consumer:
 
     # -- one attempt ------------------------------------------------------------------------
 
-    def _attempt_until_done(self, wait: bool) -> Any:
+    def _attempt_until_done(self, take_at: TakeAt, wait: bool) -> Any:
         """Attempts until one takes an item or finds none for this session's rank."""
         attempts = 0
 
@@ -173,7 +215,7 @@ class Consumer:
             # The head is taken directly only while consumers do not collide: a retry, or
             # requests seen in line, send this session through the line for a while.
             fast = attempts == 1 and not self._contended
-            return self._attempt(tr, wait, fast)
+            return self._attempt(tr, take_at, wait, fast)
 
         while True:
             outcome, value = self.store.receipts.run(self.database, attempt)
@@ -185,7 +227,7 @@ class Consumer:
             # REGISTERED (our request is in line now) or MOVED_ASIDE: look again at once.
             attempts = 0
 
-    def _attempt(self, tr: Any, wait: bool, fast: bool) -> tuple[str, Any]:
+    def _attempt(self, tr: Any, take_at: TakeAt, wait: bool, fast: bool) -> tuple[str, Any]:
         read_version: int = tr.get_read_version().wait()
         requests = list(tr.snapshot.get_range(self.line, self.line_end))
         rank = 0
@@ -203,33 +245,49 @@ class Consumer:
             if self.prefetch == 0 and not requests and fast:
                 # Nobody in line: take the head as a plain dequeue would (one transaction);
                 # a request registered meanwhile conflicts on the item and retries.
-                taken = taking.take(self.store, tr, self._front_at(0), 1, moving=False)
-                if taken.items:
-                    self.store.add_to_size(tr, -1)
-                    return TAKEN, taken.items[0].value
-                if taken.moved_aside:
-                    return MOVED_ASIDE, None
+                outcome = take_at(tr, 0)
+                if outcome is not None:
+                    return outcome
                 if not wait:
                     return WITHDRAWN, None
             self._register(tr, max(1, self.prefetch))
             return REGISTERED, None
         mine = own[0]
         tr.add_read_conflict_key(mine.key)  # withdrawn as abandoned meanwhile: retry
-        taken = taking.take(self.store, tr, self._front_at(rank), 1, moving=False)
-        if taken.items:
-            del tr[mine.key]
-            self.store.add_to_size(tr, -1)
-            if self.prefetch and len(own) <= self.prefetch:
-                self._register(tr, self.prefetch - len(own) + 1)
-            return TAKEN, taken.items[0].value
-        if taken.moved_aside:
-            return MOVED_ASIDE, None
+        outcome = take_at(tr, rank)
+        if outcome is not None:
+            if outcome[0] == TAKEN:
+                del tr[mine.key]
+                if self.prefetch and len(own) <= self.prefetch:
+                    self._register(tr, self.prefetch - len(own) + 1)
+            return outcome
         if not wait and self.prefetch == 0:
             for request in own:
                 del tr[request.key]
             return WITHDRAWN, None
         self._refresh(tr, own, read_version)
         return WAITING, None
+
+    def _dequeue_at(self, tr: Any, rank: int) -> tuple[str, Any] | None:
+        """Take the item at ``rank``: (TAKEN, value), (MOVED_ASIDE, None) when only poison
+        moved aside, or None when there is no item for that rank."""
+        taken = taking.take(self.store, tr, self._front_at(rank), 1, moving=False)
+        if taken.items:
+            self.store.add_to_size(tr, -1)
+            return TAKEN, taken.items[0].value
+        return (MOVED_ASIDE, None) if taken.moved_aside else None
+
+    def _claim_at(self, tr: Any, rank: int, seconds: float) -> tuple[str, Any] | None:
+        """Lease an expired lease's item, else the item at ``rank`` (as :meth:`_dequeue_at`)."""
+        assert self.leases is not None
+
+        def take_items(tr: Any, n: int, budget: int | None) -> Any:
+            return taking.take(self.store, tr, self._front_at(rank), n, budget)
+
+        lease = self.leases.claim(tr, take_items, seconds)
+        if lease is MOVED_ASIDE:
+            return MOVED_ASIDE, None
+        return None if lease is None else (TAKEN, lease)
 
     def _front_at(self, rank: int) -> Callable[[Any, int], list[Any]]:
         """The take front of one rank: the item at ``rank`` (read with a snapshot read of

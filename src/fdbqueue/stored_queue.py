@@ -134,7 +134,13 @@ class StoredQueue:
             TypeError: ``database`` is not a Database; ValueError: a bad ``prefetch`` or
             ``abandon_after``.
         """
-        return Consumer(self._store, database, prefetch=prefetch, abandon_after=abandon_after)
+        return Consumer(
+            self._store,
+            database,
+            leases=getattr(self, "_leases", None),
+            prefetch=prefetch,
+            abandon_after=abandon_after,
+        )
 
     @transactional
     def pending_requests(self, tr: TransactionContext, limit: int = 10_000) -> int:
