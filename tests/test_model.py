@@ -160,11 +160,7 @@ class QueueModel(RuleBasedStateMachine):
         """The value a take from that end returns, moving poison items before it to the
         dead letters (as the queue does); None when nothing decodable is queued."""
         while self.queued:
-            if max_end:
-                top = max(priority for priority, _, _ in self.queued)
-                entry = next(e for e in self.queued if e[0] == top)
-            else:
-                entry = self.queued[0]
+            entry = self.end_entry(max_end)
             if not is_poison(entry[2]):
                 return entry[2]
             self.queued.remove(entry)
@@ -305,17 +301,20 @@ class QueueModel(RuleBasedStateMachine):
             return LeaseExpiredError
         return None
 
+    def end_entry(self, max_end: bool) -> tuple[int, int, object]:
+        """The queued entry a take from that end meets first."""
+        if max_end:
+            top = max(priority for priority, _, _ in self.queued)
+            return next(e for e in self.queued if e[0] == top)
+        return self.queued[0]
+
     def after_timed_out_take(self, max_end: bool = False) -> None:
         """A take that raised 1031 took no item, but the transactions it committed before
         that one may have moved poison items at its end to the dead letters (housekeeping
         that each commits on its own, then the take goes on)."""
         real = self.queue.size(self.db)
         while len(self.queued) > real:
-            if max_end:
-                top = max(priority for priority, _, _ in self.queued)
-                entry = next(e for e in self.queued if e[0] == top)
-            else:
-                entry = self.queued[0]
+            entry = self.end_entry(max_end)
             if not is_poison(entry[2]):
                 break
             self.queued.remove(entry)
