@@ -146,3 +146,24 @@ class BytesDescriptionError(Exception):
 
     def __str__(self) -> str:
         return f"{self.description!r} ({self.code})"
+
+
+class PoisonCodec:
+    """A raw codec whose values starting with b"!" cannot be decoded (poison items)."""
+
+    def encode(self, value: bytes) -> bytes:
+        return value
+
+    def decode(self, raw: bytes) -> bytes:
+        if raw.startswith(b"!"):
+            raise ValueError("poison")
+        return raw
+
+
+def run_threads(target: Callable[[], object], count: int, timeout: float = 60) -> None:
+    """Run ``target`` in ``count`` threads at once and join them (``timeout`` s each)."""
+    threads = [threading.Thread(target=target) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)

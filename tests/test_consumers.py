@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from helpers import despite_timeouts, run
+from helpers import despite_timeouts, run, run_threads
 
 from fdbqueue import PriorityQueue, Queue, memory
 
@@ -67,11 +67,7 @@ def test_threads_of_sessions_deliver_every_item_once(db, subspace, prefetch):
                 with lock:
                     taken.append(value)
 
-    threads = [threading.Thread(target=consume) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    run_threads(consume, 8)
     assert sorted(taken) == items
     assert queue.size(db) == 0
     assert line_requests(db, queue) == []
@@ -90,11 +86,7 @@ def test_sessions_under_contention_do_not_conflict():
             while (value := consumer.take()) is not None:
                 taken.append(value)
 
-    threads = [threading.Thread(target=consume) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    run_threads(consume, 8)
     assert sorted(taken) == list(range(160))
     assert db.stats()["conflicts"] <= 0.1 * 160
 
@@ -197,11 +189,7 @@ def test_under_every_fault_kind_sessions_deliver_every_item_once(prefetch):
                 taken.append(value)
         despite_timeouts(consumer.close)
 
-    threads = [threading.Thread(target=consume) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
+    run_threads(consume, 4, timeout=120)
     db.faults = memory.Faults()
     db.settle()
     # Anything a dead reservation held is taken by a last, fault-free session.
@@ -256,11 +244,7 @@ def test_threads_of_sessions_claim_every_item_once(db, subspace):
                 with lock:
                     claimed.append(lease.value)
 
-    threads = [threading.Thread(target=work) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    run_threads(work, 6)
     assert sorted(claimed) == list(range(120))
 
 

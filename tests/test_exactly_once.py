@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from helpers import all_keys, despite_timeouts
+from helpers import PoisonCodec, all_keys, despite_timeouts
 
 from fdbqueue import LeaseError, PriorityQueue, Queue, Subspace, memory
 from fdbqueue.receipts import RECEIPT_LIFETIME, Receipts, UnknownResultError
@@ -278,18 +278,6 @@ def test_under_every_fault_kind_leases_are_acknowledged_once():
     assert db.stats()["injected_recovery"] > 0 and db.stats()["injected_timed_out"] > 0
 
 
-class _Poison:
-    """A codec whose values starting with b"!" cannot be decoded."""
-
-    def encode(self, value: bytes) -> bytes:
-        return value
-
-    def decode(self, raw: bytes) -> bytes:
-        if raw.startswith(b"!"):
-            raise ValueError("poison")
-        return raw
-
-
 @pytest.mark.parametrize("operation", ["dequeue", "dequeue_many", "claim"])
 def test_a_take_that_only_moved_poison_aside_is_exactly_once_too(operation):
     """A take that found only poison wrote (the move to the dead letters) though it returns
@@ -298,7 +286,7 @@ def test_a_take_that_only_moved_poison_aside_is_exactly_once_too(operation):
     outcomes = set()
     for seed in range(300):
         db = memory.open(seed=seed)
-        queue = Queue(Subspace(("poison",)), codec=_Poison())
+        queue = Queue(Subspace(("poison",)), codec=PoisonCodec())
         queue.enqueue(db, b"!bad")
         db.faults = memory.Faults(timed_out=0.5)
         try:

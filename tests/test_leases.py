@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from helpers import all_keys, despite_timeouts, raises_fdb_error
+from helpers import PoisonCodec, all_keys, despite_timeouts, raises_fdb_error
 
 from fdbqueue import (
     DeadLetter,
@@ -233,18 +233,6 @@ def test_an_expired_lease_cannot_be_extended(db, queue):
 # -- blocking claims, claim_many, ack_many ------------------------------------------------------
 
 
-class _Poison:
-    """A raw codec whose values starting with b"!" cannot be decoded (poison items)."""
-
-    def encode(self, value: bytes) -> bytes:
-        return value
-
-    def decode(self, raw: bytes) -> bytes:
-        if raw.startswith(b"!"):
-            raise ValueError("poison")
-        return raw
-
-
 def _claim_in_thread(call):
     """Start ``call()`` in a thread; return the thread and the list its result lands in."""
     result: list[object] = []
@@ -433,7 +421,9 @@ def test_priority_claim_many_takes_from_either_end(db, subspace):
 def test_claim_many_takes_what_repeated_claims_would(db, subspace):
     """Expired leases (soonest expiry first), dead letters past max_deliveries and poison
     moved aside on the way, then the front: the same items, in the same order, as claims."""
-    queues = [Queue(subspace[name], codec=_Poison(), max_deliveries=2) for name in ("one", "all")]
+    queues = [
+        Queue(subspace[name], codec=PoisonCodec(), max_deliveries=2) for name in ("one", "all")
+    ]
     for queue in queues:
         queue.enqueue_many(db, [b"a", b"b", b"c", b"!poison", b"d", b"e", b"f"])
         queue.claim(db, lease=1)  # "a": expires twice, then a dead letter

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import fdb.tuple
+from fdb.subspace_impl import Subspace
 
 from fdbqueue.codecs import decode_or_undecodable, describe_error
 from fdbqueue.deadletters import DeadLetter
@@ -206,6 +207,7 @@ class Leases:
         self.leases = store.metadata["leases"]
         self.leases_begin: bytes = self.leases.range().start
         self.leases_end: bytes = self.leases.range().stop
+        self.holds = LeaseHolds(store, self.leases)
         # monotonic time the first lease the last empty-handed claim saw expires (a hint)
         self._wake_at: float | None = None
 
@@ -407,6 +409,40 @@ class Leases:
         tr[key] = fdb.tuple.pack((item_key, deliveries, held_id))
         return Lease(value, lease_id.hex(), deliveries, expiry_version, key)
 
+    def in_flight(self, tr: TransactionContext, limit: int) -> list[Lease]:
+        """Up to ``limit`` leases, soonest expiry first (expired and released ones included).
+
+        A value the codec cannot decode is shown as an :class:`~fdbqueue.Undecodable`.
+        Cost: one snapshot range read and one snapshot point read per lease (issued
+        together); no conflicts.
+        """
+        reader: Any = getattr(tr, "snapshot", tr)
+        records = list(reader.get_range(self.leases_begin, self.leases_end, limit=limit))
+        unpacked = [fdb.tuple.unpack(bytes(kv.value)) for kv in records]
+        values = [self.store.held.get(reader, held_id) for _key, _n, held_id in unpacked]
+        found = []
+        for kv, (_item_key, deliveries, _held_id), stored in zip(
+            records, unpacked, values, strict=True
+        ):
+            expiry_version, lease_id = self.leases.unpack(kv.key)
+            value = decode_or_undecodable(self.store.codec, bytes(stored))
+            found.append(Lease(value, lease_id.hex(), deliveries, expiry_version, kv.key))
+        return found
+
+
+class LeaseHolds:
+    """What a lease holder does with a held lease: acknowledge it (alone or several at
+    once), release it or extend it; each first checks that the lease is still held.
+
+    Args:
+        store: the queue's items and metadata.
+        leases: the subspace of the lease records (:class:`Leases`).
+    """
+
+    def __init__(self, store: ItemStore, leases: Subspace) -> None:
+        self.store = store
+        self.leases = leases
+
     def check(self, lease: Any, action: str) -> None:
         """Check that ``lease`` is a Lease of this queue (no database access).
 
@@ -516,26 +552,6 @@ class Leases:
         tr[key] = record
         return Lease(lease.value, lease.id, lease.deliveries, expiry_version, key)
 
-    def in_flight(self, tr: TransactionContext, limit: int) -> list[Lease]:
-        """Up to ``limit`` leases, soonest expiry first (expired and released ones included).
-
-        A value the codec cannot decode is shown as an :class:`~fdbqueue.Undecodable`.
-        Cost: one snapshot range read and one snapshot point read per lease (issued
-        together); no conflicts.
-        """
-        reader: Any = getattr(tr, "snapshot", tr)
-        records = list(reader.get_range(self.leases_begin, self.leases_end, limit=limit))
-        unpacked = [fdb.tuple.unpack(bytes(kv.value)) for kv in records]
-        values = [self.store.held.get(reader, held_id) for _key, _n, held_id in unpacked]
-        found = []
-        for kv, (_item_key, deliveries, _held_id), stored in zip(
-            records, unpacked, values, strict=True
-        ):
-            expiry_version, lease_id = self.leases.unpack(kv.key)
-            value = decode_or_undecodable(self.store.codec, bytes(stored))
-            found.append(Lease(value, lease_id.hex(), deliveries, expiry_version, kv.key))
-        return found
-
 
 class Leasing:
     """The lease and dead-letter methods :class:`~fdbqueue.Queue` and
@@ -641,7 +657,7 @@ class Leasing:
         seen: set[bytes] = set()
         size = 0
         for lease in batch:
-            self._leases.check(lease, action)
+            self._leases.holds.check(lease, action)
             if lease.key in seen:
                 raise ValueError(f"{action}: lease {lease.id} is given twice")
             seen.add(lease.key)
@@ -657,7 +673,7 @@ class Leasing:
 
     @exactly_once
     def _ack_many(self, tr: TransactionContext, leases: list[Lease]) -> None:
-        self._leases.ack_many(tr, leases)
+        self._leases.holds.ack_many(tr, leases)
 
     @exactly_once
     def ack(self, tr: TransactionContext, lease: Lease) -> None:
@@ -679,7 +695,7 @@ class Leasing:
         when a commit's outcome is unknown (:mod:`fdbqueue.receipts`). Cost: one point read
         (a read conflict on the lease) and two clears.
         """
-        self._leases.ack(tr, lease)
+        self._leases.holds.ack(tr, lease)
 
     @exactly_once
     def release(self, tr: TransactionContext, lease: Lease) -> None:
@@ -689,7 +705,7 @@ class Leasing:
         kept, so releasing counts towards ``max_deliveries``. Cost: one point read, one
         clear, one set.
         """
-        self._leases.release(tr, lease)
+        self._leases.holds.release(tr, lease)
 
     def extend(self, tr: TransactionContext, lease: Lease, seconds: float) -> Lease:
         """Keep a claimed item longer: its lease now expires ``seconds`` after this call's
@@ -710,7 +726,7 @@ class Leasing:
 
     @exactly_once
     def _extend(self, tr: TransactionContext, lease: Lease, seconds: float) -> Lease:
-        return self._leases.extend(tr, lease, seconds)
+        return self._leases.holds.extend(tr, lease, seconds)
 
     @transactional
     def leases(self, tr: TransactionContext, limit: int = 100) -> list[Lease]:
