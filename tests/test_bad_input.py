@@ -100,7 +100,8 @@ CONSTRUCTIONS = {
     "exactly_once not a bool": (lambda: PriorityQueue(("q",), exactly_once=1), TypeError),
     "abandon_after nan": (lambda: Queue(("q",), abandon_after=float("nan")), ValueError),
     "abandon_after inf": (lambda: Queue(("q",), abandon_after=float("inf")), ValueError),
-    "batch_size float": (lambda: Queue(("q",), batch_size=8.0), TypeError),
+    "abandon_after over a day": (lambda: Queue(("q",), abandon_after=86_401), ValueError),
+    "abandon_after a string": (lambda: PriorityQueue(("q",), abandon_after="5"), TypeError),
     "prefix too long": (lambda: Queue(Subspace(rawPrefix=b"p" * 9_900)), ValueError),
     "prefix in the system keys": (lambda: Queue(Subspace(rawPrefix=b"\xffq")), ValueError),
 }
@@ -114,16 +115,19 @@ def test_a_queue_with_bad_arguments_is_refused(name):
 
 
 def test_the_longest_accepted_prefix_works_on_every_path():
-    """Dead letters, leases and staging keys derived from the longest prefix still fit."""
+    """Dead letters, leases and requests in line derived from the longest prefix still fit."""
     db = memory.open()
     queue = Queue(Subspace(rawPrefix=b"p" * 9_872), high_contention=True, max_deliveries=1)
-    queue.enqueue_many(db, ["a", "b"])
+    queue.enqueue_many(db, ["a", "b", "c"])
+    with queue.consumer(db, prefetch=2) as session:
+        assert session.take() == "a"  # registered, took, and registered two more requests
+        assert queue.requests_in_line(db) == 2
     assert queue.claim(db, lease=1) is not None
     db.advance_time(2)
-    assert queue.claim(db, lease=1).value == "b"  # "a" ran out of deliveries: a dead letter
-    assert [letter.value for letter in queue.dead_letters(db)] == ["a"]
+    assert queue.claim(db, lease=1).value == "c"  # "b" ran out of deliveries: a dead letter
+    assert [letter.value for letter in queue.dead_letters(db)] == ["b"]
     assert queue.requeue_dead_letters(db) == 1
-    assert queue.dequeue(db) == "a"
+    assert queue.dequeue(db) == "b"
 
 
 def test_an_infinite_timeout_waits_without_limit_and_a_huge_one_does_not_overflow(db, subspace):

@@ -113,11 +113,10 @@ def test_defaults():
     assert given.modes == [
         "plain",
         "high-contention",
-        "session",
-        "session-prefetch",
+        "high-contention-prefetch",
         "claims",
-        "claims-session-prefetch",
         "claims-high-contention",
+        "claims-high-contention-prefetch",
     ]
     assert (given.grv, given.read, given.commit) == (0.001, 0.0005, 0.003)
 

@@ -67,7 +67,7 @@ def test_info_reports_size_oldest_requests_leases_and_dead_letters(db, subspace)
     assert facts == {
         "size": 0,
         "oldest": None,
-        "pending_requests": 0,
+        "requests_in_line": 0,
         "leases": 2,
         "dead_letters": 1,
     }

@@ -372,7 +372,9 @@ def test_get_approximate_size_is_what_the_commit_checks():
 
 def test_memory_imports_nothing_else_from_fdbqueue():
     package = pathlib.Path(memory.__file__).parent
-    pattern = re.compile(r"fdbqueue\.(transactional|queue|store|staging|receipts|leases|codecs)")
+    pattern = re.compile(
+        r"fdbqueue\.(transactional|queue|store|consumers|ends|receipts|leases|codecs)"
+    )
     for path in package.glob("*.py"):
         assert not pattern.search(path.read_text()), path.name
 

@@ -9,9 +9,10 @@ a codec that refuses some of its own values, poison items. After every step, eve
 enqueued is in exactly one place: still queued, leased, a dead letter, consumed or cleared;
 and what the queue returns matches the model exactly.
 
-``DyingConsumersModel`` adds consumers that die at every step of the high-contention protocol
-and of leases; there, order is checked as a multiset, and at the end, once the abandoned items
-fall due, ordinary calls must drain every item exactly once: nothing stranded.
+``DyingConsumersModel`` adds consumer sessions that die at every step of taking in line, and
+lease workers that die holding leases; there, order is checked as a multiset, and at the end,
+once dead sessions' requests are abandoned and leases expired, calls in line and claims must
+drain every item exactly once: nothing stranded, nobody left in line.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from fdbqueue import (
     Undecodable,
     memory,
 )
-from fdbqueue.staging import Staging
+from fdbqueue.transactional import run_in_retry_loop
 
 FAULTS = memory.Faults(
     not_committed=0.1,
@@ -268,7 +269,8 @@ class QueueModel(RuleBasedStateMachine):
         redeliverable = {lease_id for lease_id in self.expired if lease_id in self.leases}
         if lease is None:
             assert self.front() is None
-            assert all(self.leases[i][0].deliveries >= MAX_DELIVERIES for i in redeliverable)
+            if not self.recovered:  # (a recovery after the claim's read expired leases since)
+                assert all(self.leases[i][0].deliveries >= MAX_DELIVERIES for i in redeliverable)
             self._sync_dead_letters(redeliverable)
             return
         if lease.deliveries == 1:  # a fresh item: the queue's next one
@@ -431,12 +433,13 @@ class QueueModel(RuleBasedStateMachine):
 
 
 class DyingConsumersModel(RuleBasedStateMachine):
-    """High-contention consumers and lease workers that die at every step of their protocol.
+    """Consumer sessions in line and lease workers that die at every step.
 
-    Order is checked as a multiset here (an item served to a consumer that died comes back
-    at its original key, which may sort anywhere once indexes restarted). At the end, time
-    passes beyond ``abandon_after`` and every lease, and ordinary calls (plain and staged,
-    blocking or not, claims) must drain every item exactly once.
+    A session dies right after registering its request, in the middle of a take (built,
+    never committed), or holding the places its prefetch reserved (never closed). Order is
+    checked as a multiset here. At the end, time passes beyond ``abandon_after`` and every
+    lease, and calls in line (whose way dead sessions' requests must not block), then
+    claims, must drain every item exactly once: nothing stranded, nobody left in line.
     """
 
     kind = "queue"
@@ -451,15 +454,19 @@ class DyingConsumersModel(RuleBasedStateMachine):
         subspace = Subspace(("dying-model",))
         make: Any = Queue if self.kind == "queue" else PriorityQueue
         options = {"abandon_after": self.ABANDON_AFTER, "max_deliveries": None}
-        self.staged = make(subspace, high_contention=True, **options)
+        self.in_line = make(subspace, high_contention=True, **options)
         self.plain = make(subspace, **options)
         self.counter = itertools.count()
         self.everything: set[object] = set()
         self.delivered: list[object] = []
+        self.sessions: list[Any] = []
 
-    def staging(self) -> Staging:
-        stagings = self.staged._staging
-        return stagings if isinstance(stagings, Staging) else stagings[False]
+    def take_in_line(self) -> Any:
+        queue = self.in_line
+        return queue.dequeue(self.db) if self.kind == "queue" else queue.pop_min(self.db)
+
+    def session(self, prefetch: int) -> Any:
+        return self.in_line.consumer(self.db, prefetch=prefetch, abandon_after=self.ABANDON_AFTER)
 
     def deliver(self, value: object) -> None:
         if value is not None and value is not TIMED_OUT:
@@ -471,48 +478,55 @@ class DyingConsumersModel(RuleBasedStateMachine):
         for _ in range(count):
             value = ("v", next(self.counter))
             push = (
-                (lambda v=value: self.staged.enqueue(self.db, v))
+                (lambda v=value: self.plain.enqueue(self.db, v))
                 if self.kind == "queue"
-                else (lambda v=value: self.staged.push(self.db, v, priority=v[1] % 3))
+                else (lambda v=value: self.plain.push(self.db, v, priority=v[1] % 3))
             )
             if or_timed_out(push) is not TIMED_OUT:
                 self.everything.add(value)
 
-    @rule(staged=st.booleans())
-    def consume(self, staged: bool) -> None:
-        queue = self.staged if staged else self.plain
-        take = queue.dequeue if self.kind == "queue" else queue.pop_min
-        self.deliver(or_timed_out(lambda: take(self.db)))
+    @rule(in_line=st.booleans())
+    def consume(self, in_line: bool) -> None:
+        take = (
+            self.take_in_line
+            if in_line
+            else lambda: (
+                self.plain.dequeue(self.db) if self.kind == "queue" else self.plain.pop_min(self.db)
+            )
+        )
+        self.deliver(or_timed_out(take))
+
+    @rule(prefetch=st.integers(0, 2))
+    def open_session(self, prefetch: int) -> None:
+        self.sessions.append(self.session(prefetch))
+
+    @precondition(lambda self: self.sessions)
+    @rule(data=st.data())
+    def session_takes(self, data: st.DataObject) -> None:
+        session = data.draw(st.sampled_from(self.sessions))
+        self.deliver(or_timed_out(session.take))
+
+    @precondition(lambda self: self.sessions)
+    @rule(data=st.data(), dies=st.booleans())
+    def session_ends(self, data: st.DataObject, dies: bool) -> None:
+        """It closes, or dies holding what its prefetch reserved (never closed)."""
+        session = data.draw(st.sampled_from(self.sessions))
+        self.sessions.remove(session)
+        if not dies:
+            or_timed_out(session.close)
 
     @rule()
     def die_after_registering(self) -> None:
-        or_timed_out(lambda: self.staging()._register(self.db))
+        session = self.session(1)
+        or_timed_out(lambda: run_in_retry_loop(self.db, lambda tr: session._register(tr, 1)))
 
-    @rule()
-    def die_after_being_served(self) -> None:
-        staging = self.staging()
-        if or_timed_out(lambda: staging._register(self.db)) is not TIMED_OUT:
-            or_timed_out(lambda: staging.serve(self.db))
-
-    @rule()
-    def die_while_collecting(self) -> None:
-        staging = self.staging()
-        request = or_timed_out(lambda: staging._register(self.db))
-        if request is TIMED_OUT:
-            return
-        or_timed_out(lambda: staging.serve(self.db))
+    @rule(prefetch=st.integers(0, 2))
+    def die_in_the_middle_of_a_take(self, prefetch: int) -> None:
+        session = self.session(prefetch)
+        or_timed_out(lambda: run_in_retry_loop(self.db, lambda tr: session._register(tr, 1)))
         tr = self.db.create_transaction()
         with contextlib.suppress(memory.FDBError):
-            staging._collect_or_watch(tr, request)  # collected, never committed
-        tr.cancel()
-
-    @rule()
-    def leader_dies_while_serving(self) -> None:
-        staging = self.staging()
-        or_timed_out(lambda: staging._register(self.db))
-        tr = self.db.create_transaction()
-        with contextlib.suppress(memory.FDBError):
-            staging._serve_batch(tr, hand_over=True)  # served, never committed
+            session._attempt(tr, session._dequeue_at, wait=False, fast=False)  # never committed
         tr.cancel()
 
     @rule(ack=st.booleans())
@@ -537,10 +551,12 @@ class DyingConsumersModel(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.db.faults = memory.Faults()
         self.db.settle()
-        self.db.advance_time(self.ABANDON_AFTER + 3)  # everything abandoned falls due
-        take = self.plain.dequeue if self.kind == "queue" else self.plain.pop_min
-        while (value := take(self.db)) is not None:
+        for session in self.sessions:  # the sessions still alive close
+            session.close()
+        self.db.advance_time(self.ABANDON_AFTER + 3)  # dead sessions' requests abandoned
+        while (value := self.take_in_line()) is not None:
             self.deliver(value)
+        assert self.in_line.requests_in_line(self.db) == 0, "a dead session still holds a place"
         while (lease := self.plain.claim(self.db, lease=30)) is not None:
             self.plain.ack(self.db, lease)
             self.deliver(lease.value)

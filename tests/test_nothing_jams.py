@@ -13,7 +13,6 @@ import pytest
 from helpers import all_keys
 
 from fdbqueue import PriorityQueue, Queue, Subspace, Undecodable, memory, transactional
-from fdbqueue.staging import Staging
 
 BIG_VALUES = {
     "100,000 bytes": b"x" * 100_000,
@@ -62,84 +61,49 @@ def test_a_value_enqueue_accepts_travels_every_lease_path(name):
     assert queue.dequeue(db) == value
 
 
-@pytest.mark.parametrize("name", list(BIG_VALUES))
-@pytest.mark.parametrize("kind", ["queue", "priority"])
-def test_a_value_enqueue_accepts_can_be_served_and_collected(db, subspace, name, kind):
-    """Serving and collecting, on both backends (giving back after abandon_after: below)."""
-    value = BIG_VALUES[name]
+def big_line_queue(db, subspace, kind, value, **options):
+    """A high-contention queue holding ``value`` twice, and its take (pop_max for a priority
+    queue, whose max end reads in batches of its own)."""
     if kind == "queue":
-        queue = Queue(subspace, codec="raw", high_contention=True)
+        queue = Queue(subspace, codec="raw", high_contention=True, **options)
         queue.enqueue_many(db, [value, value])
-        staging: Staging = queue._staging  # type: ignore[attr-defined]
-    else:
-        queue = PriorityQueue(subspace, codec="raw", high_contention=True)
-        queue.push(db, value, priority=1)
-        queue.push(db, value, priority=1)
-        staging = queue._staging[True]  # type: ignore[attr-defined]
-    live = staging._register(db)
-    assert staging.serve(db) == 1  # one request: one value moves to its result slot
-    assert queue.size(db) == 2  # counted while served and not collected
-    tr = db.create_transaction()
-    assert staging._collect_or_watch(tr, live) == ("done", value)
-    tr.commit().wait()
-    assert queue.size(db) == 1
-    take = queue.dequeue if kind == "queue" else queue.pop_max
-    assert take(db) == value
-    assert queue.size(db) == 0
+        return queue, queue.dequeue, {}
+    queue = PriorityQueue(subspace, codec="raw", high_contention=True, **options)
+    queue.push(db, value, priority=1)
+    queue.push(db, value, priority=1)
+    return queue, queue.pop_max, {"max": True}
 
 
 @pytest.mark.parametrize("name", list(BIG_VALUES))
 @pytest.mark.parametrize("kind", ["queue", "priority"])
-def test_a_value_enqueue_accepts_can_be_served_collected_and_given_back(name, kind):
-    """Memory only: the dead consumer's result falls due through db.advance_time()."""
+def test_a_value_enqueue_accepts_can_be_taken_in_line(db, subspace, name, kind):
+    """In line, with and without prefetch, on both backends (a dead session's reservation
+    coming back after abandon_after: below)."""
+    value = BIG_VALUES[name]
+    queue, take, end = big_line_queue(db, subspace, kind, value)
+    with queue.consumer(db, prefetch=1, **end) as session:
+        assert session.take() == value  # registers, then takes and reserves the next
+        assert queue.requests_in_line(db) == 1
+    assert queue.requests_in_line(db) == 0  # closing returned the reservation
+    assert take(db) == value  # one call in line: nobody else is, so one transaction
+    assert queue.size(db) == 0 and take(db) is None
+
+
+@pytest.mark.parametrize("name", list(BIG_VALUES))
+@pytest.mark.parametrize("kind", ["queue", "priority"])
+def test_a_dead_sessions_reservation_holds_the_line_only_until_abandon_after(name, kind):
+    """Memory only: the dead session's requests are abandoned through db.advance_time()."""
     value = BIG_VALUES[name]
     db = memory.open()
-    subspace = Subspace(("big-staged",))
-    if kind == "queue":
-        queue = Queue(subspace, codec="raw", high_contention=True, abandon_after=1)
-        queue.enqueue_many(db, [value, value])
-        staging: Staging = queue._staging  # type: ignore[attr-defined]
-    else:
-        queue = PriorityQueue(subspace, codec="raw", high_contention=True, abandon_after=1)
-        queue.push(db, value, priority=1)
-        queue.push(db, value, priority=1)
-        staging = queue._staging[True]  # type: ignore[attr-defined]
-    dead = staging._register(db)  # a consumer that will die
-    live = staging._register(db)
-    assert staging.serve(db) == 2  # both values move to result slots
-    tr = db.create_transaction()
-    assert staging._collect_or_watch(tr, live) == ("done", value)
-    tr.commit().wait()
-    db.advance_time(2)  # the dead consumer's result falls due
-    take = queue.dequeue if kind == "queue" else queue.pop_max
-    assert take(db) == value  # given back and taken by an ordinary call
-    assert queue.size(db) == 0
-    assert staging._collect_or_watch(db.create_transaction(), dead)[0] == "lost"
-
-
-def test_a_serving_transaction_caps_itself_by_bytes(db, subspace):
-    """batch_size=200 and 90 KB items would be an 18 MB transaction; it serves in parts."""
-    queue = Queue(subspace, codec="raw", high_contention=True, batch_size=200)
-    values = [bytes([n]) * 90_000 for n in range(120)]
-    for start in range(0, 120, 40):
-        queue.enqueue_many(db, values[start : start + 40])
-    staging: Staging = queue._staging  # type: ignore[attr-defined]
-    requests = [staging._register(db) for _ in range(120)]
-    first = staging.serve(db)
-    assert 0 < first < 120  # capped by bytes, not by batch_size
-    served = first
-    while served < 120:
-        progress = staging.serve(db)
-        assert progress > 0
-        served += progress
-    collected = []
-    for request in requests:
-        tr = db.create_transaction()
-        state, value = staging._collect_or_watch(tr, request)
-        tr.commit().wait()
-        assert state == "done"
-        collected.append(value)
-    assert collected == values
+    queue, take, end = big_line_queue(db, Subspace(("big-line",)), kind, value, abandon_after=1)
+    dead = queue.consumer(db, prefetch=2, abandon_after=1, **end)
+    assert dead.take() == value  # then it dies holding two places (never closed)
+    assert queue.requests_in_line(db) == 2
+    assert take(db) is None  # its reservation holds the only item left
+    assert queue.size(db) == 1 and queue.requests_in_line(db) == 2  # it withdrew its own
+    db.advance_time(2)  # the dead session's requests are now abandoned
+    assert take(db) == value  # cleared on the way, and the item taken
+    assert queue.size(db) == 0 and queue.requests_in_line(db) == 0
 
 
 def test_requeue_dead_letters_with_its_default_limit_splits_into_transactions():
@@ -224,19 +188,20 @@ def test_a_poison_item_at_either_end_of_a_priority_queue_goes_aside(db, subspace
     assert len(queue.dead_letters(db)) == 1
 
 
-def test_a_poison_item_served_to_a_high_contention_consumer_goes_aside(db, subspace):
+def test_a_poison_item_reserved_in_line_goes_aside(db, subspace):
+    """A session reserved the place of an item that became undecodable meanwhile: its next
+    take moves the item to the dead letters and goes on behind it (here: none decodable)."""
     queue, codec = poisoned(db, subspace, high_contention=True)
     codec.refused = set()
-    staging: Staging = queue._staging  # type: ignore[attr-defined]
-    request = staging._register(db)
-    staging.serve(db)  # the first item moves to the request's result slot
-    codec.refused = {1}  # and only then becomes undecodable
-    tr = db.create_transaction()
-    state, _value = staging._collect_or_watch(tr, request)
-    tr.commit().wait()
-    assert state == "poison"  # the consumer asks again; the item is a dead letter
-    assert len(queue.dead_letters(db)) == 1
-    assert queue.dequeue(db) == {"version": 2, "n": 1}
+    with queue.consumer(db, prefetch=2) as session:
+        assert session.take() == {"version": 1, "n": 0}  # and reserves the next two places
+        codec.refused = {2}  # every item left becomes undecodable
+        assert session.take() is None  # all three moved aside, in one take
+    assert len(queue.dead_letters(db)) == 3
+    assert queue.size(db) == 0 and queue.requests_in_line(db) == 0
+    assert queue.requeue_dead_letters(db) == 3
+    codec.refused = set()
+    assert sorted(value["n"] for value in queue.dequeue_many(db, 5)) == [1, 2, 3]
 
 
 @pytest.mark.memory_only("expires the lease with db.advance_time()")
@@ -289,11 +254,14 @@ def test_items_of_a_nested_queue_give_a_clear_error_and_change_nothing(db, subsp
     assert inner.dequeue_many(db, 5) == ["inner-1", "inner-2"]
 
 
-def test_a_staged_dequeue_with_a_short_timeout_does_not_wait_behind_a_dead_requester(db, subspace):
+def test_a_dequeue_in_line_with_a_short_timeout_does_not_wait_behind_a_dead_session(db, subspace):
     queue = Queue(subspace, high_contention=True)
-    staging: Staging = queue._staging  # type: ignore[attr-defined]
-    staging._register(db)  # first in line, then dies
+    dead = queue.consumer(db, prefetch=1)
+    assert dead.take() is None  # first in line, then dies (never closed)
     started = time.monotonic()
     assert queue.dequeue(db, block=True, timeout=0.05) is None
     assert time.monotonic() - started < 0.5
-    assert queue.pending_requests(db) == 1  # its own request was withdrawn
+    assert queue.requests_in_line(db) == 1  # its own request was withdrawn
+    queue.enqueue(db, "x")
+    assert queue.dequeue(db) is None  # the dead session's place, for abandon_after seconds
+    assert dead.take() == "x"  # (it was not dead after all)

@@ -1,10 +1,12 @@
 """Threaded soak: producers, crashing consumers and lease workers under every fault kind.
 
 Sixteen threads share one high-contention queue on the in-memory database: 4 producers
-enqueue, 6 consumers dequeue, and 6 lease workers claim, then acknowledge, release, or
-"crash" (let the lease expire). High-contention consumers crash too, at every step of the
-staging protocol: right after registering a request, right after serving a batch as leader,
-and after collecting a result but before committing it. 5% of writing commits fail with each
+enqueue, 6 consumers take in line (3 with one call each, 3 through consumer sessions with
+prefetch 0 or 1), and 6 lease workers claim, then acknowledge, release, or "crash" (let the
+lease expire). Consumers crash too, at every step of taking in line: right after their
+request's registration committed, in the middle of a take (built, never committed), and,
+sessions, holding the places their prefetch reserved (never closed). 5% of writing commits
+fail with each
 fault kind: 1020, 1021 (applied or not), 1007, 1031 (dropped, or left in flight to land
 later) and a recovery (1021 and versions 100 s ahead). A call that raises 1031 took no effect
 and is made again.
@@ -12,25 +14,28 @@ and is made again.
 The check: every item was acknowledged or dequeued exactly once (none lost, none twice), an
 item was delivered again only after its previous lease expired or was released, no call raised
 UnknownResultError, and after time passes beyond every lease and ``abandon_after``, nothing is
-stranded (no item left in a result slot or a lease, size 0). CI runs a short soak;
+stranded (no item left in a lease, nobody left in line, size 0). CI runs a short soak;
 ``FDBQUEUE_SOAK_ITEMS=20000 pytest -s tests/test_soak.py`` runs a long one and prints its figures.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import os
 import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import fdb.tuple
 from helpers import despite_timeouts
 
 from fdbqueue import LeaseError, Queue, Subspace, UnknownResultError, memory
-from fdbqueue.staging import Staging
+from fdbqueue.consumers import REGISTERED, Consumer
 
 ITEMS = int(os.environ.get("FDBQUEUE_SOAK_ITEMS", "400"))
 FAULTS = memory.Faults(
@@ -43,7 +48,7 @@ FAULTS = memory.Faults(
 LATENCY = memory.Latency(grv=0.0002, read=0.0001, commit=0.0005)
 LEASE_SECONDS = 0.2
 ABANDON_AFTER = 1.0
-CRASH_CHANCE = 0.02  # per step of the staging protocol
+CRASH_CHANCE = 0.02  # per step of taking in line
 VERSIONS_PER_SECOND = 1_000_000
 
 
@@ -51,31 +56,35 @@ class Crash(Exception):
     """A consumer dies here: it stops without cleaning anything up."""
 
 
-def crashing(function: Any, chance: float, crashes: Counter[str], name: str) -> Any:
-    """``function``, except that after it returns, with probability ``chance``, the caller
-    "dies" (raises Crash, which no fdbqueue code catches)."""
+@contextlib.contextmanager
+def made_to_crash(crashes: Counter[str], lock: threading.Lock) -> Iterator[None]:
+    """Every consumer session's attempts (:meth:`Consumer._attempt`) may die: in the middle
+    of one (its writes made, never committed), or right after a registration committed (at
+    the start of the next attempt). Crash goes through fdbqueue's code to the thread."""
+    original = Consumer._attempt
+    registered = threading.local()
 
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        result = function(*args, **kwargs)
-        if random.random() < chance:
+    def crash(name: str) -> Crash:
+        with lock:
             crashes[name] += 1
-            raise Crash(name)
-        return result
+        return Crash(name)
 
-    return wrapper
+    def attempt(self: Consumer, tr: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(registered, "dies", False):
+            registered.dies = False
+            raise crash("after registering")
+        outcome = original(self, tr, *args, **kwargs)
+        roll = random.random()
+        if roll < CRASH_CHANCE:
+            raise crash("in the middle of a take")
+        registered.dies = outcome[0] == REGISTERED and roll < 3 * CRASH_CHANCE
+        return outcome
 
-
-def made_to_crash(queue: Queue, crashes: Counter[str]) -> None:
-    staging: Staging = queue._staging  # type: ignore[assignment]
-    staging._register = crashing(  # type: ignore[method-assign]
-        staging._register, CRASH_CHANCE, crashes, "after registering"
-    )
-    staging.serve = crashing(  # type: ignore[method-assign]
-        staging.serve, CRASH_CHANCE, crashes, "after serving as leader"
-    )
-    staging._collect_or_watch = crashing(  # type: ignore[method-assign]
-        staging._collect_or_watch, CRASH_CHANCE, crashes, "before committing a collect"
-    )
+    Consumer._attempt = attempt  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Consumer._attempt = original  # type: ignore[method-assign]
 
 
 def test_nothing_is_lost_duplicated_or_stranded_under_every_fault_and_crash():
@@ -83,7 +92,6 @@ def test_nothing_is_lost_duplicated_or_stranded_under_every_fault_and_crash():
     subspace = Subspace(("soak",))
     queue = Queue(subspace, high_contention=True, max_deliveries=None, abandon_after=ABANDON_AFTER)
     crashes: Counter[str] = Counter()
-    made_to_crash(queue, crashes)
     lock = threading.Lock()
     finished: Counter[int] = Counter()  # value -> times acknowledged or dequeued
     claims: dict[int, list[tuple[int, int, str]]] = {}  # value -> (claimed at, expiry, how)
@@ -112,10 +120,33 @@ def test_nothing_is_lost_duplicated_or_stranded_under_every_fault_and_crash():
             if value is not None:
                 record_finished(value)
 
+    def consume_in_a_session(seed: int) -> None:
+        chance = random.Random(seed)
+        session = None
+        while not done.is_set():
+            if session is None:  # a new consumer (the one before died, never closed)
+                prefetch = chance.choice([0, 1])
+                session = queue.consumer(db, prefetch=prefetch, abandon_after=ABANDON_AFTER)
+            try:
+                take = functools.partial(session.take, block=True, timeout=0.05)
+                value = despite_timeouts(take, timeouts)
+            except Crash:
+                session = None
+                continue
+            if value is not None:
+                record_finished(value)
+                if session.prefetch and chance.random() < 5 * CRASH_CHANCE:
+                    with lock:
+                        crashes["holding its reservation"] += 1
+                    session = None
+
     def work(seed: int) -> None:
         chance = random.Random(seed)
         while not done.is_set():
-            lease = despite_timeouts(lambda: queue.claim(db, lease=LEASE_SECONDS), timeouts)
+            try:
+                lease = despite_timeouts(lambda: queue.claim(db, lease=LEASE_SECONDS), timeouts)
+            except Crash:
+                continue  # the worker died claiming in line; a new one takes its place
             if lease is None:
                 time.sleep(0.01)
                 continue
@@ -153,22 +184,28 @@ def test_nothing_is_lost_duplicated_or_stranded_under_every_fault_and_crash():
     threads = [
         guarded(produce, range(n * share, ITEMS if n == 3 else (n + 1) * share)) for n in range(4)
     ]
-    threads += [guarded(consume) for _ in range(6)]
+    threads += [guarded(consume) for _ in range(3)]
+    threads += [guarded(consume_in_a_session, n) for n in range(3)]
     threads += [guarded(work, n) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    done.wait(timeout=120 + ITEMS / 20)
-    done.set()
-    for thread in threads:
-        thread.join(30)
+    with made_to_crash(crashes, lock):
+        for thread in threads:
+            thread.start()
+        done.wait(timeout=120 + ITEMS / 20)
+        done.set()
+        for thread in threads:
+            thread.join(30)
     elapsed = time.monotonic() - started
 
-    # Time passes beyond every lease and abandon_after; one ordinary call of each kind.
+    # Time passes beyond every lease and abandon_after: takes in line get past every dead
+    # consumer's request; then one ordinary call of each kind.
     db.faults = memory.Faults()
     db.settle()
     db.advance_time(ABANDON_AFTER + LEASE_SECONDS + 60)
     plain = Queue(subspace, max_deliveries=None)
     late: list[Any] = []
+    while (value := queue.dequeue(db)) is not None:
+        late.append(value)
+    in_line = queue.requests_in_line(db)
     while batch := plain.dequeue_many(db, 1000):
         late.extend(batch)
     while (lease := plain.claim(db, lease=30)) is not None:
@@ -194,9 +231,14 @@ def test_nothing_is_lost_duplicated_or_stranded_under_every_fault_and_crash():
     assert lost == 0, "an item was lost"
     assert duplicated == 0, "an item was acknowledged or dequeued twice"
     assert stranded == 0 and plain.size(db) == 0 and plain.empty(db), "an item was stranded"
+    assert in_line == 0, "a dead consumer's request still holds the line"
     for kind in FAULT_KINDS:
         assert stats[f"injected_{kind}"] > 0, kind
-    assert sum(crashes.values()) > 0
+    assert set(crashes) == {
+        "after registering",
+        "in the middle of a take",
+        "holding its reservation",
+    }
     for value, history in claims.items():
         history.sort()  # by claim version: threads record their claims in any order
         for (_, expiry, how), (claimed_at, _, _) in itertools.pairwise(history):
@@ -222,12 +264,12 @@ def applied(stats: dict[str, int]) -> int:
 
 
 def stranded_items(db: Any, subspace: Subspace) -> int:
-    """Items still away from the queue: in a result slot or a lease."""
+    """Items still away from the queue: in a lease."""
     metadata = subspace.key() + b"\xff"
     tr = db.create_transaction()
     away = 0
     for kv in tr.get_range_startswith(metadata):
         name = fdb.tuple.unpack(kv.key[len(metadata) :])[0]
-        if name == "leases" or (name == "results" and fdb.tuple.unpack(kv.value)[0] is not None):
+        if name == "leases":
             away += 1
     return away

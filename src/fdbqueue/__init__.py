@@ -21,6 +21,7 @@ from fdb.subspace_impl import Subspace
 
 from fdbqueue import memory
 from fdbqueue.codecs import Codec, RawCodec, TupleCodec, Undecodable
+from fdbqueue.consumers import Consumer
 from fdbqueue.deadletters import DeadLetter
 from fdbqueue.leases import (
     Lease,
@@ -37,6 +38,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Codec",
+    "Consumer",
     "DeadLetter",
     "Lease",
     "LeaseError",

@@ -194,7 +194,7 @@ def cli(ctx: click.Context, /, **options: Any) -> None:
 @cli.command()
 @click.pass_obj
 def info(context: Context) -> None:
-    """Size, oldest item, waiting requests, leases in flight and dead letters."""
+    """Size, oldest item, requests in line, leases in flight and dead letters."""
     queue = context.queue()
 
     def read() -> dict[str, Any]:
@@ -202,7 +202,7 @@ def info(context: Context) -> None:
         return {
             "size": queue.size(db),
             "oldest": queue.peek(db),
-            "pending_requests": queue.pending_requests(db),
+            "requests_in_line": queue.requests_in_line(db),
             "leases": len(queue.leases(db, COUNT_LIMIT)),
             "dead_letters": len(queue.dead_letters(db, COUNT_LIMIT)),
         }

@@ -50,10 +50,12 @@ from fdbqueue.taking import MOVED_ASIDE
 from fdbqueue.transactional import is_database, run_in_retry_loop
 from fdbqueue.waiting import check_blocking_arguments, take_blocking
 
-__all__ = ["DEFAULT_ABANDON_AFTER", "Consumer"]
+__all__ = ["DEFAULT_ABANDON_AFTER", "MAX_ABANDON_AFTER", "Consumer", "check_abandon_after"]
 
 #: Seconds of versions after which a request nobody refreshed counts as abandoned.
 DEFAULT_ABANDON_AFTER = 5.0
+#: The longest ``abandon_after`` accepted: a day.
+MAX_ABANDON_AFTER = 24 * 60 * 60
 VERSIONS_PER_SECOND = 1_000_000
 OWNER_BYTES = 16
 STAMP_BYTES = 10
@@ -68,6 +70,18 @@ TakeAt = Callable[[Any, int], "tuple[str, Any] | None"]
 TAKEN, WAITING, REGISTERED, WITHDRAWN = "taken", "waiting", "registered", "withdrawn"
 
 
+def check_abandon_after(abandon_after: Any) -> float:
+    """``abandon_after`` as seconds; raises TypeError (not a number) or ValueError (NaN,
+    not > 0, or over :data:`MAX_ABANDON_AFTER`)."""
+    seconds = check_seconds(abandon_after, "abandon_after")
+    if not 0 < seconds <= MAX_ABANDON_AFTER:
+        raise ValueError(
+            f"abandon_after must be > 0 and at most {MAX_ABANDON_AFTER} seconds, "
+            f"not {abandon_after}"
+        )
+    return seconds
+
+
 class Consumer:
     """A consumer session on one queue: takes items in line (see the module docstring).
 
@@ -78,14 +92,17 @@ class Consumer:
     Args:
         store: the queue's item store.
         database: a Database (a session runs its own transactions).
+        line: the prefix of the line's keys (one line per end of a queue).
+        read: reads the first items of the end (:data:`fdbqueue.ends.ReadEnd`); the session
+            reads with ``snapshot=True``.
         leases: the queue's leases, for :meth:`claim`.
         prefetch: requests kept registered between calls (an int >= 0).
         abandon_after: seconds of versions after which an unrefreshed request of a dead
-            session is cleared by others (> 0).
+            session is cleared by others (> 0, at most a day).
 
     Raises:
         TypeError: ``database`` is not a Database, or an argument has the wrong type.
-        ValueError: ``prefetch`` < 0 or ``abandon_after`` <= 0.
+        ValueError: ``prefetch`` < 0, or ``abandon_after`` NaN, <= 0 or over a day.
     """
 
     def __init__(
@@ -93,6 +110,8 @@ class Consumer:
         store: ItemStore,
         database: Any,
         *,
+        line: bytes,
+        read: Callable[[Any, int, bool], list[Any]],
         leases: Leases | None = None,
         prefetch: int = 0,
         abandon_after: float = DEFAULT_ABANDON_AFTER,
@@ -100,20 +119,21 @@ class Consumer:
         if not is_database(database):
             raise TypeError("a consumer session needs a Database: it runs its own transactions")
         check_count(prefetch, "prefetch")
-        seconds = check_seconds(abandon_after, "abandon_after")
-        if seconds <= 0:
-            raise ValueError(f"abandon_after must be > 0 seconds, not {abandon_after}")
+        seconds = check_abandon_after(abandon_after)
         self.store = store
         self.leases = leases
         self.database = database
         self.prefetch = int(prefetch)
         self.abandon_after = seconds
         self.owner = os.urandom(OWNER_BYTES)
-        self.line = store.metadata.pack(("line",))
+        self.line = line
         self.line_end = self.line + b"\xff"
+        self.read = read
+        self._owner_start = len(line) + STAMP_BYTES  # where a request key holds its owner
         self._abandon_versions = int(seconds * VERSIONS_PER_SECOND)
         self._closed = False
         self._contended = False  # the last call met other consumers: skip the fast path
+        self._may_hold = False  # requests of this session may be in line: close withdraws
 
     # -- the public calls -----------------------------------------------------------------
 
@@ -167,16 +187,20 @@ class Consumer:
         seconds = check_blocking_arguments(self.database, block, timeout)
         if self._closed:
             raise RuntimeError("this consumer session is closed")
-        if not block:
-            return self._attempt_until_done(take_at, wait=False)
-        value = take_blocking(
-            self.database,
-            lambda database, deadline: self._attempt_until_done(take_at, wait=True),
-            self.store.signal_key,
-            seconds,
-            due_in=self._wake_in,
-        )
-        if value is None and self.prefetch == 0:
+        try:
+            if not block:
+                return self._attempt_until_done(take_at, wait=False)
+            value = take_blocking(
+                self.database,
+                lambda database, deadline: self._attempt_until_done(take_at, wait=True),
+                self.store.signal_key,
+                seconds,
+                due_in=self._wake_in,
+            )
+        except BaseException:
+            self._may_hold = True  # a registration may have committed: close withdraws it
+            raise
+        if value is None and self.prefetch == 0 and self._may_hold:
             self._withdraw()
         return value
 
@@ -189,10 +213,12 @@ class Consumer:
 
     def close(self) -> None:
         """Withdraw this session's requests (its reserved places return to the queue).
-        Idempotent. Cost: one transaction reading the line and clearing its requests."""
+        Idempotent. Cost: one transaction reading the line and clearing its requests; none
+        when the session holds no request (``prefetch=0`` after a call that returned)."""
         if not self._closed:
             self._closed = True
-            self._withdraw()
+            if self._may_hold:
+                self._withdraw()
 
     dequeue = take  # the name a Queue's users know
     pop = take  # the name a PriorityQueue's users know (its lowest priority first)
@@ -220,6 +246,10 @@ class Consumer:
         while True:
             outcome, value = self.store.receipts.run(self.database, attempt)
             self._contended = attempts > 1 or outcome == REGISTERED
+            if outcome in (REGISTERED, WAITING) or (outcome == TAKEN and self.prefetch):
+                self._may_hold = True
+            elif outcome in (TAKEN, WITHDRAWN):
+                self._may_hold = False
             if outcome == TAKEN:
                 return value
             if outcome in (WAITING, WITHDRAWN):
@@ -228,12 +258,16 @@ class Consumer:
             attempts = 0
 
     def _attempt(self, tr: Any, take_at: TakeAt, wait: bool, fast: bool) -> tuple[str, Any]:
-        read_version: int = tr.get_read_version().wait()
+        # The line read comes first: it fetches the read version with it (one round trip, as
+        # a transaction's first read does), which the abandonment checks then use.
         requests = list(tr.snapshot.get_range(self.line, self.line_end))
+        read_version: int = tr.get_read_version().wait()
         rank = 0
         own: list[Any] = []
+        owner, start = self.owner, self._owner_start
+        end = start + OWNER_BYTES
         for request in requests:
-            if self._owner_of(request.key) == self.owner:
+            if request.key[start:end] == owner:
                 own.append(request)
             elif not own:
                 if self._abandoned(request, read_version):
@@ -294,7 +328,7 @@ class Consumer:
         the first ``rank + 1`` items), with a read conflict key on it only."""
 
         def front(tr: Any, n: int) -> list[Any]:
-            items = self.store.read(tr, limit=rank + 1, snapshot=True)
+            items = self.read(tr, rank + 1, True)
             if len(items) <= rank:
                 return []
             item = items[rank]
@@ -312,7 +346,7 @@ class Consumer:
             tr.set_versionstamped_key(key + struct.pack("<I", len(self.line)), b"")
 
     def _owner_of(self, key: bytes) -> bytes:
-        start = len(self.line) + STAMP_BYTES
+        start = self._owner_start
         return bytes(key[start : start + OWNER_BYTES])
 
     def _abandoned(self, request: Any, read_version: int, versions: int | None = None) -> bool:
@@ -339,3 +373,4 @@ class Consumer:
                     del tr[request.key]
 
         run_in_retry_loop(self.database, body)
+        self._may_hold = False

@@ -1,12 +1,11 @@
-"""Values held outside the queue: the encoded values of leased, served and dead-lettered items.
+"""Values held outside the queue: the encoded values of leased and dead-lettered items.
 
-When an item leaves the queue without leaving fdbqueue (claimed under a lease, served to a
-high-contention consumer that has not collected it yet, or moved to the dead letters), its
-encoded value moves, unchanged, to a key of its own::
+When an item leaves the queue without leaving fdbqueue (claimed under a lease, or moved to the
+dead letters), its encoded value moves, unchanged, to a key of its own::
 
     P + b"\\xff" + pack(("held", id))  ->  the encoded value, exactly as it was stored
 
-and the small record that says what the item is (a lease, a result, a dead letter) points to
+and the small record that says what the item is (a lease, a dead letter) points to
 it by ``id`` (bytes). The value is never re-packed together with other fields, so every value
 the queue accepted (up to FoundationDB's 100,000-byte value limit, whatever bytes it holds)
 fits wherever it goes, and moving a lease to the dead letters moves only its record.

@@ -58,7 +58,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,9 +67,7 @@ from fdb.subspace_impl import Subspace
 
 from fdbqueue.codecs import decode_or_undecodable, describe_error
 from fdbqueue.deadletters import DeadLetter
-from fdbqueue.receipts import exactly_once
-from fdbqueue.results import ServedResults
-from fdbqueue.store import RESERVED_TRANSACTION_BYTES, ItemStore, check_count, check_seconds
+from fdbqueue.store import RESERVED_TRANSACTION_BYTES, ItemStore, check_seconds
 from fdbqueue.taking import MOVED_ASIDE, Taken
 from fdbqueue.transaction_bytes import (
     LIBRARY_TRANSACTION_BUDGET,
@@ -80,20 +78,17 @@ from fdbqueue.transaction_bytes import (
 )
 from fdbqueue.transactional import (
     TransactionContext,
-    is_database,
     require_writable,
-    transactional,
 )
-from fdbqueue.waiting import take_blocking
 
 __all__ = [
     "DeadLetter",
     "Lease",
     "LeaseError",
     "LeaseExpiredError",
+    "LeaseHolds",
     "LeaseNotHeldError",
     "Leases",
-    "Leasing",
 ]
 
 logger = logging.getLogger(__name__)
@@ -109,12 +104,9 @@ LEASE_ID_BYTES = 16
 
 #: Enqueues a dead letter again: ``(tr, its original item key, its encoded value)``.
 Requeue = Callable[[Any, bytes, bytes], None]
-#: Takes up to ``n`` items from one end of a queue within a byte budget, giving back due
-#: served results (:meth:`fdbqueue.results.ServedResults.take_with_give_back`).
+#: Takes up to ``n`` items from one end of a queue within a byte budget
+#: (:func:`fdbqueue.taking.take`).
 TakeItems = Callable[[Any, int, "int | None"], Taken]
-#: A queue's exactly-once claim of up to ``n`` leases of ``seconds``: ``(tr, seconds, n)`` ->
-#: a list of Leases, or MOVED_ASIDE (:meth:`Leases.claim_many`).
-ClaimBatch = Callable[[Any, float, int], Any]
 
 
 def claimed_something(claimed: Any) -> bool:
@@ -332,9 +324,9 @@ class Leases:
         it has), or None when that claim saw no lease: how long a blocked claim may sleep
         at most before an expired lease makes an item claimable again.
 
-        A hint kept per queue object, as :meth:`fdbqueue.results.ServedResults.seconds_until_due`:
-        a lease granted later comes from an item whose enqueue bumped the signal key, and a
-        released lease bumps it too, so a blocked claim misses neither.
+        A hint kept per queue object: a lease granted later comes from an item whose
+        enqueue bumped the signal key, and a released lease bumps it too, so a blocked
+        claim misses neither.
         """
         wake_at = self._wake_at
         if wake_at is None:
@@ -455,6 +447,40 @@ class LeaseHolds:
         if not self.leases.contains(lease.key):
             raise ValueError(f"lease {lease.id} belongs to another queue")
 
+    def check_many(self, leases: Any, action: str) -> list[Lease]:
+        """``leases`` as a list, each a Lease of this queue, none twice, small enough for one
+        transaction (no database access).
+
+        Raises:
+            TypeError: ``leases`` is not an iterable of Leases.
+            ValueError: a lease of another queue, a lease given twice, or more leases than
+                one transaction can acknowledge.
+        """
+        if isinstance(leases, (Lease, str, bytes)):
+            raise TypeError(f"{action} needs an iterable of Leases, not {type(leases).__name__}")
+        try:
+            batch = list(leases)
+        except TypeError:
+            raise TypeError(
+                f"{action} needs an iterable of Leases, not {type(leases).__name__}"
+            ) from None
+        seen: set[bytes] = set()
+        size = 0
+        for lease in batch:
+            self.check(lease, action)
+            if lease.key in seen:
+                raise ValueError(f"{action}: lease {lease.id} is given twice")
+            seen.add(lease.key)
+            size += read_conflict_bytes(len(lease.key)) + 2 * clear_bytes(len(lease.key))
+        limit = MAX_TRANSACTION_BYTES - RESERVED_TRANSACTION_BYTES
+        if size > limit:
+            raise ValueError(
+                f"{action}: {len(batch):,} leases are about {size:,} bytes as FoundationDB counts "
+                f"a transaction, more than the {limit:,} one transaction can hold: acknowledge "
+                "them in smaller batches"
+            )
+        return batch
+
     def _held(self, tr: TransactionContext, lease: Any, action: str) -> bytes:
         """Check that ``lease`` is a lease of this queue, still held; return its record.
 
@@ -551,243 +577,3 @@ class LeaseHolds:
         key: bytes = self.leases.pack((expiry_version, bytes.fromhex(lease.id)))
         tr[key] = record
         return Lease(lease.value, lease.id, lease.deliveries, expiry_version, key)
-
-
-class Leasing:
-    """The lease and dead-letter methods :class:`~fdbqueue.Queue` and
-    :class:`~fdbqueue.PriorityQueue` share (``claim`` and ``claim_many`` are each queue's
-    own: they take from that queue's end; the waiting of a blocking claim is shared)."""
-
-    _leases: Leases
-    _store: ItemStore
-    _results: ServedResults
-
-    def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
-        """Enqueue a dead letter's value again (each queue type says where)."""
-        raise NotImplementedError
-
-    def _claim(
-        self,
-        tr: TransactionContext,
-        seconds: float,
-        block: bool,
-        timeout: float | None,
-        claim_batch: ClaimBatch,
-    ) -> Lease | None:
-        """One lease, waiting for it with ``block`` (arguments already checked):
-        ``claim_batch(tr, seconds, n)`` is the queue's exactly-once claim of up to ``n``."""
-
-        def claim_one(tr: TransactionContext, _deadline: float | None = None) -> Lease | None:
-            claimed = self._claim_batches(tr, seconds, 1, claim_batch)
-            return claimed[0] if claimed else None
-
-        if not block:
-            return claim_one(tr)
-        lease: Lease | None = take_blocking(
-            tr, claim_one, self._store.signal_key, timeout, self._claim_due_in
-        )
-        return lease
-
-    def _claim_due_in(self) -> float | None:
-        """Seconds until something away from the queue becomes claimable: the first lease
-        expires, or a served result nobody collected falls due; None when neither waits."""
-        dues = [
-            due
-            for due in (self._leases.seconds_until_expiry(), self._results.seconds_until_due())
-            if due is not None
-        ]
-        return min(dues) if dues else None
-
-    @staticmethod
-    def _claim_batches(
-        tr: TransactionContext, seconds: float, n: int, claim_batch: ClaimBatch
-    ) -> list[Lease]:
-        """``claim_batch`` until it leases something or finds nothing: a batch that only
-        moved items to the dead letters committed that, and the next one goes on."""
-        claimed = claim_batch(tr, seconds, n)
-        while claimed is MOVED_ASIDE:
-            claimed = claim_batch(tr, seconds, n)
-        leases: list[Lease] = claimed
-        return leases
-
-    def ack_many(self, tr: TransactionContext, leases: Iterable[Lease]) -> None:
-        """Remove several claimed items for good, in one transaction: all of them, or none.
-
-        Args:
-            tr: a Database, Tenant or Transaction (then it composes with your own writes).
-            leases: what ``claim`` or ``claim_many`` returned (an iterable of
-                :class:`Lease`; empty does nothing and starts no transaction).
-
-        Raises:
-            TypeError: ``leases`` is not an iterable of :class:`Lease`, or ``tr`` has the
-                wrong type.
-            ValueError: a lease belongs to another queue, the same lease is given twice, or
-                the batch is too large for one transaction (more than about 15,000 leases).
-            LeaseNotHeldError: a lease was acknowledged, released or extended already, or
-                expired and was claimed again; the message names it (its id and its index
-                in ``leases``).
-            LeaseExpiredError: a lease expired (its item will be delivered again); named
-                the same way.
-
-        Nothing changes when it raises: every lease is read and checked before anything is
-        written, so inside your transaction too no acknowledgement is left half done. Given
-        a Database, it takes effect exactly once even when a commit's outcome is unknown
-        (:mod:`fdbqueue.receipts`). Cost: one transaction; one point read per lease, issued
-        together (each a read conflict on its lease, so an ack and a claim of the same
-        expired lease never both win), and two clears per lease.
-
-        Source followed: FoundationDB's developer guide (one transaction for several
-        changes that must happen together; reads issued before waiting on them).
-        """
-        batch = self._check_leases(leases, "ack_many")
-        if batch:
-            self._ack_many(tr, batch)
-
-    def _check_leases(self, leases: Any, action: str) -> list[Lease]:
-        """``leases`` as a list, each a Lease of this queue, none twice, small enough for one
-        transaction; raises TypeError / ValueError before anything is read or written."""
-        if isinstance(leases, (Lease, str, bytes)):
-            raise TypeError(f"{action} needs an iterable of Leases, not {type(leases).__name__}")
-        try:
-            batch = list(leases)
-        except TypeError:
-            raise TypeError(
-                f"{action} needs an iterable of Leases, not {type(leases).__name__}"
-            ) from None
-        seen: set[bytes] = set()
-        size = 0
-        for lease in batch:
-            self._leases.holds.check(lease, action)
-            if lease.key in seen:
-                raise ValueError(f"{action}: lease {lease.id} is given twice")
-            seen.add(lease.key)
-            size += read_conflict_bytes(len(lease.key)) + 2 * clear_bytes(len(lease.key))
-        limit = MAX_TRANSACTION_BYTES - RESERVED_TRANSACTION_BYTES
-        if size > limit:
-            raise ValueError(
-                f"{action}: {len(batch):,} leases are about {size:,} bytes as FoundationDB counts "
-                f"a transaction, more than the {limit:,} one transaction can hold: acknowledge "
-                "them in smaller batches"
-            )
-        return batch
-
-    @exactly_once
-    def _ack_many(self, tr: TransactionContext, leases: list[Lease]) -> None:
-        self._leases.holds.ack_many(tr, leases)
-
-    @exactly_once
-    def ack(self, tr: TransactionContext, lease: Lease) -> None:
-        """Remove a claimed item for good: its processing is done.
-
-        Args:
-            tr: a Database, Tenant or Transaction (then it composes with your own writes,
-                for example the results of processing the item).
-            lease: what ``claim`` returned.
-
-        Raises:
-            TypeError: ``lease`` is not a :class:`Lease`, or ``tr`` has the wrong type.
-            ValueError: the lease belongs to another queue.
-            LeaseNotHeldError: acknowledged, released or extended already, or expired and
-                claimed again.
-            LeaseExpiredError: the lease expired (the item will be delivered again).
-
-        Nothing changes when it raises. Given a Database, it takes effect exactly once even
-        when a commit's outcome is unknown (:mod:`fdbqueue.receipts`). Cost: one point read
-        (a read conflict on the lease) and two clears.
-        """
-        self._leases.holds.ack(tr, lease)
-
-    @exactly_once
-    def release(self, tr: TransactionContext, lease: Lease) -> None:
-        """Give a claimed item back unprocessed: the next ``claim`` takes it first.
-
-        Raises as :meth:`ack`, and nothing changes when it raises. The delivery count is
-        kept, so releasing counts towards ``max_deliveries``. Cost: one point read, one
-        clear, one set.
-        """
-        self._leases.holds.release(tr, lease)
-
-    def extend(self, tr: TransactionContext, lease: Lease, seconds: float) -> Lease:
-        """Keep a claimed item longer: its lease now expires ``seconds`` after this call's
-        read version (like a visibility-timeout change). Returns the new
-        :class:`Lease`; use it from now on (the old one is no longer held, and acking it
-        raises LeaseNotHeldError).
-
-        Raises:
-            TypeError: ``lease`` is not a :class:`Lease`, ``seconds`` is not a number, or
-                ``tr`` has the wrong type.
-            ValueError: ``seconds`` out of range, or a lease of another queue.
-            LeaseNotHeldError, LeaseExpiredError: as for :meth:`ack`.
-
-        Nothing changes when it raises. Given a Database, it takes effect exactly once.
-        Cost: one point read, one clear, one set.
-        """
-        return self._extend(tr, lease, check_lease_seconds(seconds))
-
-    @exactly_once
-    def _extend(self, tr: TransactionContext, lease: Lease, seconds: float) -> Lease:
-        return self._leases.holds.extend(tr, lease, seconds)
-
-    @transactional
-    def leases(self, tr: TransactionContext, limit: int = 100) -> list[Lease]:
-        """Return up to ``limit`` leases in flight, soonest expiry first (expired and released
-        leases whose items wait for the next claim included). A value the codec cannot decode
-        shows as an :class:`~fdbqueue.Undecodable`.
-
-        Raises:
-            TypeError, ValueError: ``limit`` is not an int >= 0.
-
-        Cost: one snapshot range read and a snapshot point read per lease; no conflicts.
-        """
-        check_count(limit, "limit")
-        return self._leases.in_flight(tr, limit) if limit else []
-
-    @transactional
-    def dead_letters(self, tr: TransactionContext, limit: int = 100) -> list[DeadLetter]:
-        """Return up to ``limit`` dead letters, oldest first: items whose leases expired
-        ``max_deliveries`` times, and poison items whose values the codec cannot decode
-        (their ``value`` is an :class:`~fdbqueue.Undecodable` and ``reason`` says why).
-
-        Raises:
-            TypeError, ValueError: ``limit`` is not an int >= 0.
-
-        Cost: one range read and a point read per dead letter.
-        """
-        check_count(limit, "limit")
-        return self._store.dead_letters.read(tr, limit) if limit else []
-
-    def requeue_dead_letters(self, tr: TransactionContext, limit: int = 1000) -> int:
-        """Enqueue up to ``limit`` dead letters again, oldest first, as new items at the back
-        of the queue (of their priority, for a PriorityQueue), with their stored bytes
-        unchanged; their delivery counts start again. Returns how many.
-
-        Given a Database, it runs as many transactions as the bytes need (each holds at most
-        about 5,000,000 bytes of values, and each takes effect exactly once). Given a
-        Transaction, it requeues what fits in that budget and returns how many it did.
-
-        Raises:
-            TypeError, ValueError: ``limit`` is not an int >= 0.
-
-        Cost per transaction: one range read, a point read per dead letter; per item two
-        clears and an enqueue's snapshot read, set and two atomic adds.
-        """
-        check_count(limit, "limit")
-        if not is_database(tr):
-            return self._requeue_batch(tr, limit)
-        moved = 0
-        while moved < limit:
-            batch = self._requeue_batch(tr, limit - moved)
-            if batch == 0:
-                break
-            moved += batch
-        return moved
-
-    @exactly_once(wrote=bool)
-    def _requeue_batch(self, tr: TransactionContext, limit: int) -> int:
-        if limit == 0:
-            return 0
-        require_writable(tr, "requeue_dead_letters")
-        taken = self._store.dead_letters.take(tr, limit, LIBRARY_TRANSACTION_BUDGET)
-        for letter in taken:
-            self._requeue(tr, letter.item_key, letter.encoded)
-        return len(taken)

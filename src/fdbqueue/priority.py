@@ -21,36 +21,19 @@ Source followed: FoundationDB's "Priority Queues" recipe (documentation
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 from typing import Any
 
 from fdbqueue import taking
 from fdbqueue.codecs import Codec
-from fdbqueue.leases import (
-    DEFAULT_MAX_DELIVERIES,
-    Lease,
-    Leases,
-    Leasing,
-    check_lease_seconds,
-    claimed_something,
-)
+from fdbqueue.consumers import DEFAULT_ABANDON_AFTER, Consumer
+from fdbqueue.ends import End
+from fdbqueue.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_seconds
+from fdbqueue.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue.receipts import exactly_once
-from fdbqueue.results import ServedResults
-from fdbqueue.staging import (
-    DEFAULT_ABANDON_AFTER,
-    DEFAULT_BATCH_SIZE,
-    Staging,
-)
 from fdbqueue.store import ItemStore, check_count, check_flag
 from fdbqueue.stored_queue import StoredQueue, check_queue_arguments
-from fdbqueue.taking import MOVED_ASIDE, Taken
-from fdbqueue.transactional import (
-    TransactionContext,
-    is_database,
-    require_writable,
-    transactional,
-)
-from fdbqueue.waiting import check_blocking_arguments, take_blocking
+from fdbqueue.transactional import TransactionContext, require_writable, transactional
+from fdbqueue.waiting import check_blocking_arguments
 
 __all__ = ["PriorityQueue"]
 
@@ -60,7 +43,7 @@ def _check_priority(priority: Any) -> None:
         raise TypeError(f"priority must be an int, not {type(priority).__name__}")
 
 
-class PriorityQueue(StoredQueue, Leasing):
+class PriorityQueue(StoredQueue):
     """A shared priority queue in one FoundationDB subspace, with both ends usable.
 
     ``tr`` works as for :class:`~fdbqueue.Queue`: a Database or Tenant (own transaction,
@@ -72,12 +55,10 @@ class PriorityQueue(StoredQueue, Leasing):
             ``subspace.key() + b"\\xff"`` (see :mod:`fdbqueue.store`).
         codec: ``"tuple"`` (default; the Java recipe's value layout), ``"raw"`` or a codec
             object (:mod:`fdbqueue.codecs`).
-        high_contention: pops given a Database use the staging technique
-            (:mod:`fdbqueue.staging`), with one line of requests per end.
-        batch_size: with ``high_contention``, the most requests one serving transaction
-            fulfils (default 64).
-        abandon_after: with ``high_contention``, seconds after which an uncollected result
-            goes back to the queue (default 10).
+        high_contention: pops and claims given a Database take in line
+            (:mod:`fdbqueue.consumers`), one line of requests per end.
+        abandon_after: with ``high_contention``, seconds after which the request of a
+            consumer that died stops holding the line (default 5).
         max_deliveries: how many times :meth:`claim` delivers an item whose leases keep
             expiring before it becomes a dead letter (default 5; None: no limit).
         exactly_once: operations given a Database write a receipt with their effect, so
@@ -101,31 +82,32 @@ class PriorityQueue(StoredQueue, Leasing):
         *,
         codec: str | Codec = "tuple",
         high_contention: bool = False,
-        batch_size: int = DEFAULT_BATCH_SIZE,
         abandon_after: float = DEFAULT_ABANDON_AFTER,
         max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
         exactly_once: bool = True,
     ) -> None:
-        check_queue_arguments(high_contention, batch_size, abandon_after, max_deliveries)
+        seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
         self._store = ItemStore(subspace, codec, exactly_once, leading_integers=2)
-        self._results = ServedResults(self._store)
         self._leases = Leases(self._store, max_deliveries)
-        self._staging: dict[bool, Staging] = {}
-        if high_contention:
-            for max_end, end in ((False, "min"), (True, "max")):
-                self._staging[max_end] = Staging(
-                    self._store,
-                    self._results,
-                    end,
-                    functools.partial(self._take_items, max=max_end),
-                    batch_size=batch_size,
-                    abandon_after=abandon_after,
-                )
+        self._ends = {
+            max_end: End(
+                self._store,
+                self._leases,
+                functools.partial(max_end_items, self._store)
+                if max_end
+                else functools.partial(min_end_items, self._store),
+                name="max" if max_end else "min",
+                high_contention=high_contention,
+                abandon_after=seconds,
+                action="pop",
+            )
+            for max_end in (False, True)
+        }
 
     @property
     def high_contention(self) -> bool:
-        """Whether pops given a Database use staging (:mod:`fdbqueue.staging`)."""
-        return bool(self._staging)
+        """Whether pops and claims given a Database take in line."""
+        return self._ends[False].high_contention
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -172,27 +154,6 @@ class PriorityQueue(StoredQueue, Leasing):
 
     # -- taking and looking -----------------------------------------------------------------
 
-    def _first(self, tr: TransactionContext, max: bool) -> list[Any]:
-        """The oldest item at the chosen end, as a list of at most one KeyValue.
-
-        The min end is one range read. The max end is two: a snapshot reverse read finds the
-        highest priority, then a forward read within that priority finds its oldest item.
-        Their read conflict ranges cover everything above that priority (explicitly added) and
-        the priority's items up to the one found, so a concurrent push of a higher priority,
-        or a concurrent pop of the same item, makes this transaction retry, while pushes of
-        newer items of the same or lower priorities do not.
-        """
-        if not max:
-            return self._store.read(tr, limit=1)
-        top = self._store.read(tr, limit=1, reverse=True, snapshot=True)
-        if not top:
-            self._store.add_read_conflict_range(tr, self._store.begin, self._store.end)
-            return []
-        priority = self._store.unpack_position(top[0].key)[0]
-        within = self.subspace.range((priority,))
-        self._store.add_read_conflict_range(tr, within.stop, self._store.end)
-        return self._store.read(tr, within.start, within.stop, limit=1)
-
     def pop(
         self,
         tr: TransactionContext,
@@ -218,55 +179,13 @@ class PriorityQueue(StoredQueue, Leasing):
             ValueError: a NaN or negative ``timeout``, a ``timeout`` without ``block=True``,
                 or a key at that end that is not one of this queue's items (nothing changes).
 
-        Poison items are moved to the dead letters and skipped, and served items whose
-        consumers died come back, as for :meth:`fdbqueue.Queue.dequeue`. Cost:
-        :meth:`pop_min` or :meth:`pop_max`; with ``high_contention=True`` and a Database, see
-        :mod:`fdbqueue.staging` (each end has its own line of requests).
+        Poison items are moved to the dead letters and skipped, as for
+        :meth:`fdbqueue.Queue.dequeue`. Cost: :meth:`pop_min` or :meth:`pop_max`; with
+        ``high_contention=True`` and a Database, as :meth:`fdbqueue.Queue.dequeue` in
+        line (each end has its own line of requests).
         """
         check_flag(max, "max")
-        seconds = check_blocking_arguments(tr, block, timeout)
-        take = functools.partial(self._take_one, max=max)
-        if block:
-            return take_blocking(
-                tr, take, self._store.signal_key, seconds, self._results.seconds_until_due
-            )
-        return take(tr)
-
-    def _take_one(self, tr: TransactionContext, deadline: float | None = None, *, max: bool) -> Any:
-        staging = self._staging.get(max)
-        if staging is not None and is_database(tr):
-            return staging.take(tr, deadline)
-        value = self._pop(tr, max)
-        while value is MOVED_ASIDE:
-            value = self._pop(tr, max)
-        return value
-
-    @exactly_once(wrote=lambda value: value is not None)
-    def _pop(self, tr: TransactionContext, max: bool) -> Any:
-        require_writable(tr, "pop")
-        take_items = functools.partial(self._take_items, max=max, moving=False)
-        taken = self._results.take_with_give_back(tr, take_items, 1)
-        if not taken.items:
-            return MOVED_ASIDE if taken.moved_aside else None
-        self._store.add_to_size(tr, -1)
-        return taken.items[0].value
-
-    def _front(self, tr: TransactionContext, n: int, max: bool) -> list[Any]:
-        """Up to ``n`` items at one end, in take order (the max end reads one at a time)."""
-        return self._first(tr, True) if max else self._store.read(tr, limit=n)
-
-    def _take_items(
-        self,
-        tr: TransactionContext,
-        n: int,
-        budget: int | None,
-        max: bool,
-        moving: bool = True,
-    ) -> Taken:
-        """Clear and return up to ``n`` items from one end, oldest first within a priority
-        (see :func:`fdbqueue.taking.take` for ``budget`` and ``moving``)."""
-        front = functools.partial(self._front, max=max)
-        return taking.take(self._store, tr, front, n, budget, moving=moving)
+        return self._ends[max].take(tr, block, check_blocking_arguments(tr, block, timeout))
 
     def pop_min(
         self, tr: TransactionContext, *, block: bool = False, timeout: float | None = None
@@ -287,8 +206,8 @@ class PriorityQueue(StoredQueue, Leasing):
 
         ``block`` and ``timeout`` as for :meth:`pop`. Cost: two range reads (a snapshot
         reverse read, then a forward read within the top priority), one clear, one atomic
-        add; read conflict ranges as described in the module docstring: a concurrent push of
-        a higher priority makes it retry.
+        add; read conflict ranges as :mod:`fdbqueue.priority_ends` describes: a concurrent
+        push of a higher priority makes it retry.
         """
         return self.pop(tr, max=True, block=block, timeout=timeout)
 
@@ -320,7 +239,7 @@ class PriorityQueue(StoredQueue, Leasing):
         check_flag(max, "max")
         seconds = check_lease_seconds(lease)
         wait = check_blocking_arguments(tr, block, timeout)
-        return self._claim(tr, seconds, block, wait, functools.partial(self._claim_batch, max=max))
+        return self._ends[max].claim(tr, seconds, block, wait)
 
     def claim_many(
         self, tr: TransactionContext, n: int, lease: float, max: bool = False
@@ -339,17 +258,22 @@ class PriorityQueue(StoredQueue, Leasing):
         check_flag(max, "max")
         check_count(n)
         seconds = check_lease_seconds(lease)
-        if n == 0:
-            return []
-        return self._claim_batches(tr, seconds, n, functools.partial(self._claim_batch, max=max))
+        return self._ends[max].claim_many(tr, n, seconds) if n else []
 
-    @exactly_once(wrote=claimed_something)
-    def _claim_batch(self, tr: TransactionContext, seconds: float, n: int, *, max: bool) -> Any:
-        def claimable(tr: TransactionContext, n: int, budget: int | None) -> Taken:
-            take_items = functools.partial(self._take_items, max=max)
-            return self._results.take_with_give_back(tr, take_items, n, budget)
-
-        return self._leases.claim_many(tr, claimable, seconds, n)
+    def consumer(
+        self,
+        database: Any,
+        *,
+        max: bool = False,
+        prefetch: int = 0,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+    ) -> Consumer:
+        """Open a consumer session at one end (the lowest priority; the highest with
+        ``max=True``): it pops and claims in that end's line, without conflicts, in request
+        order. Arguments and errors as for :meth:`fdbqueue.Queue.consumer`, plus TypeError
+        when ``max`` is not a bool."""
+        check_flag(max, "max")
+        return self._ends[max].consumer(database, prefetch, abandon_after)
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
         self._push(tr, encoded, self._store.unpack_position(item_key)[0])
@@ -363,30 +287,13 @@ class PriorityQueue(StoredQueue, Leasing):
         queue's items. Cost: as :meth:`pop` without the writes.
         """
         check_flag(max, "max")
-        candidates = self._max_candidates(tr) if max else taking.forward(self._store, tr, 1, False)
+        candidates = (
+            max_end_candidates(self._store, tr, snapshot=False)
+            if max
+            else taking.forward(self._store, tr, 1, False)
+        )
         values = taking.peek(self._store, candidates, 1)
         return values[0] if values else None
-
-    def _max_candidates(self, tr: TransactionContext) -> Iterator[Any]:
-        """Items in ``pop_max`` order (highest priority first, oldest first within one),
-        lazily, with the read conflict ranges :meth:`_first` adds for the items it yields."""
-        upper = self._store.end
-        while True:
-            top = self._store.read(tr, self._store.begin, upper, reverse=True, snapshot=True)
-            if not top:
-                self._store.add_read_conflict_range(tr, self._store.begin, upper)
-                return
-            priority = self._store.unpack_position(top[0].key)[0]
-            within = self.subspace.range((priority,))
-            self._store.add_read_conflict_range(tr, within.stop, upper)
-            begin = within.start
-            while True:
-                batch = self._store.read(tr, begin, within.stop, limit=16)
-                yield from batch
-                if len(batch) < 16:
-                    break
-                begin = batch[-1].key + b"\x00"
-            upper = within.start
 
     def peek_min(self, tr: TransactionContext) -> Any:
         """Return the oldest value of the lowest priority, or None when empty (one range read)."""

@@ -26,36 +26,19 @@ from typing import Any
 
 from fdbqueue import taking
 from fdbqueue.codecs import Codec
-from fdbqueue.leases import (
-    DEFAULT_MAX_DELIVERIES,
-    Lease,
-    Leases,
-    Leasing,
-    check_lease_seconds,
-    claimed_something,
-)
+from fdbqueue.consumers import DEFAULT_ABANDON_AFTER, Consumer
+from fdbqueue.ends import End
+from fdbqueue.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_seconds
 from fdbqueue.receipts import exactly_once
-from fdbqueue.results import ServedResults
-from fdbqueue.staging import (
-    DEFAULT_ABANDON_AFTER,
-    DEFAULT_BATCH_SIZE,
-    Staging,
-)
 from fdbqueue.store import ItemStore, check_count
 from fdbqueue.stored_queue import StoredQueue, check_queue_arguments
-from fdbqueue.taking import MOVED_ASIDE, Taken
-from fdbqueue.transactional import (
-    TransactionContext,
-    is_database,
-    require_writable,
-    transactional,
-)
-from fdbqueue.waiting import check_blocking_arguments, take_blocking
+from fdbqueue.transactional import TransactionContext, require_writable, transactional
+from fdbqueue.waiting import check_blocking_arguments
 
 __all__ = ["Queue"]
 
 
-class Queue(StoredQueue, Leasing):
+class Queue(StoredQueue):
     """A shared FIFO queue in one FoundationDB subspace.
 
     Every operation takes ``tr``: a Database or Tenant (the operation runs in its own
@@ -72,13 +55,12 @@ class Queue(StoredQueue, Leasing):
             as the Java recipe stores it), ``"raw"`` (bytes, stored unchanged, as the Python
             recipe stores it) or an object with ``encode``/``decode``
             (:mod:`fdbqueue.codecs`).
-        high_contention: dequeues given a Database use the staging technique
-            (:mod:`fdbqueue.staging`): many consumers then share the queue without
-            throughput collapsing into conflicts. Given a Transaction, dequeues stay plain.
-        batch_size: with ``high_contention``, the most requests one serving transaction
-            fulfils (default 64).
-        abandon_after: with ``high_contention``, seconds after which a result nobody
-            collected (its consumer died) goes back to the front of the queue (default 10).
+        high_contention: dequeues and claims given a Database take in line
+            (:mod:`fdbqueue.consumers`, each call a session with ``prefetch=0``): many
+            consumers then share the queue without conflicting, FIFO in the order their
+            requests committed. Given a Transaction, they stay plain.
+        abandon_after: with ``high_contention``, seconds after which the request of a
+            consumer that died stops holding the line (default 5).
         max_deliveries: how many times :meth:`claim` delivers an item whose leases keep
             expiring before it becomes a dead letter (default 5; None: no limit).
         exactly_once: operations given a Database write a receipt with their effect, so
@@ -102,32 +84,30 @@ class Queue(StoredQueue, Leasing):
         *,
         codec: str | Codec = "tuple",
         high_contention: bool = False,
-        batch_size: int = DEFAULT_BATCH_SIZE,
         abandon_after: float = DEFAULT_ABANDON_AFTER,
         max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
         exactly_once: bool = True,
     ) -> None:
-        check_queue_arguments(high_contention, batch_size, abandon_after, max_deliveries)
+        seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
         self._store = ItemStore(subspace, codec, exactly_once, leading_integers=1)
-        self._results = ServedResults(self._store)
         self._leases = Leases(self._store, max_deliveries)
-        self._staging = (
-            Staging(
-                self._store,
-                self._results,
-                "front",
-                self._take_items,
-                batch_size=batch_size,
-                abandon_after=abandon_after,
-            )
-            if high_contention
-            else None
+        self._end = End(
+            self._store,
+            self._leases,
+            self._read_front,
+            name="front",
+            high_contention=high_contention,
+            abandon_after=seconds,
+            action="dequeue",
         )
 
     @property
     def high_contention(self) -> bool:
-        """Whether dequeues given a Database use staging (:mod:`fdbqueue.staging`)."""
-        return self._staging is not None
+        """Whether dequeues and claims given a Database take in line."""
+        return self._end.high_contention
+
+    def _read_front(self, tr: TransactionContext, n: int, snapshot: bool) -> list[Any]:
+        return self._store.read(tr, limit=n, snapshot=snapshot)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -191,68 +171,33 @@ class Queue(StoredQueue, Leasing):
 
         Args:
             tr: a Database, Tenant or Transaction.
-            block: wait until an item is available (needs a Database). The wait is on a watch
-                of the queue's signal key, which every enqueue bumps with an atomic add: no
-                polling (see :mod:`fdbqueue.waiting`).
+            block: wait until an item is available (needs a Database), on a watch of the
+                signal key that every enqueue bumps: no polling (:mod:`fdbqueue.waiting`).
             timeout: with ``block=True``, the most seconds to wait; None (or ``math.inf``)
                 waits without limit.
 
         Returns:
-            The oldest item's value, or None when the queue is empty (or, blocking, when the
+            The oldest item's value, or None when the queue is empty (blocking: when the
             timeout ran out).
 
         Raises:
-            TypeError: ``tr`` is of the wrong type or a read-only snapshot view, ``block`` is
-                not a bool, or ``block=True`` with a Transaction.
-            ValueError: a NaN or negative ``timeout``, or a ``timeout`` without
-                ``block=True``; or the key at the front is not one of this queue's items (the
-                message names it; nothing changes).
+            TypeError: ``tr`` is of the wrong type or a snapshot view, ``block`` is not a
+                bool, or ``block=True`` with a Transaction.
+            ValueError: a NaN or negative ``timeout``, a ``timeout`` without ``block=True``,
+                or a key at the front that is not an item of this queue (nothing changes).
 
         An item whose value the codec cannot decode is moved to the dead letters (a warning
-        is logged) and the next item is taken instead, in the same transaction. Items served
-        to a high-contention consumer that died come back once ``abandon_after`` has passed
-        (:mod:`fdbqueue.results`). Given a Database, it takes effect exactly once
-        (:mod:`fdbqueue.receipts`).
+        is logged) and the next item is taken instead, in the same transaction. Given a
+        Database, it takes effect exactly once (:mod:`fdbqueue.receipts`).
 
-        Cost (plain, or any Transaction): one range read (``limit=1``), one clear and one atomic
-        add; about once per second, or when the queue looks empty, one snapshot range read of
-        served results. Its read conflict range runs from the start of the queue to just past
-        the item taken, so two concurrent dequeues conflict (one commits, the other retries and
-        takes the next item), while concurrent enqueues, which write after the last item, do
-        not. With ``high_contention=True`` and a Database, see :mod:`fdbqueue.staging`.
+        Cost (plain, or any Transaction): one range read (``limit=1``), one clear and one
+        atomic add; its read conflict range runs from the start of the queue to just past the
+        item taken, so concurrent dequeues conflict (one retries) and enqueues do not. With
+        ``high_contention=True`` and a Database: one transaction while nobody else is in
+        line, else two (register, then take the item matched with the request), without
+        conflicts between consumers (:mod:`fdbqueue.consumers`).
         """
-        seconds = check_blocking_arguments(tr, block, timeout)
-        if block:
-            return take_blocking(
-                tr, self._take_one, self._store.signal_key, seconds, self._results.seconds_until_due
-            )
-        return self._take_one(tr)
-
-    def _take_one(self, tr: TransactionContext, deadline: float | None = None) -> Any:
-        if self._staging is not None and is_database(tr):
-            return self._staging.take(tr, deadline)
-        value = self._dequeue(tr)
-        while value is MOVED_ASIDE:
-            value = self._dequeue(tr)
-        return value
-
-    def _front(self, tr: TransactionContext, n: int) -> list[Any]:
-        return self._store.read(tr, limit=n)
-
-    def _take_items(self, tr: TransactionContext, n: int, budget: int | None) -> Taken:
-        return taking.take(self._store, tr, self._front, n, budget)
-
-    def _dequeue_items(self, tr: TransactionContext, n: int, budget: int | None) -> Taken:
-        return taking.take(self._store, tr, self._front, n, budget, moving=False)
-
-    @exactly_once(wrote=lambda value: value is not None)
-    def _dequeue(self, tr: TransactionContext) -> Any:
-        require_writable(tr, "dequeue")
-        taken = self._results.take_with_give_back(tr, self._dequeue_items, 1)
-        if not taken.items:
-            return MOVED_ASIDE if taken.moved_aside else None
-        self._store.add_to_size(tr, -1)
-        return taken.items[0].value
+        return self._end.take(tr, block, check_blocking_arguments(tr, block, timeout))
 
     def dequeue_many(self, tr: TransactionContext, n: int) -> list[Any]:
         """Remove up to ``n`` items from the front of the queue and return their values.
@@ -273,21 +218,7 @@ class Queue(StoredQueue, Leasing):
         conflict range covers the front of the queue up to just past the last item taken.
         """
         check_count(n)
-        if n == 0:
-            return []
-        values = self._dequeue_many(tr, n)
-        while values is MOVED_ASIDE:
-            values = self._dequeue_many(tr, n)
-        return values  # type: ignore[no-any-return]
-
-    @exactly_once(wrote=bool)
-    def _dequeue_many(self, tr: TransactionContext, n: int) -> Any:
-        require_writable(tr, "dequeue_many")
-        taken = self._results.take_with_give_back(tr, self._dequeue_items, n)
-        if not taken.items:
-            return MOVED_ASIDE if taken.moved_aside else []
-        self._store.add_to_size(tr, -len(taken.items))
-        return [item.value for item in taken.items]
+        return self._end.take_many(tr, n) if n else []
 
     # -- leases -----------------------------------------------------------------------------
 
@@ -304,94 +235,89 @@ class Queue(StoredQueue, Leasing):
         The item leaves the queue into a lease. Acknowledge it with :meth:`ack` once
         processed; if the lease expires first, the next claim delivers it again with its
         delivery count raised, and after ``max_deliveries`` expiries it becomes a dead letter
-        (:mod:`fdbqueue.leases`). An expired or released item is claimed before the queue's
-        front.
+        (:mod:`fdbqueue.leases`). An expired or released item is claimed before the front.
 
         Args:
             tr: a Database, Tenant or Transaction.
             lease: seconds until the lease expires (> 0, at most 12 hours), measured with read
                 versions (about 1,000,000 per second, a clock all clients share).
             block: wait until an item can be claimed (needs a Database): long polling, like
-                Amazon SQS's ``WaitTimeSeconds``. The wait is on a watch of the queue's signal
-                key, which every enqueue and release bumps, and it also ends when the first
-                lease in flight expires (its item is claimable again); no polling (see
-                :mod:`fdbqueue.waiting`).
+                Amazon SQS's ``WaitTimeSeconds``, on a watch of the signal key that enqueues
+                and releases bump, ending too when the first lease in flight expires.
             timeout: with ``block=True``, the most seconds to wait; None (or ``math.inf``)
                 waits without limit.
 
         Returns:
             A :class:`~fdbqueue.Lease` (value, id, deliveries, expiry_version), or None when
-            the queue is empty and no lease has expired (blocking: when the timeout ran out).
+            nothing is claimable (blocking: when the timeout ran out).
 
         Raises:
-            TypeError: ``lease`` is not a number, ``block`` is not a bool, ``timeout`` is not
-                a number or None, ``block=True`` with a Transaction, or ``tr`` has the wrong
-                type.
+            TypeError: ``lease`` or ``timeout`` is not a number, ``block`` is not a bool,
+                ``block=True`` with a Transaction, or ``tr`` has the wrong type.
             ValueError: ``lease`` is out of range, ``timeout`` is NaN or negative, or a
-                ``timeout`` without ``block=True``.
+                ``timeout`` without ``block=True``. Nothing is read or written then.
 
-        Arguments are checked before anything is read or written. Given a Database, it takes
-        effect exactly once even when a commit's result is unknown (:mod:`fdbqueue.receipts`).
-        Cost: a read version, one range read of the expired leases, then the dequeue's range
-        read and clear when none has, and two sets (lease record, held value); claims
-        conflict with each other as plain dequeues do. One that finds nothing adds a snapshot
-        range read of the first lease (when it expires). Blocking, when nothing is there: per
-        further attempt one read-only transaction creating the watch plus the claim; while
-        waiting, nothing.
+        Given a Database, it takes effect exactly once (:mod:`fdbqueue.receipts`). Cost: a
+        read version, a range read of the expired leases, then the dequeue's read and clear
+        when none has, and two sets (lease record, held value); claims conflict with each
+        other as plain dequeues do, unless ``high_contention`` takes them in line. One that
+        finds nothing adds a snapshot read of the first lease (when it expires); blocking,
+        per further attempt a read-only transaction creating the watch.
 
         Source followed: FoundationDB's "Queues" recipe and developer guide ("Watches"); the
         long polling of Amazon SQS ``ReceiveMessage`` (``WaitTimeSeconds``).
         """
         seconds = check_lease_seconds(lease)
-        wait = check_blocking_arguments(tr, block, timeout)
-        return self._claim(tr, seconds, block, wait, self._claim_batch)
+        return self._end.claim(tr, seconds, block, check_blocking_arguments(tr, block, timeout))
 
     def claim_many(self, tr: TransactionContext, n: int, lease: float) -> list[Lease]:
         """Claim up to ``n`` items in one transaction, each under its own lease of ``lease``
-        seconds.
-
-        The items are those ``n`` calls of :meth:`claim` would take, in that order: expired
-        or released leases' items first (soonest expiry first), then the front of the queue;
-        poison items and items out of deliveries go to the dead letters on the way, as for
-        :meth:`claim`. It never waits.
-
-        Args:
-            tr: a Database, Tenant or Transaction.
-            n: the most items to claim (an int >= 0).
-            lease: seconds until each lease expires, as for :meth:`claim`.
+        seconds: those ``n`` calls of :meth:`claim` would take, in that order (expired or
+        released leases first, soonest expiry first; poison items and items out of
+        deliveries go to the dead letters on the way). It never waits, and never in line.
 
         Returns:
             A list of :class:`~fdbqueue.Lease`, in claim order; fewer than ``n`` (possibly
-            none) when fewer are claimable, or when the transaction's writes reached
+            none) when fewer are claimable, or when the writes reached
             :data:`~fdbqueue.transaction_bytes.LIBRARY_TRANSACTION_BUDGET` (about 5,000,000
             bytes, values included; claim again for the rest).
 
         Raises:
-            TypeError: ``n`` is not an int, ``lease`` is not a number, or ``tr`` has the
-                wrong type.
+            TypeError: ``n`` is not an int, ``lease`` not a number, or ``tr`` the wrong type.
             ValueError: ``n`` is negative or ``lease`` out of range; or the key at the front
                 is not one of this queue's items. Nothing changes then.
 
-        Given a Database, it takes effect exactly once (:mod:`fdbqueue.receipts`): a commit
-        with an unknown result neither loses the items nor leases them twice. Cost: one
-        transaction: a read version, one range read of the expired leases with a point read
-        of each held value (issued together), a clear and a set per redelivered lease; for
-        the rest, the queue's range read (``limit`` the number missing), a clear and two sets
-        per item, and one atomic add. Its read conflict ranges, like ``n`` claims': the
-        expired leases read and the queue's front up to the last item taken.
+        Given a Database, it takes effect exactly once (:mod:`fdbqueue.receipts`). Cost: one
+        transaction: a read version, a range read of the expired leases with a point read of
+        each held value (issued together), a clear and a set per redelivered lease; for the
+        rest, the queue's range read, a clear and two sets per item, and one atomic add. Its
+        read conflict ranges are ``n`` claims': the expired leases read and the front up to
+        the last item taken.
         """
         check_count(n)
         seconds = check_lease_seconds(lease)
-        if n == 0:
-            return []
-        return self._claim_batches(tr, seconds, n, self._claim_batch)
+        return self._end.claim_many(tr, n, seconds) if n else []
 
-    @exactly_once(wrote=claimed_something)
-    def _claim_batch(self, tr: TransactionContext, seconds: float, n: int) -> Any:
-        return self._leases.claim_many(tr, self._claimable_items, seconds, n)
+    def consumer(
+        self, database: Any, *, prefetch: int = 0, abandon_after: float = DEFAULT_ABANDON_AFTER
+    ) -> Consumer:
+        """Open a consumer session: it dequeues and claims in line with other sessions,
+        without conflicts, FIFO in request order (:mod:`fdbqueue.consumers`). Use it as a
+        context manager (``with queue.consumer(db, prefetch=1) as consumer:
+        consumer.dequeue(block=True)``); closing it returns its reserved places.
 
-    def _claimable_items(self, tr: TransactionContext, n: int, budget: int | None) -> Taken:
-        return self._results.take_with_give_back(tr, self._take_items, n, budget)
+        Args:
+            database: a Database or Tenant (the session runs its own transactions).
+            prefetch: places in line kept reserved between calls (0: nothing reserved
+                outside a call; 1: an item then costs one transaction).
+            abandon_after: seconds after which the places of a session that died (or
+                stopped calling) go to the next in line.
+
+        Raises:
+            TypeError: ``database`` is not a Database, or an argument has the wrong type.
+            ValueError: ``prefetch`` < 0, or ``abandon_after`` NaN, <= 0 or over a day.
+        """
+        return self._end.consumer(database, prefetch, abandon_after)
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
         self._append(tr, [encoded])

@@ -5,9 +5,9 @@ Key layout of a queue whose subspace has the prefix ``P`` (bytes)::
     P + pack(item key tuple)            -> encoded value   items: inside subspace.range()
     P + b"\\xff" + pack(("size",))       -> int64 LE        the size counter (atomic add)
     P + b"\\xff" + pack(("signal",))     -> int64 LE        bumped by every enqueue, for waiters
-    P + b"\\xff" + pack(("held", ...))   leased, served and dead-lettered values (fdbqueue.held)
+    P + b"\\xff" + pack(("held", ...))   leased and dead-lettered values (fdbqueue.held)
     P + b"\\xff" + pack(("leases"|"dead", ...))              leases, dead letters
-    P + b"\\xff" + pack(("requests"|"results"|"turn", ...))  high-contention staging
+    P + b"\\xff" + pack(("line", end)) + stamp ...       consumer sessions' requests
     P + b"\\xff" + pack(("receipts", ...))                   exactly-once receipts
 
 Items live exactly where FoundationDB's recipes put them, so ``subspace.range()`` holds items
@@ -328,15 +328,6 @@ class ItemStore:
         """
         tr[key] = encoded
         self.add_to_size(tr, 1)
-        self.signal(tr)
-
-    def put_back(self, tr: TransactionContext, key: bytes, encoded: bytes) -> None:
-        """Put an item back at its original key without counting it again (it was counted
-        while it was away, see :mod:`fdbqueue.staging`), and signal blocked consumers.
-
-        Cost: one set and one atomic add.
-        """
-        tr[key] = encoded
         self.signal(tr)
 
     def signal(self, tr: TransactionContext) -> None:

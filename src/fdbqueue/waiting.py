@@ -12,12 +12,10 @@ Source followed: FoundationDB's developer guide, "Watches" (``tr.watch``; watche
 a change from the value the transaction read, are active once it commits, and callers re-read
 after they fire).
 
-Items served to a high-contention consumer that died come back to the queue once they fall due
-(:mod:`fdbqueue.results`); nothing bumps the signal key at that moment, so a blocked consumer
-that saw such a result pending also wakes when it falls due, and its next attempt gives it back.
-Blocking claims (:mod:`fdbqueue.leases`) wake the same way when the first lease in flight
-expires (an expired lease's item is claimable again without any write); a ``release`` bumps
-the signal key.
+Blocking claims (:mod:`fdbqueue.leases`) also wake when the first lease in flight expires:
+an expired lease's item is claimable again without any write, so nothing bumps the signal key
+then (a ``release`` does bump it). Consumer sessions (:mod:`fdbqueue.consumers`) also wake to
+refresh their requests in line.
 """
 
 from __future__ import annotations
@@ -99,7 +97,7 @@ def take_blocking(
         signal_key: the key every enqueue changes with an atomic add.
         timeout: seconds to wait at most; None waits without limit.
         due_in: seconds until an item away from the queue falls due and an attempt would
-            give it back (:meth:`fdbqueue.results.ServedResults.seconds_until_due`), or None.
+            make it takeable (:meth:`fdbqueue.leases.Leases.seconds_until_expiry`), or None.
 
     Returns:
         The value taken, or None when the timeout ran out first.

@@ -132,13 +132,18 @@ class Reads:
         stops before it succeeds).
         """
         writes = self._writes
-        database = ((k, v) for k, v in view.scan(begin, end, reverse) if not writes.hides(k))
-        own: list[tuple[bytes, bytes]] = []
-        for key, entry in writes.entries_in(begin, end, reverse):
-            value = entry.resolve(None if entry.independent else view.get(key))
-            if value is not None:
-                own.append((key, value))
-        merged = heapq.merge(database, own, key=lambda pair: pair[0], reverse=reverse)
+        entries = writes.entries_in(begin, end, reverse)
+        if not entries and not writes.clears(begin, end):
+            # Nothing this transaction wrote is in the range: the database's pairs as they are.
+            merged: Iterator[tuple[bytes, bytes]] = view.scan(begin, end, reverse)
+        else:
+            database = ((k, v) for k, v in view.scan(begin, end, reverse) if not writes.hides(k))
+            own: list[tuple[bytes, bytes]] = []
+            for key, entry in entries:
+                value = entry.resolve(None if entry.independent else view.get(key))
+                if value is not None:
+                    own.append((key, value))
+            merged = heapq.merge(database, own, key=lambda pair: pair[0], reverse=reverse)
         barrier = writes.unreadable_barrier(begin, end, reverse)
         if barrier is None:
             yield from merged

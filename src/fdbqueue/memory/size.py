@@ -33,6 +33,8 @@ read-your-writes layer sends:
 
 from __future__ import annotations
 
+import bisect
+
 from sortedcontainers import SortedDict
 
 from fdbqueue.memory.atomic import apply_atomic
@@ -87,27 +89,38 @@ def coalesce_over(stack: list[tuple[str, bytes]], operation: str, param: bytes) 
     stack.append((operation, param))
 
 
+#: Ranges a :class:`RangeSet` keeps in plain lists before it moves them into a SortedDict.
+LIST_RANGES = 512
+
+
 class RangeSet:
     """Key ranges merged as they are added (overlapping or touching ranges become one), with
     ``bytes``: what they add to a transaction's size, :data:`RANGE_BYTES` plus both keys each.
 
-    Adding a range costs O(log n) plus the ranges it absorbs.
+    Up to :data:`LIST_RANGES` merged ranges are kept in two plain sorted lists (begins and
+    ends): adding a range is a bisection and a list splice, O(1) when it comes after every
+    range (the usual, ascending, case); beyond that they move into a ``SortedDict``, where
+    adding a range costs O(log n) plus the ranges it absorbs.
     """
 
-    __slots__ = ("_hit", "_ranges", "_top", "bytes")
+    __slots__ = ("_begins", "_ends", "_hit", "_ranges", "_top", "bytes")
 
     def __init__(self) -> None:
-        self._ranges: SortedDict = SortedDict()  # begin -> end, disjoint and not touching
+        self._begins: list[bytes] = []  # disjoint, not touching, ascending (list mode)
+        self._ends: list[bytes] = []
+        self._ranges: SortedDict | None = None  # begin -> end, beyond LIST_RANGES
         self.bytes = 0
         # Shortcuts: a range known to be covered (covered ranges only grow), and the last range.
         self._hit: tuple[bytes, bytes] = (b"", b"")
         self._top: tuple[bytes, bytes] | None = None
 
     def __len__(self) -> int:
-        return len(self._ranges)
+        return len(self._begins) if self._ranges is None else len(self._ranges)
 
     def ranges(self) -> list[tuple[bytes, bytes]]:
         """The merged ranges, in key order."""
+        if self._ranges is None:
+            return list(zip(self._begins, self._ends, strict=True))
         return list(self._ranges.items())
 
     def add(self, begin: bytes, end: bytes) -> None:
@@ -117,6 +130,13 @@ class RangeSet:
         hit = self._hit
         if hit[0] <= begin and end <= hit[1]:
             return  # already covered
+        if self._ranges is None:
+            self._add_to_lists(begin, end)
+            if len(self._begins) > LIST_RANGES:
+                self._ranges = SortedDict(zip(self._begins, self._ends, strict=True))
+                self._top = self._ranges.peekitem(-1)
+                self._begins, self._ends = [], []
+            return
         ranges = self._ranges
         top = self._top
         if top is None or begin > top[1]:  # after every range: the usual, ascending, case
@@ -145,3 +165,30 @@ class RangeSet:
         self.bytes += range_bytes(begin, end)
         self._hit = (begin, end)
         self._top = ranges.peekitem(-1)
+
+    def _add_to_lists(self, begin: bytes, end: bytes) -> None:
+        """:meth:`add` in list mode: merge ``[begin, end)`` with the ranges it overlaps or
+        touches, by two bisections and one splice of each list."""
+        begins, ends = self._begins, self._ends
+        if not begins or begin > ends[-1]:  # after every range
+            begins.append(begin)
+            ends.append(end)
+            self.bytes += range_bytes(begin, end)
+            self._hit = (begin, end)
+            return
+        first = bisect.bisect_right(begins, begin)  # ranges before ``first`` start at or before
+        if first and ends[first - 1] >= begin:  # overlaps or touches the range before
+            if ends[first - 1] >= end:
+                self._hit = (begins[first - 1], ends[first - 1])
+                return  # already covered
+            first -= 1
+            begin = begins[first]
+        last = bisect.bisect_right(begins, end, first)  # ranges from ``last`` on start after end
+        for index in range(first, last):
+            self.bytes -= range_bytes(begins[index], ends[index])
+        if last > first and ends[last - 1] > end:
+            end = ends[last - 1]
+        begins[first:last] = [begin]
+        ends[first:last] = [end]
+        self.bytes += range_bytes(begin, end)
+        self._hit = (begin, end)

@@ -49,8 +49,10 @@ class Commit:
 
     sequence: int
     version: int
-    write_ranges: list[Range]
+    write_ranges: list[Range]  # merged, in key order
     undo: dict[bytes, bytes | None] = field(default_factory=dict)
+    #: The begins of ``write_ranges``, for bisection.
+    write_begins: list[bytes] = field(default_factory=list)
 
 
 class Storage:
@@ -66,7 +68,8 @@ class Storage:
 
     def begin_commit(self, version: int, write_ranges: list[Range]) -> Commit:
         """Start recording a commit at ``version``; apply mutations with :meth:`write`."""
-        commit = Commit(self.next_sequence, version, merge_ranges(write_ranges))
+        merged = merge_ranges(write_ranges)
+        commit = Commit(self.next_sequence, version, merged, {}, [begin for begin, _ in merged])
         self.next_sequence += 1
         self.log.append(commit)
         self.versions.append(version)
@@ -104,16 +107,30 @@ class Storage:
             yield self.log[index]
 
     def conflicts(self, read_version: int, read_ranges: list[Range]) -> bool:
-        """True when a commit newer than ``read_version`` wrote inside ``read_ranges``."""
+        """True when a commit newer than ``read_version`` wrote inside ``read_ranges``.
+
+        Cost: for each such commit, one bisection into its merged write ranges per merged
+        read range (a transaction has few read ranges; a commit may have many writes).
+        """
         if not read_ranges:
             return False
+        start = bisect.bisect_right(self.versions, read_version)
+        log = self.log
+        if start == len(log):
+            return False
         merged = merge_ranges(read_ranges)
-        begins = [begin for begin, _ in merged]
-        for commit in reversed(self.log):
-            if commit.version <= read_version:
-                break
-            for write_range in commit.write_ranges:
-                if ranges_intersect(merged, begins, write_range):
+        bisect_right = bisect.bisect_right
+        for index in range(len(log) - 1, start - 1, -1):
+            commit = log[index]
+            writes, begins = commit.write_ranges, commit.write_begins
+            if not writes:
+                continue
+            for begin, end in merged:
+                # The last write range starting at or before ``begin``, then the next one.
+                position = bisect_right(begins, begin) - 1
+                if position >= 0 and writes[position][1] > begin:
+                    return True
+                if position + 1 < len(writes) and writes[position + 1][0] < end:
                     return True
         return False
 
@@ -172,4 +189,7 @@ class VersionView:
             ),
             reverse=reverse,
         )
+        if not historical:  # nothing older to put back in this range
+            yield from live
+            return
         yield from heapq.merge(live, historical, key=lambda pair: pair[0], reverse=reverse)

@@ -171,10 +171,20 @@ class WriteMap:
 
     def entries_in(self, begin: bytes, end: bytes, reverse: bool) -> list[tuple[bytes, Entry]]:
         """Entries of keys in ``[begin, end)``, in key order (or reversed)."""
+        if not self.entries:
+            return []
         return [
             (key, self.entries[key])
             for key in self.entries.irange(begin, end, inclusive=(True, False), reverse=reverse)
         ]
+
+    def clears(self, begin: bytes, end: bytes) -> bool:
+        """True when a cleared range overlaps ``[begin, end)``. Cost: one bisection."""
+        cleared = self.cleared
+        if not cleared:
+            return False
+        index = bisect.bisect_left(self.cleared_begins, end) - 1  # the last one starting before end
+        return index >= 0 and cleared[index][1] > begin
 
     def hides(self, key: bytes) -> bool:
         """True when the database value of ``key`` is not what the transaction sees."""
@@ -182,6 +192,8 @@ class WriteMap:
 
     def independent_ranges(self, begin: bytes, end: bytes) -> list[Range]:
         """Parts of ``[begin, end)`` whose values the transaction wrote independently."""
+        if not self.entries and not self.cleared:
+            return []
         points = [
             (key, key + b"\x00")
             for key in self.entries.irange(begin, end, inclusive=(True, False))

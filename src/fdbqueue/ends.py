@@ -1,0 +1,179 @@
+"""One end of a queue that consumers take from: plainly, in line, or under leases.
+
+A :class:`~fdbqueue.Queue` has one end (its front); a :class:`~fdbqueue.PriorityQueue` has
+two (its lowest and its highest priority). Each is an :class:`End`, composed into the queue:
+the queue type says only how to read its first items (a :data:`ReadEnd`), and the end does
+the rest, the same way for every queue type:
+
+* plain takes (:meth:`End.take`, :meth:`End.take_many`): FoundationDB's recipe, a ``limit``
+  range read of the first items with a read conflict range over them, then a clear;
+* takes in line (:mod:`fdbqueue.consumers`): with ``high_contention=True`` a take given a
+  Database runs as a one-call consumer session (``prefetch=0``), so that many consumers take
+  without conflicting; :meth:`End.consumer` opens a longer session, with prefetch if asked;
+* claims under leases (:mod:`fdbqueue.leases`), plain or in line in the same way;
+* blocking (:mod:`fdbqueue.waiting`): on a watch of the queue's signal key.
+
+Every take given a Database takes effect exactly once (:mod:`fdbqueue.receipts`).
+
+Source followed: FoundationDB's "Queues" and "Priority Queues" recipes (plain takes); the
+rank-matched line of :mod:`fdbqueue.consumers` for high contention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fdbqueue import taking
+from fdbqueue.consumers import Consumer
+from fdbqueue.leases import Lease, Leases, claimed_something
+from fdbqueue.receipts import exactly_once
+from fdbqueue.store import ItemStore
+from fdbqueue.taking import MOVED_ASIDE, Taken
+from fdbqueue.transactional import TransactionContext, is_database, require_writable
+from fdbqueue.waiting import take_blocking
+
+__all__ = ["End", "ReadEnd"]
+
+#: ``read(tr, n, snapshot)``: up to ``n`` items at one end, in take order (fewer is allowed:
+#: a take reads again for the rest). Not a snapshot read, it adds the read conflict ranges a
+#: plain take needs (the end up to the last item returned, or the whole end when empty); a
+#: snapshot read adds none.
+ReadEnd = Callable[[Any, int, bool], list[Any]]
+
+
+class End:
+    """One end of a queue: what takes, claims and consumer sessions share there.
+
+    Args:
+        store: the queue's items and metadata.
+        leases: the queue's leases (shared by its ends).
+        read: reads the first items at this end (:data:`ReadEnd`).
+        name: the end's name (``"front"``, ``"min"``, ``"max"``): its line of requests is
+            at ``metadata[("line", name)]``.
+        high_contention: takes and claims given a Database go through the line.
+        abandon_after: seconds after which the line's requests of a dead consumer are
+            cleared (:mod:`fdbqueue.consumers`).
+        action: the verb error messages use (``"dequeue"``, ``"pop"``).
+    """
+
+    def __init__(
+        self,
+        store: ItemStore,
+        leases: Leases,
+        read: ReadEnd,
+        *,
+        name: str,
+        high_contention: bool,
+        abandon_after: float,
+        action: str,
+    ) -> None:
+        self._store = store
+        self.leases = leases
+        self.read = read
+        self.line = store.metadata.pack(("line", name))
+        self.high_contention = high_contention
+        self.abandon_after = abandon_after
+        self.action = action
+
+    def front(self, tr: TransactionContext, n: int) -> list[Any]:
+        """The :data:`~fdbqueue.taking.Front` of a plain take: read with conflict ranges."""
+        return self.read(tr, n, False)
+
+    def consumer(self, database: Any, prefetch: int, abandon_after: float) -> Consumer:
+        """A consumer session in this end's line (arguments checked by :class:`Consumer`)."""
+        return Consumer(
+            self._store,
+            database,
+            line=self.line,
+            read=self.read,
+            leases=self.leases,
+            prefetch=prefetch,
+            abandon_after=abandon_after,
+        )
+
+    def _in_line(self, tr: TransactionContext) -> bool:
+        return self.high_contention and is_database(tr)
+
+    # -- taking -----------------------------------------------------------------------------
+
+    def take(self, tr: TransactionContext, block: bool, seconds: float | None) -> Any:
+        """Take one value (arguments checked by the caller); None when there is none."""
+        if self._in_line(tr):
+            with self.consumer(tr, 0, self.abandon_after) as session:
+                return session.take(block=block, timeout=seconds)
+        if block:
+            return take_blocking(tr, self._take_one, self._store.signal_key, seconds)
+        return self._take_one(tr)
+
+    def _take_one(self, tr: TransactionContext, _deadline: float | None = None) -> Any:
+        value = self._take(tr)
+        while value is MOVED_ASIDE:  # it only moved poison aside (and committed that)
+            value = self._take(tr)
+        return value
+
+    @exactly_once(wrote=lambda value: value is not None)
+    def _take(self, tr: TransactionContext) -> Any:
+        require_writable(tr, self.action)
+        taken = taking.take(self._store, tr, self.front, 1, moving=False)
+        if not taken.items:
+            return MOVED_ASIDE if taken.moved_aside else None
+        self._store.add_to_size(tr, -1)
+        return taken.items[0].value
+
+    def take_many(self, tr: TransactionContext, n: int) -> list[Any]:
+        """Take up to ``n`` values in one transaction (``n`` checked by the caller, > 0)."""
+        values = self._take_many(tr, n)
+        while values is MOVED_ASIDE:
+            values = self._take_many(tr, n)
+        return values  # type: ignore[no-any-return]
+
+    @exactly_once(wrote=bool)
+    def _take_many(self, tr: TransactionContext, n: int) -> Any:
+        require_writable(tr, f"{self.action}_many")
+        taken = taking.take(self._store, tr, self.front, n, moving=False)
+        if not taken.items:
+            return MOVED_ASIDE if taken.moved_aside else []
+        self._store.add_to_size(tr, -len(taken.items))
+        return [item.value for item in taken.items]
+
+    # -- claiming ---------------------------------------------------------------------------
+
+    def claim(
+        self, tr: TransactionContext, seconds: float, block: bool, wait: float | None
+    ) -> Lease | None:
+        """Claim one item under a lease of ``seconds`` (arguments checked by the caller)."""
+        if self._in_line(tr):
+            with self.consumer(tr, 0, self.abandon_after) as session:
+                lease: Lease | None = session.claim(seconds, block=block, timeout=wait)
+                return lease
+        if not block:
+            return self._claim_one(tr, seconds)
+        lease = take_blocking(
+            tr,
+            lambda tr, _deadline: self._claim_one(tr, seconds),
+            self._store.signal_key,
+            wait,
+            self.leases.seconds_until_expiry,
+        )
+        return lease
+
+    def _claim_one(self, tr: TransactionContext, seconds: float) -> Lease | None:
+        claimed = self.claim_many(tr, 1, seconds)
+        return claimed[0] if claimed else None
+
+    def claim_many(self, tr: TransactionContext, n: int, seconds: float) -> list[Lease]:
+        """Claim up to ``n`` items in one transaction (arguments checked by the caller); a
+        batch that only moved items to the dead letters commits, and the next goes on."""
+        claimed = self._claim_batch(tr, seconds, n)
+        while claimed is MOVED_ASIDE:
+            claimed = self._claim_batch(tr, seconds, n)
+        leases: list[Lease] = claimed
+        return leases
+
+    @exactly_once(wrote=claimed_something)
+    def _claim_batch(self, tr: TransactionContext, seconds: float, n: int) -> Any:
+        return self.leases.claim_many(tr, self._take_items, seconds, n)
+
+    def _take_items(self, tr: TransactionContext, n: int, budget: int | None) -> Taken:
+        return taking.take(self._store, tr, self.front, n, budget)
