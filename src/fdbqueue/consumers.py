@@ -82,6 +82,14 @@ def check_abandon_after(abandon_after: Any) -> float:
     return seconds
 
 
+def _needs_receipt(outcome: tuple[str, Any]) -> bool:
+    """Whether an attempt's outcome needs a receipt: every outcome that wrote, except a
+    withdrawal. A registration or a refresh that timed out (1031) and landed later would
+    put a request nobody waits for in line, ahead of the next ones (a receipt fences it off);
+    a withdrawal only clears requests this session read, which may be cleared twice."""
+    return outcome[0] != WITHDRAWN
+
+
 class Consumer:
     """A consumer session on one queue: takes items in line (see the module docstring).
 
@@ -132,8 +140,13 @@ class Consumer:
         self._owner_start = len(line) + STAMP_BYTES  # where a request key holds its owner
         self._abandon_versions = int(seconds * VERSIONS_PER_SECOND)
         self._closed = False
-        self._contended = False  # the last call met other consumers: skip the fast path
+        #: A hint: the last call met other consumers, so the next skips the fast path. A queue
+        #: passes it from one one-call session to the next.
+        self.contended = False
         self._may_hold = False  # requests of this session may be in line: close withdraws
+        self._rank_guess: int | None = None  # its rank when it last took (0: read the head early)
+        self._early: tuple[int, list[Any]] | None = None  # (rank guessed, items read early)
+        self._others_in_line = False  # the last attempt saw requests of other sessions
 
     # -- the public calls -----------------------------------------------------------------
 
@@ -234,47 +247,58 @@ class Consumer:
     def _attempt_until_done(self, take_at: TakeAt, wait: bool) -> Any:
         """Attempts until one takes an item or finds none for this session's rank."""
         attempts = 0
+        met_others = False  # a retry, or other consumers' requests seen in line
 
         def attempt(tr: Any) -> tuple[str, Any]:
             nonlocal attempts
             attempts += 1
-            # The head is taken directly only while consumers do not collide: a retry, or
-            # requests seen in line, send this session through the line for a while.
-            fast = attempts == 1 and not self._contended
+            # The head is taken directly only while consumers do not collide: a call that
+            # met others sends the next one through the line, until one finds it empty.
+            fast = attempts == 1 and not self.contended
             return self._attempt(tr, take_at, wait, fast)
 
         while True:
-            outcome, value = self.store.receipts.run(self.database, attempt)
-            self._contended = attempts > 1 or outcome == REGISTERED
+            outcome, value = self.store.receipts.run(self.database, attempt, wrote=_needs_receipt)
+            met_others = met_others or attempts > 1 or self._others_in_line
             if outcome in (REGISTERED, WAITING) or (outcome == TAKEN and self.prefetch):
                 self._may_hold = True
             elif outcome in (TAKEN, WITHDRAWN):
                 self._may_hold = False
-            if outcome == TAKEN:
-                return value
-            if outcome in (WAITING, WITHDRAWN):
-                return None
+            if outcome in (TAKEN, WAITING, WITHDRAWN):
+                self.contended = met_others
+                return value if outcome == TAKEN else None
             # REGISTERED (our request is in line now) or MOVED_ASIDE: look again at once.
             attempts = 0
 
     def _attempt(self, tr: Any, take_at: TakeAt, wait: bool, fast: bool) -> tuple[str, Any]:
-        # The line read comes first: it fetches the read version with it (one round trip, as
-        # a transaction's first read does), which the abandonment checks then use.
-        requests = list(tr.snapshot.get_range(self.line, self.line_end))
+        # The line read is issued first and, when this attempt will likely take the head (the
+        # fast path, or this session's request was first in line last time), the read of the
+        # first item too, before waiting on either: the two reads' round trips overlap (the
+        # line's also fetches the read version). Further back in line, consumers are many
+        # and the machine's CPU, not the round trips, is what a guess would cost.
+        line = tr.snapshot.get_range(self.line, self.line_end)
+        self._early = None
+        if (fast and self.prefetch == 0) or (self._may_hold and self._rank_guess == 0):
+            self._early = (0, self.read(tr, 1, True))
+        requests = list(line)
         read_version: int = tr.get_read_version().wait()
         rank = 0
         own: list[Any] = []
         owner, start = self.owner, self._owner_start
         end = start + OWNER_BYTES
+        self._others_in_line = False
         for request in requests:
             if request.key[start:end] == owner:
                 own.append(request)
-            elif not own:
-                if self._abandoned(request, read_version):
-                    tr.add_read_conflict_key(request.key)  # a refresh that commits first wins
-                    del tr[request.key]
-                else:
-                    rank += 1
+                continue
+            self._others_in_line = True
+            if own:
+                continue
+            if self._abandoned(request, read_version):
+                tr.add_read_conflict_key(request.key)  # a refresh that commits first wins
+                del tr[request.key]
+            else:
+                rank += 1
         if not own:
             if self.prefetch == 0 and not requests and fast:
                 # Nobody in line: take the head as a plain dequeue would (one transaction);
@@ -288,10 +312,14 @@ class Consumer:
             return REGISTERED, None
         mine = own[0]
         tr.add_read_conflict_key(mine.key)  # withdrawn as abandoned meanwhile: retry
+        self._rank_guess = rank
         outcome = take_at(tr, rank)
         if outcome is not None:
             if outcome[0] == TAKEN:
-                del tr[mine.key]
+                # Without prefetch every request of ours goes (it keeps none between calls);
+                # with it, the one served.
+                for request in own if self.prefetch == 0 else [mine]:
+                    del tr[request.key]
                 if self.prefetch and len(own) <= self.prefetch:
                     self._register(tr, self.prefetch - len(own) + 1)
             return outcome
@@ -328,7 +356,11 @@ class Consumer:
         the first ``rank + 1`` items), with a read conflict key on it only."""
 
         def front(tr: Any, n: int) -> list[Any]:
-            items = self.read(tr, rank + 1, True)
+            early, self._early = self._early, None  # good for the first read only
+            if early is not None and (rank <= early[0] or len(early[1]) <= early[0]):
+                items = early[1]  # read together with the line (fewer: the queue ends there)
+            else:
+                items = self.read(tr, rank + 1, True)
             if len(items) <= rank:
                 return []
             item = items[rank]
@@ -352,13 +384,13 @@ class Consumer:
     def _abandoned(self, request: Any, read_version: int, versions: int | None = None) -> bool:
         """Whether nobody registered or refreshed ``request`` in the last ``versions``
         (default: ``abandon_after``) versions before ``read_version``."""
-        stamp = bytes(request.key[len(self.line) : len(self.line) + 8])
-        seen = _VERSION.unpack(stamp)[0]
-        value = bytes(request.value)
-        if len(value) == _VERSION.size:
-            seen = max(seen, _VERSION.unpack(value)[0])
         limit = self._abandon_versions if versions is None else versions
-        return bool(read_version - seen > limit)
+        start = len(self.line)
+        if read_version - int.from_bytes(request.key[start : start + 8], "big") <= limit:
+            return False  # registered recently (the usual case: no need to look further)
+        value = bytes(request.value)
+        refreshed = _VERSION.unpack(value)[0] if len(value) == _VERSION.size else 0
+        return bool(read_version - refreshed > limit)
 
     def _refresh(self, tr: Any, own: list[Any], read_version: int) -> None:
         """Mark our waiting requests alive when a third of ``abandon_after`` has passed."""

@@ -75,6 +75,9 @@ class End:
         self.high_contention = high_contention
         self.abandon_after = abandon_after
         self.action = action
+        #: Whether the last one-call session met other consumers (a hint, see
+        #: :attr:`fdbqueue.consumers.Consumer.contended`).
+        self.contended = False
 
     def front(self, tr: TransactionContext, n: int) -> list[Any]:
         """The :data:`~fdbqueue.taking.Front` of a plain take: read with conflict ranges."""
@@ -95,13 +98,22 @@ class End:
     def _in_line(self, tr: TransactionContext) -> bool:
         return self.high_contention and is_database(tr)
 
+    def _one_call(self, database: Any, call: Callable[[Consumer], Any]) -> Any:
+        """``call`` on a consumer session opened for it alone (``prefetch=0``), which starts
+        from the contention the previous one met (a hint shared by this end's callers)."""
+        with self.consumer(database, 0, self.abandon_after) as session:
+            session.contended = self.contended
+            try:
+                return call(session)
+            finally:
+                self.contended = session.contended
+
     # -- taking -----------------------------------------------------------------------------
 
     def take(self, tr: TransactionContext, block: bool, seconds: float | None) -> Any:
         """Take one value (arguments checked by the caller); None when there is none."""
         if self._in_line(tr):
-            with self.consumer(tr, 0, self.abandon_after) as session:
-                return session.take(block=block, timeout=seconds)
+            return self._one_call(tr, lambda session: session.take(block=block, timeout=seconds))
         if block:
             return take_blocking(tr, self._take_one, self._store.signal_key, seconds)
         return self._take_one(tr)
@@ -144,9 +156,10 @@ class End:
     ) -> Lease | None:
         """Claim one item under a lease of ``seconds`` (arguments checked by the caller)."""
         if self._in_line(tr):
-            with self.consumer(tr, 0, self.abandon_after) as session:
-                lease: Lease | None = session.claim(seconds, block=block, timeout=wait)
-                return lease
+            lease: Lease | None = self._one_call(
+                tr, lambda session: session.claim(seconds, block=block, timeout=wait)
+            )
+            return lease
         if not block:
             return self._claim_one(tr, seconds)
         lease = take_blocking(
