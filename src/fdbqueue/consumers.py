@@ -61,6 +61,9 @@ OWNER_BYTES = 16
 STAMP_BYTES = 10
 _UNSET_STAMP = b"\x00" * STAMP_BYTES
 _VERSION = struct.Struct(">q")
+#: Transactions a withdrawal tries when they time out (1031) before it gives up.
+WITHDRAW_ATTEMPTS = 5
+TIMED_OUT = 1031
 
 #: One take at a rank in a transaction: (TAKEN, what), (MOVED_ASIDE, None), or None when there
 #: is nothing for that rank.
@@ -399,10 +402,20 @@ class Consumer:
                 tr[request.key] = _VERSION.pack(read_version)
 
     def _withdraw(self) -> None:
+        """Clear this session's requests. A transaction that times out (1031) is tried again,
+        :data:`WITHDRAW_ATTEMPTS` times in all: a request left behind would hold its place in
+        line until ``abandon_after``. (Clears only: one that lands late changes nothing.)"""
+
         def body(tr: Any) -> None:
             for request in tr.snapshot.get_range(self.line, self.line_end):
                 if self._owner_of(request.key) == self.owner:
                     del tr[request.key]
 
-        run_in_retry_loop(self.database, body)
+        for attempt in range(WITHDRAW_ATTEMPTS):
+            try:
+                run_in_retry_loop(self.database, body)
+                break
+            except Exception as error:
+                if getattr(error, "code", None) != TIMED_OUT or attempt + 1 == WITHDRAW_ATTEMPTS:
+                    raise
         self._may_hold = False
