@@ -321,7 +321,7 @@ def test_takes_in_line_are_fifo_in_request_order_under_faults_retried_within_a_c
     waiting requests look abandoned: their items then go to later requests, see
     docs/high-contention.rst; exactly-once under those is tested above.)"""
     db = memory.open(seed=5, latency=memory.Latency(grv=0.0002, read=0.0001, commit=0.0005))
-    queue, take = fifo_queue(db, ("fifo-faults",), kind, 120)
+    _queue, take = fifo_queue(db, ("fifo-faults",), kind, 120)
     db.faults = memory.Faults(
         not_committed=0.05, commit_unknown_result=0.05, transaction_too_old=0.05
     )

@@ -66,8 +66,18 @@ What it models, as ``shared/fdb-semantics.md`` states FoundationDB's behaviour:
   of a key over 10,000 bytes fails with 2102; the pending watches of a transaction reset,
   retried, cancelled or destroyed (``Transaction.destroy``, also on garbage collection)
   before it commits fail with 1025;
-* ``Latency(grv, read, commit)``: each read version, read and commit sleeps that long (outside
-  the database lock), so contention behaves as on a networked cluster;
+* ``Latency(grv, read, commit)``: each read version, read and commit takes that long (outside
+  the database lock), so contention behaves as on a networked cluster. As with the binding's
+  futures, a read's latency runs from its issue: ``get``, ``get_key`` and ``get_range`` (its
+  first batch; each later batch when the iteration hands out the previous batch's last row,
+  as ``FDBRange``) are computed at once, at the read version and through the transaction's
+  writes made before the call (upstream's write-map snapshot), and their future or range is
+  ready once the latency has run: waiting (``wait``, ``value``, ``bytes()``, iterating) sleeps
+  only what is left, ``is_ready`` is False until then, ``on_ready`` callbacks (and, under
+  :func:`install`, the network thread's) run then. So reads issued together overlap. The
+  read version is fetched when first needed (``get_read_version`` or the first read): that
+  call sleeps the GRV latency, then takes the newest committed version, as a proxy answers;
+  a commit first waits for the reads still running;
 * ``Faults(not_committed, commit_unknown_result, transaction_too_old, timed_out, recovery)``:
   per-commit probabilities, drawn from the seeded generator, that a writing commit fails with
   1020, 1021 (applied or not, half the time each, final before the error), 1007, 1031 (not
@@ -81,18 +91,20 @@ Known differences from a real cluster:
 * single process, no network, no durability, no tenants, no locality or management APIs, no
   ``get_estimated_range_size_bytes`` / ``get_range_split_points``;
 * read errors are raised by the call that reads (``get``, ``get_key``, ``get_range``'s first
-  batch), not by the future or ``FDBRange`` when it is used, as the binding's lazy futures
-  do: the in-memory reads are synchronous (audit L19);
+  batch), once that read's latency has run, not by the future or ``FDBRange`` when it is
+  used, as the binding's lazy futures do (audit L19); under :func:`install` the binding sees
+  them from the future, as usual;
 * there are no future versions: a read version set ahead of the database (``set_read_version``)
   is read at once and never raises 1009 after upstream's ``FUTURE_VERSION_DELAY``; commits
   made below that version later show up in the transaction's reads (audit L7; modelling it
   would need reads that wait for the version clock);
 * the cache of reads holds point reads only: re-reading a range goes to the database (and may
   raise 1007) where upstream's ``SnapshotCache`` may answer it;
-* reads are synchronous: each read's latency is slept when it is issued, so reads issued
-  together do not overlap as the binding's futures do; a transaction's first read sleeps the
-  GRV and read latencies at once and takes its read version at the end of both (upstream,
-  between them), so that read sees data a read latency fresher;
+* a read is computed when it is issued, not when its request reaches a storage server, so
+  1007 is decided at issue; a second read of a key whose first read is still running is
+  answered from the cache, ready with the first (upstream sends a second request); the GRV
+  is slept by the call that needs the read version, where upstream's ``get_read_version``
+  returns a future at once;
 * conflict detection is exact per key range (a real resolver may also report conflicts for
   transactions whose read version fell out of its window, and keeps no more than ~5 s);
 * versionstamps' 2-byte batch order is always 0 (every commit is its own batch);

@@ -3,6 +3,10 @@
 Each call is served by the engine's :class:`fdbqueue.memory.Transaction` behind the handle.
 Rules kept from libfdb_c (``bindings/c/fdb_c.cpp``):
 
+* reads are issued by the call and computed then; the future they return is ready once the
+  simulated read latency has run from the call (``fdb_future_is_ready`` is 0 until then,
+  blocking sleeps what is left, a callback is called then from the network thread), so reads
+  the binding issues together overlap, as on a cluster;
 * range reads are served one batch per call, sized by the row limit, the caller's byte target
   and the streaming mode as libfdb_c's ``validate_and_update_parameters`` sizes them (the
   engine's :func:`fdbqueue.memory.ranges.batch_limits`); each batch says whether more may
@@ -150,11 +154,10 @@ class TransactionFunctions:
         )
         end = KeySelector(buffer_bytes(end_key, end_length), bool(end_or_equal), end_offset)
         return self.handles.future(
-            lambda: _encoded_batch(
-                reader.get_range_batch(
-                    begin, end, limit, target_bytes, mode, iteration, bool(reverse)
-                )
-            )
+            lambda: reader.get_range_batch(
+                begin, end, limit, target_bytes, mode, iteration, bool(reverse)
+            ),
+            _encoded_batch,
         )
 
     def fdb_transaction_set(self, handle: Any, key: Any, kl: int, value: Any, vl: int) -> None:

@@ -1,7 +1,11 @@
 """Futures, values and keys with the ``fdb`` binding's shapes (``fdb/impl.py``).
 
-The in-memory database completes most futures before returning them; watches and
-versionstamps complete later, from the thread whose commit completes them.
+The in-memory database computes a read's result when the read is issued, but the future is
+*ready* only once the read's simulated latency has run from that moment (``ready_at``, a
+``time.monotonic()`` instant): ``wait``/``value`` sleep what is left of it, ``is_ready`` is
+False until then and ``on_ready`` callbacks run then (from a timer thread). So reads issued
+together overlap their latencies, as the binding's futures do. Watches and versionstamps
+complete later, from the thread whose commit completes them.
 
 * :class:`Future` is the binding's ``Future``: ``wait``, ``is_ready``, ``block_until_ready``,
   ``on_ready``, ``cancel``, the static ``wait_for_any`` and the asyncio-style ``done``,
@@ -14,7 +18,11 @@ versionstamps complete later, from the thread whose commit completes them.
 from __future__ import annotations
 
 import functools
+import heapq
+import itertools
+import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,35 +34,90 @@ __all__ = ["Future", "FutureString", "Key", "Value"]
 _STATE_LOCK = threading.Lock()  # guards every Future's state; held only briefly
 
 
+def sleep_until(instant: float) -> None:
+    """Sleep until ``time.monotonic()`` reaches ``instant`` (at once if it has)."""
+    if instant:
+        delay = instant - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+
+class _Timer:
+    """One daemon thread that calls functions at given ``time.monotonic()`` instants: the
+    ``on_ready`` callbacks of futures whose result is known but whose latency has not run."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition(threading.Lock())
+        self._queue: list[tuple[float, int, Callable[[], None]]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def call_at(self, instant: float, function: Callable[[], None]) -> None:
+        """Call ``function()`` from the timer thread once ``instant`` has come."""
+        with self._condition:
+            heapq.heappush(self._queue, (instant, next(self._order), function))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="fdbqueue.memory-timer", daemon=True
+                )
+                self._thread.start()
+            self._condition.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                while not self._queue or self._queue[0][0] > time.monotonic():
+                    timeout = self._queue[0][0] - time.monotonic() if self._queue else None
+                    self._condition.wait(timeout)
+                _, _, function = heapq.heappop(self._queue)
+            try:
+                function()
+            except Exception:  # a callback's own error must not stop the timer
+                sys.excepthook(*sys.exc_info())
+
+
+_TIMER = _Timer()
+
+
 class Future:
     """The result of an asynchronous operation: ``wait()`` returns it or raises its error.
 
-    A future that is ready when it is made (most of them, in memory) costs no thread event;
-    one is made only for a caller that waits on a future not yet ready (a watch).
+    A future whose result is known when it is made (most of them, in memory) costs no thread
+    event; one is made only for a caller that waits on a future not yet completed (a watch).
+    A future made with a ``ready_at`` instant (a read and its simulated latency) has its
+    result already but is ready only from that instant (see the module docstring).
     """
 
-    __slots__ = ("_callbacks", "_done", "_error", "_event", "_result")
+    __slots__ = ("_callbacks", "_done", "_error", "_event", "_ready_at", "_result")
 
     def __init__(self) -> None:
         self._done = False
+        self._ready_at = 0.0  # a time.monotonic() instant; 0: ready once done
         self._event: threading.Event | None = None
         self._result: Any = None
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[Future], None]] | None = None
 
     @classmethod
-    def completed(cls, result: Any = None) -> Future:
-        """A future that is already ready with ``result``."""
+    def completed(cls, result: Any = None, ready_at: float = 0.0) -> Future:
+        """A future of ``result``, ready now or from the ``time.monotonic()`` instant
+        ``ready_at``."""
         future = cls()
-        future._result, future._done = result, True
+        future._result, future._done, future._ready_at = result, True, ready_at
         return future
 
     @classmethod
-    def failed(cls, error: BaseException) -> Future:
-        """A future that is already ready with ``error``."""
+    def failed(cls, error: BaseException, ready_at: float = 0.0) -> Future:
+        """A future of ``error``, ready now or from the instant ``ready_at``."""
         future = cls()
-        future._error, future._done = error, True
+        future._error, future._done, future._ready_at = error, True, ready_at
         return future
+
+    @property
+    def ready_at(self) -> float:
+        """The ``time.monotonic()`` instant from which a completed future is ready (0: as soon
+        as it completes)."""
+        return self._ready_at
 
     def _complete(self, result: Any, error: BaseException | None) -> bool:
         with _STATE_LOCK:
@@ -78,12 +141,21 @@ class Future:
         return self._complete(None, error)
 
     def is_ready(self) -> bool:
-        """True once the future has a result or an error."""
-        return self._done
+        """True once the future has a result or an error (and its latency has run)."""
+        if not self._done:
+            return False
+        if self._ready_at:
+            if time.monotonic() < self._ready_at:
+                return False
+            self._ready_at = 0.0
+        return True
 
     def block_until_ready(self) -> None:
         """Wait until the future is ready, without raising its error."""
         if self._done:
+            if self._ready_at:
+                sleep_until(self._ready_at)
+                self._ready_at = 0.0
             return
         with _STATE_LOCK:
             if self._done:
@@ -102,13 +174,16 @@ class Future:
 
     def on_ready(self, callback: Callable[[Future], None]) -> None:
         """Call ``callback(self)`` once ready: now if it already is, else from the thread that
-        completes it."""
+        completes it (or, for a result waiting out its latency, from a timer thread then)."""
         with _STATE_LOCK:
             if not self._done:
                 if self._callbacks is None:
                     self._callbacks = []
                 self._callbacks.append(callback)
                 return
+        if not self.is_ready():
+            _TIMER.call_at(self._ready_at, functools.partial(callback, self))
+            return
         callback(self)
 
     def cancel(self) -> None:
@@ -212,12 +287,13 @@ class FutureString(Future):
 
     __slots__ = ()
 
-    def __init__(self, value: Any = _PENDING) -> None:
-        """Make a ready future of ``value`` (bytes, or None for a missing value), or a
-        pending one without an argument (completed later with ``set_result``)."""
+    def __init__(self, value: Any = _PENDING, ready_at: float = 0.0) -> None:
+        """Make a future of ``value`` (bytes, or None for a missing value), ready now or
+        from the ``time.monotonic()`` instant ``ready_at``; or a pending one without an
+        argument (completed later with ``set_result``)."""
         Future.__init__(self)
         if value is not _PENDING:
-            self._result, self._done = value, True
+            self._result, self._done, self._ready_at = value, True, ready_at
 
     # The binding's trick: isinstance(x, bytes) is True. Neither this class nor its
     # subclasses may use the zero-argument super() (https://bugs.python.org/issue12370).

@@ -13,6 +13,12 @@ Each batch adds its own read conflict range (upstream ``ReadYourWritesTransactio
 ``[begin, key_after(last))`` (reversed: ``[last, end)``), one that reached the end of the
 range covers what was left of it. So an abandoned iteration conflicts only on the batches it
 fetched. Iterating again re-reads every batch after the first, as ``FDBRange.__iter__`` does.
+
+Latency, as the binding's futures have it: the first batch is issued when the range is made,
+so its latency runs from then, and iterating sleeps only what is left of it; each later batch
+is issued when the iteration hands out the previous batch's last row (``FDBRange.__iter__``
+requests it before yielding that row), and the iteration sleeps what is left of its latency
+when it needs its first row.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from fdbqueue.memory.errors import FDBError
+from fdbqueue.memory.futures import sleep_until
 from fdbqueue.memory.keys import KeyValue, key_after
 
 __all__ = ["BatchReader", "RangeResult", "StreamingMode", "batch_limits"]
@@ -78,7 +85,9 @@ def batch_limits(limit: int, mode: int, iteration: int, target_bytes: int = 0) -
     return limit, target_bytes or mode_bytes
 
 
-Batch = tuple[list[KeyValue], bool]  # the rows, and whether the batch stopped at a limit
+#: The rows, whether the batch stopped at a limit, and the ``time.monotonic()`` instant from
+#: which it is ready (0: now).
+Batch = tuple[list[KeyValue], bool, float]
 
 
 class BatchReader(Protocol):
@@ -88,7 +97,7 @@ class BatchReader(Protocol):
     def read_batch(
         self, begin: bytes, end: bytes, limit: int, byte_target: int, reverse: bool, snapshot: bool
     ) -> Batch:
-        """One batch: up to ``limit`` rows and about ``byte_target`` bytes."""
+        """Issue one batch: up to ``limit`` rows and about ``byte_target`` bytes."""
         ...
 
 
@@ -98,7 +107,9 @@ class RangeResult:
 
     The first batch is read when ``get_range`` is called, so its errors (and those of the
     arguments) are raised by that call; later batches are read as the iteration reaches them.
-    Like the binding's ``FDBRange``, it has no ``len()``: use ``list(...)`` or ``to_list()``.
+    Its latency runs from then: iterating waits for what is left of it (see the module
+    docstring). Like the binding's ``FDBRange``, it has no ``len()``: use ``list(...)`` or
+    ``to_list()``.
     """
 
     def __init__(
@@ -109,19 +120,23 @@ class RangeResult:
         limit: int,
         reverse: bool,
         mode: int,
+        ready: float = 0.0,
     ) -> None:
+        """``ready``: when the range's endpoints are resolved (0: now); the first batch is
+        ready no sooner."""
         self._reader = reader
         self._snapshot = snapshot
         self._begin, self._end = span
         self._limit = limit
         self._reverse = reverse
         self._mode = mode
-        self._first = self._fetch(self._begin, self._end, limit, mode, 1)
+        rows, full, first_ready = self._fetch(self._begin, self._end, limit, mode, 1)
+        self._first: Batch = rows, full, max(first_ready, ready)
 
     def _fetch(self, begin: bytes, end: bytes, limit: int, mode: int, iteration: int) -> Batch:
         rows, byte_target = batch_limits(limit, mode, iteration)
         if begin >= end:
-            return [], False
+            return [], False, 0.0
         return self._reader.read_batch(begin, end, rows, byte_target, self._reverse, self._snapshot)
 
     def __iter__(self) -> Iterator[KeyValue]:
@@ -129,11 +144,12 @@ class RangeResult:
 
     def _iterate(self, mode: int) -> Iterator[KeyValue]:
         begin, end, limit = self._begin, self._end, self._limit
-        rows, full = self._first
+        rows, full, ready = self._first
         iteration = 1
         while True:
-            yield from rows
+            sleep_until(ready)
             if not rows or not full or limit == len(rows):
+                yield from rows
                 return
             if limit:
                 limit -= len(rows)
@@ -142,7 +158,16 @@ class RangeResult:
             else:
                 begin = key_after(rows[-1].key)
             iteration += 1
-            rows, full = self._fetch(begin, end, limit, mode, iteration)
+            yield from rows[:-1]
+            # As FDBRange.__iter__: the next batch is requested before the last row is handed
+            # out; its error is the next step's.
+            try:
+                following = self._fetch(begin, end, limit, mode, iteration)
+            except FDBError as error:
+                yield rows[-1]
+                raise error
+            yield rows[-1]
+            rows, full, ready = following
 
     def to_list(self) -> list[KeyValue]:
         """Every key-value pair as a list; after the first batch, in batches as large as

@@ -9,18 +9,31 @@ non-snapshot read adds what it covered (``updateConflictMap`` after ``getValue``
 and ``getRangeValue``/``getRangeValueBack``); ``Transaction::setVersion`` (2010 once a read
 version is set); ``GetRangeLimits::isValid`` (2012); range batches as
 :mod:`fdbqueue.memory.ranges` describes.
+
+Latency: as with the binding's futures, a read's latency runs from the moment it is issued.
+Each read is computed when it is issued (at the read version, through the writes made so far:
+upstream's ``RYWImpl::read`` takes its write-map iterator then), and returns the
+``time.monotonic()`` instant from which its result is ready: issue plus the read latency. The
+read version is fetched when first needed (``get_read_version``, or the first read): the GRV
+latency is slept then, and the version taken is the newest committed at the end of it, as a
+proxy's answer to a GRV request is. Reads answered by the transaction's own writes are ready
+at once; one answered from the cache of values read is ready when the read that filled it
+is. The caller's future sleeps what is left when waited on; a read's error is raised by the
+call, after that read's latency. :attr:`Reads.outstanding` is when the last read issued is ready:
+a commit waits for it (upstream RYW ``commit`` waits for ``reading``).
 """
 
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fdbqueue.memory.access import SYSTEM_KEYS, KeyAccess
 from fdbqueue.memory.conflicts import ConflictRanges
 from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.futures import Future
+from fdbqueue.memory.futures import Future, sleep_until
 from fdbqueue.memory.keys import KeySelector, KeyValue, key_after, to_key
 from fdbqueue.memory.lifecycle import Lifecycle
 from fdbqueue.memory.ranges import ROW_OVERHEAD_BYTES, RangeResult, StreamingMode, batch_limits
@@ -52,8 +65,11 @@ class Reads:
         self._writes = writes
         self._conflicts = conflicts
         self.read_version: int | None = None
+        self._version_ready = 0.0  # when the read version is known (its GRV latency has run)
+        self.outstanding = 0.0  # when the last read issued is ready (0: none pending)
         self._view: VersionView | None = None
-        self._cache: dict[bytes, bytes | None] = {}  # database values read (SnapshotCache)
+        # database values read, and when each read is ready (upstream's SnapshotCache)
+        self._cache: dict[bytes, tuple[bytes | None, float]] = {}
 
     # -- the read version -------------------------------------------------------------------
 
@@ -67,10 +83,21 @@ class Reads:
         try:
             self._lifecycle.check_read_version()
             if self.read_version is None:
-                self.read_version = self._server.read_version()
-            return Future.completed(self.read_version)
+                self._fetch_version(time.monotonic())
+            return Future.completed(self.read_version, self._version_ready)
         except FDBError as error:
             return Future.failed(error)
+
+    def _fetch_version(self, now: float) -> int:
+        """Fetch the read version: the GRV latency is slept first, then the version is taken,
+        the newest committed one at that moment, as a proxy answers a GRV request. (A read
+        issued while a GRV is under way waits for it too; one read version serves all.)"""
+        grv = self._server.latency.grv
+        if grv:
+            time.sleep(grv)
+        version = self.read_version = self._server.read_version()
+        self._version_ready = 0.0
+        return version
 
     def set_read_version(self, version: int) -> None:
         """Read at ``version``; 2010 deferred once there is a read version."""
@@ -78,32 +105,42 @@ class Reads:
             self._lifecycle.defer(FDBError(2010))
             return
         self.read_version = int(version)
+        self._version_ready = 0.0
         self._view = None
 
-    def _with_view(self, read: Callable[[VersionView], T]) -> T:
-        """Run ``read`` on the database as of the read version (one read round trip).
+    def _with_view(self, read: Callable[[VersionView], T]) -> tuple[T, float]:
+        """Issue ``read`` on the database as of the read version (one read round trip): its
+        result, computed now, and the instant it is ready (0: now). A transaction's first read
+        also fetches its read version, so it is ready after the GRV and read latencies.
 
-        A transaction's first read also fetches its read version; the two latencies are
-        slept at once (the same simulated time, one thread wake-up fewer).
+        Raises:
+            FDBError: the read's error (1007, 1036, ...), once its latency has run.
         """
-        if self.read_version is None:
-            self.read_version = self._server.read_version(then_read=True)
-            return self._read(self.read_version, read, latency_paid=True)
-        return self._read(self.read_version, read)
-
-    def _read(
-        self, version: int, read: Callable[[VersionView], T], latency_paid: bool = False
-    ) -> T:
+        version = self.read_version
+        if version is None:
+            version = self._fetch_version(time.monotonic())
+        now = time.monotonic()
+        ready = max(now, self._version_ready) + self._server.latency.read
+        if ready <= now:
+            ready = 0.0
         view = self._view
         if view is None or view.version != version:
             view = self._view = self._server.view(version)
-        return self._server.read(view, read, latency_paid)
+        try:
+            result = self._server.read(view, read)
+        except FDBError:
+            sleep_until(ready)
+            raise
+        if ready > self.outstanding:
+            self.outstanding = ready
+        return result, ready
 
     # -- point reads and get_key ------------------------------------------------------------
 
-    def point(self, key: bytes, snapshot: bool) -> bytes | None:
-        """A point read. A key read before is answered from the transaction's cache of the
-        database values it read (upstream's ``SnapshotCache``): no round trip, so no 1007."""
+    def point(self, key: bytes, snapshot: bool) -> tuple[bytes | None, float]:
+        """A point read: the value (None: absent) and when it is ready (0: now). A key read
+        before is answered from the transaction's cache of the database values it read
+        (upstream's ``SnapshotCache``): no round trip, so no 1007."""
         self._lifecycle.check_readable()
         if self._access.unreadable(key):
             raise FDBError(2004)
@@ -111,16 +148,18 @@ class Reads:
             raise FDBError(1036)
         entry = self._writes.lookup(key)
         if entry is not None and entry.independent:
-            return entry.value
+            return entry.value, 0.0
         database_value: bytes | None
-        if key in self._cache:
-            database_value = self._cache[key]
+        cached = self._cache.get(key)
+        if cached is not None:
+            database_value, ready = cached
         else:
-            database_value = self._with_view(lambda view: view.get(key))
-            self._cache[key] = database_value
+            database_value, ready = self._with_view(lambda view: view.get(key))
+            self._cache[key] = database_value, ready
         if not snapshot:
             self._conflicts.add_read_range(key, key_after(key))
-        return entry.resolve(database_value) if entry is not None else database_value
+        value = entry.resolve(database_value) if entry is not None else database_value
+        return value, ready
 
     def _scan(
         self, view: VersionView, begin: bytes, end: bytes, reverse: bool
@@ -173,15 +212,15 @@ class Reads:
                 return found
         return b""
 
-    def resolve(self, selector: KeySelector, snapshot: bool) -> bytes:
+    def resolve(self, selector: KeySelector, snapshot: bool) -> tuple[bytes, float]:
         """``get_key``: the key ``selector`` selects, with the read conflict range of the
-        keys scanned to find it."""
+        keys scanned to find it; and when it is ready (0: now)."""
         self._lifecycle.check_readable()
         if not isinstance(selector, KeySelector):
             raise TypeError("get_key takes a KeySelector")
         if to_key(selector.key) > self._access.read_top():  # RYW getKey: key_outside_legal_range
             raise FDBError(2004)
-        found: bytes = self._with_view(lambda view: self._resolve_in_view(view, selector))
+        found, ready = self._with_view(lambda view: self._resolve_in_view(view, selector))
         if not snapshot:
             reference = to_key(selector.key)
             if selector.offset >= 1:  # scanned forward from the reference to the key found
@@ -192,27 +231,28 @@ class Reads:
                 end = key_after(reference) if selector.or_equal else reference
             if begin < end:
                 self._conflicts.add_read(begin, end)
-        return found
+        return found, ready
 
     # -- range reads ------------------------------------------------------------------------
 
-    def _range_endpoint(self, endpoint: Any, default: bytes, snapshot: bool) -> bytes:
+    def _range_endpoint(self, endpoint: Any, default: bytes, snapshot: bool) -> tuple[bytes, float]:
         if endpoint is None:
-            return default
+            return default, 0.0
         if isinstance(endpoint, KeySelector):
             if endpoint.or_equal is False and endpoint.offset == 1:
-                return to_key(endpoint.key)
+                return to_key(endpoint.key), 0.0
             return self.resolve(endpoint, snapshot)
-        return to_key(endpoint)
+        return to_key(endpoint), 0.0
 
     def range(
         self, begin: Any, end: Any, limit: int, reverse: bool, mode: Any, snapshot: bool
     ) -> RangeResult:
-        """``get_range``: check the arguments, resolve KeySelector endpoints and read the
-        first batch (see :class:`RangeResult`)."""
-        begin_key, end_key, limit = self._span(begin, end, limit, snapshot)
+        """``get_range``: check the arguments, resolve KeySelector endpoints and issue the
+        first batch (see :class:`RangeResult`; the endpoints are resolved in the same round
+        trip, as the storage server resolves a range request's selectors)."""
+        begin_key, end_key, limit, ready = self._span(begin, end, limit, snapshot)
         mode = StreamingMode.iterator if mode is None else int(mode)
-        return RangeResult(self, snapshot, (begin_key, end_key), limit, reverse, mode)
+        return RangeResult(self, snapshot, (begin_key, end_key), limit, reverse, mode, ready)
 
     def batch(
         self,
@@ -224,38 +264,44 @@ class Reads:
         iteration: int,
         reverse: bool,
         snapshot: bool,
-    ) -> tuple[list[KeyValue], bool]:
+    ) -> tuple[list[KeyValue], bool, float]:
         """One batch of a range read as libfdb_c's ``fdb_transaction_get_range`` serves it
-        (its arguments; :func:`~fdbqueue.memory.ranges.batch_limits`): the rows, and whether
-        the batch stopped at a limit."""
-        begin_key, end_key, limit = self._span(begin, end, limit, snapshot)
+        (its arguments; :func:`~fdbqueue.memory.ranges.batch_limits`): the rows, whether the
+        batch stopped at a limit, and when it is ready (0: now)."""
+        begin_key, end_key, limit, span_ready = self._span(begin, end, limit, snapshot)
         rows, byte_target = batch_limits(limit, mode, iteration, max(0, target_bytes))
         if begin_key >= end_key:
-            return [], False
-        return self.read_batch(begin_key, end_key, rows, byte_target, reverse, snapshot)
+            return [], False, span_ready
+        found, full, ready = self.read_batch(
+            begin_key, end_key, rows, byte_target, reverse, snapshot
+        )
+        return found, full, max(ready, span_ready)
 
-    def _span(self, begin: Any, end: Any, limit: int, snapshot: bool) -> tuple[bytes, bytes, int]:
-        """Check a range read's arguments; its resolved ``[begin, end)`` and row limit."""
+    def _span(
+        self, begin: Any, end: Any, limit: int, snapshot: bool
+    ) -> tuple[bytes, bytes, int, float]:
+        """Check a range read's arguments; its resolved ``[begin, end)``, row limit, and when
+        the endpoints' resolution is ready (0: now, as for keys)."""
         self._lifecycle.check_readable()
         if limit == -1:  # upstream GetRangeLimits::ROW_LIMIT_UNLIMITED
             limit = 0
         elif limit < 0:
             raise FDBError(2012)  # range_limits_invalid (GetRangeLimits::isValid)
-        begin_key = self._range_endpoint(begin, b"", snapshot)
-        end_key = self._range_endpoint(end, SYSTEM_KEYS, snapshot)
+        begin_key, begin_ready = self._range_endpoint(begin, b"", snapshot)
+        end_key, end_ready = self._range_endpoint(end, SYSTEM_KEYS, snapshot)
         top = self._access.read_top()
         if begin_key > top or end_key > top:
             raise FDBError(2004)
-        return begin_key, end_key, limit
+        return begin_key, end_key, limit, max(begin_ready, end_ready)
 
     def read_batch(
         self, begin: bytes, end: bytes, limit: int, byte_target: int, reverse: bool, snapshot: bool
-    ) -> tuple[list[KeyValue], bool]:
+    ) -> tuple[list[KeyValue], bool, float]:
         """One batch of a range read (one round trip): up to ``limit`` rows and about
-        ``byte_target`` bytes (0: no limit; at least one row), and whether it stopped at a
-        limit. Its read conflict range is what it covered: up to its last row when it stopped
-        at a limit, else the whole of ``[begin, end)`` (upstream ``updateConflictMap`` for
-        ``getRangeValue``/``getRangeValueBack``)."""
+        ``byte_target`` bytes (0: no limit; at least one row), whether it stopped at a
+        limit, and when it is ready (0: now). Its read conflict range is what it covered: up
+        to its last row when it stopped at a limit, else the whole of ``[begin, end)``
+        (upstream ``updateConflictMap`` for ``getRangeValue``/``getRangeValueBack``)."""
         self._lifecycle.check_readable()
 
         def read(view: VersionView) -> tuple[list[tuple[bytes, bytes]], bool]:
@@ -268,7 +314,7 @@ class Reads:
                     return found, True
             return found, False
 
-        pairs, full = self._with_view(read)
+        (pairs, full), ready = self._with_view(read)
         if not snapshot:
             if not full:
                 self._conflicts.add_read(begin, end)
@@ -276,4 +322,4 @@ class Reads:
                 self._conflicts.add_read(pairs[-1][0], end)
             else:
                 self._conflicts.add_read(begin, key_after(pairs[-1][0]))
-        return [KeyValue(key, value) for key, value in pairs], full
+        return [KeyValue(key, value) for key, value in pairs], full, ready

@@ -1,5 +1,7 @@
 """What a transaction reaches over the network: read versions, reads at a read version,
-commits and watches, each after its simulated latency and under the database's one lock.
+commits and watches, under the database's one lock. Commits sleep their simulated latency;
+read versions and reads are served at once, their latency paid by whoever waits on their
+futures (:mod:`fdbqueue.memory.reads`), so that reads issued together overlap.
 
 Upstream rules: the GRV proxy hands out read versions; storage servers refuse reads more
 than five seconds behind with 1007 ``transaction_too_old``; a read-only commit never reaches
@@ -40,8 +42,13 @@ class Latency:
 
     Args:
         grv: each read version request (``get_read_version``, or a transaction's first read).
-        read: each read that reaches the database (point read, range read, ``get_key``).
+        read: each read that reaches the database (point read, range read batch, ``get_key``).
         commit: each commit that writes.
+
+    A read's latency runs from the moment it is issued (a transaction's first read sleeps the
+    GRV latency first, then takes the read version); waiting on its result sleeps only what
+    is left of it, so reads issued together overlap, as with the binding's futures. A commit
+    waits for the reads still running, then sleeps its own latency.
 
     Raises:
         ValueError: a negative or non-numeric value.
@@ -91,11 +98,9 @@ class Server:
         with self._lock:
             return self._random.random()
 
-    def read_version(self, then_read: bool = False) -> int:
-        """Obtain a read version after the GRV latency (plus a read's, when ``then_read``)."""
-        delay = self.latency.grv + (self.latency.read if then_read else 0.0)
-        if delay:
-            time.sleep(delay)
+    def read_version(self) -> int:
+        """Obtain a read version now: the newest committed version (the caller slept the GRV
+        latency first, see :class:`fdbqueue.memory.reads.Reads`)."""
         with self._lock:
             version = self._clock.read_version()
             self._stats["read_versions"] += 1
@@ -105,13 +110,10 @@ class Server:
         """A view of the key space as of ``read_version``, for :meth:`read`."""
         return VersionView(self._storage, read_version)
 
-    def read(
-        self, view: VersionView, read: Callable[[VersionView], T], latency_paid: bool = False
-    ) -> T:
-        """Run ``read`` on ``view`` brought up to date, after the read latency (unless
-        ``latency_paid``); 1007 when its version is more than five seconds old."""
-        if self.latency.read and not latency_paid:
-            time.sleep(self.latency.read)
+    def read(self, view: VersionView, read: Callable[[VersionView], T]) -> T:
+        """Run ``read`` on ``view`` brought up to date, now; 1007 when its version is more than
+        five seconds old. The read latency is not slept here: the read's future becomes ready
+        once it has run from the read's issue (see :class:`fdbqueue.memory.reads.Reads`)."""
         with self._lock:
             if self._clock.too_old(view.version):
                 self._stats["too_old"] += 1

@@ -34,8 +34,8 @@ from fdbqueue.memory.access import KeyAccess, max_key_bytes
 from fdbqueue.memory.atomic import AtomicOperations
 from fdbqueue.memory.conflicts import ConflictRanges
 from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.futures import Future, Key, Value
-from fdbqueue.memory.keys import KeySelector, KeyValue, key_after, strinc, to_key
+from fdbqueue.memory.futures import Future, Key, Value, sleep_until
+from fdbqueue.memory.keys import KeySelector, key_after, strinc, to_key
 from fdbqueue.memory.lifecycle import Lifecycle
 from fdbqueue.memory.mutations import Mutations
 from fdbqueue.memory.options import DatabaseOptions, TransactionOptions
@@ -57,13 +57,14 @@ class _Reader:
     _snapshot: bool
 
     def get(self, key: Any) -> Value:
-        """Read ``key``; the Value is ``== None`` when the key is absent."""
-        return Value(self._transaction._reads.point(to_key(key), self._snapshot))
+        """Read ``key``; the Value is ``== None`` when the key is absent. The read is issued
+        now; the Value is ready once the read latency has run (see :mod:`fdbqueue.memory`)."""
+        return Value(*self._transaction._reads.point(to_key(key), self._snapshot))
 
     def get_key(self, key_selector: KeySelector) -> Key:
         """Resolve a KeySelector to a key (``b""`` before the first key, ``b"\\xff"`` after
         the last): a :class:`Key` future, as the binding's."""
-        return Key(self._transaction._reads.resolve(key_selector, self._snapshot))
+        return Key(*self._transaction._reads.resolve(key_selector, self._snapshot))
 
     def get_range(
         self,
@@ -89,15 +90,16 @@ class _Reader:
         mode: int,
         iteration: int,
         reverse: bool,
-    ) -> tuple[list[KeyValue], bool]:
+    ) -> Future:
         """One batch of a range read, with the arguments of libfdb_c's
         ``fdb_transaction_get_range`` (not a binding method: what
         :mod:`fdbqueue.memory.client_library` serves the binding's ``FDBRange`` with). Returns
-        the rows and whether the batch stopped at a limit (more may follow). Its read
-        conflict range covers only what it read."""
-        return self._transaction._reads.batch(
+        a Future of the rows and whether the batch stopped at a limit (more may follow), ready
+        once the read latency has run. Its read conflict range covers only what it read."""
+        rows, more, ready = self._transaction._reads.batch(
             begin, end, limit, target_bytes, mode, iteration, reverse, self._snapshot
         )
+        return Future.completed((rows, more), ready)
 
     def get_range_startswith(self, prefix: Any, *args: Any, **kwargs: Any) -> RangeResult:
         """Key-value pairs whose keys start with ``prefix``."""
@@ -286,7 +288,7 @@ class Transaction(_Reader, AtomicOperations):
                 raise FDBError(2004)
             if len(key) > max_key_bytes(key):
                 raise FDBError(2102)
-            expected = self._reads.point(key, snapshot=False)
+            expected, _ready = self._reads.point(key, snapshot=False)
         except FDBError as error:
             future.set_error(error)
             return future
@@ -331,6 +333,8 @@ class Transaction(_Reader, AtomicOperations):
                 self._commit_failed(error)
             return Future.failed(error)
         lifecycle.start_commit()
+        # Upstream RYW commit first waits for the reads still running (``reading``).
+        sleep_until(self._reads.outstanding)
         request = CommitRequest(
             self._reads.read_version,
             self._conflicts.read_ranges,
