@@ -29,6 +29,7 @@ COLUMNS = [
     "confl/item",
     "tx/item",
     "tx-times/item",
+    "cpu ms/item",
     "enq confl",
     "once",
 ]

@@ -31,6 +31,10 @@ apart):
   commit), from the in-memory database's counters (``db.stats()``) split by thread role;
   commit attempts are the commits that wrote plus those that conflicted (both pay the commit
   latency). It does not depend on this machine's CPU. ``n/a`` on a real cluster.
+* ``cpu ms/item``: this process's CPU time (all threads, the in-memory database's included)
+  per item over the measured window. Every thread of the process shares one interpreter lock,
+  so when ``items/s`` x ``cpu ms/item`` nears 1,000 the run is bound by this machine's CPU,
+  not by the design.
 * ``enq confl``: producers' and loaders' conflicts (always 0: enqueues never conflict).
 * ``empty`` (steady only): consumer takes that found the queue empty during the measured
   window; 0 shows the producers kept ahead.
@@ -107,42 +111,61 @@ class BenchmarkError(Exception):
 class CountingDatabase:
     """Wraps a database to count transactions and conflicts per role (the thread's
     ``local.role``: consumer, producer, loader), and, on the in-memory database, its counters
-    (read versions, reads, commits, conflicts) per role as ``<role>_db_<counter>``."""
+    (read versions, reads, commits, conflicts) per role as ``<role>_db_<counter>``.
+
+    Counting must cost the measured threads little: each thread counts into a Counter of its
+    own (no lock), and on the in-memory database, whose own counters include conflicts,
+    transactions are not wrapped at all.
+    """
 
     def __init__(self, database: Any) -> None:
         self.database = database
         self.local = threading.local()
         self.lock = threading.Lock()
-        self.counts: Counter[str] = Counter()
+        self._counters: list[Counter[str]] = []  # one per thread that counted
+        self.direct = False  # the in-memory database counts conflicts: no wrapping
 
     def role(self) -> str:
         return getattr(self.local, "role", "other")
 
     def count(self, name: str, amount: int = 1) -> None:
-        with self.lock:
-            self.counts[f"{self.role()}_{name}"] += amount
+        counts: Counter[str] | None = getattr(self.local, "counts", None)
+        if counts is None:
+            counts = self.local.counts = Counter()
+            with self.lock:
+                self._counters.append(counts)
+        counts[f"{self.role()}_{name}"] += amount
 
     def snapshot(self) -> Counter[str]:
         with self.lock:
-            return Counter(self.counts)
+            counters = list(self._counters)
+        total: Counter[str] = Counter()
+        for counts in counters:
+            total.update(dict(counts))  # a dict copy is one step under the GIL
+        return total
 
-    def create_transaction(self) -> CountingTransaction:
+    def create_transaction(self) -> Any:
         self.count("transactions")
+        if self.direct:
+            return self.database.create_transaction()
         return CountingTransaction(self, self.database.create_transaction())
 
     @contextlib.contextmanager
     def database_counters(self) -> Iterator[bool]:
-        """While open, the in-memory database's counters also count per role here. Yields
-        whether they do (False for any other database)."""
+        """While open, the in-memory database's counters also count per role here (and
+        conflicts are taken from them). Yields whether they do (False for any other
+        database)."""
         stats = getattr(self.database, "_stats", None)
         if not isinstance(self.database, memory.Database) or type(stats) is not Counter:
             yield False
             return
         stats.__class__ = _RoleStats  # same layout: a Counter whose increments we see
         stats.__dict__["_benchmark_sink"] = self
+        self.direct = True
         try:
             yield True
         finally:
+            self.direct = False
             stats.__dict__.pop("_benchmark_sink", None)
             stats.__class__ = Counter
 
@@ -186,7 +209,6 @@ class CountedCommit:
 
     def __init__(self, owner: CountingDatabase, future: Any) -> None:
         self._owner = owner
-        self._role = owner.role()
         self._future = future
 
     def wait(self) -> Any:
@@ -194,8 +216,7 @@ class CountedCommit:
             return self._future.wait()
         except Exception as error:
             if getattr(error, "code", None) == CONFLICT:
-                with self._owner.lock:
-                    self._owner.counts[f"{self._role}_conflicts"] += 1
+                self._owner.count("conflicts")
             raise
 
 
@@ -414,6 +435,7 @@ class Result:
     conflicts_per_item: float
     transactions_per_item: float
     transaction_times_per_item: float | None
+    cpu_ms_per_item: float
     ideal_per_second: float | None
     producer_conflicts: int
     empty_takes: int
@@ -439,6 +461,7 @@ class Tally:
         self.last_progress = time.monotonic()
         self.started_at = time.perf_counter()
         self.ended_at = self.started_at
+        self.cpu_at_start = self.cpu_at_end = time.process_time()
         self.counts_at_start: Counter[str] = counting.snapshot()
         self.counts_at_end: Counter[str] = self.counts_at_start
 
@@ -451,9 +474,11 @@ class Tally:
                 self.latencies.append(seconds)
             if n == self.start and self.start:
                 self.started_at = time.perf_counter()
+                self.cpu_at_start = time.process_time()
                 self.counts_at_start = self.counting.snapshot()
             if n == self.end:
                 self.ended_at = time.perf_counter()
+                self.cpu_at_end = time.process_time()
                 self.counts_at_end = self.counting.snapshot()
                 self.done.set()
 
@@ -632,6 +657,7 @@ def _result(
         notes.append(f"stalled: no item taken for {STALL_SECONDS:.0f} s")
     if notes and len(tally.taken) < tally.end:  # the window did not complete
         tally.ended_at = time.perf_counter()
+        tally.cpu_at_end = time.process_time()
         tally.counts_at_end = tally.counting.snapshot()
     measured = max(1, min(items, len(tally.taken) - tally.start))
     seconds = max(tally.ended_at - tally.started_at, 1e-9)
@@ -659,11 +685,17 @@ def _result(
         p99_ms=1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
         if latencies
         else None,
-        conflicts_per_item=counts["consumer_conflicts"] / measured,
+        conflicts_per_item=(counts["consumer_conflicts"] + counts["consumer_db_conflicts"])
+        / measured,
         transactions_per_item=counts["consumer_transactions"] / measured,
         transaction_times_per_item=transaction_times,
+        cpu_ms_per_item=1000 * (tally.cpu_at_end - tally.cpu_at_start) / measured,
         ideal_per_second=consumers / one_transaction if one_transaction > 0 else None,
-        producer_conflicts=all_counts["producer_conflicts"] + all_counts["loader_conflicts"],
+        producer_conflicts=sum(
+            all_counts[f"{role}_{name}"]
+            for role in ("producer", "loader")
+            for name in ("conflicts", "db_conflicts")
+        ),
         empty_takes=tally.empty_takes,
         exactly_once=not notes and delivered == Counter(range(produced)),
         notes=notes,
@@ -960,7 +992,8 @@ def _number(value: float | None, width: int, digits: int) -> str:
 
 
 COLUMNS = (
-    "  C  items/s  ratio  ideal/s   p50 ms   p99 ms  confl/item  tx/item  tx-times/item  enq confl"
+    "  C  items/s  ratio  ideal/s   p50 ms   p99 ms  confl/item  tx/item  tx-times/item"
+    "  cpu ms/item  enq confl"
 )
 
 
@@ -983,7 +1016,8 @@ def print_tables(results: list[Result]) -> None:
                 f"{_number(r.ratio, 7, 2)}{_number(r.ideal_per_second, 9, 0)}"
                 f"{_number(r.p50_ms, 9, 1)}{_number(r.p99_ms, 9, 1)}"
                 f"{r.conflicts_per_item:>12.2f}{r.transactions_per_item:>9.2f}"
-                f"{_number(r.transaction_times_per_item, 15, 2)}{r.producer_conflicts:>11}"
+                f"{_number(r.transaction_times_per_item, 15, 2)}{r.cpu_ms_per_item:>13.2f}"
+                f"{r.producer_conflicts:>11}"
                 + (f"{r.empty_takes:>7}" if steady else "")
                 + f"  {'yes' if r.exactly_once else 'NO'}"
                 + "".join(f"  ({note})" for note in r.notes)

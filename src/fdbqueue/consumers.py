@@ -274,6 +274,12 @@ class Consumer:
             attempts = 0
 
     def _attempt(self, tr: Any, take_at: TakeAt, wait: bool, fast: bool) -> tuple[str, Any]:
+        if not fast and not self._may_hold:
+            # No request of ours can be in line, and the head is not for us to take: register
+            # at once, without reading the line (a versionstamped key needs no read).
+            self._others_in_line = True
+            self._register(tr, max(1, self.prefetch))
+            return REGISTERED, None
         # The line read is issued first and, when this attempt will likely take the head (the
         # fast path, or this session's request was first in line last time), the read of the
         # first item too, before waiting on either: the two reads' round trips overlap (the
