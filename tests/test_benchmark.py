@@ -280,3 +280,27 @@ def test_a_consumer_that_raises_ends_the_run_as_not_exactly_once_without_hanging
         )
         assert not result.exactly_once
         assert "a consumer failed: RuntimeError: boom" in result.notes
+
+
+def test_repeat_runs_each_mode_that_many_times_and_shows_the_median():
+    result = bench(
+        "--phases", "drain", "--consumers", "1", "--items", "5", "--modes", "plain", "--repeat", "3"
+    )
+    assert result.exit_code == 0, result.output
+    assert "median of 3 runs" in result.output
+    assert result.output.count("(run ") == 3
+
+
+def test_the_median_run_is_the_middle_one_and_any_failed_repetition_shows():
+    def result(rate, once=True):
+        return benchmark.Result(
+            phase="drain", mode="plain", consumers=1, items=10, seconds=1.0,
+            items_per_second=rate, p50_ms=None, p99_ms=None, conflicts_per_item=0.0,
+            transactions_per_item=1.0, transaction_times_per_item=None, cpu_ms_per_item=0.1,
+            ideal_per_second=None, producer_conflicts=0, empty_takes=0, exactly_once=once,
+        )  # fmt: skip
+
+    assert benchmark.median_run([result(3), result(1), result(2)]).items_per_second == 2
+    assert benchmark.median_run([result(4), result(1), result(2), result(3)]).items_per_second == 2
+    chosen = benchmark.median_run([result(3), result(1, once=False), result(2)])
+    assert chosen.items_per_second == 2 and not chosen.exactly_once

@@ -65,7 +65,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
@@ -826,6 +826,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--items", type=positive_int, default=200, help="items measured per run (default 200)"
     )
     parser.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=1,
+        help="runs per phase, mode and consumer count; the median by items/s is shown (default 1)",
+    )
+    parser.add_argument(
         "--producers",
         type=positive_int,
         default=4,
@@ -857,8 +863,8 @@ def check_arguments(arguments: argparse.Namespace) -> None:
         isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= MAX_CONSUMERS for c in counts
     ):
         problems.append(f"consumers must be integers from 1 to {MAX_CONSUMERS}")
-    for name in ("items", "producers"):
-        value = getattr(arguments, name)
+    for name in ("items", "producers", "repeat"):
+        value = getattr(arguments, name, 1)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             problems.append(f"{name} must be a positive integer, not {value!r}")
     if arguments.warmup is not None and (
@@ -908,6 +914,7 @@ def run_all(
         _pyplot()  # fail before running, not after
     latency = memory.Latency(grv=arguments.grv, read=arguments.read, commit=arguments.commit)
     warmup = arguments.items // 4 if arguments.warmup is None else arguments.warmup
+    repeat_count = getattr(arguments, "repeat", 1)
     settings = {
         "database": where,
         "latency": {"grv": latency.grv, "read": latency.read, "commit": latency.commit},
@@ -917,11 +924,13 @@ def run_all(
         "phases": arguments.phases,
         "modes": arguments.modes,
         "consumers": arguments.consumers,
+        "repeat": repeat_count,
     }
     describe = (
         f"{where}; latency grv={latency.grv}s read={latency.read}s commit={latency.commit}s; "
         f"{arguments.items} items measured per run; {arguments.producers} producers/loaders; "
         f"steady warm-up {warmup} items"
+        + (f"; median of {repeat_count} runs" if repeat_count > 1 else "")
     )
     if not as_json:
         print(describe)
@@ -933,23 +942,31 @@ def run_all(
             skipped[name] = reason
             del modes[name]
             print(f"  skipped: {name} ({reason})", file=sys.stderr)
-    results = []
+    results: list[Result] = []
+    repeat = repeat_count
     for phase in arguments.phases:
         for consumers in arguments.consumers:
-            for mode in modes.values():
-                results.append(
-                    run(
-                        mode,
-                        phase,
-                        consumers,
-                        items=arguments.items,
-                        producers=arguments.producers,
-                        warmup=warmup,
-                        latency=latency,
-                        open_db=lambda: open_db(latency),
+            runs: dict[str, list[Result]] = {name: [] for name in modes}
+            for repetition in range(repeat):  # every mode once, then again: alike conditions
+                for mode in modes.values():
+                    runs[mode.name].append(
+                        run(
+                            mode,
+                            phase,
+                            consumers,
+                            items=arguments.items,
+                            producers=arguments.producers,
+                            warmup=warmup,
+                            latency=latency,
+                            open_db=lambda: open_db(latency),
+                        )
                     )
-                )
-                print(f"  done: {phase}, {mode.name}, {consumers} consumers", file=sys.stderr)
+                    of = f" (run {repetition + 1} of {repeat})" if repeat > 1 else ""
+                    print(
+                        f"  done: {phase}, {mode.name}, {consumers} consumers{of}",
+                        file=sys.stderr,
+                    )
+            results.extend(median_run(runs[name]) for name in modes)
     add_ratios(results)
     if as_json:
         document = {
@@ -973,6 +990,16 @@ def _jsonable(document: dict[str, Any]) -> dict[str, Any]:
         key: None if isinstance(value, float) and not math.isfinite(value) else value
         for key, value in document.items()
     }
+
+
+def median_run(runs: list[Result]) -> Result:
+    """The run with the median items/s (the lower one of the middle two for an even count);
+    not exactly once, with every run's notes, when any run was not."""
+    chosen = sorted(runs, key=lambda r: r.items_per_second)[(len(runs) - 1) // 2]
+    if all(r.exactly_once for r in runs):
+        return chosen
+    notes = [note for r in runs for note in r.notes] or ["a repetition was not exactly once"]
+    return replace(chosen, exactly_once=False, notes=notes)
 
 
 def add_ratios(results: list[Result]) -> None:

@@ -74,10 +74,9 @@ What it models, as ``shared/fdb-semantics.md`` states FoundationDB's behaviour:
   writes made before the call (upstream's write-map snapshot), and their future or range is
   ready once the latency has run: waiting (``wait``, ``value``, ``bytes()``, iterating) sleeps
   only what is left, ``is_ready`` is False until then, ``on_ready`` callbacks (and, under
-  :func:`install`, the network thread's) run then. So reads issued together overlap. The
-  read version is fetched when first needed (``get_read_version`` or the first read): that
-  call sleeps the GRV latency, then takes the newest committed version, as a proxy answers;
-  a commit first waits for the reads still running;
+  :func:`install`, the network thread's) run then. So reads issued together overlap; a
+  transaction's first read fetches the read version too (GRV latency, then read latency, for
+  every read waiting on it); a commit first waits for the reads still running;
 * ``Faults(not_committed, commit_unknown_result, transaction_too_old, timed_out, recovery)``:
   per-commit probabilities, drawn from the seeded generator, that a writing commit fails with
   1020, 1021 (applied or not, half the time each, final before the error), 1007, 1031 (not
@@ -100,11 +99,11 @@ Known differences from a real cluster:
   would need reads that wait for the version clock);
 * the cache of reads holds point reads only: re-reading a range goes to the database (and may
   raise 1007) where upstream's ``SnapshotCache`` may answer it;
-* a read is computed when it is issued, not when its request reaches a storage server, so
-  1007 is decided at issue; a second read of a key whose first read is still running is
-  answered from the cache, ready with the first (upstream sends a second request); the GRV
-  is slept by the call that needs the read version, where upstream's ``get_read_version``
-  returns a future at once;
+* a read is computed when it is issued, not when its request reaches a storage server: the
+  read version is the newest committed half a GRV latency after the first read's issue (the
+  call that fetches it sleeps that half; upstream's depends on where the proxy's answer
+  falls), and 1007 is decided at issue; a second read of a key whose first read is still running is
+  answered from the cache, ready with the first (upstream sends a second request);
 * conflict detection is exact per key range (a real resolver may also report conflicts for
   transactions whose read version fell out of its window, and keeps no more than ~5 s);
 * versionstamps' 2-byte batch order is always 0 (every commit is its own batch);

@@ -13,13 +13,13 @@ version is set); ``GetRangeLimits::isValid`` (2012); range batches as
 Latency: as with the binding's futures, a read's latency runs from the moment it is issued.
 Each read is computed when it is issued (at the read version, through the writes made so far:
 upstream's ``RYWImpl::read`` takes its write-map iterator then), and returns the
-``time.monotonic()`` instant from which its result is ready: issue plus the read latency. The
-read version is fetched when first needed (``get_read_version``, or the first read): the GRV
-latency is slept then, and the version taken is the newest committed at the end of it, as a
-proxy's answer to a GRV request is. Reads answered by the transaction's own writes are ready
-at once; one answered from the cache of values read is ready when the read that filled it
-is. The caller's future sleeps what is left when waited on; a read's error is raised by the
-call, after that read's latency. :attr:`Reads.outstanding` is when the last read issued is ready:
+``time.monotonic()`` instant from which its result is ready: issue plus the read latency,
+after the GRV latency when the read version is still being fetched (a transaction's first
+read fetches it: the newest committed version half a GRV latency after its issue, when a
+proxy would answer). Reads answered by the transaction's own writes are ready at once; one
+answered from the cache of values read is ready when the read that filled it is. The
+caller's future sleeps what is left when waited on; a read's error is raised by the call,
+after that read's latency. :attr:`Reads.outstanding` is when the last read issued is ready:
 a commit waits for it (upstream RYW ``commit`` waits for ``reading``).
 """
 
@@ -89,14 +89,15 @@ class Reads:
             return Future.failed(error)
 
     def _fetch_version(self, now: float) -> int:
-        """Fetch the read version: the GRV latency is slept first, then the version is taken,
-        the newest committed one at that moment, as a proxy answers a GRV request. (A read
-        issued while a GRV is under way waits for it too; one read version serves all.)"""
+        """Fetch the read version: the newest committed one half a GRV latency from ``now``,
+        when a proxy would answer the request (slept here), known to the caller once the whole
+        GRV latency has run from ``now`` (reads issued meanwhile wait for it too)."""
         grv = self._server.latency.grv
         if grv:
-            time.sleep(grv)
+            time.sleep(grv / 2)
         version = self.read_version = self._server.read_version()
-        self._version_ready = 0.0
+        self._version_ready = now + grv if grv else 0.0
+        self.outstanding = max(self.outstanding, self._version_ready)
         return version
 
     def set_read_version(self, version: int) -> None:
@@ -116,10 +117,10 @@ class Reads:
         Raises:
             FDBError: the read's error (1007, 1036, ...), once its latency has run.
         """
+        now = time.monotonic()
         version = self.read_version
         if version is None:
-            version = self._fetch_version(time.monotonic())
-        now = time.monotonic()
+            version = self._fetch_version(now)
         ready = max(now, self._version_ready) + self._server.latency.read
         if ready <= now:
             ready = 0.0

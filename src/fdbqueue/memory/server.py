@@ -45,8 +45,8 @@ class Latency:
         read: each read that reaches the database (point read, range read batch, ``get_key``).
         commit: each commit that writes.
 
-    A read's latency runs from the moment it is issued (a transaction's first read sleeps the
-    GRV latency first, then takes the read version); waiting on its result sleeps only what
+    A read's latency runs from the moment it is issued (a transaction's first read: GRV then
+    read); waiting on its result sleeps only what
     is left of it, so reads issued together overlap, as with the binding's futures. A commit
     waits for the reads still running, then sleeps its own latency.
 
@@ -99,8 +99,9 @@ class Server:
             return self._random.random()
 
     def read_version(self) -> int:
-        """Obtain a read version now: the newest committed version (the caller slept the GRV
-        latency first, see :class:`fdbqueue.memory.reads.Reads`)."""
+        """Obtain a read version now: the newest committed version. Its GRV latency is not
+        slept here: the caller's futures become ready once it has run (see
+        :class:`fdbqueue.memory.reads.Reads`)."""
         with self._lock:
             version = self._clock.read_version()
             self._stats["read_versions"] += 1
