@@ -518,12 +518,12 @@ class DyingConsumersModel(RuleBasedStateMachine):
     @rule()
     def die_after_registering(self) -> None:
         session = self.session(1)
-        or_timed_out(lambda: run_in_retry_loop(self.db, lambda tr: session._register(tr, 1)))
+        or_timed_out(lambda: run_in_retry_loop(self.db, lambda tr: session.line.register(tr, 1)))
 
     @rule(prefetch=st.integers(0, 2))
     def die_in_the_middle_of_a_take(self, prefetch: int) -> None:
         session = self.session(prefetch)
-        or_timed_out(lambda: run_in_retry_loop(self.db, lambda tr: session._register(tr, 1)))
+        or_timed_out(lambda: run_in_retry_loop(self.db, lambda tr: session.line.register(tr, 1)))
         tr = self.db.create_transaction()
         with contextlib.suppress(memory.FDBError):
             session._attempt(tr, session._dequeue_at, wait=False, fast=False)  # never committed

@@ -28,7 +28,9 @@ first wins). A session waiting for an item refreshes its requests every third of
 ``abandon_after``; a prefetching session idle for longer than ``abandon_after`` between calls
 loses its reservation (its next call registers again).
 
-Exactly once: each take runs through the queue's receipts (:mod:`fdbqueue.receipts`).
+Exactly once: each take runs through the queue's receipts (:mod:`fdbqueue.receipts`). The
+line's keys and how a request is registered, refreshed, found abandoned and withdrawn:
+:mod:`fdbqueue.line`.
 
 Source followed: FoundationDB's "Queues" recipe for the items; versionstamps
 (``set_versionstamped_key``, developer guide "Versionstamps") for a line that sorts in commit
@@ -39,15 +41,15 @@ from __future__ import annotations
 
 import functools
 import os
-import struct
 from collections.abc import Callable
 from typing import Any
 
 from fdbqueue import taking
 from fdbqueue.leases import Leases, check_lease_seconds
+from fdbqueue.line import OWNER_BYTES, Line
 from fdbqueue.store import ItemStore, check_count, check_seconds
 from fdbqueue.taking import MOVED_ASIDE
-from fdbqueue.transactional import is_database, run_in_retry_loop
+from fdbqueue.transactional import is_database
 from fdbqueue.waiting import check_blocking_arguments, take_blocking
 
 __all__ = ["DEFAULT_ABANDON_AFTER", "MAX_ABANDON_AFTER", "Consumer", "check_abandon_after"]
@@ -56,14 +58,6 @@ __all__ = ["DEFAULT_ABANDON_AFTER", "MAX_ABANDON_AFTER", "Consumer", "check_aban
 DEFAULT_ABANDON_AFTER = 5.0
 #: The longest ``abandon_after`` accepted: a day.
 MAX_ABANDON_AFTER = 24 * 60 * 60
-VERSIONS_PER_SECOND = 1_000_000
-OWNER_BYTES = 16
-STAMP_BYTES = 10
-_UNSET_STAMP = b"\x00" * STAMP_BYTES
-_VERSION = struct.Struct(">q")
-#: Transactions a withdrawal tries when they time out (1031) before it gives up.
-WITHDRAW_ATTEMPTS = 5
-TIMED_OUT = 1031
 
 #: One take at a rank in a transaction: (TAKEN, what), (MOVED_ASIDE, None), or None when there
 #: is nothing for that rank.
@@ -136,12 +130,8 @@ class Consumer:
         self.database = database
         self.prefetch = int(prefetch)
         self.abandon_after = seconds
-        self.owner = os.urandom(OWNER_BYTES)
-        self.line = line
-        self.line_end = self.line + b"\xff"
+        self.line = Line(line, os.urandom(OWNER_BYTES), seconds)
         self.read = read
-        self._owner_start = len(line) + STAMP_BYTES  # where a request key holds its owner
-        self._abandon_versions = int(seconds * VERSIONS_PER_SECOND)
         self._closed = False
         #: A hint: the last call met other consumers, so the next skips the fast path. A queue
         #: passes it from one one-call session to the next.
@@ -217,7 +207,7 @@ class Consumer:
             self._may_hold = True  # a registration may have committed: close withdraws it
             raise
         if value is None and self.prefetch == 0 and self._may_hold:
-            self._withdraw()
+            self._withdraw_all()
         return value
 
     def _wake_in(self) -> float:
@@ -234,7 +224,7 @@ class Consumer:
         if not self._closed:
             self._closed = True
             if self._may_hold:
-                self._withdraw()
+                self._withdraw_all()
 
     dequeue = take  # the name a Queue's users know
     pop = take  # the name a PriorityQueue's users know (its lowest priority first)
@@ -278,14 +268,14 @@ class Consumer:
             # No request of ours can be in line, and the head is not for us to take: register
             # at once, without reading the line (a versionstamped key needs no read).
             self._others_in_line = True
-            self._register(tr, max(1, self.prefetch))
+            self.line.register(tr, max(1, self.prefetch))
             return REGISTERED, None
         # The line read is issued first and, when this attempt will likely take the head (the
         # fast path, or this session's request was first in line last time), the read of the
         # first item too, before waiting on either: the two reads' round trips overlap (the
         # line's also fetches the read version). Further back in line, consumers are many
         # and the machine's CPU, not the round trips, is what a guess would cost.
-        line = tr.snapshot.get_range(self.line, self.line_end)
+        line = self.line.read(tr)
         self._early = None
         if (fast and self.prefetch == 0) or (self._may_hold and self._rank_guess == 0):
             self._early = (0, self.read(tr, 1, True))
@@ -293,17 +283,16 @@ class Consumer:
         read_version: int = tr.get_read_version().wait()
         rank = 0
         own: list[Any] = []
-        owner, start = self.owner, self._owner_start
-        end = start + OWNER_BYTES
+        is_own = self.line.is_own
         self._others_in_line = False
         for request in requests:
-            if request.key[start:end] == owner:
+            if is_own(request.key):
                 own.append(request)
                 continue
             self._others_in_line = True
             if own:
                 continue
-            if self._abandoned(request, read_version):
+            if self.line.abandoned(request, read_version):
                 tr.add_read_conflict_key(request.key)  # a refresh that commits first wins
                 del tr[request.key]
             else:
@@ -317,7 +306,7 @@ class Consumer:
                     return outcome
                 if not wait:
                     return WITHDRAWN, None
-            self._register(tr, max(1, self.prefetch))
+            self.line.register(tr, max(1, self.prefetch))
             return REGISTERED, None
         mine = own[0]
         tr.add_read_conflict_key(mine.key)  # withdrawn as abandoned meanwhile: retry
@@ -330,13 +319,13 @@ class Consumer:
                 for request in own if self.prefetch == 0 else [mine]:
                     del tr[request.key]
                 if self.prefetch and len(own) <= self.prefetch:
-                    self._register(tr, self.prefetch - len(own) + 1)
+                    self.line.register(tr, self.prefetch - len(own) + 1)
             return outcome
         if not wait and self.prefetch == 0:
             for request in own:
                 del tr[request.key]
             return WITHDRAWN, None
-        self._refresh(tr, own, read_version)
+        self.line.refresh(tr, own, read_version)
         return WAITING, None
 
     def _dequeue_at(self, tr: Any, rank: int) -> tuple[str, Any] | None:
@@ -378,50 +367,7 @@ class Consumer:
 
         return front
 
-    # -- the line ---------------------------------------------------------------------------
-
-    def _register(self, tr: Any, count: int) -> None:
-        """Add ``count`` requests at the end of the line (versionstamped keys: no read)."""
-        for sequence in range(count):
-            key = self.line + _UNSET_STAMP + self.owner + bytes([sequence])
-            tr.set_versionstamped_key(key + struct.pack("<I", len(self.line)), b"")
-
-    def _owner_of(self, key: bytes) -> bytes:
-        start = self._owner_start
-        return bytes(key[start : start + OWNER_BYTES])
-
-    def _abandoned(self, request: Any, read_version: int, versions: int | None = None) -> bool:
-        """Whether nobody registered or refreshed ``request`` in the last ``versions``
-        (default: ``abandon_after``) versions before ``read_version``."""
-        limit = self._abandon_versions if versions is None else versions
-        start = len(self.line)
-        if read_version - int.from_bytes(request.key[start : start + 8], "big") <= limit:
-            return False  # registered recently (the usual case: no need to look further)
-        value = bytes(request.value)
-        refreshed = _VERSION.unpack(value)[0] if len(value) == _VERSION.size else 0
-        return bool(read_version - refreshed > limit)
-
-    def _refresh(self, tr: Any, own: list[Any], read_version: int) -> None:
-        """Mark our waiting requests alive when a third of ``abandon_after`` has passed."""
-        for request in own:
-            if self._abandoned(request, read_version, self._abandon_versions // 3):
-                tr[request.key] = _VERSION.pack(read_version)
-
-    def _withdraw(self) -> None:
-        """Clear this session's requests. A transaction that times out (1031) is tried again,
-        :data:`WITHDRAW_ATTEMPTS` times in all: a request left behind would hold its place in
-        line until ``abandon_after``. (Clears only: one that lands late changes nothing.)"""
-
-        def body(tr: Any) -> None:
-            for request in tr.snapshot.get_range(self.line, self.line_end):
-                if self._owner_of(request.key) == self.owner:
-                    del tr[request.key]
-
-        for attempt in range(WITHDRAW_ATTEMPTS):
-            try:
-                run_in_retry_loop(self.database, body)
-                break
-            except Exception as error:
-                if getattr(error, "code", None) != TIMED_OUT or attempt + 1 == WITHDRAW_ATTEMPTS:
-                    raise
+    def _withdraw_all(self) -> None:
+        """Withdraw this session's requests (see :meth:`fdbqueue.line.Line.withdraw`)."""
+        self.line.withdraw(self.database)
         self._may_hold = False

@@ -1,0 +1,109 @@
+"""The line of requests at one end of a queue, and one consumer session's place in it.
+
+A request is a key written with ``set_versionstamped_key``, so requests sort in the order their
+registering transactions committed and the line only grows at its end::
+
+    line prefix + versionstamp (10 bytes) + owner (16 random bytes) + sequence (1 byte)
+        -> b"" or, once refreshed, the read version of the refresh (8 bytes, big-endian)
+
+The owner is the session's random id; the sequence tells apart the requests one transaction
+registers. A request is *abandoned* when neither its registration (the versionstamp's first 8
+bytes are the commit version) nor its last refresh is within ``abandon_after`` seconds of
+versions of a read version: its session died or stopped calling. How a session takes with
+its place in line is :mod:`fdbqueue.consumers`.
+
+Source followed: the developer guide's "Versionstamps" (``set_versionstamped_key``, the 10-byte
+versionstamp and the 4-byte little-endian offset appended to the key).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from fdbqueue.transactional import run_in_retry_loop
+
+__all__ = ["OWNER_BYTES", "STAMP_BYTES", "Line"]
+
+VERSIONS_PER_SECOND = 1_000_000
+OWNER_BYTES = 16
+STAMP_BYTES = 10
+_UNSET_STAMP = b"\x00" * STAMP_BYTES
+_VERSION = struct.Struct(">q")
+#: Transactions a withdrawal tries when they time out (1031) before it gives up.
+WITHDRAW_ATTEMPTS = 5
+TIMED_OUT = 1031
+
+
+class Line:
+    """One session's view of a line: its requests' keys, and reading, registering,
+    refreshing and withdrawing them.
+
+    Args:
+        prefix: the line's key prefix (one line per end of a queue).
+        owner: the session's id (:data:`OWNER_BYTES` random bytes).
+        abandon_after: seconds of versions after which a request nobody registered or
+            refreshed counts as abandoned.
+    """
+
+    def __init__(self, prefix: bytes, owner: bytes, abandon_after: float) -> None:
+        self.prefix = prefix
+        self.end = prefix + b"\xff"
+        self.owner = owner
+        self.abandon_versions = int(abandon_after * VERSIONS_PER_SECOND)
+        self._owner_start = len(prefix) + STAMP_BYTES
+        self._owner_end = self._owner_start + OWNER_BYTES
+        self._offset = struct.pack("<I", len(prefix))
+
+    def read(self, tr: Any) -> Any:
+        """The requests, in line order: a snapshot range read (no conflict), issued now and
+        waited on when iterated."""
+        return tr.snapshot.get_range(self.prefix, self.end)
+
+    def is_own(self, key: bytes) -> bool:
+        """Whether the request ``key`` is this session's."""
+        return bool(key[self._owner_start : self._owner_end] == self.owner)
+
+    def register(self, tr: Any, count: int) -> None:
+        """Add ``count`` requests at the end of the line. Cost: a versionstamped set each; no
+        read, so registering never conflicts."""
+        for sequence in range(count):
+            key = self.prefix + _UNSET_STAMP + self.owner + bytes([sequence])
+            tr.set_versionstamped_key(key + self._offset, b"")
+
+    def abandoned(self, request: Any, read_version: int, versions: int | None = None) -> bool:
+        """Whether nobody registered or refreshed ``request`` in the last ``versions``
+        (default: ``abandon_after``) versions before ``read_version``."""
+        limit = self.abandon_versions if versions is None else versions
+        start = len(self.prefix)
+        if read_version - int.from_bytes(request.key[start : start + 8], "big") <= limit:
+            return False  # registered recently (the usual case: no need to look further)
+        value = bytes(request.value)
+        refreshed = _VERSION.unpack(value)[0] if len(value) == _VERSION.size else 0
+        return bool(read_version - refreshed > limit)
+
+    def refresh(self, tr: Any, own: list[Any], read_version: int) -> None:
+        """Mark this session's waiting requests alive once a third of ``abandon_after`` has
+        passed since they were registered or last refreshed. Cost: a set each time."""
+        for request in own:
+            if self.abandoned(request, read_version, self.abandon_versions // 3):
+                tr[request.key] = _VERSION.pack(read_version)
+
+    def withdraw(self, database: Any) -> None:
+        """Clear this session's requests, in a transaction of its own. One that times out
+        (1031) is tried again, :data:`WITHDRAW_ATTEMPTS` times in all: a request left behind
+        would hold its place until ``abandon_after``. (Clears only: one that lands late
+        changes nothing.) Cost: a snapshot read of the line and a clear per request."""
+
+        def body(tr: Any) -> None:
+            for request in self.read(tr):
+                if self.is_own(request.key):
+                    del tr[request.key]
+
+        for attempt in range(WITHDRAW_ATTEMPTS):
+            try:
+                run_in_retry_loop(database, body)
+                return
+            except Exception as error:
+                if getattr(error, "code", None) != TIMED_OUT or attempt + 1 == WITHDRAW_ATTEMPTS:
+                    raise
