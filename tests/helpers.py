@@ -167,3 +167,22 @@ def run_threads(target: Callable[[], object], count: int, timeout: float = 60) -
         thread.start()
     for thread in threads:
         thread.join(timeout)
+
+
+def installed_fdb() -> Any:
+    """The ``fdb`` module over :func:`fdbqueue.memory.install`, with an API version selected
+    (``FDB_API_VERSION`` or 630); skips the test when the binding already runs on a real
+    libfdb_c."""
+    import os
+
+    import fdb as binding
+    import pytest
+
+    from fdbqueue import memory
+
+    memory.install()
+    if not binding.is_api_version_selected():
+        binding.api_version(int(os.environ.get("FDB_API_VERSION", "0")) or 630)
+    if not isinstance(binding.impl._capi, memory.client_library.ClientLibrary):
+        pytest.skip("this session's fdb binding runs on a real libfdb_c")
+    return binding

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import importlib.metadata
-import os
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,7 @@ import uuid
 from typing import Any
 
 import pytest
+from helpers import installed_fdb
 
 from fdbqueue import Queue, memory
 
@@ -26,14 +26,7 @@ from fdbqueue import Queue, memory
 @pytest.fixture
 def fdb(tmp_path: Any) -> Any:
     """The ``fdb`` module with an API version selected, over memory.install()."""
-    import fdb as binding
-
-    memory.install()
-    if not binding.is_api_version_selected():
-        binding.api_version(int(os.environ.get("FDB_API_VERSION", "0")) or 630)
-    if not isinstance(binding.impl._capi, memory.client_library.ClientLibrary):
-        pytest.skip("this session's fdb binding runs on a real libfdb_c")
-    return binding
+    return installed_fdb()
 
 
 @pytest.fixture

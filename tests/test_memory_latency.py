@@ -14,13 +14,13 @@ The bounds are generous: a read latency of 50 ms, one overlapped pair must take 
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
 from typing import Any
 
 import pytest
+from helpers import installed_fdb
 
 from fdbqueue import memory
 from fdbqueue.memory import Future, KeySelector
@@ -210,14 +210,7 @@ def test_on_ready_and_wait_for_any_fire_when_the_latency_has_run():
 
 @pytest.fixture
 def fdb(tmp_path: Any) -> Any:
-    import fdb as binding
-
-    memory.install()
-    if not binding.is_api_version_selected():
-        binding.api_version(int(os.environ.get("FDB_API_VERSION", "0")) or 630)
-    if not isinstance(binding.impl._capi, memory.client_library.ClientLibrary):
-        pytest.skip("this session's fdb binding runs on a real libfdb_c")
-    return binding
+    return installed_fdb()
 
 
 @pytest.fixture
