@@ -214,7 +214,7 @@ def test_bad_constructor_arguments():
     with pytest.raises(ValueError, match="non-empty"):
         Queue(Subspace(()))
     with pytest.raises(ValueError, match="unknown codec"):
-        Queue(("Q",), codec="json")
+        Queue(("Q",), codec="yaml")
     with pytest.raises(TypeError):
         Queue(("Q",), codec=42)
 

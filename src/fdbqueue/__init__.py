@@ -20,7 +20,7 @@ from __future__ import annotations
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import memory
-from fdbqueue.codecs import Codec, RawCodec, TupleCodec, Undecodable
+from fdbqueue.codecs import Codec, JsonCodec, RawCodec, TupleCodec, Undecodable
 from fdbqueue.consumers import Consumer
 from fdbqueue.deadletters import DeadLetter
 from fdbqueue.leases import (
@@ -40,6 +40,7 @@ __all__ = [
     "Codec",
     "Consumer",
     "DeadLetter",
+    "JsonCodec",
     "Lease",
     "LeaseError",
     "LeaseExpiredError",

@@ -1,0 +1,53 @@
+"""The JSON codec (``codec="json"``): dicts and lists out of the box, refusals before writing."""
+
+from __future__ import annotations
+
+import pytest
+
+from fdbqueue import JsonCodec, PriorityQueue, Queue
+
+JOB = {"id": 7, "name": "résumé", "tags": ["a", "b"], "retry": None, "ratio": 0.5, "ok": True}
+
+
+def test_dicts_and_lists_go_through_a_queue_unchanged(db, subspace):
+    queue = Queue(subspace, codec="json")
+    queue.enqueue_many(db, [JOB, [1, 2, [3]], "text", 12])
+    assert queue.dequeue_many(db, 4) == [JOB, [1, 2, [3]], "text", 12]
+
+
+def test_a_priority_queue_and_a_lease_carry_json(db, subspace):
+    queue = PriorityQueue(subspace, codec="json")
+    queue.push(db, {"job": 1}, priority=2)
+    queue.push(db, {"job": 2}, priority=1)
+    lease = queue.claim(db, lease=30)
+    assert lease.value == {"job": 2}
+    queue.ack(db, lease)
+    assert queue.pop_max(db) == {"job": 1}
+
+
+def test_the_stored_bytes_are_compact_utf8_json():
+    assert JsonCodec().encode({"a": [1, "é"]}) == '{"a":[1,"é"]}'.encode()
+    assert JsonCodec().encode((1, 2)) == b"[1,2]"  # a tuple comes back as a list
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{1: "int key"}, {"nested": {(1, 2): 3}}, float("nan"), [float("inf")], {"s": {1, 2}}, b"x"],
+    ids=["int key", "tuple key", "nan", "inf", "set", "bytes"],
+)
+def test_what_json_would_change_or_cannot_carry_is_refused_and_nothing_is_written(
+    db, subspace, value
+):
+    queue = Queue(subspace, codec="json")
+    with pytest.raises(TypeError):
+        queue.enqueue(db, value)
+    assert queue.empty(db) and queue.size(db) == 0
+
+
+def test_bytes_that_are_not_json_go_to_the_dead_letters(db, subspace):
+    raw = Queue(subspace, codec="raw")
+    raw.enqueue_many(db, [b"\xff not json", b'{"fine": 1}'])
+    queue = Queue(subspace, codec="json")
+    assert queue.dequeue(db) == {"fine": 1}
+    (letter,) = queue.dead_letters(db)
+    assert letter.value.raw == b"\xff not json"
