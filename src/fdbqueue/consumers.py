@@ -45,6 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fdbqueue import taking
+from fdbqueue.delays import DelayedItems, soonest
 from fdbqueue.leases import Leases, check_lease_seconds
 from fdbqueue.line import OWNER_BYTES, Line
 from fdbqueue.store import ItemStore, check_count, check_seconds
@@ -101,6 +102,7 @@ class Consumer:
         read: reads the first items of the end (:data:`fdbqueue.ends.ReadEnd`); the session
             reads with ``snapshot=True``.
         leases: the queue's leases, for :meth:`claim`.
+        delays: the queue's delayed items: each attempt promotes those due first.
         prefetch: requests kept registered between calls (an int >= 0).
         abandon_after: seconds of versions after which an unrefreshed request of a dead
             session is cleared by others (> 0, at most a day).
@@ -118,6 +120,7 @@ class Consumer:
         line: bytes,
         read: Callable[[Any, int, bool], list[Any]],
         leases: Leases | None = None,
+        delays: DelayedItems | None = None,
         prefetch: int = 0,
         abandon_after: float = DEFAULT_ABANDON_AFTER,
     ) -> None:
@@ -127,6 +130,7 @@ class Consumer:
         seconds = check_abandon_after(abandon_after)
         self.store = store
         self.leases = leases
+        self.delays = delays
         self.database = database
         self.prefetch = int(prefetch)
         self.abandon_after = seconds
@@ -212,10 +216,10 @@ class Consumer:
 
     def _wake_in(self) -> float:
         """Seconds until a blocked call should look again without a signal: to refresh its
-        requests, or when the first lease expires."""
-        wake = self.abandon_after / 3
+        requests, or when the first lease expires or delayed item falls due."""
         expiry = None if self.leases is None else self.leases.seconds_until_expiry()
-        return wake if expiry is None else min(wake, expiry)
+        due = None if self.delays is None else self.delays.seconds_until_due()
+        return soonest(self.abandon_after / 3, expiry, due) or 0.0
 
     def close(self) -> None:
         """Withdraw this session's requests (its reserved places return to the queue).
@@ -275,12 +279,15 @@ class Consumer:
         # first item too, before waiting on either: the two reads' round trips overlap (the
         # line's also fetches the read version). Further back in line, consumers are many
         # and the machine's CPU, not the round trips, is what a guess would cost.
+        looked = None if self.delays is None else self.delays.look(tr)
         line = self.line.read(tr)
         self._early = None
         if (fast and self.prefetch == 0) or (self._may_hold and self._rank_guess == 0):
             self._early = (0, self.read(tr, 1, True))
         requests = list(line)
         read_version: int = tr.get_read_version().wait()
+        if looked is not None and self.delays is not None and self.delays.promote(tr, looked):
+            self._early = None  # read before the promoted items were written: read again
         rank = 0
         own: list[Any] = []
         is_own = self.line.is_own

@@ -26,6 +26,7 @@ from typing import Any
 
 from fdbqueue import taking
 from fdbqueue.consumers import Consumer
+from fdbqueue.delays import DelayedItems, soonest
 from fdbqueue.leases import Lease, Leases, claimed_something
 from fdbqueue.receipts import exactly_once
 from fdbqueue.store import ItemStore
@@ -48,6 +49,7 @@ class End:
     Args:
         store: the queue's items and metadata.
         leases: the queue's leases (shared by its ends).
+        delays: the queue's delayed items (shared by its ends): every take promotes those due.
         read: reads the first items at this end (:data:`ReadEnd`).
         name: the end's name (``"front"``, ``"min"``, ``"max"``): its line of requests is
             at ``metadata[("line", name)]``.
@@ -61,6 +63,7 @@ class End:
         self,
         store: ItemStore,
         leases: Leases,
+        delays: DelayedItems,
         read: ReadEnd,
         *,
         name: str,
@@ -70,6 +73,7 @@ class End:
     ) -> None:
         self._store = store
         self.leases = leases
+        self.delays = delays
         self.read = read
         self.line = store.metadata.pack(("line", name))
         self.high_contention = high_contention
@@ -91,6 +95,7 @@ class End:
             line=self.line,
             read=self.read,
             leases=self.leases,
+            delays=self.delays,
             prefetch=prefetch,
             abandon_after=abandon_after,
         )
@@ -115,7 +120,9 @@ class End:
         if self._in_line(tr):
             return self._one_call(tr, lambda session: session.take(block=block, timeout=seconds))
         if block:
-            return take_blocking(tr, self._take_one, self._store.signal_key, seconds)
+            return take_blocking(
+                tr, self._take_one, self._store.signal_key, seconds, self.delays.seconds_until_due
+            )
         return self._take_one(tr)
 
     def _take_one(self, tr: TransactionContext, _deadline: float | None = None) -> Any:
@@ -127,7 +134,7 @@ class End:
     @exactly_once(wrote=lambda value: value is not None)
     def _take(self, tr: TransactionContext) -> Any:
         require_writable(tr, self.action)
-        taken = taking.take(self._store, tr, self.front, 1, moving=False)
+        taken = self._take_items(tr, 1, None, moving=False)
         if not taken.items:
             return MOVED_ASIDE if taken.moved_aside else None
         self._store.add_to_size(tr, -1)
@@ -143,7 +150,7 @@ class End:
     @exactly_once(wrote=bool)
     def _take_many(self, tr: TransactionContext, n: int) -> Any:
         require_writable(tr, f"{self.action}_many")
-        taken = taking.take(self._store, tr, self.front, n, moving=False)
+        taken = self._take_items(tr, n, None, moving=False)
         if not taken.items:
             return MOVED_ASIDE if taken.moved_aside else []
         self._store.add_to_size(tr, -len(taken.items))
@@ -167,7 +174,7 @@ class End:
             lambda tr, _deadline: self._claim_one(tr, seconds),
             self._store.signal_key,
             wait,
-            self.leases.seconds_until_expiry,
+            lambda: soonest(self.leases.seconds_until_expiry(), self.delays.seconds_until_due()),
         )
         return lease
 
@@ -188,5 +195,20 @@ class End:
     def _claim_batch(self, tr: TransactionContext, seconds: float, n: int) -> Any:
         return self.leases.claim_many(tr, self._take_items, seconds, n)
 
-    def _take_items(self, tr: TransactionContext, n: int, budget: int | None) -> Taken:
-        return taking.take(self._store, tr, self.front, n, budget)
+    def _take_items(
+        self, tr: TransactionContext, n: int, budget: int | None, *, moving: bool = True
+    ) -> Taken:
+        """Take up to ``n`` items at this end (:func:`fdbqueue.taking.take`), after promoting
+        the delayed items due (:mod:`fdbqueue.delays`): the hint's read is issued first and
+        overlaps the take's; when it promoted some and the take came up short, the take goes
+        on with them (within half the budget: its bytes and the promotion's stay within
+        FoundationDB's limit)."""
+        looked = self.delays.look(tr)
+        taken = taking.take(self._store, tr, self.front, n, budget, moving=moving)
+        if self.delays.promote(tr, looked) and len(taken.items) < n and not taken.budget_spent:
+            rest = None if budget is None else budget // 2  # the first take may have spent half
+            more = taking.take(
+                self._store, tr, self.front, n - len(taken.items), rest, moving=moving
+            )
+            taken = taken.followed_by(more)
+        return taken

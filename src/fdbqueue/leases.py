@@ -551,18 +551,41 @@ class LeaseHolds:
             del tr[lease.key]
             self.store.held.drop(tr, fdb.tuple.unpack(record)[2])
 
-    def release(self, tr: TransactionContext, lease: Any) -> None:
-        """Give a leased item back unprocessed: the next claim takes it, ahead of the queue.
+    def release(self, tr: TransactionContext, lease: Any, seconds: float = 0.0) -> None:
+        """Give a leased item back unprocessed: the next claim takes it, ahead of the queue;
+        with ``seconds`` > 0, not before that many seconds after ``tr``'s read version (its
+        record is re-keyed to expire then, so a claim sees it as expired from then on).
 
         Its delivery count is kept (the next claim raises it). Raises as :meth:`ack`; nothing
         changes when it raises. Cost: one point read, one clear and one set of the small
         record (the value stays where it is held), and an atomic add to the signal key that
-        wakes blocked claims (:mod:`fdbqueue.waiting`; no conflict).
+        wakes blocked claims (:mod:`fdbqueue.waiting`; no conflict), which then sleep until
+        the record expires.
         """
         record = self._held(tr, lease, "release")
         del tr[lease.key]
-        tr[self.leases.pack((0, bytes.fromhex(lease.id)))] = record
-        self.store.signal(tr)  # the item is claimable now: wake blocked claims
+        expiry_version = 0
+        if seconds:
+            expiry_version = tr.get_read_version().wait() + lease_versions(seconds)
+        tr[self.leases.pack((expiry_version, bytes.fromhex(lease.id)))] = record
+        self.store.signal(tr)  # the item is claimable now (or its wait changed): wake claims
+
+    def dead_letter(self, tr: TransactionContext, lease: Any, reason: str) -> None:
+        """Move a leased item to the dead letters with ``reason``, its deliveries kept.
+
+        Raises as :meth:`ack`; nothing changes when it raises. Cost: one point read, a clear
+        and a set.
+        """
+        record = self._held(tr, lease, "dead_letter")
+        del tr[lease.key]
+        item_key, deliveries, held_id = fdb.tuple.unpack(record)
+        logger.info(
+            "fdbqueue: item %r of %r is now a dead letter: %s",
+            item_key,
+            self.store.subspace,
+            reason,
+        )
+        self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
 
     def extend(self, tr: TransactionContext, lease: Any, seconds: float) -> Lease:
         """Move a held lease's expiry to ``seconds`` after this transaction's read version;

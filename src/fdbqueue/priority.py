@@ -26,6 +26,7 @@ from typing import Any
 from fdbqueue import taking
 from fdbqueue.codecs import Codec
 from fdbqueue.consumers import DEFAULT_ABANDON_AFTER, Consumer
+from fdbqueue.delays import DelayedItems, check_delay
 from fdbqueue.ends import End
 from fdbqueue.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_seconds
 from fdbqueue.priority_ends import max_end_candidates, max_end_items, min_end_items
@@ -87,12 +88,15 @@ class PriorityQueue(StoredQueue):
         exactly_once: bool = True,
     ) -> None:
         seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
+        self._high_contention = high_contention
         self._store = ItemStore(subspace, codec, exactly_once, leading_integers=2)
         self._leases = Leases(self._store, max_deliveries)
+        self._delays = DelayedItems(self._store, self._push_now)
         self._ends = {
             max_end: End(
                 self._store,
                 self._leases,
+                self._delays,
                 functools.partial(max_end_items, self._store)
                 if max_end
                 else functools.partial(min_end_items, self._store),
@@ -104,15 +108,17 @@ class PriorityQueue(StoredQueue):
             for max_end in (False, True)
         }
 
-    @property
-    def high_contention(self) -> bool:
-        """Whether pops and claims given a Database take in line."""
-        return self._ends[False].high_contention
-
     # -- writing ----------------------------------------------------------------------------
 
-    def push(self, tr: TransactionContext, value: Any, priority: int) -> None:
-        """Add ``value`` with ``priority``.
+    def push(
+        self,
+        tr: TransactionContext,
+        value: Any,
+        priority: int,
+        *,
+        delay: float | None = None,
+    ) -> None:
+        """Add ``value`` with ``priority``; with ``delay``, once that many seconds passed.
 
         Args:
             tr: a Database, Tenant or Transaction.
@@ -120,25 +126,41 @@ class PriorityQueue(StoredQueue):
             priority: an int of any size the tuple layer packs (negative allowed). Lower
                 priorities come out of :meth:`pop_min` first, higher ones out of
                 :meth:`pop_max`.
+            delay: seconds (at most 30 days) before consumers may pop the item; None or 0:
+                at once. Once due, it joins the back of its priority when the next consumer
+                looks (:mod:`fdbqueue.delays`).
 
         Raises:
             TypeError: ``priority`` is not an int (bools are refused too), the codec cannot
-                encode ``value``, or ``tr`` is of the wrong type.
-            ValueError: ``value`` is None or encodes to more than 100,000 bytes, or the
-                priority is beyond the tuple layer's integer range.
+                encode ``value``, ``delay`` is not a number, or ``tr`` is of the wrong type.
+            ValueError: ``value`` is None or encodes to more than 100,000 bytes, the
+                priority is beyond the tuple layer's integer range, or ``delay`` is out of
+                range.
 
         Nothing is written when an error is raised. Cost: one snapshot range read inside the
-        priority (no read conflict range), one set, one atomic add; it never conflicts with
-        other pushes or pops.
+        priority (no read conflict range), one set, two atomic adds; it never conflicts with
+        other pushes or pops. Delayed: the read version, one set and two atomic adds.
         """
         _check_priority(priority)
+        seconds = check_delay(delay)
         encoded = self._store.encode(value)
         self._store.item_key((priority, 0))  # checks the priority packs and the key fits
-        self._push(tr, encoded, priority)
+        if seconds:
+            self._delays.check_key((priority,))
+        self._push(tr, encoded, priority, seconds)
 
     @exactly_once
-    def _push(self, tr: TransactionContext, encoded: bytes, priority: int) -> None:
+    def _push(
+        self, tr: TransactionContext, encoded: bytes, priority: int, delay: float = 0.0
+    ) -> None:
         require_writable(tr, "push")
+        if delay:
+            self._delays.put(tr, [encoded], delay, (priority,))
+        else:
+            self._push_now(tr, encoded, (priority,))
+
+    def _push_now(self, tr: TransactionContext, encoded: bytes, where: tuple[Any, ...]) -> None:
+        priority = where[0]
         self._store.write(
             tr, self._store.item_key((priority, self._next_count(tr, priority))), encoded
         )
@@ -276,7 +298,7 @@ class PriorityQueue(StoredQueue):
         return self._ends[max].consumer(database, prefetch, abandon_after)
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
-        self._push(tr, encoded, self._store.unpack_position(item_key)[0])
+        self._push_now(tr, encoded, self._store.unpack_position(item_key)[:1])
 
     @transactional
     def peek(self, tr: TransactionContext, max: bool = False) -> Any:

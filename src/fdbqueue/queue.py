@@ -21,12 +21,14 @@ Source followed: FoundationDB's "Queues" recipe (documentation ``queues.rst`` an
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
 from fdbqueue import taking
 from fdbqueue.codecs import Codec
 from fdbqueue.consumers import DEFAULT_ABANDON_AFTER, Consumer
+from fdbqueue.delays import DelayedItems, check_delay
 from fdbqueue.ends import End
 from fdbqueue.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_seconds
 from fdbqueue.receipts import exactly_once
@@ -89,78 +91,75 @@ class Queue(StoredQueue):
         exactly_once: bool = True,
     ) -> None:
         seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
+        self._high_contention = high_contention
         self._store = ItemStore(subspace, codec, exactly_once, leading_integers=1)
         self._leases = Leases(self._store, max_deliveries)
+        self._delays = DelayedItems(self._store, functools.partial(_append_due, self._store))
         self._end = End(
             self._store,
             self._leases,
-            self._read_front,
+            self._delays,
+            functools.partial(_read_front, self._store),
             name="front",
             high_contention=high_contention,
             abandon_after=seconds,
             action="dequeue",
         )
 
-    @property
-    def high_contention(self) -> bool:
-        """Whether dequeues and claims given a Database take in line."""
-        return self._end.high_contention
-
-    def _read_front(self, tr: TransactionContext, n: int, snapshot: bool) -> list[Any]:
-        return self._store.read(tr, limit=n, snapshot=snapshot)
-
     # -- writing ----------------------------------------------------------------------------
 
-    def enqueue(self, tr: TransactionContext, value: Any) -> None:
-        """Add ``value`` at the back of the queue.
+    def enqueue(self, tr: TransactionContext, value: Any, *, delay: float | None = None) -> None:
+        """Add ``value`` at the back of the queue; with ``delay``, once that many seconds passed.
 
         Args:
             tr: a Database, Tenant or Transaction.
             value: any value the queue's codec encodes, except None.
+            delay: seconds (at most 30 days) before consumers may take the item; None or 0:
+                at once. A delayed item waits in the queue's metadata and joins the back of
+                the queue when the first consumer to look after its due version promotes it
+                (:mod:`fdbqueue.delays`; read versions are the clock, as for leases).
 
         Raises:
-            ValueError: ``value`` is None, or encodes to more than 100,000 bytes.
-            TypeError: the codec cannot encode ``value``, or ``tr`` is of the wrong type.
+            ValueError: ``value`` is None or encodes to more than 100,000 bytes; ``delay`` is
+                NaN, negative or too long.
+            TypeError: the codec cannot encode ``value``, ``delay`` is not a number, or ``tr``
+                is of the wrong type.
 
         Nothing is written when an error is raised. Cost: one snapshot range read (no read
-        conflict range), one set and one atomic add; it never conflicts with other enqueues or
-        dequeues.
+        conflict range), one set and two atomic adds: no conflicts with enqueues or dequeues.
+        Delayed: the read version, one set and two atomic adds, no reads.
         """
-        self._append(tr, [self._store.encode(value)])
+        self._append(tr, [self._store.encode(value)], check_delay(delay))
 
-    def enqueue_many(self, tr: TransactionContext, values: Iterable[Any]) -> None:
-        """Add every value of ``values`` at the back of the queue, in order, atomically.
+    def enqueue_many(
+        self, tr: TransactionContext, values: Iterable[Any], *, delay: float | None = None
+    ) -> None:
+        """Add every value of ``values`` at the back of the queue, in order, atomically (all
+        delayed by ``delay`` seconds, as for :meth:`enqueue`, and kept in order).
 
         Every value is encoded and checked before anything is written, so a bad value leaves
         the queue unchanged. Cost: one snapshot range read for the whole batch, then one set
-        per value and one atomic add; no conflicts, as for :meth:`enqueue`.
+        per value and two atomic adds; no conflicts, as for :meth:`enqueue`.
 
         Raises:
-            ValueError: a value is None or too large, or the batch exceeds FoundationDB's
-                10,000,000-byte transaction limit.
-            TypeError: ``values`` is not an iterable of values, a value cannot be encoded, or
-                ``tr`` is of the wrong type.
+            ValueError: a value is None or too large, the batch exceeds FoundationDB's
+                10,000,000-byte transaction limit, or ``delay`` is out of range.
+            TypeError: ``values`` is not an iterable of values, a value cannot be encoded,
+                ``delay`` is not a number, or ``tr`` is of the wrong type.
         """
+        seconds = check_delay(delay)
         encoded = self._store.encode_many(values)
         self._store.check_batch_fits(encoded)
         if encoded:
-            self._append(tr, encoded)
+            self._append(tr, encoded, seconds)
 
     @exactly_once
-    def _append(self, tr: TransactionContext, encoded: list[bytes]) -> None:
+    def _append(self, tr: TransactionContext, encoded: list[bytes], delay: float = 0.0) -> None:
         require_writable(tr, "enqueue")
-        index = self._last_index(tr)
-        for value in encoded:
-            index += 1
-            self._store.write(tr, self._store.item_key((index,)), value)
-
-    def _last_index(self, tr: TransactionContext) -> int:
-        """The index of the last item, 0 for an empty queue (snapshot read: no conflict)."""
-        last = self._store.read(tr, limit=1, reverse=True, snapshot=True)
-        if not last:
-            return 0
-        index: int = self._store.unpack_position(last[0].key)[0]
-        return index
+        if delay:
+            self._delays.put(tr, encoded, delay, ())
+        else:
+            _append_at_back(self._store, tr, encoded)
 
     # -- taking -----------------------------------------------------------------------------
 
@@ -187,12 +186,14 @@ class Queue(StoredQueue):
                 or a key at the front that is not an item of this queue (nothing changes).
 
         An item whose value the codec cannot decode is moved to the dead letters (a warning
-        is logged) and the next item is taken instead, in the same transaction. Given a
+        is logged) and the next item is taken instead, in the same transaction. Delayed items
+        that fell due join the back of the queue first (:mod:`fdbqueue.delays`). Given a
         Database, it takes effect exactly once (:mod:`fdbqueue.receipts`).
 
-        Cost (plain, or any Transaction): one range read (``limit=1``), one clear and one
-        atomic add; its read conflict range runs from the start of the queue to just past the
-        item taken, so concurrent dequeues conflict (one retries) and enqueues do not. With
+        Cost (plain, or any Transaction): one range read (``limit=1``), a snapshot point read
+        (the delayed items' hint, issued alongside), one clear and one atomic add; its read
+        conflict range runs from the start of the queue to just past the item taken, so
+        concurrent dequeues conflict (one retries) and enqueues do not. With
         ``high_contention=True`` and a Database: one transaction while nobody else is in
         line, else two (register, then take the item matched with the request), without
         conflicts between consumers (:mod:`fdbqueue.consumers`).
@@ -320,7 +321,7 @@ class Queue(StoredQueue):
         return self._end.consumer(database, prefetch, abandon_after)
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
-        self._append(tr, [encoded])
+        _append_at_back(self._store, tr, [encoded])
 
     # -- looking ----------------------------------------------------------------------------
 
@@ -338,3 +339,30 @@ class Queue(StoredQueue):
         """
         values = taking.peek(self._store, taking.forward(self._store, tr, 1, snapshot=False), 1)
         return values[0] if values else None
+
+
+def _read_front(store: ItemStore, tr: TransactionContext, n: int, snapshot: bool) -> list[Any]:
+    """The queue's first ``n`` items (a :data:`~fdbqueue.ends.ReadEnd`)."""
+    return store.read(tr, limit=n, snapshot=snapshot)
+
+
+def _last_index(store: ItemStore, tr: TransactionContext) -> int:
+    """The index of the last item, 0 for an empty queue (snapshot read: no conflict)."""
+    last = store.read(tr, limit=1, reverse=True, snapshot=True)
+    if not last:
+        return 0
+    index: int = store.unpack_position(last[0].key)[0]
+    return index
+
+
+def _append_at_back(store: ItemStore, tr: TransactionContext, encoded: list[bytes]) -> None:
+    """Write ``encoded`` values after the last item, in order, as the recipe's enqueue does."""
+    index = _last_index(store, tr)
+    for value in encoded:
+        index += 1
+        store.write(tr, store.item_key((index,)), value)
+
+
+def _append_due(store: ItemStore, tr: TransactionContext, encoded: bytes, _where: object) -> None:
+    """Append a delayed item that fell due (a :data:`~fdbqueue.delays.Append`)."""
+    _append_at_back(store, tr, [encoded])

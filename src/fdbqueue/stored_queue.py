@@ -63,6 +63,12 @@ class StoredQueue:
 
     _store: ItemStore
     _leases: Leases
+    _high_contention: bool
+
+    @property
+    def high_contention(self) -> bool:
+        """Whether takes and claims given a Database take in line (:mod:`fdbqueue.consumers`)."""
+        return self._high_contention
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
         """Enqueue a dead letter's value again (each queue type says where)."""
@@ -219,15 +225,41 @@ class StoredQueue:
         """
         self._leases.holds.ack(tr, lease)
 
-    @exactly_once
-    def release(self, tr: TransactionContext, lease: Lease) -> None:
-        """Give a claimed item back unprocessed: the next ``claim`` takes it first.
+    def release(self, tr: TransactionContext, lease: Lease, *, delay: float | None = None) -> None:
+        """Give a claimed item back unprocessed: the next ``claim`` takes it first; with
+        ``delay``, not before that many seconds (a retry with backoff).
 
-        Raises as :meth:`ack`, and nothing changes when it raises. The delivery count is
-        kept, so releasing counts towards ``max_deliveries``. Cost: one point read, one
-        clear, one set.
+        Args:
+            delay: seconds (at most 12 hours) before the item can be claimed again; None or
+                0: at once. Measured with read versions, as leases are.
+
+        Raises as :meth:`ack` (and TypeError or ValueError for a bad ``delay``); nothing
+        changes when it raises. The delivery count is kept, so releasing counts towards
+        ``max_deliveries``. Cost: one point read, one clear, one set.
         """
-        self._leases.holds.release(tr, lease)
+        plain = delay is None or (type(delay) in (int, float) and delay == 0)
+        seconds = 0.0 if plain else check_lease_seconds(delay)
+        self._release(tr, lease, seconds)
+
+    @exactly_once
+    def _release(self, tr: TransactionContext, lease: Lease, seconds: float) -> None:
+        self._leases.holds.release(tr, lease, seconds)
+
+    def dead_letter(self, tr: TransactionContext, lease: Lease, reason: str) -> None:
+        """Move a claimed item to the dead letters now, with ``reason`` (for instance the
+        error its processing raised), instead of releasing it for another delivery.
+
+        Raises as :meth:`ack`, and TypeError when ``reason`` is not a str; nothing changes
+        when it raises. Cost: one point read, a clear and a set (the value stays where it is
+        held).
+        """
+        if not isinstance(reason, str):
+            raise TypeError(f"reason must be a str, not {type(reason).__name__}")
+        self._dead_letter(tr, lease, reason)
+
+    @exactly_once
+    def _dead_letter(self, tr: TransactionContext, lease: Lease, reason: str) -> None:
+        self._leases.holds.dead_letter(tr, lease, reason)
 
     def extend(self, tr: TransactionContext, lease: Lease, seconds: float) -> Lease:
         """Keep a claimed item longer: its lease now expires ``seconds`` after this call's

@@ -74,6 +74,14 @@ class Taken:
         as for any write), then take again."""
         return self.budget_spent or self.quarantined > 0
 
+    def followed_by(self, more: Taken) -> Taken:
+        """This take and ``more`` (a take right after it, in the same transaction) as one."""
+        return Taken(
+            self.items + more.items,
+            self.quarantined + more.quarantined,
+            self.budget_spent or more.budget_spent,
+        )
+
 
 def take(
     store: ItemStore,
