@@ -110,10 +110,11 @@ class DelayedItems:
     def check_key(self, where: tuple[Any, ...]) -> None:
         """Raise ValueError when a delayed record with ``where`` would exceed FoundationDB's
         key size limit (no database access)."""
-        longest = self.records.pack((2**64, os.urandom(BATCH_ID_BYTES), 2**31, *where))
+        # the largest due version and index, and a batch id of zero bytes (escaped to two)
+        longest = self.records.pack((2**64, bytes(BATCH_ID_BYTES), 2**31, *where))
         if len(longest) > MAX_KEY_BYTES:
             raise ValueError(
-                f"a delayed item's key would be {len(longest):,} bytes, more than "
+                f"a delayed item's key would be up to {len(longest):,} bytes, more than "
                 f"FoundationDB's {MAX_KEY_BYTES:,}"
             )
 
