@@ -1,4 +1,5 @@
-"""The ``fdbqueue`` command line: look inside a queue, push, pop, clear, and benchmark.
+"""The ``fdbqueue`` command line: look inside a queue, push, pop, clear, run a worker, and
+benchmark.
 
 Global options come before the command::
 
@@ -19,14 +20,18 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
+import importlib
 import json
+import logging
+import os
 import sys
 from typing import Any
 
 import click
 from fdb.subspace_impl import Subspace
 
-from fdbqueue import benchmark, memory
+from fdbqueue import benchmark, memory, worker
 from fdbqueue.binding import (
     BindingMismatchError,
     ClientLibraryMissingError,
@@ -76,7 +81,7 @@ class Context:
             )
         return self._database
 
-    def queue(self) -> Queue | PriorityQueue:
+    def queue(self, **options: Any) -> Queue | PriorityQueue:
         prefix, directory = self.options["queue"], self.options["directory"]
         if (prefix is None) == (directory is None):
             raise click.UsageError("name the queue with exactly one of --queue or --directory")
@@ -85,7 +90,7 @@ class Context:
         else:
             subspace = open_directory(self.database(), directory)
         kind = PriorityQueue if self.options["priority_queue"] else Queue
-        return kind(subspace, codec=self.options["codec"])
+        return kind(subspace, codec=self.options["codec"], **options)
 
     def emit(self, document: Any, text: str) -> None:
         click.echo(json.dumps(jsonable(document)) if self.as_json else text)
@@ -183,7 +188,9 @@ def guarded(action: Any) -> Any:
 @click.option("--queue", help="the queue's tuple prefix, comma-separated (app,jobs)")
 @click.option("--directory", help="the queue's directory path (app/jobs)")
 @click.option("--priority-queue", is_flag=True, help="the queue is a PriorityQueue")
-@click.option("--codec", type=click.Choice(["tuple", "raw"]), default="tuple", show_default=True)
+@click.option(
+    "--codec", type=click.Choice(["tuple", "raw", "json"]), default="tuple", show_default=True
+)
 @click.pass_context
 def cli(ctx: click.Context, /, **options: Any) -> None:
     """Look inside and operate fdbqueue queues stored in FoundationDB."""
@@ -227,9 +234,13 @@ def peek(context: Context, count: int) -> None:
 @click.argument("value")
 @click.option("--priority", type=int, help="the priority (priority queues only)")
 @click.option("--int", "as_int", is_flag=True, help="push VALUE as an integer")
+@click.option("--delay", type=float, default=None, help="seconds before consumers may take it")
 @click.pass_obj
-def push(context: Context, value: str, priority: int | None, as_int: bool) -> None:
-    """Add VALUE to the queue (a string; bytes with --codec raw; --int for an integer)."""
+def push(
+    context: Context, value: str, priority: int | None, as_int: bool, delay: float | None
+) -> None:
+    """Add VALUE to the queue (a string; bytes with --codec raw; --int for an integer;
+    with --codec json, VALUE is parsed as JSON)."""
     queue = context.queue()
     item: Any = value
     if as_int:
@@ -241,15 +252,23 @@ def push(context: Context, value: str, priority: int | None, as_int: bool) -> No
         if as_int:
             raise click.UsageError("--int does not apply to --codec raw (values are bytes)")
         item = value.encode()
+    elif context.options["codec"] == "json" and not as_int:
+        try:
+            item = json.loads(value)
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not JSON", param_hint="VALUE") from None
     if isinstance(queue, PriorityQueue):
         if priority is None:
             raise click.UsageError("a priority queue needs --priority")
-        guarded(lambda: queue.push(context.database(), item, priority=priority))
+        guarded(lambda: queue.push(context.database(), item, priority=priority, delay=delay))
     else:
         if priority is not None:
             raise click.UsageError("--priority applies to priority queues (--priority-queue)")
-        guarded(lambda: queue.enqueue(context.database(), item))
-    context.emit({"pushed": item, "priority": priority}, f"pushed {item!r}")
+        guarded(lambda: queue.enqueue(context.database(), item, delay=delay))
+    context.emit(
+        {"pushed": item, "priority": priority, "delay": delay},
+        f"pushed {item!r}" + (f", due in {delay:g}s" if delay else ""),
+    )
 
 
 @cli.command()
@@ -288,6 +307,93 @@ def clear(context: Context, yes: bool) -> None:
         raise click.ClickException("clear removes everything in the queue: add --yes to do it")
     guarded(lambda: queue.clear(context.database()))
     context.emit({"cleared": True}, "cleared")
+
+
+def import_handler(reference: str) -> Any:
+    """The callable named ``module:function`` (``package.module:object.method`` too),
+    imported with the current directory on ``sys.path`` as ``python -m`` would have it.
+
+    Raises:
+        click.BadParameter: not of that form, the module cannot be imported, or the name is
+            not found or not callable.
+    """
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise click.BadParameter(
+            f"{reference!r} is not module:function (e.g. jobs:handle)", param_hint="HANDLER"
+        )
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as error:
+        raise click.BadParameter(
+            f"cannot load {reference!r}: {first_line(error)}", param_hint="HANDLER"
+        ) from None
+    if not callable(found):
+        raise click.BadParameter(f"{reference!r} is not callable", param_hint="HANDLER")
+    return found
+
+
+@cli.command()
+@click.argument("handler")
+@click.option("--lease", type=float, default=30.0, show_default=True, help="seconds per lease")
+@click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--backoff", type=float, default=1.0, show_default=True, help="first retry delay")
+@click.option("--max-backoff", type=float, default=300.0, show_default=True)
+@click.option(
+    "--max-deliveries",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="deliveries before a failing item becomes a dead letter",
+)
+@click.option("--until-empty", is_flag=True, help="stop once nothing is claimable")
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+@click.pass_obj
+def work(
+    context: Context,
+    handler: str,
+    lease: float,
+    concurrency: int,
+    backoff: float,
+    max_backoff: float,
+    max_deliveries: int,
+    until_empty: bool,
+    log_level: str,
+) -> None:
+    """Run the worker loop: claim items and call HANDLER (module:function) with each value;
+    acknowledge on success, retry with backoff on an exception, dead-letter on the last
+    delivery (fdbqueue.worker). Stops on SIGINT or SIGTERM after running jobs finish."""
+    function = import_handler(handler)
+    try:
+        worker.check_work_arguments(function, lease, concurrency, backoff, max_backoff)
+    except (TypeError, ValueError) as error:
+        raise click.UsageError(first_line(error)) from None
+    queue = context.queue(max_deliveries=max_deliveries)
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    summary = guarded(
+        lambda: queue.work(
+            context.database(),
+            function,
+            lease=lease,
+            concurrency=concurrency,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            until_empty=until_empty,
+        )
+    )
+    facts = dataclasses.asdict(summary)
+    context.emit(
+        facts, ", ".join(f"{name.replace('_', ' ')} {count}" for name, count in facts.items())
+    )
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})

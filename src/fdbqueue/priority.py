@@ -28,11 +28,12 @@ from fdbqueue.codecs import Codec
 from fdbqueue.consumers import DEFAULT_ABANDON_AFTER, Consumer
 from fdbqueue.delays import DelayedItems, check_delay
 from fdbqueue.ends import End
+from fdbqueue.leased_queue import LeasedQueue
 from fdbqueue.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_seconds
 from fdbqueue.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue.receipts import exactly_once
 from fdbqueue.store import ItemStore, check_count, check_flag
-from fdbqueue.stored_queue import StoredQueue, check_queue_arguments
+from fdbqueue.stored_queue import check_queue_arguments
 from fdbqueue.transactional import TransactionContext, require_writable, transactional
 from fdbqueue.waiting import check_blocking_arguments
 
@@ -44,7 +45,7 @@ def _check_priority(priority: Any) -> None:
         raise TypeError(f"priority must be an int, not {type(priority).__name__}")
 
 
-class PriorityQueue(StoredQueue):
+class PriorityQueue(LeasedQueue):
     """A shared priority queue in one FoundationDB subspace, with both ends usable.
 
     ``tr`` works as for :class:`~fdbqueue.Queue`: a Database or Tenant (own transaction,

@@ -30,17 +30,18 @@ from fdbqueue.codecs import Codec
 from fdbqueue.consumers import DEFAULT_ABANDON_AFTER, Consumer
 from fdbqueue.delays import DelayedItems, check_delay
 from fdbqueue.ends import End
+from fdbqueue.leased_queue import LeasedQueue
 from fdbqueue.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_seconds
 from fdbqueue.receipts import exactly_once
 from fdbqueue.store import ItemStore, check_count
-from fdbqueue.stored_queue import StoredQueue, check_queue_arguments
+from fdbqueue.stored_queue import check_queue_arguments
 from fdbqueue.transactional import TransactionContext, require_writable, transactional
 from fdbqueue.waiting import check_blocking_arguments
 
 __all__ = ["Queue"]
 
 
-class Queue(StoredQueue):
+class Queue(LeasedQueue):
     """A shared FIFO queue in one FoundationDB subspace.
 
     Every operation takes ``tr``: a Database or Tenant (the operation runs in its own

@@ -1,0 +1,287 @@
+"""What a lease holder does, whatever the queue type: :class:`LeasedQueue`, the base of
+:class:`~fdbqueue.Queue` and :class:`~fdbqueue.PriorityQueue` for ``ack``, ``ack_many``,
+``release``, ``dead_letter`` and ``extend``; ``leases``, ``dead_letters`` and
+``requeue_dead_letters`` to look after them; and ``work``, the worker loop
+(:mod:`fdbqueue.worker`) that claims, runs a handler and does the rest. They act on the
+queue's leases whatever end the items were claimed from.
+
+Source followed: FoundationDB's "Queues" recipe; ``fdb/subspace_impl.py`` for the layer's
+conventions (``tr`` first, ``@transactional``); message queues' visibility timeouts for the
+leases (:mod:`fdbqueue.leases`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from fdbqueue import worker
+from fdbqueue.deadletters import DeadLetter
+from fdbqueue.leases import Lease, check_lease_seconds
+from fdbqueue.receipts import exactly_once
+from fdbqueue.store import check_count
+from fdbqueue.stored_queue import StoredQueue
+from fdbqueue.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
+from fdbqueue.transactional import (
+    TransactionContext,
+    is_database,
+    require_writable,
+    transactional,
+)
+
+__all__ = ["LeasedQueue"]
+
+
+class LeasedQueue(StoredQueue):
+    """The lease holder's calls and the worker loop, shared by every queue type."""
+
+    def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
+        """Enqueue a dead letter's value again (each queue type says where)."""
+        raise NotImplementedError
+
+    # -- held leases ------------------------------------------------------------
+
+    def ack_many(self, tr: TransactionContext, leases: Iterable[Lease]) -> None:
+        """Remove several claimed items for good, in one transaction: all of them, or none.
+
+        Args:
+            tr: a Database, Tenant or Transaction (then it composes with your own writes).
+            leases: what ``claim`` or ``claim_many`` returned (an iterable of
+                :class:`Lease`; empty does nothing and starts no transaction).
+
+        Raises:
+            TypeError: ``leases`` is not an iterable of :class:`Lease`, or ``tr`` has the
+                wrong type.
+            ValueError: a lease belongs to another queue, the same lease is given twice, or
+                the batch is too large for one transaction (more than about 15,000 leases).
+            LeaseNotHeldError: a lease was acknowledged, released or extended already, or
+                expired and was claimed again; the message names it (its id and its index
+                in ``leases``).
+            LeaseExpiredError: a lease expired (its item will be delivered again); named
+                the same way.
+
+        Nothing changes when it raises: every lease is read and checked before anything is
+        written, so inside your transaction too no acknowledgement is left half done. Given
+        a Database, it takes effect exactly once even when a commit's outcome is unknown
+        (:mod:`fdbqueue.receipts`). Cost: one transaction; one point read per lease, issued
+        together (each a read conflict on its lease, so an ack and a claim of the same
+        expired lease never both win), and two clears per lease.
+
+        Source followed: FoundationDB's developer guide (one transaction for several
+        changes that must happen together; reads issued before waiting on them).
+        """
+        batch = self._leases.holds.check_many(leases, "ack_many")
+        if batch:
+            self._ack_many(tr, batch)
+
+    @exactly_once
+    def _ack_many(self, tr: TransactionContext, leases: list[Lease]) -> None:
+        self._leases.holds.ack_many(tr, leases)
+
+    @exactly_once
+    def ack(self, tr: TransactionContext, lease: Lease) -> None:
+        """Remove a claimed item for good: its processing is done.
+
+        Args:
+            tr: a Database, Tenant or Transaction (then it composes with your own writes,
+                for example the results of processing the item).
+            lease: what ``claim`` returned.
+
+        Raises:
+            TypeError: ``lease`` is not a :class:`Lease`, or ``tr`` has the wrong type.
+            ValueError: the lease belongs to another queue.
+            LeaseNotHeldError: acknowledged, released or extended already, or expired and
+                claimed again.
+            LeaseExpiredError: the lease expired (the item will be delivered again).
+
+        Nothing changes when it raises. Given a Database, it takes effect exactly once even
+        when a commit's outcome is unknown (:mod:`fdbqueue.receipts`). Cost: one point read
+        (a read conflict on the lease) and two clears.
+        """
+        self._leases.holds.ack(tr, lease)
+
+    def release(self, tr: TransactionContext, lease: Lease, *, delay: float | None = None) -> None:
+        """Give a claimed item back unprocessed: the next ``claim`` takes it first; with
+        ``delay``, not before that many seconds (a retry with backoff).
+
+        Args:
+            delay: seconds (at most 12 hours) before the item can be claimed again; None or
+                0: at once. Measured with read versions, as leases are.
+
+        Raises as :meth:`ack` (and TypeError or ValueError for a bad ``delay``); nothing
+        changes when it raises. The delivery count is kept, so releasing counts towards
+        ``max_deliveries``. Cost: one point read, one clear, one set.
+        """
+        plain = delay is None or (type(delay) in (int, float) and delay == 0)
+        seconds = 0.0 if plain else check_lease_seconds(delay)
+        self._release(tr, lease, seconds)
+
+    @exactly_once
+    def _release(self, tr: TransactionContext, lease: Lease, seconds: float) -> None:
+        self._leases.holds.release(tr, lease, seconds)
+
+    def dead_letter(self, tr: TransactionContext, lease: Lease, reason: str) -> None:
+        """Move a claimed item to the dead letters now, with ``reason`` (for instance the
+        error its processing raised), instead of releasing it for another delivery.
+
+        Raises as :meth:`ack`, and TypeError when ``reason`` is not a str; nothing changes
+        when it raises. Cost: one point read, a clear and a set (the value stays where it is
+        held).
+        """
+        if not isinstance(reason, str):
+            raise TypeError(f"reason must be a str, not {type(reason).__name__}")
+        self._dead_letter(tr, lease, reason)
+
+    @exactly_once
+    def _dead_letter(self, tr: TransactionContext, lease: Lease, reason: str) -> None:
+        self._leases.holds.dead_letter(tr, lease, reason)
+
+    def extend(self, tr: TransactionContext, lease: Lease, seconds: float) -> Lease:
+        """Keep a claimed item longer: its lease now expires ``seconds`` after this call's
+        read version (like a visibility-timeout change). Returns the new
+        :class:`Lease`; use it from now on (the old one is no longer held, and acking it
+        raises LeaseNotHeldError).
+
+        Raises:
+            TypeError: ``lease`` is not a :class:`Lease`, ``seconds`` is not a number, or
+                ``tr`` has the wrong type.
+            ValueError: ``seconds`` out of range, or a lease of another queue.
+            LeaseNotHeldError, LeaseExpiredError: as for :meth:`ack`.
+
+        Nothing changes when it raises. Given a Database, it takes effect exactly once.
+        Cost: one point read, one clear, one set.
+        """
+        return self._extend(tr, lease, check_lease_seconds(seconds))
+
+    @exactly_once
+    def _extend(self, tr: TransactionContext, lease: Lease, seconds: float) -> Lease:
+        return self._leases.holds.extend(tr, lease, seconds)
+
+    @transactional
+    def leases(self, tr: TransactionContext, limit: int = 100) -> list[Lease]:
+        """Return up to ``limit`` leases in flight, soonest expiry first (expired and released
+        leases whose items wait for the next claim included). A value the codec cannot decode
+        shows as an :class:`~fdbqueue.Undecodable`.
+
+        Raises:
+            TypeError, ValueError: ``limit`` is not an int >= 0.
+
+        Cost: one snapshot range read and a snapshot point read per lease; no conflicts.
+        """
+        check_count(limit, "limit")
+        return self._leases.in_flight(tr, limit) if limit else []
+
+    @transactional
+    def dead_letters(self, tr: TransactionContext, limit: int = 100) -> list[DeadLetter]:
+        """Return up to ``limit`` dead letters, oldest first: items whose leases expired
+        ``max_deliveries`` times, and poison items whose values the codec cannot decode
+        (their ``value`` is an :class:`~fdbqueue.Undecodable` and ``reason`` says why).
+
+        Raises:
+            TypeError, ValueError: ``limit`` is not an int >= 0.
+
+        Cost: one range read and a point read per dead letter.
+        """
+        check_count(limit, "limit")
+        return self._store.dead_letters.read(tr, limit) if limit else []
+
+    def requeue_dead_letters(self, tr: TransactionContext, limit: int = 1000) -> int:
+        """Enqueue up to ``limit`` dead letters again, oldest first, as new items at the back
+        of the queue (of their priority, for a PriorityQueue), with their stored bytes
+        unchanged; their delivery counts start again. Returns how many.
+
+        Given a Database, it runs as many transactions as the bytes need (each holds at most
+        about 5,000,000 bytes of values, and each takes effect exactly once). Given a
+        Transaction, it requeues what fits in that budget and returns how many it did.
+
+        Raises:
+            TypeError, ValueError: ``limit`` is not an int >= 0.
+
+        Cost per transaction: one range read, a point read per dead letter; per item two
+        clears and an enqueue's snapshot read, set and two atomic adds.
+        """
+        check_count(limit, "limit")
+        if not is_database(tr):
+            return self._requeue_batch(tr, limit)
+        moved = 0
+        while moved < limit:
+            batch = self._requeue_batch(tr, limit - moved)
+            if batch == 0:
+                break
+            moved += batch
+        return moved
+
+    @exactly_once(wrote=bool)
+    def _requeue_batch(self, tr: TransactionContext, limit: int) -> int:
+        if limit == 0:
+            return 0
+        require_writable(tr, "requeue_dead_letters")
+        taken = self._store.dead_letters.take(tr, limit, LIBRARY_TRANSACTION_BUDGET)
+        for letter in taken:
+            self._requeue(tr, letter.item_key, letter.encoded)
+        return len(taken)
+
+    # -- the worker loop --------------------------------------------------------------------
+
+    def work(
+        self,
+        database: Any,
+        handler: Callable[[Any], Any],
+        *,
+        lease: float,
+        concurrency: int = 1,
+        stop: threading.Event | None = None,
+        backoff: float = worker.DEFAULT_BACKOFF,
+        max_backoff: float = worker.DEFAULT_MAX_BACKOFF,
+        handle_signals: bool = True,
+        until_empty: bool = False,
+    ) -> worker.WorkSummary:
+        """Process items with ``handler`` until ``stop`` is set: claim, run, acknowledge; on
+        an exception release with a backoff delay, or move to the dead letters on the last
+        delivery (:mod:`fdbqueue.worker`).
+
+        Args:
+            database: a Database or Tenant.
+            handler: called with each item's value, in a worker thread; returning means
+                done (the lease is acknowledged), raising means failed.
+            lease: seconds each claim's lease lasts (> 0, at most 12 hours); a heartbeat
+                extends the lease of a running job every ``lease / 3`` seconds.
+            concurrency: worker threads, each running one job at a time.
+            stop: a ``threading.Event``; once set, no new item is claimed, running jobs
+                finish, and ``work`` returns. None: run until SIGINT or SIGTERM.
+            backoff: seconds before the first retry of a failed item; doubled per delivery
+                (jittered) up to ``max_backoff``.
+            handle_signals: in the main thread, SIGINT and SIGTERM set ``stop`` (the first
+                one; a second acts as usual).
+            until_empty: return once a claim finds nothing claimable (no waiting), after
+                the running jobs finish: a batch run, like rq's burst mode.
+
+        Returns:
+            A :class:`~fdbqueue.worker.WorkSummary`: jobs succeeded, retried, dead-lettered,
+            lost, released.
+
+        Raises:
+            TypeError, ValueError: a bad argument (nothing is read or written).
+            BaseException: what a handler raised that is not an Exception (SystemExit,
+                KeyboardInterrupt), once every thread finished; its item was released.
+
+        Items are processed at least once (make ``handler`` idempotent): a job whose worker
+        dies, or whose lease is lost, runs again. Cost per job: the claim, the ack (or
+        release), and per heartbeat an extend; an idle worker renews its watch every
+        second to look at ``stop``.
+        """
+        if not is_database(database):
+            raise TypeError("work needs a Database: it runs its own transactions")
+        return worker.work(
+            self,
+            database,
+            handler,
+            lease=lease,
+            concurrency=concurrency,
+            stop=stop,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            handle_signals=handle_signals,
+            until_empty=until_empty,
+        )

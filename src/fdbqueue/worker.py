@@ -1,0 +1,431 @@
+"""The worker loop: claim, run a handler, acknowledge; retry with backoff; dead letters.
+
+``queue.work(db, handler, lease=30)`` runs ``concurrency`` threads, each of which, until
+``stop`` is set (or SIGINT/SIGTERM arrives, in the main thread):
+
+1. claims an item under a lease of ``lease`` seconds, blocking on a watch
+   (:meth:`~fdbqueue.Queue.claim` with ``block=True``);
+2. calls ``handler(value)``, while a shared heartbeat thread extends the lease of every job
+   still running every ``lease / 3`` seconds, so a long job keeps its item;
+3. on success, acknowledges the lease (:meth:`~fdbqueue.Queue.ack`);
+4. on an exception, logs it and either releases the item with a delay that doubles with
+   each delivery (:meth:`~fdbqueue.Queue.release` with ``delay=``; jittered, at most
+   ``max_backoff`` seconds), or, once the item was delivered ``max_deliveries`` times (the
+   queue's setting), moves it to the dead letters with the error as the reason
+   (:meth:`~fdbqueue.Queue.dead_letter`).
+
+With ``until_empty=True`` (rq's burst mode) each thread returns once a claim finds nothing
+claimable, without waiting (items released for a later retry stay for the next run).
+
+Shutting down: once ``stop`` is set, no new item is claimed; a job already running finishes
+and is acknowledged (or released, if it failed); an item claimed after ``stop`` was set is
+released at once. ``work`` returns a :class:`WorkSummary` when every thread has finished. A
+second SIGINT while it waits interrupts the handlers as Python usually does
+(KeyboardInterrupt); their leases then expire and the items are delivered again.
+
+What it guarantees is the leases': at least once. A job that raised, or whose worker died,
+runs again; make handlers idempotent. A lease lost while its job ran (the heartbeat could
+not extend it, e.g. the cluster was unavailable for longer than the lease) is logged, and the
+job's result is not acknowledged: another worker may run it again.
+
+Errors from FoundationDB while claiming (a cluster that cannot be reached, a timeout) are
+logged and the worker tries again after a backoff, so a worker survives a cluster's
+unavailability. Everything is logged to the ``fdbqueue.worker`` logger: starts and stops at
+INFO, each job at DEBUG, failures at WARNING (with the traceback), dead letters at ERROR.
+
+The asynchronous twin is :func:`fdbqueue.async_worker.work` (``fdbqueue.asyncio.Queue.work``);
+both share this module's decisions (:func:`retry_delay`, :func:`after_failure`).
+
+Source followed: the worker loops of rq and Celery (acknowledge late, retry with exponential
+backoff, warm shutdown on SIGTERM); Amazon SQS's visibility timeout extension
+(``ChangeMessageVisibility``) for the heartbeat.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import reprlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from fdbqueue.leases import Lease, LeaseError, check_lease_seconds
+from fdbqueue.store import check_count, check_flag, check_seconds
+
+__all__ = ["WorkSummary", "after_failure", "check_work_arguments", "retry_delay", "work"]
+
+logger = logging.getLogger("fdbqueue.worker")
+
+#: Seconds a blocked claim waits before it looks at ``stop`` again (its watch is renewed).
+STOP_CHECK_SECONDS = 1.0
+#: Seconds before the first retry of a failed job, and the longest retry delay.
+DEFAULT_BACKOFF = 1.0
+DEFAULT_MAX_BACKOFF = 300.0
+#: Attempts of an ack or release that times out (1031) before the worker gives up on it.
+HOLDER_CALL_ATTEMPTS = 5
+#: Seconds a worker waits after FoundationDB refused a claim (doubling, at most 30).
+CLAIM_ERROR_BACKOFF = (0.5, 30.0)
+
+
+@dataclass
+class WorkSummary:
+    """What a worker loop did until it returned.
+
+    Attributes:
+        succeeded: jobs whose handler returned and whose lease was acknowledged.
+        retried: jobs whose handler raised and whose item was released for a later retry.
+        dead_lettered: jobs whose handler raised on their last delivery (moved to the dead
+            letters).
+        lost: jobs whose lease was lost while they ran (expired, or the holder call failed);
+            their items are delivered again.
+        released: items claimed after ``stop`` was set, released unprocessed.
+    """
+
+    succeeded: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    lost: int = 0
+    released: int = 0
+
+    def count(self, outcome: str) -> None:
+        """Add one to the attribute named ``outcome`` (thread-safe enough: under a lock)."""
+        with _SUMMARY_LOCK:
+            setattr(self, outcome, getattr(self, outcome) + 1)
+
+
+_SUMMARY_LOCK = threading.Lock()
+
+
+def check_work_arguments(
+    handler: Any, lease: Any, concurrency: Any, backoff: Any, max_backoff: Any
+) -> float:
+    """Validate the worker loop's arguments before anything is read or written; return the
+    lease in seconds.
+
+    Raises:
+        TypeError: ``handler`` is not callable, or an argument has the wrong type.
+        ValueError: ``lease`` out of range (see :func:`~fdbqueue.leases.check_lease_seconds`;
+            also refused: infinite), ``concurrency`` < 1, a backoff that is not a finite
+            number > 0, or ``max_backoff`` < ``backoff``.
+    """
+    if not callable(handler):
+        raise TypeError(f"handler must be callable, not {type(handler).__name__}")
+    seconds = check_lease_seconds(lease)
+    if math.isinf(seconds):
+        raise ValueError("a worker's lease must be finite: the heartbeat extends it")
+    check_count(concurrency, "concurrency")
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, not {concurrency}")
+    first = check_seconds(backoff, "backoff")
+    most = check_seconds(max_backoff, "max_backoff")
+    if most < first:
+        raise ValueError(f"max_backoff ({most}) must be >= backoff ({first})")
+    return seconds
+
+
+def retry_delay(deliveries: int, backoff: float, max_backoff: float) -> float:
+    """Seconds to wait before the next delivery of an item that failed on its
+    ``deliveries``-th: ``backoff * 2 ** (deliveries - 1)``, at most ``max_backoff``, times a
+    random factor in [0.5, 1] so that items failing together do not retry together."""
+    exponent = min(deliveries - 1, 64)
+    return min(max_backoff, backoff * 2.0**exponent) * random.uniform(0.5, 1.0)
+
+
+def after_failure(
+    lease: Lease, error: BaseException, max_deliveries: int | None, backoff: float, most: float
+) -> tuple[str, Any]:
+    """What to do with an item whose handler raised ``error``: ``("dead_letter", reason)``
+    on its last delivery, else ``("release", delay in seconds)``."""
+    if max_deliveries is not None and lease.deliveries >= max_deliveries:
+        reason = (
+            f"{type(error).__name__}: {error} (delivery {lease.deliveries} of {max_deliveries})"
+        )
+        return "dead_letter", reason
+    return "release", retry_delay(lease.deliveries, backoff, most)
+
+
+def describe(lease: Lease) -> str:
+    """A job for the log: its value (shortened) and the start of its lease id."""
+    return f"{reprlib.repr(lease.value)} (lease {lease.id[:8]})"
+
+
+class Job:
+    """A claimed item being processed: its current lease, which the heartbeat replaces when
+    it extends it, under ``lock`` (held across every holder call on it)."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+        self.lock = threading.Lock()
+        self.lost = False
+
+
+class Heartbeat:
+    """One thread that extends the lease of every running job every ``lease / 3`` seconds.
+
+    Cost: per running job and beat, one transaction (a point read, a clear and a set).
+    """
+
+    def __init__(self, queue: Any, database: Any, seconds: float) -> None:
+        self.queue = queue
+        self.database = database
+        self.seconds = seconds
+        self.jobs: set[Job] = set()
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fdbqueue-heartbeat", daemon=True)
+        self._thread.start()
+
+    @contextmanager
+    def running(self, job: Job) -> Iterator[Job]:
+        with self._lock:
+            self.jobs.add(job)
+        try:
+            yield job
+        finally:
+            with self._lock:
+                self.jobs.discard(job)
+
+    def _run(self) -> None:
+        while not self._done.wait(self.seconds / 3):
+            with self._lock:
+                jobs = list(self.jobs)
+            for job in jobs:
+                with job.lock:
+                    if job.lost:
+                        continue
+                    try:
+                        job.lease = self.queue.extend(self.database, job.lease, self.seconds)
+                    except LeaseError as error:
+                        job.lost = True
+                        logger.warning("fdbqueue: lost the lease of a running job: %s", error)
+                    except Exception as error:  # the cluster; try again at the next beat
+                        logger.warning("fdbqueue: could not extend a job's lease: %s", error)
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def holder_call(call: Callable[[], Any], what: str) -> bool:
+    """``call()`` (an ack, release or dead_letter), tried again after a timeout (1031, result
+    unknown) up to :data:`HOLDER_CALL_ATTEMPTS` times. Returns False when the lease was not
+    held: after a timed-out attempt that means the attempt did land."""
+    timed_out = False
+    for attempt in range(HOLDER_CALL_ATTEMPTS):
+        try:
+            call()
+            return True
+        except LeaseError as error:
+            if timed_out:
+                return True  # the timed-out attempt landed
+            logger.warning("fdbqueue: %s refused: %s", what, error)
+            return False
+        except Exception as error:
+            if getattr(error, "code", None) != 1031 or attempt == HOLDER_CALL_ATTEMPTS - 1:
+                raise
+            timed_out = True
+    return False  # pragma: no cover - the loop returns or raises
+
+
+@dataclass
+class Loop:
+    """One call of :func:`work`: what every worker thread shares."""
+
+    queue: Any
+    database: Any
+    handler: Callable[[Any], Any]
+    seconds: float
+    stop: threading.Event
+    backoff: float
+    max_backoff: float
+    summary: WorkSummary
+    heartbeat: Heartbeat
+    until_empty: bool = False
+    failures: list[BaseException] = field(default_factory=list)
+
+    def run_thread(self) -> None:
+        """:meth:`run_worker`, keeping a BaseException (SystemExit from a handler, say) for
+        :func:`work` to raise once the other threads finished."""
+        try:
+            self.run_worker()
+        except BaseException as error:
+            self.stop.set()
+            with _SUMMARY_LOCK:
+                self.failures.append(error)
+
+    def run_worker(self) -> None:
+        """Claim and process items until ``stop`` is set."""
+        pause = CLAIM_ERROR_BACKOFF[0]
+        while not self.stop.is_set():
+            try:
+                if self.until_empty:
+                    lease = self.queue.claim(self.database, self.seconds)
+                else:
+                    lease = self.queue.claim(
+                        self.database, self.seconds, block=True, timeout=STOP_CHECK_SECONDS
+                    )
+                pause = CLAIM_ERROR_BACKOFF[0]
+            except Exception:
+                logger.warning(
+                    "fdbqueue: claim failed; trying again in %.1fs", pause, exc_info=True
+                )
+                self.stop.wait(pause)
+                pause = min(pause * 2, CLAIM_ERROR_BACKOFF[1])
+                continue
+            if lease is None:
+                if self.until_empty:
+                    return
+                continue
+            if self.stop.is_set():
+                self.give_back(lease)
+                return
+            self.process(Job(lease))
+
+    def give_back(self, lease: Lease) -> None:
+        """Release ``lease`` at once, unprocessed (claimed after ``stop``, or interrupted)."""
+        if holder_call(lambda: self.queue.release(self.database, lease), "release"):
+            self.summary.count("released")
+
+    def process(self, job: Job) -> None:
+        """Run the handler on one job, then acknowledge, release or dead-letter it."""
+        with self.heartbeat.running(job):
+            try:
+                self.handler(job.lease.value)
+            except Exception as error:
+                failure: BaseException | None = error
+            except BaseException:  # SystemExit or the like: give the item back; work raises it
+                with job.lock:
+                    if not job.lost:
+                        self.give_back(job.lease)
+                self.stop.set()
+                raise
+            else:
+                failure = None
+        with job.lock:
+            if job.lost:
+                self.summary.count("lost")
+                return
+            self.settle(job, failure)
+
+    def settle(self, job: Job, failure: BaseException | None) -> None:
+        """Acknowledge a job that succeeded; release or dead-letter one that failed."""
+        lease, queue, db = job.lease, self.queue, self.database
+        if failure is None:
+            done = holder_call(lambda: queue.ack(db, lease), "ack")
+            self.summary.count("succeeded" if done else "lost")
+            logger.debug("fdbqueue: job %s done (delivery %d)", describe(lease), lease.deliveries)
+            return
+        max_deliveries = queue._leases.max_deliveries
+        action, detail = after_failure(
+            lease, failure, max_deliveries, self.backoff, self.max_backoff
+        )
+        if action == "dead_letter":
+            done = holder_call(lambda: queue.dead_letter(db, lease, detail), "dead_letter")
+            logger.error(
+                "fdbqueue: job %s failed on its last delivery, now a dead letter: %s",
+                describe(lease),
+                detail,
+                exc_info=failure,
+            )
+            self.summary.count("dead_lettered" if done else "lost")
+            return
+        done = holder_call(lambda: queue.release(db, lease, delay=detail), "release")
+        logger.warning(
+            "fdbqueue: job %s failed (delivery %d); retrying in %.1fs",
+            describe(lease),
+            lease.deliveries,
+            detail,
+            exc_info=failure,
+        )
+        self.summary.count("retried" if done else "lost")
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event, enabled: bool) -> Iterator[None]:
+    """Set ``stop`` on the first SIGINT or SIGTERM (in the main thread only; elsewhere
+    nothing changes); the previous handlers come back at once, so a second signal acts as
+    usual, and when the block ends."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+
+    def on_signal(number: int, _frame: Any) -> None:
+        logger.info("fdbqueue: %s received: finishing running jobs", signal.Signals(number).name)
+        stop.set()
+        for known, handler in previous.items():
+            signal.signal(known, handler)
+
+    for number in previous:
+        signal.signal(number, on_signal)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def work(
+    queue: Any,
+    database: Any,
+    handler: Callable[[Any], Any],
+    *,
+    lease: float,
+    concurrency: int = 1,
+    stop: threading.Event | None = None,
+    backoff: float = DEFAULT_BACKOFF,
+    max_backoff: float = DEFAULT_MAX_BACKOFF,
+    handle_signals: bool = True,
+    until_empty: bool = False,
+) -> WorkSummary:
+    """Run the worker loop on ``queue`` (see the module docstring) until ``stop`` is set.
+
+    Arguments are those of :meth:`fdbqueue.Queue.work`, which documents them. Raises
+    TypeError or ValueError for a bad argument, before anything is read or written.
+    """
+    seconds = check_work_arguments(handler, lease, concurrency, backoff, max_backoff)
+    if stop is not None and not isinstance(stop, threading.Event):
+        raise TypeError(f"stop must be a threading.Event or None, not {type(stop).__name__}")
+    stop = stop if stop is not None else threading.Event()
+    until_empty = check_flag(until_empty, "until_empty")
+    check_flag(handle_signals, "handle_signals")
+    summary = WorkSummary()
+    heartbeat = Heartbeat(queue, database, seconds)
+    loop = Loop(
+        queue,
+        database,
+        handler,
+        seconds,
+        stop,
+        float(backoff),
+        float(max_backoff),
+        summary,
+        heartbeat,
+        until_empty,
+    )
+    threads = [
+        threading.Thread(target=loop.run_thread, name=f"fdbqueue-worker-{n}", daemon=True)
+        for n in range(concurrency)
+    ]
+    logger.info(
+        "fdbqueue: worker started on %r: %d threads, leases of %.1fs", queue, concurrency, seconds
+    )
+    with stop_on_signals(stop, handle_signals):
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)  # short joins: the main thread stays free for signals
+        finally:
+            stop.set()
+            heartbeat.close()
+    logger.info("fdbqueue: worker stopped: %s", summary)
+    if loop.failures:
+        raise loop.failures[0]
+    return summary

@@ -1,0 +1,350 @@
+"""The worker loop (fdbqueue.worker): ack, retry with backoff, dead letters, heartbeat,
+shutdown, signals, faults, and the ``fdbqueue work`` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import textwrap
+import threading
+import time
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from helpers import despite_timeouts
+
+from fdbqueue import PriorityQueue, Queue, Subspace, memory
+from fdbqueue.cli import cli
+from fdbqueue.worker import STOP_CHECK_SECONDS, retry_delay
+
+
+def stop_after(seconds: float) -> threading.Event:
+    stop = threading.Event()
+    threading.Timer(seconds, stop.set).start()
+    return stop
+
+
+def stop_when(condition: Any, stop: threading.Event | None = None) -> threading.Event:
+    """An event set once ``condition()`` holds (checked every 20 ms, at most 20 s)."""
+    stop = stop or threading.Event()
+
+    def watch() -> None:
+        deadline = time.monotonic() + 20
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        stop.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    return stop
+
+
+@pytest.mark.parametrize("kind", ["queue", "priority"])
+def test_every_item_is_handled_and_acknowledged(db, subspace, kind):
+    if kind == "queue":
+        queue: Any = Queue(subspace)
+        queue.enqueue_many(db, range(20))
+    else:
+        queue = PriorityQueue(subspace)
+        for value in range(20):
+            queue.push(db, value, priority=value % 3)
+    handled: list[int] = []
+    lock = threading.Lock()
+
+    def handler(value: int) -> None:
+        with lock:
+            handled.append(value)
+
+    summary = queue.work(db, handler, lease=10, concurrency=3, until_empty=True)
+    assert sorted(handled) == list(range(20))
+    assert summary.succeeded == 20 and summary.retried == summary.dead_lettered == 0
+    assert queue.leases(db) == [] and queue.size(db) == 0
+
+
+def test_a_failing_job_is_released_with_a_backoff_then_succeeds(db, subspace):
+    queue = Queue(subspace)
+    queue.enqueue(db, "flaky")
+    calls: list[float] = []
+
+    def handler(value: str) -> None:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise RuntimeError("temporary")
+
+    stop = stop_when(lambda: len(calls) >= 2)
+    summary = queue.work(db, handler, lease=10, stop=stop, backoff=0.4, max_backoff=0.4)
+    assert summary.retried == 1 and summary.succeeded == 1
+    assert calls[1] - calls[0] >= 0.4 * 0.5 - 0.05  # jitter: at least half the backoff
+    assert queue.leases(db) == [] and queue.dead_letters(db) == []
+
+
+def test_a_job_failing_every_time_becomes_a_dead_letter_with_the_error(db, subspace):
+    queue = Queue(subspace, max_deliveries=3)
+    queue.enqueue(db, "poison-job")
+    calls = []
+
+    def handler(value: str) -> None:
+        calls.append(value)
+        raise ZeroDivisionError("division by zero")
+
+    stop = stop_when(lambda: bool(queue.dead_letters(db)))
+    summary = queue.work(db, handler, lease=10, stop=stop, backoff=0.01, max_backoff=0.02)
+    assert len(calls) == 3
+    assert (summary.retried, summary.dead_lettered) == (2, 1)
+    [letter] = queue.dead_letters(db)
+    assert letter.value == "poison-job" and letter.deliveries == 3
+    assert "ZeroDivisionError: division by zero" in letter.reason
+
+
+def test_a_long_job_keeps_its_item_through_the_heartbeat(db, subspace):
+    queue = Queue(subspace)
+    queue.enqueue(db, "long")
+    calls = []
+    others: list[Any] = []
+
+    def handler(value: str) -> None:
+        calls.append(value)
+        deadline = time.monotonic() + 1.2  # four leases long
+        while time.monotonic() < deadline:
+            others.append(queue.claim(db, lease=5))  # another consumer finds nothing
+            time.sleep(0.1)
+
+    summary = queue.work(db, handler, lease=0.3, until_empty=True)
+    assert calls == ["long"] and summary.succeeded == 1 and summary.lost == 0
+    assert all(other is None for other in others)
+
+
+def test_a_job_whose_lease_is_lost_is_not_acknowledged_and_runs_again():
+    db = memory.open(seed=2)
+    queue = Queue(Subspace(("lost",)))
+    queue.enqueue(db, "job")
+    calls = []
+    stolen = []
+
+    def handler(value: str) -> None:
+        calls.append(value)
+        if len(calls) == 1:
+            db.advance_time(20)  # the lease expires before the heartbeat extends it
+            stolen.append(queue.claim(db, lease=60))  # and another consumer takes the item
+            time.sleep(0.5)  # the heartbeat now finds the lease gone
+
+    summary = queue.work(db, handler, lease=3, stop=stop_after(1.5))
+    assert summary.lost == 1 and summary.succeeded == 0
+    assert stolen[0] is not None and stolen[0].deliveries == 2
+    queue.ack(db, stolen[0])  # the thief holds it; nothing else changed it
+
+
+def test_stop_lets_a_running_job_finish_and_acknowledges_it(db, subspace):
+    queue = Queue(subspace)
+    queue.enqueue_many(db, ["a", "b"])
+    started = threading.Event()
+    stop = threading.Event()
+    finished = []
+
+    def handler(value: str) -> None:
+        started.set()
+        stop.set()  # asked to stop while this job runs
+        time.sleep(0.3)
+        finished.append(value)
+
+    summary = queue.work(db, handler, lease=10, stop=stop)
+    assert finished == ["a"] and summary.succeeded == 1
+    assert queue.leases(db) == [] and queue.dequeue(db) == "b"  # "b" was not claimed
+
+
+def test_an_idle_worker_returns_soon_after_stop(db, subspace):
+    queue = Queue(subspace)
+    stop = stop_after(0.2)
+    started = time.monotonic()
+    summary = queue.work(db, lambda value: None, lease=10, concurrency=2, stop=stop)
+    assert time.monotonic() - started < 0.2 + STOP_CHECK_SECONDS + 1.0
+    assert summary.succeeded == 0
+
+
+def test_sigterm_stops_the_worker_in_the_main_thread_and_restores_the_handlers(db, subspace):
+    queue = Queue(subspace)
+    queue.enqueue(db, "x")
+    before = signal.getsignal(signal.SIGTERM)
+    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+    summary = queue.work(db, lambda value: None, lease=10)
+    assert summary.succeeded == 1
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_an_item_claimed_after_stop_is_released_at_once():
+    db = memory.open(seed=3)
+    queue = Queue(Subspace(("released",)))
+    stop = threading.Event()
+    original_claim = queue.claim
+
+    def claim_then_stop(*args: Any, **kwargs: Any) -> Any:
+        lease = original_claim(*args, **kwargs)
+        if lease is not None:
+            stop.set()  # stop arrives while the claim returns
+        return lease
+
+    queue.claim = claim_then_stop  # type: ignore[method-assign]
+    queue.enqueue(db, "x")
+    summary = Queue.work(queue, db, lambda value: pytest.fail("handled"), lease=10, stop=stop)
+    assert summary.released == 1
+    lease = original_claim(db, lease=10)
+    assert lease is not None and lease.value == "x"
+
+
+def test_a_handler_raising_system_exit_gives_its_item_back_and_stops_the_worker(db, subspace):
+    queue = Queue(subspace)
+    queue.enqueue(db, "x")
+
+    def handler(value: str) -> None:
+        raise SystemExit(3)
+
+    with pytest.raises(SystemExit):
+        queue.work(db, handler, lease=60, concurrency=2)
+    lease = queue.claim(db, lease=10)
+    assert lease is not None and lease.value == "x"
+
+
+EVERY_FAULT = memory.Faults(
+    not_committed=0.05,
+    commit_unknown_result=0.1,
+    transaction_too_old=0.05,
+    timed_out=0.05,
+)
+
+
+def test_under_faults_every_item_is_handled_and_none_is_left_behind():
+    db = memory.open(faults=EVERY_FAULT, seed=41)
+    queue = Queue(Subspace(("worker-faults",)), max_deliveries=None)
+    despite_timeouts(lambda: queue.enqueue_many(db, range(30)))
+    handled: set[int] = set()
+    failed_once: set[int] = set()
+    lock = threading.Lock()
+
+    def handler(value: int) -> None:
+        with lock:
+            if value % 7 == 0 and value not in failed_once:
+                failed_once.add(value)
+                raise RuntimeError("first delivery fails")
+            handled.add(value)
+
+    stop = stop_when(lambda: len(handled) == 30)
+    queue.work(db, handler, lease=10, concurrency=3, stop=stop, backoff=0.01, max_backoff=0.05)
+    db.faults = memory.Faults()
+    db.settle()
+    assert handled == set(range(30))
+    assert db.stats()["injected_commit_unknown_result_applied"] > 0
+    assert queue.claim(db, lease=1) is None and queue.dead_letters(db) == []
+    assert queue.leases(db) == []  # every lease acknowledged or released, none left behind
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"handler": "not callable"}, TypeError),
+        ({"lease": 0}, ValueError),
+        ({"lease": float("inf")}, ValueError),
+        ({"concurrency": 0}, ValueError),
+        ({"concurrency": 1.5}, TypeError),
+        ({"backoff": -1}, ValueError),
+        ({"backoff": 5, "max_backoff": 1}, ValueError),
+        ({"stop": "yes"}, TypeError),
+        ({"until_empty": "yes"}, TypeError),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_runs(db, subspace, arguments, error):
+    queue = Queue(subspace)
+    queue.enqueue(db, "x")
+    call: dict[str, Any] = {"handler": lambda value: None, "lease": 10, **arguments}
+    handler = call.pop("handler")
+    with pytest.raises(error):
+        queue.work(db, handler, **call)
+    assert queue.dequeue(db) == "x"
+
+
+def test_work_needs_a_database(db, subspace):
+    queue = Queue(subspace)
+    tr = db.create_transaction()
+    with pytest.raises(TypeError, match="Database"):
+        queue.work(tr, lambda value: None, lease=10)
+
+
+def test_retry_delays_double_per_delivery_with_jitter_up_to_the_cap():
+    for deliveries, full in [(1, 1.0), (2, 2.0), (3, 4.0), (10, 60.0), (200, 60.0)]:
+        delay = retry_delay(deliveries, 1.0, 60.0)
+        assert full * 0.5 <= delay <= full
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def test_the_work_command_runs_a_handler_from_a_module(tmp_path, monkeypatch):
+    (tmp_path / "jobs_for_test.py").write_text(
+        textwrap.dedent(
+            """
+            handled = []
+
+            def handle(value):
+                if value == "bad":
+                    raise ValueError("bad job")
+                handled.append(value)
+            """
+        )
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "jobs_for_test", raising=False)
+    db = memory.open()
+    queue = Queue(Subspace(("cli-work",)))
+    queue.enqueue_many(db, ["a", "bad", "b"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            *("--json", "--queue", "cli-work", "work", "jobs_for_test:handle"),
+            *("--until-empty", "--max-deliveries", "1"),
+        ],
+        obj={"database": db},
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output.strip().splitlines()[-1])
+    assert summary["succeeded"] == 2 and summary["dead_lettered"] == 1
+    assert sorted(sys.modules["jobs_for_test"].handled) == ["a", "b"]
+    [letter] = queue.dead_letters(db)
+    assert "ValueError: bad job" in letter.reason
+
+
+@pytest.mark.parametrize(
+    ("handler", "message"),
+    [
+        ("nocolon", "module:function"),
+        ("no_such_module_xyz:f", "cannot load"),
+        ("os:no_such_function", "cannot load"),
+        ("os:sep", "not callable"),
+    ],
+)
+def test_the_work_command_explains_a_bad_handler(handler, message):
+    result = CliRunner().invoke(
+        cli, ["--queue", "q", "work", handler], obj={"database": memory.open()}
+    )
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_the_work_command_refuses_a_bad_lease():
+    result = CliRunner().invoke(
+        cli, ["--queue", "q", "work", "os:getcwd", "--lease", "0"], obj={"database": memory.open()}
+    )
+    assert result.exit_code == 2 and "lease" in result.output
+
+
+def test_push_with_a_delay_and_json_values_from_the_command_line():
+    db = memory.open()
+    result = CliRunner().invoke(
+        cli,
+        ["--queue", "cli-delay", "--codec", "json", "push", '{"job": 1}', "--delay", "0.3"],
+        obj={"database": db},
+    )
+    assert result.exit_code == 0, result.output
+    queue = Queue(Subspace(("cli-delay",)), codec="json")
+    assert queue.dequeue(db) is None
+    assert queue.dequeue(db, block=True, timeout=5) == {"job": 1}
