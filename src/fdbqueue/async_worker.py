@@ -1,0 +1,312 @@
+"""The worker loop for asyncio: ``await queue.work(db, handler, lease=30)`` with a
+:class:`fdbqueue.asyncio.Queue` or :class:`fdbqueue.asyncio.PriorityQueue`.
+
+It does what :mod:`fdbqueue.worker` does, with tasks instead of threads: ``concurrency``
+tasks each claim an item (a blocking claim awaiting a watch), await ``handler(value)``,
+acknowledge on success, release with a backoff delay on an exception or move the item to the
+dead letters on its last delivery (the same decisions: :func:`fdbqueue.worker.after_failure`),
+while a heartbeat task per job extends its lease every ``lease / 3`` seconds.
+
+``handler`` may be a coroutine function (awaited on the loop) or a plain function (run in the
+loop's default executor, a thread, so that it cannot block the loop).
+
+Stopping: ``stop`` is an ``asyncio.Event``. Once set, a claim still waiting is cancelled
+(its watch cancelled; an item it took meanwhile is released), running jobs finish and are
+acknowledged or released, and ``work`` returns its :class:`~fdbqueue.worker.WorkSummary`. In
+the main thread of a Unix process, SIGINT and SIGTERM set ``stop`` (the first one; the loop's
+handlers are removed then, so a second one acts as usual). Cancelling the task that awaits
+``work`` cancels the jobs: their handlers see CancelledError and their items are released.
+
+Source followed: as :mod:`fdbqueue.worker` (rq's and Celery's worker loops, SQS visibility
+timeouts); asyncio's ``loop.add_signal_handler`` for the signals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import logging
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fdbqueue.leases import Lease, LeaseError
+from fdbqueue.store import check_flag
+from fdbqueue.worker import (
+    CLAIM_ERROR_BACKOFF,
+    HOLDER_CALL_ATTEMPTS,
+    WorkSummary,
+    after_failure,
+    check_work_arguments,
+    describe,
+)
+
+__all__ = ["work"]
+
+logger = logging.getLogger("fdbqueue.worker")
+
+
+async def holder_call(call: Callable[[], Any], what: str) -> bool:
+    """``await call()`` (an ack, release or dead_letter), as
+    :func:`fdbqueue.worker.holder_call`: tried again after a timeout (1031); False when
+    the lease was not held (True if a timed-out attempt had landed)."""
+    timed_out = False
+    for attempt in range(HOLDER_CALL_ATTEMPTS):
+        try:
+            await call()
+            return True
+        except LeaseError as error:
+            if timed_out:
+                return True
+            logger.warning("fdbqueue: %s refused: %s", what, error)
+            return False
+        except Exception as error:
+            if getattr(error, "code", None) != 1031 or attempt == HOLDER_CALL_ATTEMPTS - 1:
+                raise
+            timed_out = True
+    return False  # pragma: no cover - the loop returns or raises
+
+
+class AsyncJob:
+    """A claimed item being processed; the heartbeat replaces ``lease`` when it extends it,
+    under ``lock`` (held across every holder call on it)."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+        self.lock = asyncio.Lock()
+        self.lost = False
+
+
+class AsyncLoop:
+    """One call of :func:`work`: what its tasks share."""
+
+    def __init__(
+        self,
+        queue: Any,
+        database: Any,
+        handler: Callable[[Any], Any],
+        seconds: float,
+        stop: asyncio.Event,
+        backoff: tuple[float, float],
+        until_empty: bool,
+    ) -> None:
+        self.queue = queue
+        self.database = database
+        self.handler = handler
+        self.seconds = seconds
+        self.stop = stop
+        self.backoff = backoff
+        self.until_empty = until_empty
+        self.summary = WorkSummary()
+        self.max_deliveries: int | None = queue.sync._leases.max_deliveries
+
+    async def run_worker(self) -> None:
+        """Claim and process items until ``stop`` is set."""
+        pause = CLAIM_ERROR_BACKOFF[0]
+        while not self.stop.is_set():
+            try:
+                lease = await self.claim()
+                pause = CLAIM_ERROR_BACKOFF[0]
+            except Exception:
+                logger.warning("fdbqueue: claim failed, again in %.1fs", pause, exc_info=True)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.stop.wait(), pause)
+                pause = min(pause * 2, CLAIM_ERROR_BACKOFF[1])
+                continue
+            if lease is None:
+                if self.until_empty:
+                    return
+                continue
+            if self.stop.is_set():
+                await self.give_back(lease)
+                return
+            await self.process(AsyncJob(lease))
+
+    async def claim(self) -> Lease | None:
+        """A claim (blocking unless ``until_empty``) that gives up when ``stop`` is set; an
+        item it took by then (its commit landed) is returned all the same."""
+        if self.until_empty:
+            lease: Lease | None = await self.queue.claim(self.database, self.seconds)
+            return lease
+        claiming = asyncio.ensure_future(self.queue.claim(self.database, self.seconds, block=True))
+        stopping = asyncio.ensure_future(self.stop.wait())
+        try:
+            await asyncio.wait({claiming, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not claiming.done():
+                claiming.cancel()
+        try:
+            lease = await claiming
+        except asyncio.CancelledError:
+            if not self.stop.is_set():
+                raise  # the worker itself was cancelled
+            return None
+        return lease
+
+    async def give_back(self, lease: Lease) -> None:
+        """Release ``lease`` at once, unprocessed."""
+        if await holder_call(lambda: self.queue.release(self.database, lease), "release"):
+            self.summary.count("released")
+
+    async def process(self, job: AsyncJob) -> None:
+        """Run the handler on one job with its heartbeat, then settle it."""
+        beating = asyncio.ensure_future(self.heartbeat(job))
+        failure: BaseException | None = None
+        try:
+            result = self.handler(job.lease.value)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as error:
+            failure = error
+        except BaseException:  # cancelled (or SystemExit): give the item back, propagate
+            beating.cancel()
+            async with job.lock:
+                if not job.lost:
+                    await asyncio.shield(self.give_back(job.lease))
+            raise
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+        async with job.lock:
+            if job.lost:
+                self.summary.count("lost")
+                return
+            await self.settle(job.lease, failure)
+
+    async def heartbeat(self, job: AsyncJob) -> None:
+        """Extend the job's lease every ``lease / 3`` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(self.seconds / 3)
+            async with job.lock:
+                try:
+                    job.lease = await self.queue.extend(self.database, job.lease, self.seconds)
+                except LeaseError as error:
+                    job.lost = True
+                    logger.warning("fdbqueue: lost the lease of a running job: %s", error)
+                    return
+                except Exception as error:  # the cluster; try again at the next beat
+                    logger.warning("fdbqueue: could not extend a job's lease: %s", error)
+
+    async def settle(self, lease: Lease, failure: BaseException | None) -> None:
+        """Acknowledge a job that succeeded; release or dead-letter one that failed."""
+        queue, db = self.queue, self.database
+        if failure is None:
+            done = await holder_call(lambda: queue.ack(db, lease), "ack")
+            self.summary.count("succeeded" if done else "lost")
+            logger.debug("fdbqueue: job %s done (delivery %d)", describe(lease), lease.deliveries)
+            return
+        action, detail = after_failure(lease, failure, self.max_deliveries, *self.backoff)
+        if action == "dead_letter":
+            done = await holder_call(lambda: queue.dead_letter(db, lease, detail), "dead_letter")
+            logger.error(
+                "fdbqueue: job %s failed on its last delivery, now a dead letter: %s",
+                describe(lease),
+                detail,
+                exc_info=failure,
+            )
+            self.summary.count("dead_lettered" if done else "lost")
+            return
+        done = await holder_call(lambda: queue.release(db, lease, delay=detail), "release")
+        logger.warning(
+            "fdbqueue: job %s failed (delivery %d); retrying in %.1fs",
+            describe(lease),
+            lease.deliveries,
+            detail,
+            exc_info=failure,
+        )
+        self.summary.count("retried" if done else "lost")
+
+
+@contextlib.asynccontextmanager
+async def stop_on_signals(stop: asyncio.Event, enabled: bool) -> AsyncIterator[None]:
+    """Set ``stop`` on the first SIGINT or SIGTERM, through the running loop's signal
+    handlers (main thread, Unix); nothing changes elsewhere or when not ``enabled``."""
+    loop = asyncio.get_running_loop()
+    installed: list[int] = []
+
+    def on_signal(number: int) -> None:
+        logger.info("fdbqueue: %s received: finishing running jobs", signal.Signals(number).name)
+        stop.set()
+        for known in installed:
+            loop.remove_signal_handler(known)
+        installed.clear()
+
+    if enabled and threading.current_thread() is threading.main_thread():
+        for wanted in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(wanted, on_signal, int(wanted))
+                installed.append(int(wanted))
+            except (NotImplementedError, RuntimeError):  # not on this platform or loop
+                break
+    try:
+        yield
+    finally:
+        for number in installed:
+            loop.remove_signal_handler(number)
+
+
+async def work(
+    queue: Any,
+    database: Any,
+    handler: Callable[[Any], Any],
+    *,
+    lease: float,
+    concurrency: int = 1,
+    stop: asyncio.Event | None = None,
+    backoff: float = 1.0,
+    max_backoff: float = 300.0,
+    handle_signals: bool = True,
+    until_empty: bool = False,
+) -> WorkSummary:
+    """Run the worker loop on the asynchronous ``queue`` until ``stop`` is set (see the
+    module docstring); arguments as :meth:`fdbqueue.Queue.work`, with ``stop`` an
+    ``asyncio.Event``.
+
+    Raises:
+        TypeError, ValueError: a bad argument, before anything is read or written.
+    """
+    seconds = check_work_arguments(handler, lease, concurrency, backoff, max_backoff)
+    if stop is not None and not isinstance(stop, asyncio.Event):
+        raise TypeError(f"stop must be an asyncio.Event or None, not {type(stop).__name__}")
+    check_flag(handle_signals, "handle_signals")
+    call = type(handler).__call__  # an object whose __call__ is a coroutine function counts
+    if not (inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)):
+        handler = _in_executor(handler)
+    loop = AsyncLoop(
+        queue,
+        database,
+        handler,
+        seconds,
+        stop if stop is not None else asyncio.Event(),
+        (float(backoff), float(max_backoff)),
+        check_flag(until_empty, "until_empty"),
+    )
+    logger.info(
+        "fdbqueue: worker started on %r: %d tasks, leases of %.1fs", queue, concurrency, seconds
+    )
+    async with stop_on_signals(loop.stop, handle_signals):
+        workers = [asyncio.ensure_future(loop.run_worker()) for _ in range(concurrency)]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+    logger.info("fdbqueue: worker stopped: %s", loop.summary)
+    return loop.summary
+
+
+def _in_executor(handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``handler`` made awaitable: called in the loop's default executor (a thread)."""
+
+    async def run(value: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(handler, value)
+        )
+
+    return run
