@@ -571,7 +571,8 @@ class LeaseHolds:
         self.store.signal(tr)  # the item is claimable now (or its wait changed): wake claims
 
     def dead_letter(self, tr: TransactionContext, lease: Any, reason: str) -> None:
-        """Move a leased item to the dead letters with ``reason``, its deliveries kept.
+        """Move a leased item to the dead letters with ``reason``, its deliveries kept (the
+        caller logs why, as the worker loop does).
 
         Raises as :meth:`ack`; nothing changes when it raises. Cost: one point read, a clear
         and a set.
@@ -579,12 +580,6 @@ class LeaseHolds:
         record = self._held(tr, lease, "dead_letter")
         del tr[lease.key]
         item_key, deliveries, held_id = fdb.tuple.unpack(record)
-        logger.info(
-            "fdbqueue: item %r of %r is now a dead letter: %s",
-            item_key,
-            self.store.subspace,
-            reason,
-        )
         self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
 
     def extend(self, tr: TransactionContext, lease: Any, seconds: float) -> Lease:
