@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeAlias, TypeVar, overload
 
 __all__ = [
+    "ContextParameter",
     "TransactionContext",
     "is_database",
     "is_fdb_error",
@@ -99,15 +100,62 @@ def is_fdb_error(error: BaseException) -> bool:
     return isinstance(error, _fdb_error_types())
 
 
-def _parameter_index(func: Callable[..., Any], parameter: str) -> int:
-    unwrapped = inspect.unwrap(func)
-    names = inspect.getfullargspec(unwrapped).args
-    try:
-        return names.index(parameter)
-    except ValueError:
-        raise TypeError(
-            f"@transactional: {func.__qualname__} has no positional parameter named {parameter!r}"
-        ) from None
+class ContextParameter:
+    """Where a transactional function takes its Database or Transaction: found once at
+    decoration, then read and replaced at each call (by position or by keyword).
+
+    Args:
+        function: the decorated function (unwrapped to find its parameters).
+        name: the parameter's name (``"tr"`` by default in the decorators).
+
+    Raises:
+        TypeError: ``function`` has no positional parameter called ``name``.
+    """
+
+    def __init__(self, function: Callable[..., Any], name: str) -> None:
+        names = inspect.getfullargspec(inspect.unwrap(function)).args
+        if name not in names:
+            raise TypeError(
+                f"@transactional: {function.__qualname__} has no positional parameter named "
+                f"{name!r}"
+            )
+        self.function = function
+        self.name = name
+        self.index = names.index(name)
+
+    def context(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The argument given for the parameter, checked.
+
+        Returns:
+            The argument; a Database or Tenant, or a Transaction (see :func:`is_transaction`).
+
+        Raises:
+            TypeError: the argument is missing, or neither a database nor a transaction.
+        """
+        if self.index < len(args):
+            context = args[self.index]
+        elif self.name in kwargs:
+            context = kwargs[self.name]
+        else:
+            raise TypeError(
+                f"{self.function.__qualname__}() missing required argument {self.name!r}"
+            )
+        if not is_transaction(context) and not is_database(context):
+            raise TypeError(
+                f"{self.function.__qualname__}(): {self.name!r} must be a Database, Tenant or "
+                f"Transaction (fdb or fdbqueue.memory), not {_describe(context)}"
+            )
+        return context
+
+    def replaced(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], tr: Any
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``args`` and ``kwargs`` with the parameter's argument replaced by ``tr``."""
+        if self.index < len(args):
+            call_args = list(args)
+            call_args[self.index] = tr
+            return tuple(call_args), kwargs
+        return args, {**kwargs, self.name: tr}
 
 
 def _describe(candidate: object) -> str:
@@ -180,35 +228,17 @@ def transactional(
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         if inspect.isgeneratorfunction(inspect.unwrap(function)):
             raise ValueError("generators can not be wrapped with @transactional")
-        index = _parameter_index(function, parameter)
+        where = ContextParameter(function, parameter)
 
         @functools.wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            by_keyword = index >= len(args)
-            if by_keyword:
-                if parameter not in kwargs:
-                    raise TypeError(
-                        f"{function.__qualname__}() missing required argument {parameter!r}"
-                    )
-                context = kwargs[parameter]
-            else:
-                context = args[index]
-
+            context = where.context(args, kwargs)
             if is_transaction(context):
                 return function(*args, **kwargs)
-            if not is_database(context):
-                raise TypeError(
-                    f"{function.__qualname__}(): {parameter!r} must be a Database, Tenant or "
-                    f"Transaction (fdb or fdbqueue.memory), not {_describe(context)}"
-                )
 
             def body(tr: Any) -> R:
-                if by_keyword:
-                    call_kwargs: dict[str, Any] = {**kwargs, parameter: tr}
-                    return function(*args, **call_kwargs)
-                call_args = list(args)
-                call_args[index] = tr
-                return function(*call_args, **kwargs)  # type: ignore[arg-type]
+                call_args, call_kwargs = where.replaced(args, kwargs, tr)
+                return function(*call_args, **call_kwargs)
 
             return run_in_retry_loop(context, body)
 

@@ -16,16 +16,21 @@ Blocking claims (:mod:`fdbqueue.leases`) also wake when the first lease in fligh
 an expired lease's item is claimable again without any write, so nothing bumps the signal key
 then (a ``release`` does bump it). Consumer sessions (:mod:`fdbqueue.consumers`) also wake to
 refresh their requests in line.
+
+The waits themselves (:func:`wait_for_any`, the backoff's sleep) are
+:mod:`fdbqueue.suspension`'s, so that :mod:`fdbqueue.asyncio` can take them over: there a
+cancelled coroutine interrupts the watch wait, and the ``finally`` below cancels the watch.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
+from fdbqueue import suspension
+from fdbqueue.suspension import wait_for_any
 from fdbqueue.transactional import TransactionContext, is_database, run_in_retry_loop
 
 __all__ = ["check_blocking_arguments", "take_blocking", "wait_for_any"]
@@ -61,20 +66,6 @@ def check_blocking_arguments(tr: TransactionContext, block: Any, timeout: Any) -
             "transactions' enqueues is impossible (the transaction would never see them)"
         )
     return None if timeout is None else float(timeout)
-
-
-def wait_for_any(futures: Sequence[Any], timeout: float | None) -> bool:
-    """Wait until one of ``futures`` is ready, at most ``timeout`` seconds (None: no limit).
-
-    Returns:
-        True when a future became ready, False when the time ran out.
-    """
-    ready = threading.Event()
-    for future in futures:
-        future.on_ready(lambda _future: ready.set())
-    if timeout is not None:
-        timeout = min(timeout, threading.TIMEOUT_MAX)
-    return ready.wait(timeout)
 
 
 def _watch(database: Any, key: bytes) -> Any:
@@ -134,6 +125,6 @@ def take_blocking(
             backoff = FALLBACK_BACKOFF[0]
         except Exception:  # the watch failed rather than fired: back off, bounded
             pause = backoff if remaining is None else min(backoff, max(0.0, remaining))
-            time.sleep(pause)
+            suspension.sleep(pause)
             backoff = min(backoff * 2, FALLBACK_BACKOFF[1])
     return value

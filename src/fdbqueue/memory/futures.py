@@ -13,6 +13,11 @@ complete later, from the thread whose commit completes them.
 * :class:`FutureString` is the binding's ``FutureString``, a future of bytes that behaves as
   the bytes themselves: :class:`Value` (what ``tr.get``/``tr[key]`` return, ``None`` inside
   for a missing key) and :class:`Key` (``tr.get_key``, ``tr.get_versionstamp``).
+
+Every wait of the in-memory database goes through :meth:`Future.block_until_ready`: ``wait``,
+``value``, the static ``wait_for_any``, a range read's batches and the engine's simulated
+latencies (:func:`sleep_until`). So replacing that one method (as :mod:`fdbqueue.asyncio`
+does, like the binding's ``fdb.init(event_model="gevent")``) takes over every wait.
 """
 
 from __future__ import annotations
@@ -35,11 +40,23 @@ _STATE_LOCK = threading.Lock()  # guards every Future's state; held only briefly
 
 
 def sleep_until(instant: float) -> None:
-    """Sleep until ``time.monotonic()`` reaches ``instant`` (at once if it has)."""
-    if instant:
-        delay = instant - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
+    """Wait until ``time.monotonic()`` reaches ``instant`` (at once if it has).
+
+    The wait goes through :meth:`Future.block_until_ready` of a future ready at ``instant``,
+    so that every simulated wait of the engine (read, GRV and commit latencies, a commit
+    waiting for its reads) is a wait on a future: whoever replaces ``block_until_ready``
+    (:mod:`fdbqueue.asyncio` does, as the binding's ``fdb.init(event_model="gevent")`` does)
+    sees them all.
+    """
+    if instant and instant > time.monotonic():
+        Future.completed(None, instant).block_until_ready()
+
+
+def _sleep_until(instant: float) -> None:
+    """Sleep the thread until ``time.monotonic()`` reaches ``instant``."""
+    delay = instant - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
 
 
 class _Timer:
@@ -154,7 +171,7 @@ class Future:
         """Wait until the future is ready, without raising its error."""
         if self._done:
             if self._ready_at:
-                sleep_until(self._ready_at)
+                _sleep_until(self._ready_at)
                 self._ready_at = 0.0
             return
         with _STATE_LOCK:
@@ -203,22 +220,18 @@ class Future:
         """
         if not futures:
             raise ValueError("wait_for_any requires at least one future")
-        first: list[int] = []
-        ready = threading.Event()
-        guard = threading.Lock()
+        first = Future()  # its result: the index of the first future ready
 
         def note(index: int, _future: Future) -> None:
-            with guard:
-                if not first:
-                    first.append(index)
-            ready.set()
+            first.set_result(index)  # False, changing nothing, for every later one
 
         for index, future in enumerate(futures):
             future.on_ready(functools.partial(note, index))
-            if first:
+            if first._done:
                 break
-        ready.wait()
-        return first[0]
+        first.block_until_ready()  # the one blocking path of futures (see sleep_until)
+        index_ready: int = first._result
+        return index_ready
 
     # The asyncio future protocol, as the binding's Future has it.
 

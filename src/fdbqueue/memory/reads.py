@@ -94,7 +94,7 @@ class Reads:
         GRV latency has run from ``now`` (reads issued meanwhile wait for it too)."""
         grv = self._server.latency.grv
         if grv:
-            time.sleep(grv / 2)
+            sleep_until(now + grv / 2)
         version = self.read_version = self._server.read_version()
         self._version_ready = now + grv if grv else 0.0
         self.outstanding = max(self.outstanding, self._version_ready)

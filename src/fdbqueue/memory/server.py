@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from fdbqueue.memory.atomic import versionstamp_bytes
 from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.futures import Future
+from fdbqueue.memory.futures import Future, sleep_until
 from fdbqueue.memory.injection import FaultInjector
 from fdbqueue.memory.resolver import CommitRequest
 from fdbqueue.memory.storage import Storage, VersionView
@@ -130,7 +130,7 @@ class Server:
         fired: list[Future] = []
         try:
             if not request.read_only and self.latency.commit:
-                time.sleep(self.latency.commit)
+                sleep_until(time.monotonic() + self.latency.commit)
             with self._lock:
                 if request.read_only:
                     versionstamp = None

@@ -369,8 +369,8 @@ class Transaction(_Reader, AtomicOperations):
         return self._versionstamps.future
 
     def on_error(self, error: Any) -> Future:
-        """Decide about an error: for a retryable one, reset, wait a backoff and return a
-        ready Future (retry); otherwise a Future that raises the error (upstream RYW
+        """Decide about an error: for a retryable one, reset and return a Future that is ready
+        once a backoff has run (retry); otherwise a Future that raises the error (upstream RYW
         ``onError`` and ``Transaction::onError``; the delays: :meth:`Lifecycle.retry_delay`).
 
         A cancelled (1025), timed-out (1031) or spent (2017) transaction raises that, whatever
@@ -396,9 +396,9 @@ class Transaction(_Reader, AtomicOperations):
         self._fail_pending(FDBError(1025))
         self._reset_state()
         self._server.count("retries")
-        if delay > 0:
-            time.sleep(delay)
-        return Future.completed()
+        # The backoff is the returned future's latency, as libfdb_c's onError future becomes
+        # ready only once the delay has run: waiting on it is a wait on a future.
+        return Future.completed(None, time.monotonic() + delay if delay > 0 else 0.0)
 
     def reset(self) -> None:
         """Discard everything: writes, read version, conflict ranges and options."""

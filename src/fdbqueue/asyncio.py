@@ -1,0 +1,348 @@
+"""Coroutine twins of the queues, for asyncio: ``await queue.dequeue(db, block=True)``.
+
+>>> import asyncio, fdbqueue.asyncio
+>>> from fdbqueue import Subspace, memory
+>>> async def main():
+...     db = memory.open()
+...     queue = fdbqueue.asyncio.Queue(Subspace(("Q",)))
+...     await queue.enqueue(db, "job-1")
+...     return await queue.dequeue(db)
+>>> asyncio.run(main())
+'job-1'
+
+:class:`Queue` and :class:`PriorityQueue` take the arguments of :class:`fdbqueue.Queue` and
+:class:`fdbqueue.PriorityQueue` and wrap one such synchronous queue (``.sync``); every
+operation is a coroutine with the synchronous method's signature and contract, run by
+:func:`fdbqueue.bridge.run`: in a greenlet on the event loop's thread, which hands every wait
+(reads, commits, retries' backoffs, watches) to the event loop instead of blocking the thread.
+No thread per call, and the very code of the synchronous queues, so both APIs share a subspace.
+
+Cancelling a task stops a blocked take (``block=True``) at once, its watch cancelled and its
+place in line withdrawn; a cancellation that arrives while a transaction's commit is in flight
+waits for it, and a call whose commit landed returns its value, declining the cancellation, so
+that nothing taken is lost (:mod:`fdbqueue.bridge` has the precise rules).
+
+Inside your own coroutines, :func:`transactional` is ``fdb.transactional`` for ``async def``
+functions and :func:`wait_future` awaits a raw future of either backend.
+
+Importing this module replaces ``block_until_ready`` of the futures of
+:mod:`fdbqueue.memory` and (once loaded) of the ``fdb`` binding by a greenlet-aware one
+(:func:`fdbqueue.suspension.install`); outside fdbqueue's greenlets it calls the original
+unchanged. This is why ``import fdbqueue`` does not import this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+import fdbqueue.consumers
+import fdbqueue.priority
+import fdbqueue.queue
+from fdbqueue import async_worker, bridge, suspension, worker
+from fdbqueue.bridge import wait_future
+from fdbqueue.leased_queue import LeasedQueue
+from fdbqueue.stored_queue import StoredQueue
+from fdbqueue.transactional import ContextParameter, is_database, is_fdb_error, is_transaction
+
+__all__ = ["Consumer", "PriorityQueue", "Queue", "transactional", "wait_future"]
+
+suspension.install()
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S", bound=LeasedQueue)
+
+
+def _twin(
+    method: Callable[Concatenate[Any, P], R], owner: str
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    """The coroutine twin of a synchronous ``method``: it calls ``method`` of ``self.sync``
+    (looked up by name, so overrides count) through :func:`fdbqueue.bridge.run`, with every
+    argument forwarded; ``owner`` is the public class named in its docstring."""
+    name = method.__name__
+
+    async def twin(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = await bridge.run(getattr(self.sync, name), *args, **kwargs)
+        return result
+
+    functools.update_wrapper(twin, method)
+    twin.__doc__ = f"Coroutine twin of :meth:`fdbqueue.{owner}.{name}`.\n\n" + (
+        inspect.getdoc(method) or ""
+    )
+    return twin
+
+
+class Consumer:
+    """A consumer session with coroutine calls (:class:`fdbqueue.Consumer` underneath, as
+    ``.sync``). Use it with ``async with``: leaving closes it, withdrawing its requests."""
+
+    def __init__(self, session: fdbqueue.consumers.Consumer) -> None:
+        self._session = session
+
+    @property
+    def sync(self) -> fdbqueue.consumers.Consumer:
+        """The synchronous session this one runs."""
+        return self._session
+
+    take = _twin(fdbqueue.consumers.Consumer.take, "Consumer")
+    dequeue = take
+    pop = take
+    claim = _twin(fdbqueue.consumers.Consumer.claim, "Consumer")
+    close = _twin(fdbqueue.consumers.Consumer.close, "Consumer")
+
+    async def __aenter__(self) -> Consumer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+class _StoredQueue(Generic[S]):
+    """What both async queues share: the synchronous queue, its properties and the coroutine
+    twins of the operations of :class:`~fdbqueue.stored_queue.StoredQueue` and
+    :class:`~fdbqueue.leased_queue.LeasedQueue`, and the worker loop."""
+
+    _sync: S
+
+    @property
+    def sync(self) -> S:
+        """The synchronous queue this one runs (same subspace, same items)."""
+        return self._sync
+
+    @property
+    def subspace(self) -> Any:
+        """The Subspace whose ``range()`` holds the items."""
+        return self._sync.subspace
+
+    @property
+    def codec(self) -> Any:
+        """The codec that encodes and decodes values."""
+        return self._sync.codec
+
+    def __repr__(self) -> str:
+        return f"fdbqueue.asyncio.{self._sync!r}"
+
+    empty = _twin(StoredQueue.empty, "Queue")
+    size = _twin(StoredQueue.size, "Queue")
+    peek_many = _twin(StoredQueue.peek_many, "Queue")
+    requests_in_line = _twin(StoredQueue.requests_in_line, "Queue")
+    clear = _twin(StoredQueue.clear, "Queue")
+    ack = _twin(LeasedQueue.ack, "Queue")
+    ack_many = _twin(LeasedQueue.ack_many, "Queue")
+    release = _twin(LeasedQueue.release, "Queue")
+    dead_letter = _twin(LeasedQueue.dead_letter, "Queue")
+    extend = _twin(LeasedQueue.extend, "Queue")
+    leases = _twin(LeasedQueue.leases, "Queue")
+    dead_letters = _twin(LeasedQueue.dead_letters, "Queue")
+    requeue_dead_letters = _twin(LeasedQueue.requeue_dead_letters, "Queue")
+
+    async def work(
+        self,
+        database: Any,
+        handler: Callable[[Any], Any],
+        *,
+        lease: float,
+        concurrency: int = 1,
+        stop: asyncio.Event | None = None,
+        backoff: float = worker.DEFAULT_BACKOFF,
+        max_backoff: float = worker.DEFAULT_MAX_BACKOFF,
+        handle_signals: bool = True,
+        until_empty: bool = False,
+    ) -> worker.WorkSummary:
+        """The worker loop with tasks (:mod:`fdbqueue.async_worker`): :meth:`fdbqueue.Queue.work`'s
+        arguments and contract, with ``stop`` an ``asyncio.Event``, ``concurrency`` tasks,
+        and ``handler`` a coroutine function (awaited) or a plain function (run in the loop's
+        default executor). Cancelling the awaiting task cancels running jobs; their items are
+        released.
+
+        Raises:
+            TypeError, ValueError: a bad argument (nothing is read or written).
+        """
+        if not is_database(database):
+            raise TypeError("work needs a Database: it runs its own transactions")
+        return await async_worker.work(
+            self,
+            database,
+            handler,
+            lease=lease,
+            concurrency=concurrency,
+            stop=stop,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            handle_signals=handle_signals,
+            until_empty=until_empty,
+        )
+
+
+class Queue(_StoredQueue[fdbqueue.queue.Queue]):
+    """A shared FIFO queue with coroutine operations: :class:`fdbqueue.Queue`'s arguments,
+    methods and contracts (see there), each method a coroutine run without blocking the loop.
+
+    Args:
+        *args, **kwargs: those of :class:`fdbqueue.Queue` (forwarded as they are).
+
+    Raises:
+        TypeError, ValueError: as :class:`fdbqueue.Queue`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._sync = fdbqueue.queue.Queue(*args, **kwargs)
+
+    @classmethod
+    def from_sync(cls, queue: fdbqueue.queue.Queue) -> Queue:
+        """The async twin of an existing synchronous ``queue`` (sharing it, not copying)."""
+        twin = cls.__new__(cls)
+        twin._sync = queue
+        return twin
+
+    @property
+    def high_contention(self) -> bool:
+        """Whether dequeues and claims given a Database take in line."""
+        return self._sync.high_contention
+
+    enqueue = _twin(fdbqueue.queue.Queue.enqueue, "Queue")
+    enqueue_many = _twin(fdbqueue.queue.Queue.enqueue_many, "Queue")
+    dequeue = _twin(fdbqueue.queue.Queue.dequeue, "Queue")
+    dequeue_many = _twin(fdbqueue.queue.Queue.dequeue_many, "Queue")
+    claim = _twin(fdbqueue.queue.Queue.claim, "Queue")
+    claim_many = _twin(fdbqueue.queue.Queue.claim_many, "Queue")
+    peek = _twin(fdbqueue.queue.Queue.peek, "Queue")
+
+    def consumer(self, *args: Any, **kwargs: Any) -> Consumer:
+        """Open a consumer session with coroutine calls: the arguments and errors of
+        :meth:`fdbqueue.Queue.consumer` (opening one reads and writes nothing); use it with
+        ``async with queue.consumer(db) as consumer: await consumer.dequeue(block=True)``."""
+        return Consumer(self._sync.consumer(*args, **kwargs))
+
+
+class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue]):
+    """A shared priority queue with coroutine operations: :class:`fdbqueue.PriorityQueue`'s
+    arguments, methods and contracts (see there), each method a coroutine.
+
+    Args:
+        *args, **kwargs: those of :class:`fdbqueue.PriorityQueue` (forwarded as they are).
+
+    Raises:
+        TypeError, ValueError: as :class:`fdbqueue.PriorityQueue`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._sync = fdbqueue.priority.PriorityQueue(*args, **kwargs)
+
+    @classmethod
+    def from_sync(cls, queue: fdbqueue.priority.PriorityQueue) -> PriorityQueue:
+        """The async twin of an existing synchronous ``queue`` (sharing it, not copying)."""
+        twin = cls.__new__(cls)
+        twin._sync = queue
+        return twin
+
+    @property
+    def high_contention(self) -> bool:
+        """Whether pops and claims given a Database take in line."""
+        return self._sync.high_contention
+
+    push = _twin(fdbqueue.priority.PriorityQueue.push, "PriorityQueue")
+    pop = _twin(fdbqueue.priority.PriorityQueue.pop, "PriorityQueue")
+    pop_min = _twin(fdbqueue.priority.PriorityQueue.pop_min, "PriorityQueue")
+    pop_max = _twin(fdbqueue.priority.PriorityQueue.pop_max, "PriorityQueue")
+    claim = _twin(fdbqueue.priority.PriorityQueue.claim, "PriorityQueue")
+    claim_many = _twin(fdbqueue.priority.PriorityQueue.claim_many, "PriorityQueue")
+    peek = _twin(fdbqueue.priority.PriorityQueue.peek, "PriorityQueue")
+    peek_min = _twin(fdbqueue.priority.PriorityQueue.peek_min, "PriorityQueue")
+    peek_max = _twin(fdbqueue.priority.PriorityQueue.peek_max, "PriorityQueue")
+
+    def consumer(self, *args: Any, **kwargs: Any) -> Consumer:
+        """Open a consumer session with coroutine calls at one end: the arguments and errors
+        of :meth:`fdbqueue.PriorityQueue.consumer` (opening one reads and writes nothing)."""
+        return Consumer(self._sync.consumer(*args, **kwargs))
+
+
+AsyncFunction = Callable[P, Coroutine[Any, Any, R]]
+
+
+@overload
+def transactional(func: AsyncFunction[P, R], /) -> AsyncFunction[P, R]: ...
+
+
+@overload
+def transactional(
+    *, parameter: str = "tr"
+) -> Callable[[AsyncFunction[P, R]], AsyncFunction[P, R]]: ...
+
+
+def transactional(
+    func: AsyncFunction[P, R] | None = None, /, *, parameter: str = "tr"
+) -> AsyncFunction[P, R] | Callable[[AsyncFunction[P, R]], AsyncFunction[P, R]]:
+    """Decorate an ``async def`` function so that its ``tr`` parameter takes a Database or a
+    Transaction: :func:`fdbqueue.transactional`'s contract, awaited.
+
+    Given a Database or Tenant, the wrapper creates a transaction, awaits the body with it,
+    awaits the commit and returns the body's result; on a FoundationDB error (of the body or
+    the commit) it awaits ``tr.on_error(error)``, which backs off and lets the body run again
+    for a retryable error or raises the error as the binding does (any other exception
+    propagates at once, nothing committed). Given a Transaction (or a snapshot view), it only
+    awaits the body: nothing is committed, so such functions compose. Inside, await the queue
+    operations of this module with ``tr`` and raw futures with :func:`wait_future`.
+
+    A cancellation of the task while the commit is in flight is raised once the commit has
+    ended: the body's effects may then have been committed (as with error 1021).
+
+    Raises:
+        TypeError: at decoration, for a function that is not a coroutine function or has no
+            such parameter; at call time, when the argument is neither a database nor a
+            transaction.
+    """
+
+    def decorate(function: AsyncFunction[P, R]) -> AsyncFunction[P, R]:
+        if not inspect.iscoroutinefunction(inspect.unwrap(function)):
+            raise TypeError(
+                f"fdbqueue.asyncio.transactional decorates async def functions; "
+                f"{getattr(function, '__qualname__', function)!r} is not one "
+                f"(use fdbqueue.transactional for plain functions)"
+            )
+        where = ContextParameter(function, parameter)
+
+        @functools.wraps(function)
+        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            context = where.context(args, kwargs)
+            if is_transaction(context):
+                return await function(*args, **kwargs)
+            tr = context.create_transaction()
+            call_args, call_kwargs = where.replaced(args, kwargs, tr)
+            while True:
+                try:
+                    result = await function(*call_args, **call_kwargs)
+                    await _finish(tr.commit())
+                    return result
+                except Exception as error:
+                    if not is_fdb_error(error):
+                        raise
+                    await _finish(tr.on_error(error))
+
+        return wrapper
+
+    if func is not None:
+        return decorate(func)
+    return decorate
+
+
+async def _finish(future: Any) -> None:
+    """Await a commit or ``on_error`` future to its end even when the task is cancelled
+    meanwhile (then raise CancelledError afterwards); raise its error."""
+    cancelled = False
+    waiter = asyncio.ensure_future(wait_future(future))
+    while True:
+        try:
+            await asyncio.shield(waiter)
+            break
+        except asyncio.CancelledError:
+            cancelled = True
+            if waiter.done():
+                break
+    if cancelled:
+        raise asyncio.CancelledError()
+    waiter.result()

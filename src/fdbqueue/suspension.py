@@ -1,0 +1,145 @@
+"""The blocking primitives of the synchronous core, which an event loop can take over.
+
+The queues' code waits in three ways: on a FoundationDB future (``wait()``, ``value``,
+iterating a range read: all go through ``Future.block_until_ready``), on the first of several
+futures with a timeout (:func:`wait_for_any`, the watch wait of a blocking take) and by
+sleeping (:func:`sleep`, the backoff after a watch that failed). Each of them blocks the thread,
+except inside an :class:`OperationGreenlet`, the greenlet in which :func:`fdbqueue.bridge.run`
+runs one synchronous operation for a coroutine: there the wait becomes a :class:`WaitRequest`
+handed to the greenlet's parent (the coroutine driving it on the event loop's thread), which
+awaits it and switches back with the answer. No thread per call.
+
+A wait is *interruptible* when the operation is between transactions (:func:`wait_for_any`,
+:func:`sleep`): the driver may throw ``asyncio.CancelledError`` into the greenlet there. A wait
+on a future is not: a read, a commit or an ``on_error`` in flight is always waited for (see
+:mod:`fdbqueue.bridge`).
+
+:func:`install` replaces ``block_until_ready`` on :class:`fdbqueue.memory.futures.Future` and,
+once the binding is loaded, on ``fdb.impl.Future``, as the binding's own
+``fdb.init(event_model="gevent")`` does: outside an operation greenlet the replacement calls the
+original method unchanged. Importing :mod:`fdbqueue.asyncio` installs it; it is idempotent.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import greenlet
+
+__all__ = [
+    "OperationGreenlet",
+    "WaitRequest",
+    "current_operation",
+    "install",
+    "sleep",
+    "wait_for_any",
+]
+
+
+@dataclass(frozen=True)
+class WaitRequest:
+    """What an operation greenlet hands its driver when it would block.
+
+    Attributes:
+        futures: the futures of either backend to wait for (any one ready ends the wait); none
+            for a sleep.
+        timeout: seconds to wait at most; None waits without limit.
+        interruptible: True when a cancellation may be thrown into the greenlet at this wait
+            (between transactions); False for a future in flight, always waited for.
+
+    The driver switches back with True when a future became ready, False when the timeout ran
+    out (or throws ``asyncio.CancelledError`` in, at an interruptible wait).
+    """
+
+    futures: tuple[Any, ...]
+    timeout: float | None
+    interruptible: bool
+
+
+class OperationGreenlet(greenlet.greenlet):  # type: ignore[misc]
+    """A greenlet running one synchronous fdbqueue call on behalf of a coroutine; its parent
+    is the driver, which serves its :class:`WaitRequest` switches."""
+
+
+def current_operation() -> OperationGreenlet | None:
+    """The operation greenlet the caller runs in, or None (a plain thread or greenlet)."""
+    current = greenlet.getcurrent()
+    return current if isinstance(current, OperationGreenlet) else None
+
+
+def _suspend(operation: OperationGreenlet, request: WaitRequest) -> bool:
+    answer: bool = operation.parent.switch(request)
+    return answer
+
+
+def wait_for_any(futures: Sequence[Any], timeout: float | None) -> bool:
+    """Wait until one of ``futures`` is ready, at most ``timeout`` seconds (None: no limit).
+
+    Returns:
+        True when a future became ready, False when the time ran out.
+
+    Raises:
+        asyncio.CancelledError: inside an operation greenlet, when its coroutine is cancelled
+            (an interruptible wait). Errors of the futures are not raised.
+    """
+    operation = current_operation()
+    if operation is not None:
+        return _suspend(operation, WaitRequest(tuple(futures), timeout, interruptible=True))
+    ready = threading.Event()
+    for future in futures:
+        future.on_ready(lambda _future: ready.set())
+    if timeout is not None:
+        timeout = min(timeout, threading.TIMEOUT_MAX)
+    return ready.wait(timeout)
+
+
+def sleep(seconds: float) -> None:
+    """Sleep ``seconds`` (an interruptible wait inside an operation greenlet: raises
+    ``asyncio.CancelledError`` there when its coroutine is cancelled)."""
+    operation = current_operation()
+    if operation is not None:
+        _suspend(operation, WaitRequest((), max(0.0, seconds), interruptible=True))
+        return
+    time.sleep(seconds)
+
+
+def _greenlet_aware(original: Callable[[Any], None]) -> Callable[[Any], None]:
+    @functools.wraps(original)
+    def block_until_ready(self: Any) -> None:
+        operation = current_operation()
+        if operation is not None and not self.is_ready():
+            _suspend(operation, WaitRequest((self,), None, interruptible=False))
+        original(self)  # returns at once when ready; keeps the class's own bookkeeping
+
+    block_until_ready.fdbqueue_original = original  # type: ignore[attr-defined]
+    return block_until_ready
+
+
+def _patch(future_class: type) -> None:
+    method = future_class.__dict__.get("block_until_ready")
+    if method is None or hasattr(method, "fdbqueue_original"):
+        return
+    future_class.block_until_ready = _greenlet_aware(method)  # type: ignore[attr-defined]
+
+
+def install() -> None:
+    """Make ``block_until_ready`` of both backends' futures greenlet-aware (idempotent).
+
+    Patches :class:`fdbqueue.memory.futures.Future` and, when ``fdb.impl`` is loaded (it is
+    once ``fdb.api_version()`` ran), ``fdb.impl.Future``; call it again after loading the
+    binding (:func:`fdbqueue.bridge.run` does, on every call). Cost: two dictionary lookups
+    once done.
+    """
+    from fdbqueue.memory.futures import Future as MemoryFuture
+
+    _patch(MemoryFuture)
+    impl = sys.modules.get("fdb.impl")
+    binding_future = getattr(impl, "Future", None)
+    if isinstance(binding_future, type):
+        _patch(binding_future)
