@@ -183,7 +183,7 @@ class Queue(_StoredQueue[fdbqueue.queue.Queue]):
     methods and contracts (see there), each method a coroutine run without blocking the loop.
 
     Args:
-        *args, **kwargs: those of :class:`fdbqueue.Queue` (forwarded as they are).
+        args, kwargs: those of :class:`fdbqueue.Queue` (forwarded as they are).
 
     Raises:
         TypeError, ValueError: as :class:`fdbqueue.Queue`.
@@ -224,7 +224,7 @@ class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue]):
     arguments, methods and contracts (see there), each method a coroutine.
 
     Args:
-        *args, **kwargs: those of :class:`fdbqueue.PriorityQueue` (forwarded as they are).
+        args, kwargs: those of :class:`fdbqueue.PriorityQueue` (forwarded as they are).
 
     Raises:
         TypeError, ValueError: as :class:`fdbqueue.PriorityQueue`.
