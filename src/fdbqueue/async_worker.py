@@ -4,7 +4,7 @@
 It does what :mod:`fdbqueue.worker` does, with tasks instead of threads: ``concurrency``
 tasks each claim an item (a blocking claim awaiting a watch), await ``handler(value)``,
 acknowledge on success, release with a backoff delay on an exception or move the item to the
-dead letters on its last delivery (the same decisions: :func:`fdbqueue.worker.after_failure`),
+dead letters on its last delivery (the same decisions: :func:`fdbqueue.worker.settlement`),
 while a heartbeat task per job extends its lease every ``lease / 3`` seconds.
 
 ``handler`` may be a coroutine function (awaited on the loop) or a plain function (run in the
@@ -39,9 +39,8 @@ from fdbqueue.worker import (
     CLAIM_ERROR_BACKOFF,
     HOLDER_CALL_ATTEMPTS,
     WorkSummary,
-    after_failure,
     check_work_arguments,
-    describe,
+    settlement,
 )
 
 __all__ = ["work"]
@@ -193,33 +192,15 @@ class AsyncLoop:
                     logger.warning("fdbqueue: could not extend a job's lease: %s", error)
 
     async def settle(self, lease: Lease, failure: BaseException | None) -> None:
-        """Acknowledge a job that succeeded; release or dead-letter one that failed."""
-        queue, db = self.queue, self.database
-        if failure is None:
-            done = await holder_call(lambda: queue.ack(db, lease), "ack")
-            self.summary.count("succeeded" if done else "lost")
-            logger.debug("fdbqueue: job %s done (delivery %d)", describe(lease), lease.deliveries)
-            return
-        action, detail = after_failure(lease, failure, self.max_deliveries, *self.backoff)
-        if action == "dead_letter":
-            done = await holder_call(lambda: queue.dead_letter(db, lease, detail), "dead_letter")
-            logger.error(
-                "fdbqueue: job %s failed on its last delivery, now a dead letter: %s",
-                describe(lease),
-                detail,
-                exc_info=failure,
-            )
-            self.summary.count("dead_lettered" if done else "lost")
-            return
-        done = await holder_call(lambda: queue.release(db, lease, delay=detail), "release")
-        logger.warning(
-            "fdbqueue: job %s failed (delivery %d); retrying in %.1fs",
-            describe(lease),
-            lease.deliveries,
-            detail,
-            exc_info=failure,
+        """Acknowledge a job that succeeded; release or dead-letter one that failed
+        (:func:`fdbqueue.worker.settlement`)."""
+        plan = settlement(lease, failure, self.max_deliveries, *self.backoff)
+        call = getattr(self.queue, plan.call)
+        done = await holder_call(
+            lambda: call(self.database, lease, *plan.arguments, **plan.keywords), plan.call
         )
-        self.summary.count("retried" if done else "lost")
+        plan.log(lease, failure)
+        self.summary.count(plan.outcome if done else "lost")
 
 
 @contextlib.asynccontextmanager

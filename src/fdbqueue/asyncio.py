@@ -55,6 +55,7 @@ suspension.install()
 P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S", bound=LeasedQueue)
+T = TypeVar("T", bound="_StoredQueue[Any]")
 
 
 def _twin(
@@ -107,6 +108,29 @@ class _StoredQueue(Generic[S]):
     :class:`~fdbqueue.leased_queue.LeasedQueue`, and the worker loop."""
 
     _sync: S
+    _sync_class: type[S]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._sync = self._sync_class(*args, **kwargs)
+
+    @classmethod
+    def from_sync(cls: type[T], queue: Any) -> T:
+        """The async twin of an existing synchronous ``queue`` (sharing it, not copying).
+
+        Raises:
+            TypeError: ``queue`` is not of the synchronous class this one wraps.
+        """
+        expected = cls._sync_class
+        if not isinstance(queue, expected):
+            raise TypeError(f"from_sync needs a {expected.__name__}, not {queue!r}")
+        twin = cls.__new__(cls)
+        twin._sync = queue
+        return twin
+
+    @property
+    def high_contention(self) -> bool:
+        """Whether takes and claims given a Database take in line."""
+        return self._sync.high_contention
 
     @property
     def sync(self) -> S:
@@ -189,20 +213,7 @@ class Queue(_StoredQueue[fdbqueue.queue.Queue]):
         TypeError, ValueError: as :class:`fdbqueue.Queue`.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._sync = fdbqueue.queue.Queue(*args, **kwargs)
-
-    @classmethod
-    def from_sync(cls, queue: fdbqueue.queue.Queue) -> Queue:
-        """The async twin of an existing synchronous ``queue`` (sharing it, not copying)."""
-        twin = cls.__new__(cls)
-        twin._sync = queue
-        return twin
-
-    @property
-    def high_contention(self) -> bool:
-        """Whether dequeues and claims given a Database take in line."""
-        return self._sync.high_contention
+    _sync_class = fdbqueue.queue.Queue
 
     enqueue = _twin(fdbqueue.queue.Queue.enqueue, "Queue")
     enqueue_many = _twin(fdbqueue.queue.Queue.enqueue_many, "Queue")
@@ -230,20 +241,7 @@ class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue]):
         TypeError, ValueError: as :class:`fdbqueue.PriorityQueue`.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._sync = fdbqueue.priority.PriorityQueue(*args, **kwargs)
-
-    @classmethod
-    def from_sync(cls, queue: fdbqueue.priority.PriorityQueue) -> PriorityQueue:
-        """The async twin of an existing synchronous ``queue`` (sharing it, not copying)."""
-        twin = cls.__new__(cls)
-        twin._sync = queue
-        return twin
-
-    @property
-    def high_contention(self) -> bool:
-        """Whether pops and claims given a Database take in line."""
-        return self._sync.high_contention
+    _sync_class = fdbqueue.priority.PriorityQueue
 
     push = _twin(fdbqueue.priority.PriorityQueue.push, "PriorityQueue")
     pop = _twin(fdbqueue.priority.PriorityQueue.pop, "PriorityQueue")

@@ -34,7 +34,7 @@ unavailability. Everything is logged to the ``fdbqueue.worker`` logger: starts a
 INFO, each job at DEBUG, failures at WARNING (with the traceback), dead letters at ERROR.
 
 The asynchronous twin is :func:`fdbqueue.async_worker.work` (``fdbqueue.asyncio.Queue.work``);
-both share this module's decisions (:func:`retry_delay`, :func:`after_failure`).
+both share this module's decisions (:func:`settlement`, :func:`retry_delay`).
 
 Source followed: the worker loops of rq and Celery (acknowledge late, retry with exponential
 backoff, warm shutdown on SIGTERM); Amazon SQS's visibility timeout extension
@@ -57,7 +57,14 @@ from typing import Any
 from fdbqueue.leases import Lease, LeaseError, check_lease_seconds
 from fdbqueue.store import check_count, check_flag, check_seconds
 
-__all__ = ["WorkSummary", "after_failure", "check_work_arguments", "retry_delay", "work"]
+__all__ = [
+    "Settlement",
+    "WorkSummary",
+    "check_work_arguments",
+    "retry_delay",
+    "settlement",
+    "work",
+]
 
 logger = logging.getLogger("fdbqueue.worker")
 
@@ -136,17 +143,47 @@ def retry_delay(deliveries: int, backoff: float, max_backoff: float) -> float:
     return min(max_backoff, backoff * 2.0**exponent) * random.uniform(0.5, 1.0)
 
 
-def after_failure(
-    lease: Lease, error: BaseException, max_deliveries: int | None, backoff: float, most: float
-) -> tuple[str, Any]:
-    """What to do with an item whose handler raised ``error``: ``("dead_letter", reason)``
-    on its last delivery, else ``("release", delay in seconds)``."""
+@dataclass(frozen=True)
+class Settlement:
+    """What a worker does with a job that finished: the lease holder's call to make
+    (``"ack"``, ``"release"`` or ``"dead_letter"``) with its arguments after the lease, what
+    to count once it is done, and what to log. Both worker loops follow it."""
+
+    call: str
+    arguments: tuple[Any, ...]
+    keywords: dict[str, Any]
+    outcome: str
+    level: int
+    message: str
+
+    def log(self, lease: Lease, failure: BaseException | None) -> None:
+        """Log the settlement (with the failure's traceback, if any)."""
+        logger.log(self.level, self.message, describe(lease), exc_info=failure)
+
+
+def settlement(
+    lease: Lease,
+    failure: BaseException | None,
+    max_deliveries: int | None,
+    backoff: float,
+    max_backoff: float,
+) -> Settlement:
+    """What to do with ``lease`` once its handler returned (``failure`` None) or raised:
+    acknowledge it; on its last delivery (``max_deliveries``), move it to the dead letters
+    with ``"Type: message (delivery n of max)"`` as the reason; else release it with
+    :func:`retry_delay`."""
+    if failure is None:
+        message = f"fdbqueue: job %s done (delivery {lease.deliveries})"
+        return Settlement("ack", (), {}, "succeeded", logging.DEBUG, message)
     if max_deliveries is not None and lease.deliveries >= max_deliveries:
-        reason = (
-            f"{type(error).__name__}: {error} (delivery {lease.deliveries} of {max_deliveries})"
-        )
-        return "dead_letter", reason
-    return "release", retry_delay(lease.deliveries, backoff, most)
+        reason = f"{type(failure).__name__}: {failure}"
+        reason += f" (delivery {lease.deliveries} of {max_deliveries})"
+        message = "fdbqueue: job %s failed on its last delivery, now a dead letter: "
+        message += reason.replace("%", "%%")
+        return Settlement("dead_letter", (reason,), {}, "dead_lettered", logging.ERROR, message)
+    delay = retry_delay(lease.deliveries, backoff, max_backoff)
+    message = f"fdbqueue: job %s failed (delivery {lease.deliveries}); retrying in {delay:.1f}s"
+    return Settlement("release", (), {"delay": delay}, "retried", logging.WARNING, message)
 
 
 def describe(lease: Lease) -> str:
@@ -313,36 +350,18 @@ class Loop:
             self.settle(job, failure)
 
     def settle(self, job: Job, failure: BaseException | None) -> None:
-        """Acknowledge a job that succeeded; release or dead-letter one that failed."""
-        lease, queue, db = job.lease, self.queue, self.database
-        if failure is None:
-            done = holder_call(lambda: queue.ack(db, lease), "ack")
-            self.summary.count("succeeded" if done else "lost")
-            logger.debug("fdbqueue: job %s done (delivery %d)", describe(lease), lease.deliveries)
-            return
-        max_deliveries = queue._leases.max_deliveries
-        action, detail = after_failure(
-            lease, failure, max_deliveries, self.backoff, self.max_backoff
+        """Acknowledge a job that succeeded; release or dead-letter one that failed
+        (:func:`settlement`)."""
+        lease = job.lease
+        plan = settlement(
+            lease, failure, self.queue._leases.max_deliveries, self.backoff, self.max_backoff
         )
-        if action == "dead_letter":
-            done = holder_call(lambda: queue.dead_letter(db, lease, detail), "dead_letter")
-            logger.error(
-                "fdbqueue: job %s failed on its last delivery, now a dead letter: %s",
-                describe(lease),
-                detail,
-                exc_info=failure,
-            )
-            self.summary.count("dead_lettered" if done else "lost")
-            return
-        done = holder_call(lambda: queue.release(db, lease, delay=detail), "release")
-        logger.warning(
-            "fdbqueue: job %s failed (delivery %d); retrying in %.1fs",
-            describe(lease),
-            lease.deliveries,
-            detail,
-            exc_info=failure,
+        call = getattr(self.queue, plan.call)
+        done = holder_call(
+            lambda: call(self.database, lease, *plan.arguments, **plan.keywords), plan.call
         )
-        self.summary.count("retried" if done else "lost")
+        plan.log(lease, failure)
+        self.summary.count(plan.outcome if done else "lost")
 
 
 @contextmanager
