@@ -100,7 +100,7 @@ class AsyncLoop:
         self.backoff = backoff
         self.until_empty = until_empty
         self.summary = WorkSummary()
-        self.max_deliveries: int | None = queue.sync._leases.max_deliveries
+        self.max_deliveries: int | None = queue.sync.max_deliveries
 
     async def run_worker(self) -> None:
         """Claim and process items until ``stop`` is set."""

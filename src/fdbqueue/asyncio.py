@@ -133,6 +133,11 @@ class _StoredQueue(Generic[S]):
         return self._sync.high_contention
 
     @property
+    def max_deliveries(self) -> int | None:
+        """Deliveries after which an item becomes a dead letter (None: no limit)."""
+        return self._sync.max_deliveries
+
+    @property
     def sync(self) -> S:
         """The synchronous queue this one runs (same subspace, same items)."""
         return self._sync

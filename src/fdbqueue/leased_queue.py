@@ -36,6 +36,12 @@ __all__ = ["LeasedQueue"]
 class LeasedQueue(StoredQueue):
     """The lease holder's calls and the worker loop, shared by every queue type."""
 
+    @property
+    def max_deliveries(self) -> int | None:
+        """Deliveries after which an item whose leases keep expiring (or that is released
+        each time) becomes a dead letter; None: no limit."""
+        return self._leases.max_deliveries
+
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
         """Enqueue a dead letter's value again (each queue type says where)."""
         raise NotImplementedError

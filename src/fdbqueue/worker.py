@@ -353,9 +353,7 @@ class Loop:
         """Acknowledge a job that succeeded; release or dead-letter one that failed
         (:func:`settlement`)."""
         lease = job.lease
-        plan = settlement(
-            lease, failure, self.queue._leases.max_deliveries, self.backoff, self.max_backoff
-        )
+        plan = settlement(lease, failure, self.queue.max_deliveries, self.backoff, self.max_backoff)
         call = getattr(self.queue, plan.call)
         done = holder_call(
             lambda: call(self.database, lease, *plan.arguments, **plan.keywords), plan.call
