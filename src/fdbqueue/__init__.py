@@ -32,6 +32,7 @@ from fdbqueue.leases import (
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
 from fdbqueue.receipts import UnknownResultError
+from fdbqueue.store import QueueTypeError
 from fdbqueue.transactional import transactional
 
 __version__ = "0.1.0"
@@ -47,6 +48,7 @@ __all__ = [
     "LeaseNotHeldError",
     "PriorityQueue",
     "Queue",
+    "QueueTypeError",
     "RawCodec",
     "Subspace",
     "TupleCodec",

@@ -223,6 +223,7 @@ class LeasedQueue(StoredQueue):
         if limit == 0:
             return 0
         require_writable(tr, "requeue_dead_letters")
+        self._store.check_type(tr, self._store.recorded_type(tr))
         taken = self._store.dead_letters.take(tr, limit, LIBRARY_TRANSACTION_BUDGET)
         for letter in taken:
             self._requeue(tr, letter.item_key, letter.encoded)

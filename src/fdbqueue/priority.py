@@ -21,6 +21,7 @@ Source followed: FoundationDB's "Priority Queues" recipe (documentation
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from fdbqueue import taking
@@ -155,16 +156,30 @@ class PriorityQueue(LeasedQueue):
         self, tr: TransactionContext, encoded: bytes, priority: int, delay: float = 0.0
     ) -> None:
         require_writable(tr, "push")
+        recorded = self._store.recorded_type(tr)  # overlaps the last count's read
         if delay:
+            self._store.check_type(tr, recorded)
             self._delays.put(tr, [encoded], delay, (priority,))
         else:
-            self._push_now(tr, encoded, (priority,))
+            self._push_now(
+                tr, encoded, (priority,), functools.partial(self._store.check_type, tr, recorded)
+            )
 
-    def _push_now(self, tr: TransactionContext, encoded: bytes, where: tuple[Any, ...]) -> None:
+    def _push_now(
+        self,
+        tr: TransactionContext,
+        encoded: bytes,
+        where: tuple[Any, ...],
+        check_type: Callable[[bool], None] = lambda record: None,
+    ) -> None:
         priority = where[0]
-        self._store.write(
-            tr, self._store.item_key((priority, self._next_count(tr, priority))), encoded
-        )
+        try:
+            count = self._next_count(tr, priority)
+        except ValueError:  # a foreign key: say first if a queue of another type is here
+            check_type(False)
+            raise
+        check_type(True)
+        self._store.write(tr, self._store.item_key((priority, count)), encoded)
 
     def _next_count(self, tr: TransactionContext, priority: int) -> int:
         """1 + the last count used for ``priority``, or 0 (snapshot read: no conflict)."""

@@ -22,7 +22,7 @@ Source followed: FoundationDB's "Queues" recipe (documentation ``queues.rst`` an
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from fdbqueue import taking
@@ -138,9 +138,8 @@ class Queue(LeasedQueue):
         """Add every value of ``values`` at the back of the queue, in order, atomically (all
         delayed by ``delay`` seconds, as for :meth:`enqueue`, and kept in order).
 
-        Every value is encoded and checked before anything is written, so a bad value leaves
-        the queue unchanged. Cost: one snapshot range read for the whole batch, then one set
-        per value and two atomic adds; no conflicts, as for :meth:`enqueue`.
+        Every value is checked before anything is written (a bad one changes nothing). Cost:
+        as one :meth:`enqueue`, plus one set per further value; no conflicts.
 
         Raises:
             ValueError: a value is None or too large, the batch exceeds FoundationDB's
@@ -157,10 +156,12 @@ class Queue(LeasedQueue):
     @exactly_once
     def _append(self, tr: TransactionContext, encoded: list[bytes], delay: float = 0.0) -> None:
         require_writable(tr, "enqueue")
+        check = functools.partial(self._store.check_type, tr, self._store.recorded_type(tr))
         if delay:
+            check(True)
             self._delays.put(tr, encoded, delay, ())
         else:
-            _append_at_back(self._store, tr, encoded)
+            _append_at_back(self._store, tr, encoded, check)
 
     # -- taking -----------------------------------------------------------------------------
 
@@ -356,9 +357,21 @@ def _last_index(store: ItemStore, tr: TransactionContext) -> int:
     return index
 
 
-def _append_at_back(store: ItemStore, tr: TransactionContext, encoded: list[bytes]) -> None:
-    """Write ``encoded`` values after the last item, in order, as the recipe's enqueue does."""
-    index = _last_index(store, tr)
+def _append_at_back(
+    store: ItemStore,
+    tr: TransactionContext,
+    encoded: list[bytes],
+    check_type: Callable[[bool], None] = lambda record: None,
+) -> None:
+    """Write ``encoded`` values after the last item, in order, as the recipe's enqueue does;
+    ``check_type(record)`` (:meth:`~fdbqueue.store.ItemStore.check_type`) runs once the last
+    index is read, before any write."""
+    try:
+        index = _last_index(store, tr)
+    except ValueError:  # a foreign key: say first if a queue of another type is stored here
+        check_type(False)
+        raise
+    check_type(True)
     for value in encoded:
         index += 1
         store.write(tr, store.item_key((index,)), value)

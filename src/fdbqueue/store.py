@@ -44,8 +44,10 @@ from fdbqueue.transactional import TransactionContext, require_writable
 __all__ = [
     "LONGEST_METADATA_SUFFIX",
     "MAX_KEY_BYTES",
+    "QUEUE_TYPES",
     "RANDOM_BYTES",
     "ItemStore",
+    "QueueTypeError",
     "as_subspace",
     "check_count",
     "check_flag",
@@ -73,6 +75,14 @@ ITEM_KEY_SUFFIX = 1 + 9 + 1 + 2 * RANDOM_BYTES + 1
 RESERVED_TRANSACTION_BYTES = 64_000
 
 _COUNTER = struct.Struct("<q")
+#: The queue type recorded in a queue's metadata, by the number of integers its item keys
+#: start with (a Queue's ``(index, random)``, a PriorityQueue's ``(priority, count, random)``).
+QUEUE_TYPES = {1: b"Queue", 2: b"PriorityQueue"}
+
+
+class QueueTypeError(ValueError):
+    """The subspace holds a queue of another type (a PriorityQueue opened as a Queue, or the
+    other way round): its metadata records the type its first write had. Nothing changed."""
 
 
 def as_subspace(subspace: Any) -> Subspace:
@@ -187,6 +197,8 @@ class ItemStore:
         self.begin: bytes = items.start
         self.end: bytes = items.stop
         self.metadata = Subspace((), self.subspace.key() + METADATA_MARKER)
+        self.type_name = QUEUE_TYPES[leading_integers]
+        self.type_key: bytes = self.metadata.pack(("type",))
         self.size_key: bytes = self.metadata.pack(("size",))
         self.signal_key: bytes = self.metadata.pack(("signal",))
         self.receipts = Receipts(self.metadata, enabled=check_flag(exactly_once, "exactly_once"))
@@ -329,6 +341,33 @@ class ItemStore:
         tr[key] = encoded
         self.add_to_size(tr, 1)
         self.signal(tr)
+
+    def recorded_type(self, tr: TransactionContext) -> Any:
+        """Start reading the queue type recorded in the metadata (a snapshot point read, no
+        conflict); pass the future to :meth:`check_type` once the other reads are issued."""
+        return tr.snapshot.get(self.type_key)
+
+    def check_type(self, tr: TransactionContext, recorded: Any, record: bool = True) -> None:
+        """Raise :class:`QueueTypeError` when ``recorded`` (:meth:`recorded_type`) names
+        another queue type; record this one when the subspace has none yet (the first
+        write; not when ``record`` is False). Call it before the first write of an operation,
+        so that nothing changes when it raises.
+
+        Cost: nothing more while the type is recorded; on the first write, one set (blind,
+        so that concurrent first enqueues still never conflict: two first writes of
+        different types racing each other could both commit, the later type recorded).
+        """
+        if recorded.present():
+            found = bytes(recorded)
+            if found != self.type_name:
+                raise QueueTypeError(
+                    f"{self.subspace} holds a {found.decode(errors='replace')}, not a "
+                    f"{self.type_name.decode()}: open it as fdbqueue.{found.decode()} (nothing "
+                    "was written)"
+                )
+            return
+        if record:
+            tr[self.type_key] = self.type_name
 
     def signal(self, tr: TransactionContext) -> None:
         """Bump the signal key that blocked consumers watch (an atomic add: no conflict)."""
