@@ -31,7 +31,7 @@ def test_a_queue_refuses_to_write_into_a_priority_queue(db, subspace):
         lambda: queue.enqueue_many(db, ["x", "y"]),
         lambda: queue.enqueue(db, "x", delay=5),
     ):
-        with pytest.raises(QueueTypeError, match="open it as fdbqueue.PriorityQueue"):
+        with pytest.raises(QueueTypeError, match=r"open it as fdbqueue\.PriorityQueue"):
             write()
     assert all_keys(db, subspace) == before
     assert PriorityQueue(subspace).pop_max(db) == "task"
