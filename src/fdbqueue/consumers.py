@@ -40,6 +40,7 @@ order; the design measured in the project's contention research (rank-matched re
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +55,8 @@ from fdbqueue.transactional import is_database
 from fdbqueue.waiting import check_blocking_arguments, take_blocking
 
 __all__ = ["DEFAULT_ABANDON_AFTER", "MAX_ABANDON_AFTER", "Consumer", "check_abandon_after"]
+
+logger = logging.getLogger(__name__)
 
 #: Seconds of versions after which a request nobody refreshed counts as abandoned.
 DEFAULT_ABANDON_AFTER = 5.0
@@ -206,6 +209,7 @@ class Consumer:
                 self.store.signal_key,
                 seconds,
                 due_in=self._wake_in,
+                queue=self.store.metric_name,
             )
         except BaseException:
             self._may_hold = True  # a registration may have committed: close withdraws it
@@ -302,6 +306,12 @@ class Consumer:
             if self.line.abandoned(request, read_version):
                 tr.add_read_conflict_key(request.key)  # a refresh that commits first wins
                 del tr[request.key]
+                logger.info(
+                    "fdbqueue: clearing a request in line of %r abandoned by its consumer "
+                    "(not refreshed for %.1fs): the next in line takes its place",
+                    self.store.subspace,
+                    self.abandon_after,
+                )
             else:
                 rank += 1
         if not own:
@@ -340,7 +350,7 @@ class Consumer:
         moved aside, or None when there is no item for that rank."""
         taken = taking.take(self.store, tr, self._front_at(rank), 1, moving=False)
         if taken.items:
-            self.store.add_to_size(tr, -1)
+            self.store.dequeued(tr, 1)
             return TAKEN, taken.items[0].value
         return (MOVED_ASIDE, None) if taken.moved_aside else None
 

@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fdbqueue import metrics
 from fdbqueue.store import MAX_KEY_BYTES, ItemStore
 from fdbqueue.transaction_bytes import set_bytes
 from fdbqueue.transactional import TransactionContext
@@ -132,6 +133,7 @@ class DelayedItems:
             tr[self.records.pack((due, batch, i, *where))] = value
         tr.min(self.hint_key, _VERSION.pack(due))
         self.store.signal(tr)
+        metrics.add("delayed", len(encoded), queue=self.store.metric_name)
 
     def look(self, tr: TransactionContext) -> Any:
         """Start reading the hint (a snapshot point read, no conflict): pass the future to

@@ -121,7 +121,12 @@ class End:
             return self._one_call(tr, lambda session: session.take(block=block, timeout=seconds))
         if block:
             return take_blocking(
-                tr, self._take_one, self._store.signal_key, seconds, self.delays.seconds_until_due
+                tr,
+                self._take_one,
+                self._store.signal_key,
+                seconds,
+                self.delays.seconds_until_due,
+                queue=self._store.metric_name,
             )
         return self._take_one(tr)
 
@@ -137,7 +142,7 @@ class End:
         taken = self._take_items(tr, 1, None, moving=False)
         if not taken.items:
             return MOVED_ASIDE if taken.moved_aside else None
-        self._store.add_to_size(tr, -1)
+        self._store.dequeued(tr, 1)
         return taken.items[0].value
 
     def take_many(self, tr: TransactionContext, n: int) -> list[Any]:
@@ -153,7 +158,7 @@ class End:
         taken = self._take_items(tr, n, None, moving=False)
         if not taken.items:
             return MOVED_ASIDE if taken.moved_aside else []
-        self._store.add_to_size(tr, -len(taken.items))
+        self._store.dequeued(tr, len(taken.items))
         return [item.value for item in taken.items]
 
     # -- claiming ---------------------------------------------------------------------------
@@ -175,6 +180,7 @@ class End:
             self._store.signal_key,
             wait,
             lambda: soonest(self.leases.seconds_until_expiry(), self.delays.seconds_until_due()),
+            queue=self._store.metric_name,
         )
         return lease
 

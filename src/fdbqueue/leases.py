@@ -65,6 +65,7 @@ from typing import Any
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
+from fdbqueue import metrics
 from fdbqueue.codecs import decode_or_undecodable, describe_error
 from fdbqueue.deadletters import DeadLetter
 from fdbqueue.store import RESERVED_TRANSACTION_BYTES, ItemStore, check_seconds
@@ -376,6 +377,14 @@ class Leases:
             )
             return None, written + self._dead_letter(tr, item_key, deliveries, held_id, reason)
         lease = self._grant(tr, item_key, value, deliveries + 1, held_id, read_version, seconds)
+        logger.info(
+            "fdbqueue: delivering item %r of %r again (delivery %d): its lease expired or was "
+            "released",
+            item_key,
+            self.store.subspace,
+            deliveries + 1,
+        )
+        metrics.add("expired", queue=self.store.metric_name)
         return lease, written + set_bytes(len(lease.key), len(record.value))
 
     def _dead_letter(
@@ -383,6 +392,7 @@ class Leases:
     ) -> int:
         """Move a lease's item to the dead letters; return the bytes written (about)."""
         self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
+        metrics.add("dead_lettered", queue=self.store.metric_name)
         return set_bytes(len(self.leases_begin) + 32, len(item_key) + len(reason.encode()) + 16)
 
     def _grant(
@@ -399,6 +409,7 @@ class Leases:
         expiry_version = read_version + lease_versions(seconds)
         key: bytes = self.leases.pack((expiry_version, lease_id))
         tr[key] = fdb.tuple.pack((item_key, deliveries, held_id))
+        metrics.add("claimed", queue=self.store.metric_name)
         return Lease(value, lease_id.hex(), deliveries, expiry_version, key)
 
     def in_flight(self, tr: TransactionContext, limit: int) -> list[Lease]:
@@ -525,6 +536,7 @@ class LeaseHolds:
         record = self._held(tr, lease, "ack")
         del tr[lease.key]
         self.store.held.drop(tr, fdb.tuple.unpack(record)[2])
+        metrics.add("acknowledged", queue=self.store.metric_name)
 
     def ack_many(self, tr: TransactionContext, leases: list[Lease]) -> None:
         """Remove every leased item of ``leases`` for good, or none of them.
@@ -550,6 +562,7 @@ class LeaseHolds:
         for lease, record in zip(leases, records, strict=True):
             del tr[lease.key]
             self.store.held.drop(tr, fdb.tuple.unpack(record)[2])
+        metrics.add("acknowledged", len(leases), queue=self.store.metric_name)
 
     def release(self, tr: TransactionContext, lease: Any, seconds: float = 0.0) -> None:
         """Give a leased item back unprocessed: the next claim takes it, ahead of the queue;
@@ -581,6 +594,7 @@ class LeaseHolds:
         del tr[lease.key]
         item_key, deliveries, held_id = fdb.tuple.unpack(record)
         self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
+        metrics.add("dead_lettered", queue=self.store.metric_name)
 
     def extend(self, tr: TransactionContext, lease: Any, seconds: float) -> Lease:
         """Move a held lease's expiry to ``seconds`` after this transaction's read version;

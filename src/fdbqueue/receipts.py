@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,7 +76,8 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from fdb.subspace_impl import Subspace
 
-from fdbqueue.transactional import is_database, is_fdb_error, transactional
+from fdbqueue import metrics
+from fdbqueue.transactional import is_database, is_fdb_error, note_retry, transactional
 
 __all__ = [
     "RECEIPT_LIFETIME",
@@ -130,6 +132,20 @@ class _Attempt(Generic[R]):
     version: int
     result: R
     finished: tuple[bytes, ...]  # the finished receipts it cleared
+
+
+logger = logging.getLogger(__name__)
+
+
+def _note_unknown_result(code: int, applied: bool) -> None:
+    """Log (INFO) and count a commit whose result was unknown, now resolved by its receipt."""
+    logger.info(
+        "fdbqueue: a commit's result was unknown (FoundationDB error %d); its receipt shows it "
+        "was %s",
+        code,
+        "applied" if applied else "not applied (it is retried)",
+    )
+    metrics.add("unknown_results", at_once=True, code=code)
 
 
 class Receipts:
@@ -188,25 +204,31 @@ class Receipts:
         tr = database.create_transaction()
         while True:
             attempt: list[_Attempt[R]] = []
-            try:
-                result = self._attempt(tr, body, wrote, call_id, attempt)
-                tr.commit().wait()
-            except Exception as error:
-                if not is_fdb_error(error):
+            with metrics.pending() as counts:
+                try:
+                    result = self._attempt(tr, body, wrote, call_id, attempt)
+                    tr.commit().wait()
+                except Exception as error:
+                    if not is_fdb_error(error):
+                        self._unfinish(attempt)
+                        raise
+                    code: int = error.code  # type: ignore[attr-defined]
+                    if attempt and not surely_not_applied(code):
+                        applied = self._resolve(database, attempt[0])
+                        _note_unknown_result(code, applied)
+                        if applied:
+                            self._finish(attempt[0])
+                            metrics.committed(counts)
+                            return attempt[0].result  # it was applied: what it returned
                     self._unfinish(attempt)
-                    raise
-                code: int = error.code  # type: ignore[attr-defined]
-                maybe_applied = attempt and not surely_not_applied(code)
-                if maybe_applied and self._resolve(database, attempt[0]):
-                    self._finish(attempt[0])
-                    return attempt[0].result  # it was applied: return what it returned
-                self._unfinish(attempt)
-                if on_conflict is not None and code == NOT_COMMITTED:
-                    return on_conflict  # type: ignore[no-any-return]
-                tr.on_error(error).wait()  # retryable: reset and back off; else raises
-                continue
+                    if on_conflict is not None and code == NOT_COMMITTED:
+                        return on_conflict  # type: ignore[no-any-return]
+                    tr.on_error(error).wait()  # retryable: reset and back off; else raises
+                    note_retry(error)
+                    continue
             if attempt:
                 self._finish(attempt[0])
+            metrics.committed(counts)
             return result
 
     def _attempt(

@@ -34,6 +34,7 @@ from typing import Any
 
 from fdb.subspace_impl import Subspace
 
+from fdbqueue import metrics
 from fdbqueue.codecs import Codec, describe_error, encode_value, resolve_codec
 from fdbqueue.deadletters import DeadLetters
 from fdbqueue.held import HeldValues
@@ -197,6 +198,8 @@ class ItemStore:
         self.begin: bytes = items.start
         self.end: bytes = items.stop
         self.metadata = Subspace((), self.subspace.key() + METADATA_MARKER)
+        #: the queue's ``fdbqueue.queue`` attribute in metrics (:mod:`fdbqueue.metrics`)
+        self.metric_name = metrics.queue_name(self.subspace.key())
         self.type_name = QUEUE_TYPES[leading_integers]
         self.type_key: bytes = self.metadata.pack(("type",))
         self.size_key: bytes = self.metadata.pack(("size",))
@@ -341,6 +344,7 @@ class ItemStore:
         tr[key] = encoded
         self.add_to_size(tr, 1)
         self.signal(tr)
+        metrics.add("enqueued", queue=self.metric_name)
 
     def recorded_type(self, tr: TransactionContext) -> Any:
         """Start reading the queue type recorded in the metadata (a snapshot point read, no
@@ -381,12 +385,18 @@ class ItemStore:
         reason = f"undecodable: {describe_error(error)}"
         self.dead_letters.add(tr, key, 0, reason, encoded=encoded)
         self.add_to_size(tr, -1)
+        metrics.add("dead_lettered", queue=self.metric_name)
         logger.warning(
             "fdbqueue: moving item %r of %r to the dead letters, its value cannot be decoded (%s)",
             key,
             self.subspace,
             describe_error(error),
         )
+
+    def dequeued(self, tr: TransactionContext, n: int) -> None:
+        """Count ``n`` items dequeued (already cleared) out of the size, and in the metrics."""
+        self.add_to_size(tr, -n)
+        metrics.add("dequeued", n, queue=self.metric_name)
 
     def add_to_size(self, tr: TransactionContext, delta: int) -> None:
         """Add ``delta`` to the size counter with an atomic add (no read, no read conflict)."""

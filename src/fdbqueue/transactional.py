@@ -17,9 +17,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import sys
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeAlias, TypeVar, overload
+
+from fdbqueue import metrics
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "ContextParameter",
@@ -180,14 +185,28 @@ def run_in_retry_loop(database: Any, body: Callable[[Any], R]) -> R:
     """
     tr = database.create_transaction()
     while True:
-        try:
-            result = body(tr)
-            tr.commit().wait()
-            return result
-        except Exception as error:
-            if not is_fdb_error(error):
-                raise
-            tr.on_error(error).wait()
+        with metrics.pending() as counts:
+            try:
+                result = body(tr)
+                tr.commit().wait()
+            except Exception as error:
+                if not is_fdb_error(error):
+                    raise
+                tr.on_error(error).wait()  # retryable: reset and back off; else raises
+                note_retry(error)
+                continue
+        metrics.committed(counts)
+        return result
+
+
+def note_retry(error: BaseException) -> None:
+    """Log (DEBUG) and count a transaction attempt retried after FoundationDB ``error``
+    (:mod:`fdbqueue.metrics`: ``retries`` by code, and ``conflicts`` for 1020)."""
+    code = getattr(error, "code", None)
+    logger.debug("fdbqueue: retrying a transaction after FoundationDB error %s (%s)", code, error)
+    metrics.add("retries", at_once=True, code=code)
+    if code == 1020:
+        metrics.add("conflicts", at_once=True, code=code)
 
 
 @overload

@@ -24,16 +24,19 @@ cancelled coroutine interrupts the watch wait, and the ``finally`` below cancels
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
 from typing import Any
 
-from fdbqueue import suspension
+from fdbqueue import metrics, suspension
 from fdbqueue.suspension import wait_for_any
 from fdbqueue.transactional import TransactionContext, is_database, run_in_retry_loop
 
 __all__ = ["check_blocking_arguments", "take_blocking", "wait_for_any"]
+
+logger = logging.getLogger(__name__)
 
 #: Backoff between attempts when a watch fails instead of firing (e.g. too many watches).
 FALLBACK_BACKOFF = (0.01, 1.0)
@@ -78,6 +81,7 @@ def take_blocking(
     signal_key: bytes,
     timeout: float | None,
     due_in: Callable[[], float | None] = lambda: None,
+    queue: str | None = None,
 ) -> Any:
     """Call ``take(database, deadline)`` until it returns a value or ``timeout`` seconds pass.
 
@@ -89,6 +93,8 @@ def take_blocking(
         timeout: seconds to wait at most; None waits without limit.
         due_in: seconds until an item away from the queue falls due and an attempt would
             make it takeable (:meth:`fdbqueue.leases.Leases.seconds_until_expiry`), or None.
+        queue: the queue's metric name: the seconds this call waited are recorded as
+            ``fdbqueue.wait.duration`` (:mod:`fdbqueue.metrics`).
 
     Returns:
         The value taken, or None when the timeout ran out first.
@@ -97,7 +103,23 @@ def take_blocking(
     transaction creating the watch (a read version and one point read) plus the attempt;
     while waiting, nothing. The watch is cancelled on every way out, exceptions included.
     """
-    deadline = None if timeout is None else time.monotonic() + timeout
+    started = time.monotonic()
+    try:
+        return _take_blocking(database, take, signal_key, timeout, due_in, started)
+    finally:
+        if queue is not None:
+            metrics.record_wait(time.monotonic() - started, queue)
+
+
+def _take_blocking(
+    database: Any,
+    take: Callable[[Any, float | None], Any],
+    signal_key: bytes,
+    timeout: float | None,
+    due_in: Callable[[], float | None],
+    started: float,
+) -> Any:
+    deadline = None if timeout is None else started + timeout
     value = take(database, deadline)  # an item already there costs no watch
     if deadline is not None and time.monotonic() >= deadline:
         return value
@@ -123,8 +145,13 @@ def take_blocking(
         try:
             watch.wait()
             backoff = FALLBACK_BACKOFF[0]
-        except Exception:  # the watch failed rather than fired: back off, bounded
+        except Exception as error:  # the watch failed rather than fired: back off, bounded
             pause = backoff if remaining is None else min(backoff, max(0.0, remaining))
+            logger.warning(
+                "fdbqueue: a watch failed instead of firing (%s); looking again in %.2fs",
+                error,
+                pause,
+            )
             suspension.sleep(pause)
             backoff = min(backoff * 2, FALLBACK_BACKOFF[1])
     return value

@@ -1,0 +1,152 @@
+"""Metrics: per-queue counters and timings through OpenTelemetry's metrics API.
+
+fdbqueue records its metrics with the ``opentelemetry-api`` package when it is installed
+(``pip install "fdbqueue[metrics]"``), as instrumented Python libraries do: it asks the
+global meter provider for a meter named ``fdbqueue`` and records to it; the application
+chooses the SDK, the exporter (Prometheus, OTLP, ...) and the meter provider. Without the
+package, or without a configured SDK, every call here does nothing.
+
+Instruments (each counter carries the attribute ``fdbqueue.queue``, the queue's subspace as
+printable text, except the transaction counters, which carry ``fdbqueue.error.code``):
+
+=================================  ======  ===============================================
+name                               unit    what it counts
+=================================  ======  ===============================================
+``fdbqueue.items.enqueued``        item    items written into a queue (enqueues, pushes,
+                                           delayed items falling due, requeued dead letters)
+``fdbqueue.items.delayed``         item    items enqueued with a delay
+``fdbqueue.items.dequeued``        item    items dequeued or popped
+``fdbqueue.items.claimed``         item    leases granted (redeliveries included)
+``fdbqueue.items.acknowledged``    item    leases acknowledged
+``fdbqueue.leases.expired``        lease   expired or released leases delivered again
+``fdbqueue.items.dead_lettered``   item    items moved to the dead letters
+``fdbqueue.transactions.conflicts``  {transaction}  attempts that failed with 1020
+``fdbqueue.transactions.retries``  {transaction}  attempts retried, by error code
+``fdbqueue.transactions.unknown_results``  {transaction}  commits with an unknown result
+                                           (1021) resolved by receipts
+``fdbqueue.wait.duration``         s       how long blocking takes and claims waited
+=================================  ======  ===============================================
+
+When counted: an operation's counts are kept while its transaction runs and recorded once it
+committed (a retried attempt's counts are dropped), when fdbqueue runs the transaction (given
+a Database). Given your Transaction, they are recorded when the call returns, since fdbqueue
+does not see your commit.
+
+Source followed: the OpenTelemetry metrics API for instrumented libraries (a named meter from
+the global provider; counters and a histogram; no SDK dependency).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["COUNTERS", "add", "committed", "pending", "queue_name", "record_wait"]
+
+#: counter key -> (instrument name, unit, description)
+COUNTERS: dict[str, tuple[str, str, str]] = {
+    "enqueued": ("fdbqueue.items.enqueued", "{item}", "Items written into a queue"),
+    "delayed": ("fdbqueue.items.delayed", "{item}", "Items enqueued with a delay"),
+    "dequeued": ("fdbqueue.items.dequeued", "{item}", "Items dequeued or popped"),
+    "claimed": ("fdbqueue.items.claimed", "{item}", "Leases granted"),
+    "acknowledged": ("fdbqueue.items.acknowledged", "{item}", "Leases acknowledged"),
+    "expired": ("fdbqueue.leases.expired", "{lease}", "Expired or released leases delivered"),
+    "dead_lettered": ("fdbqueue.items.dead_lettered", "{item}", "Items moved to dead letters"),
+    "conflicts": ("fdbqueue.transactions.conflicts", "{transaction}", "Attempts that conflicted"),
+    "retries": ("fdbqueue.transactions.retries", "{transaction}", "Attempts retried"),
+    "unknown_results": (
+        "fdbqueue.transactions.unknown_results",
+        "{transaction}",
+        "Commits with an unknown result, resolved",
+    ),
+}
+WAIT = ("fdbqueue.wait.duration", "s", "Seconds blocking takes and claims waited")
+
+_instruments: dict[str, Any] = {}
+#: counts of the attempt running in this context, recorded once it commits (None: no attempt)
+_pending: contextvars.ContextVar[list[tuple[str, int, dict[str, Any]]] | None] = (
+    contextvars.ContextVar("fdbqueue_pending_metrics", default=None)
+)
+
+
+def _meter() -> Any:
+    try:
+        from opentelemetry import metrics
+    except ImportError:
+        return None
+    from fdbqueue import __version__
+
+    return metrics.get_meter("fdbqueue", __version__)
+
+
+def _instrument(key: str) -> Any:
+    """The OpenTelemetry instrument for ``key`` (created once), or None without the API."""
+    if key not in _instruments:
+        meter = _meter()
+        if meter is None:
+            _instruments[key] = None
+        elif key == "wait":
+            _instruments[key] = meter.create_histogram(WAIT[0], unit=WAIT[1], description=WAIT[2])
+        else:
+            name, unit, description = COUNTERS[key]
+            _instruments[key] = meter.create_counter(name, unit=unit, description=description)
+    return _instruments[key]
+
+
+def queue_name(prefix: bytes) -> str:
+    """The ``fdbqueue.queue`` attribute of a queue: its subspace prefix as a tuple when it is
+    one (``('app', 'jobs')``), else as bytes."""
+    import fdb.tuple
+
+    try:
+        return repr(fdb.tuple.unpack(prefix))
+    except Exception:  # not a tuple-layer prefix (a directory's, say)
+        return repr(prefix)
+
+
+def _record(key: str, amount: int, attributes: dict[str, Any]) -> None:
+    instrument = _instrument(key)
+    if instrument is not None:
+        instrument.add(amount, attributes)
+
+
+def add(key: str, amount: int = 1, *, at_once: bool = False, **attributes: Any) -> None:
+    """Count ``amount`` for the counter ``key`` (of :data:`COUNTERS`); inside an attempt
+    (:func:`pending`) once it commits, unless ``at_once`` (what happened to the attempt
+    itself: a retry, an unknown result), else now. Attributes are given as keywords:
+    ``queue`` becomes ``fdbqueue.queue``, ``code`` ``fdbqueue.error.code``."""
+    if amount <= 0:
+        return
+    named = {f"fdbqueue.{'error.code' if k == 'code' else k}": v for k, v in attributes.items()}
+    counts = None if at_once else _pending.get()
+    if counts is None:
+        _record(key, amount, named)
+    else:
+        counts.append((key, amount, named))
+
+
+def record_wait(seconds: float, queue: str) -> None:
+    """Record how long a blocking take or claim of ``queue`` waited (seconds)."""
+    instrument = _instrument("wait")
+    if instrument is not None:
+        instrument.record(seconds, {"fdbqueue.queue": queue})
+
+
+@contextlib.contextmanager
+def pending() -> Iterator[list[tuple[str, int, dict[str, Any]]]]:
+    """Keep the counts added inside the block for :func:`committed` (one transaction
+    attempt); counts of an attempt that does not commit are dropped with it."""
+    counts: list[tuple[str, int, dict[str, Any]]] = []
+    token = _pending.set(counts)
+    try:
+        yield counts
+    finally:
+        _pending.reset(token)
+
+
+def committed(counts: list[tuple[str, int, dict[str, Any]]]) -> None:
+    """Record the counts of an attempt that committed."""
+    for key, amount, attributes in counts:
+        _record(key, amount, attributes)

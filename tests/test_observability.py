@@ -1,0 +1,165 @@
+"""Logging and metrics: what fdbqueue tells an operator (fdbqueue.metrics, logger fdbqueue)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import pytest
+
+from fdbqueue import Queue, Subspace, memory, metrics
+
+otel_sdk = pytest.importorskip("opentelemetry.sdk.metrics")
+from opentelemetry import metrics as otel_metrics  # noqa: E402
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
+
+READER = InMemoryMetricReader()
+otel_metrics.set_meter_provider(otel_sdk.MeterProvider(metric_readers=[READER]))
+
+
+def totals() -> dict[tuple[str, tuple[tuple[str, Any], ...]], float]:
+    """Every counter's cumulative value by (name, attributes); histograms by their count."""
+    found: dict[tuple[str, tuple[tuple[str, Any], ...]], float] = {}
+    data = READER.get_metrics_data()
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    key = (metric.name, tuple(sorted(point.attributes.items())))
+                    found[key] = getattr(point, "value", None) or getattr(point, "count", 0)
+    return found
+
+
+class Counting:
+    """The change of every metric between its creation and :meth:`of`."""
+
+    def __init__(self) -> None:
+        self.before = totals()
+
+    def of(self, name: str, **attributes: Any) -> float:
+        after = totals()
+        wanted = {f"fdbqueue.{k.replace('_', '.')}": v for k, v in attributes.items()}
+
+        def matches(key: tuple[str, tuple[tuple[str, Any], ...]]) -> bool:
+            return key[0] == name and wanted.items() <= dict(key[1]).items()
+
+        return sum(v for k, v in after.items() if matches(k)) - sum(
+            v for k, v in self.before.items() if matches(k)
+        )
+
+
+def test_counters_of_a_queue_life(db, subspace):
+    queue = Queue(subspace, max_deliveries=1)
+    name = metrics.queue_name(subspace.key())
+    counting = Counting()
+    queue.enqueue_many(db, ["a", "b", "c", "d"])
+    queue.enqueue(db, "later", delay=30)
+    assert queue.dequeue(db) == "a"
+    lease = queue.claim(db, lease=10)
+    queue.ack(db, lease)
+    lease = queue.claim(db, lease=10)
+    queue.dead_letter(db, lease, "failed")
+    assert queue.dequeue(db, block=True, timeout=5) == "d"
+    assert counting.of("fdbqueue.items.enqueued", queue=name) == 4
+    assert counting.of("fdbqueue.items.delayed", queue=name) == 1
+    assert counting.of("fdbqueue.items.dequeued", queue=name) == 2
+    assert counting.of("fdbqueue.items.claimed", queue=name) == 2
+    assert counting.of("fdbqueue.items.acknowledged", queue=name) == 1
+    assert counting.of("fdbqueue.items.dead_lettered", queue=name) == 1
+    assert counting.of("fdbqueue.wait.duration", queue=name) == 1
+
+
+def test_expired_leases_are_counted_and_logged(caplog):
+    db = memory.open(seed=1)
+    queue = Queue(Subspace(("expired-metrics",)))
+    name = metrics.queue_name(queue.subspace.key())
+    queue.enqueue(db, "x")
+    queue.claim(db, lease=1)
+    db.advance_time(2)
+    counting = Counting()
+    with caplog.at_level(logging.INFO, logger="fdbqueue"):
+        lease = queue.claim(db, lease=1)
+    assert lease is not None and lease.deliveries == 2
+    assert counting.of("fdbqueue.leases.expired", queue=name) == 1
+    assert any(
+        "delivering item" in r.getMessage() and "again" in r.getMessage() for r in caplog.records
+    )
+
+
+def test_a_retried_attempt_is_counted_once_and_its_retry_and_conflict_are_counted(caplog):
+    db = memory.open(seed=7, faults=memory.Faults(not_committed=0.5))
+    queue = Queue(Subspace(("retried-metrics",)))
+    name = metrics.queue_name(queue.subspace.key())
+    counting = Counting()
+    with caplog.at_level(logging.DEBUG, logger="fdbqueue"):
+        for value in range(20):
+            queue.enqueue(db, value)
+    retries = db.stats()["retries"]
+    assert retries > 0
+    assert counting.of("fdbqueue.items.enqueued", queue=name) == 20  # not once per attempt
+    assert counting.of("fdbqueue.transactions.conflicts", error_code=1020) == retries
+    assert counting.of("fdbqueue.transactions.retries") == retries
+    debug = [
+        r for r in caplog.records if r.levelno == logging.DEBUG and "error 1020" in r.getMessage()
+    ]
+    assert len(debug) == retries
+
+
+def test_unknown_results_are_resolved_counted_and_logged(caplog):
+    db = memory.open(seed=3, faults=memory.Faults(commit_unknown_result=0.5))
+    queue = Queue(Subspace(("unknown-metrics",)))
+    counting = Counting()
+    with caplog.at_level(logging.INFO, logger="fdbqueue"):
+        for value in range(20):
+            queue.enqueue(db, value)
+    assert db.stats()["injected_commit_unknown_result"] > 0
+    assert counting.of("fdbqueue.transactions.unknown_results", error_code=1021) > 0
+    assert any("result was unknown" in r.getMessage() for r in caplog.records)
+    db.faults = memory.Faults()
+    assert queue.dequeue_many(db, 100) == list(range(20))
+
+
+def test_poison_items_are_logged_as_warnings_and_counted(caplog):
+    db = memory.open()
+    queue = Queue(Subspace(("poison-metrics",)), codec="raw")
+    name = metrics.queue_name(queue.subspace.key())
+    queue.enqueue(db, b"ok")
+    tuple_queue = Queue(Subspace(("poison-metrics",)))
+    counting = Counting()
+    with caplog.at_level(logging.WARNING, logger="fdbqueue"):
+        assert tuple_queue.dequeue(db) is None  # raw bytes the tuple codec cannot decode
+    assert counting.of("fdbqueue.items.dead_lettered", queue=name) == 1
+    assert any(
+        r.levelno == logging.WARNING and "dead letters" in r.getMessage() for r in caplog.records
+    )
+
+
+def test_a_cleared_abandoned_request_is_logged(caplog):
+    db = memory.open(seed=2)
+    queue = Queue(Subspace(("abandoned-log",)))
+    dead = queue.consumer(db, prefetch=1, abandon_after=1)
+    queue.enqueue(db, "x")
+    dead.take(block=True, timeout=0.01)  # registers, and is never closed: it "dies"
+    db.advance_time(2)
+    with (
+        caplog.at_level(logging.INFO, logger="fdbqueue"),
+        queue.consumer(db, abandon_after=1) as session,
+    ):
+        session.take()
+    assert any("abandoned" in r.getMessage() for r in caplog.records)
+    assert queue.requests_in_line(db) == 0
+
+
+def test_the_library_installs_no_log_handler():
+    assert logging.getLogger("fdbqueue").handlers == []
+
+
+def test_without_opentelemetry_every_metric_call_does_nothing(monkeypatch, db, subspace):
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # import fails as if not installed
+    monkeypatch.setattr(metrics, "_instruments", {})
+    queue = Queue(subspace)
+    queue.enqueue(db, "x")
+    assert queue.dequeue(db) == "x"
+    metrics.record_wait(0.5, "q")
+    assert set(metrics._instruments.values()) == {None}
