@@ -9,23 +9,20 @@ package, or without a configured SDK, every call here does nothing.
 Instruments (each counter carries the attribute ``fdbqueue.queue``, the queue's subspace as
 printable text, except the transaction counters, which carry ``fdbqueue.error.code``):
 
-=================================  ======  ===============================================
-name                               unit    what it counts
-=================================  ======  ===============================================
-``fdbqueue.items.enqueued``        item    items written into a queue (enqueues, pushes,
-                                           delayed items falling due, requeued dead letters)
-``fdbqueue.items.delayed``         item    items enqueued with a delay
-``fdbqueue.items.dequeued``        item    items dequeued or popped
-``fdbqueue.items.claimed``         item    leases granted (redeliveries included)
-``fdbqueue.items.acknowledged``    item    leases acknowledged
-``fdbqueue.leases.expired``        lease   expired or released leases delivered again
-``fdbqueue.items.dead_lettered``   item    items moved to the dead letters
-``fdbqueue.transactions.conflicts``  {transaction}  attempts that failed with 1020
-``fdbqueue.transactions.retries``  {transaction}  attempts retried, by error code
-``fdbqueue.transactions.unknown_results``  {transaction}  commits with an unknown result
-                                           (1021) resolved by receipts
-``fdbqueue.wait.duration``         s       how long blocking takes and claims waited
-=================================  ======  ===============================================
+* ``fdbqueue.items.enqueued``: items written into a queue (enqueues, pushes, delayed
+  items falling due, requeued dead letters);
+* ``fdbqueue.items.delayed``: items enqueued with a delay;
+* ``fdbqueue.items.dequeued``: items dequeued or popped;
+* ``fdbqueue.items.claimed``: leases granted (redeliveries included);
+* ``fdbqueue.items.acknowledged``: leases acknowledged;
+* ``fdbqueue.leases.expired``: expired or released leases delivered again;
+* ``fdbqueue.items.dead_lettered``: items moved to the dead letters;
+* ``fdbqueue.transactions.conflicts``: attempts that failed with 1020 (not committed);
+* ``fdbqueue.transactions.retries``: attempts retried, by error code;
+* ``fdbqueue.transactions.unknown_results``: commits with an unknown result (1021),
+  resolved by receipts;
+* ``fdbqueue.wait.duration`` (a histogram, seconds): how long blocking takes and claims
+  waited.
 
 When counted: an operation's counts are kept while its transaction runs and recorded once it
 committed (a retried attempt's counts are dropped), when fdbqueue runs the transaction (given
