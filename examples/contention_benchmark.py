@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from _database import add_database_arguments, describe, open_database
 
-from fdbqueue import benchmark
+from fdbqueue import benchmark, memory
 
 
 def main() -> None:
@@ -27,7 +28,9 @@ def main() -> None:
     arguments = parser.parse_args()  # a bad option: usage error, exit status 2
     first = open_database(arguments)
 
-    def fresh(latency):  # a new in-memory database per run; a cluster is shared
+    def fresh(
+        latency: memory.Latency | None,
+    ) -> Any:  # a new in-memory database per run; a cluster is shared
         return first if arguments.cluster_file else open_database(arguments, latency=latency)
 
     try:

@@ -21,9 +21,9 @@ def main() -> None:
 
     jobs = Queue(Subspace(("quickstart", "jobs")))
     jobs.clear(db)
-    for job in ["resize photo", "send email", "update index"]:
-        jobs.enqueue(db, job)
-        print(f"enqueue {job!r}")
+    for name in ["resize photo", "send email", "update index"]:
+        jobs.enqueue(db, name)
+        print(f"enqueue {name!r}")
     print(f"size  -> {jobs.size(db)}")
     print(f"peek  -> {jobs.peek(db)!r}")
     while (job := jobs.dequeue(db)) is not None:

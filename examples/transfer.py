@@ -12,16 +12,16 @@ import argparse
 
 from _database import add_database_arguments, describe, open_database
 
-from fdbqueue import PriorityQueue, Queue, Subspace, transactional
+from fdbqueue import PriorityQueue, Queue, Subspace, TransactionContext, transactional
 
 incoming = Queue(Subspace(("transfer", "incoming")))
 scheduled = PriorityQueue(Subspace(("transfer", "scheduled")))
 
 
 @transactional
-def schedule_next(tr, priority, fail=False):
+def schedule_next(tr: TransactionContext, priority: int, fail: bool = False) -> str | None:
     """Dequeue one job and push it with ``priority``, atomically."""
-    job = incoming.dequeue(tr)
+    job: str | None = incoming.dequeue(tr)  # the tuple codec's values are Any
     if job is None:
         return None
     scheduled.push(tr, job, priority=priority)
@@ -30,7 +30,7 @@ def schedule_next(tr, priority, fail=False):
     return job
 
 
-def show(db, label):
+def show(db: TransactionContext, label: str) -> None:
     print(f"  {label}: incoming size={incoming.size(db)}, scheduled size={scheduled.size(db)}")
 
 

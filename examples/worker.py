@@ -110,9 +110,9 @@ def main() -> None:
     dead = jobs.dead_letters(db, 1000)
     assert sorted(results) == sorted(f"{k}-{n}" for n in range(arguments.jobs) for k in kinds[:3])
     assert not early, f"delayed jobs ran early: {early}"
-    assert sorted(letter.value["name"] for letter in dead) == sorted(
-        f"broken-{n}" for n in range(arguments.jobs)
-    )
+    names = [letter.value["name"] for letter in dead if isinstance(letter.value, dict)]
+    assert len(names) == len(dead), "a dead letter could not be decoded"
+    assert sorted(names) == sorted(f"broken-{n}" for n in range(arguments.jobs))
     assert all("RuntimeError" in letter.reason for letter in dead)
     assert jobs.leases(db) == [] and jobs.size(db) == 0
     print(

@@ -33,7 +33,7 @@ from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
 from fdbqueue.receipts import UnknownResultError
 from fdbqueue.store import QueueTypeError
-from fdbqueue.transactional import transactional
+from fdbqueue.transactional import TransactionContext, transactional
 
 __version__ = "0.1.0"
 
@@ -51,6 +51,7 @@ __all__ = [
     "QueueTypeError",
     "RawCodec",
     "Subspace",
+    "TransactionContext",
     "TupleCodec",
     "Undecodable",
     "UnknownResultError",

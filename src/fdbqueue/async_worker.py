@@ -73,7 +73,7 @@ class AsyncJob:
     """A claimed item being processed; the heartbeat replaces ``lease`` when it extends it,
     under ``lock`` (held across every holder call on it)."""
 
-    def __init__(self, lease: Lease) -> None:
+    def __init__(self, lease: Lease[Any]) -> None:
         self.lease = lease
         self.lock = asyncio.Lock()
         self.lost = False
@@ -124,11 +124,11 @@ class AsyncLoop:
                 return
             await self.process(AsyncJob(lease))
 
-    async def claim(self) -> Lease | None:
+    async def claim(self) -> Lease[Any] | None:
         """A claim (blocking unless ``until_empty``) that gives up when ``stop`` is set; an
         item it took by then (its commit landed) is returned all the same."""
         if self.until_empty:
-            lease: Lease | None = await self.queue.claim(self.database, self.seconds)
+            lease: Lease[Any] | None = await self.queue.claim(self.database, self.seconds)
             return lease
         claiming = asyncio.ensure_future(self.queue.claim(self.database, self.seconds, block=True))
         stopping = asyncio.ensure_future(self.stop.wait())
@@ -146,7 +146,7 @@ class AsyncLoop:
             return None
         return lease
 
-    async def give_back(self, lease: Lease) -> None:
+    async def give_back(self, lease: Lease[Any]) -> None:
         """Release ``lease`` at once, unprocessed."""
         if await holder_call(lambda: self.queue.release(self.database, lease), "release"):
             self.summary.count("released")
@@ -191,7 +191,7 @@ class AsyncLoop:
                 except Exception as error:  # the cluster; try again at the next beat
                     logger.warning("fdbqueue: could not extend a job's lease: %s", error)
 
-    async def settle(self, lease: Lease, failure: BaseException | None) -> None:
+    async def settle(self, lease: Lease[Any], failure: BaseException | None) -> None:
         """Acknowledge a job that succeeded; release or dead-letter one that failed
         (:func:`fdbqueue.worker.settlement`)."""
         plan = settlement(lease, failure, self.max_deliveries, *self.backoff)

@@ -25,6 +25,13 @@ that nothing taken is lost (:mod:`fdbqueue.bridge` has the precise rules).
 Inside your own coroutines, :func:`transactional` is ``fdb.transactional`` for ``async def``
 functions and :func:`wait_future` awaits a raw future of either backend.
 
+Types: :class:`Queue` and :class:`PriorityQueue` are generic in their values as the
+synchronous queues are (``Queue(subspace, codec=my_codec)`` with a ``Codec[str]`` is a
+``Queue[str]``, whose ``await queue.dequeue(db)`` is a ``str | None``). Their operations are
+class attributes made from the synchronous methods, so a type checker sees them through an
+instance (``queue.dequeue``), not through the class (``Queue.dequeue`` is ambiguous to mypy).
+:class:`Consumer`'s values are ``Any``.
+
 Importing this module replaces ``block_until_ready`` of the futures of
 :mod:`fdbqueue.memory` and (once loaded) of the ``fdb`` binding by a greenlet-aware one
 (:func:`fdbqueue.suspension.install`); outside fdbqueue's greenlets it calls the original
@@ -37,16 +44,26 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
 
 import fdbqueue.consumers
 import fdbqueue.priority
 import fdbqueue.queue
 from fdbqueue import async_worker, bridge, suspension, worker
 from fdbqueue.bridge import wait_future
+from fdbqueue.codecs import Codec
+from fdbqueue.consumers import DEFAULT_ABANDON_AFTER
 from fdbqueue.leased_queue import LeasedQueue
-from fdbqueue.stored_queue import StoredQueue
-from fdbqueue.transactional import ContextParameter, is_database, is_fdb_error, is_transaction
+from fdbqueue.leases import DEFAULT_MAX_DELIVERIES
+from fdbqueue.stored_queue import StoredQueue, T
+from fdbqueue.transactional import (
+    ContextParameter,
+    First,
+    TransactionContext,
+    is_database,
+    is_fdb_error,
+    is_transaction,
+)
 
 __all__ = ["Consumer", "PriorityQueue", "Queue", "transactional", "wait_future"]
 
@@ -54,8 +71,8 @@ suspension.install()
 
 P = ParamSpec("P")
 R = TypeVar("R")
-S = TypeVar("S", bound=LeasedQueue)
-T = TypeVar("T", bound="_StoredQueue[Any]")
+S = TypeVar("S", bound=LeasedQueue[Any])
+Twin = TypeVar("Twin", bound="_StoredQueue[Any, Any]")
 
 
 def _twin(
@@ -102,19 +119,21 @@ class Consumer:
         await self.close()
 
 
-class _StoredQueue(Generic[S]):
+class _StoredQueue(Generic[S, T]):
     """What both async queues share: the synchronous queue, its properties and the coroutine
     twins of the operations of :class:`~fdbqueue.stored_queue.StoredQueue` and
-    :class:`~fdbqueue.leased_queue.LeasedQueue`, and the worker loop."""
+    :class:`~fdbqueue.leased_queue.LeasedQueue`, and the worker loop. ``S`` is the
+    synchronous queue's class, ``T`` the type of its values (as for :class:`fdbqueue.Queue`:
+    ``fdbqueue.asyncio.Queue[str]`` for a ``Codec[str]``)."""
 
     _sync: S
-    _sync_class: type[S]
+    _sync_class: type[Any]  # S's class (a type variable cannot type a class variable)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._sync = self._sync_class(*args, **kwargs)
 
     @classmethod
-    def from_sync(cls: type[T], queue: Any) -> T:
+    def from_sync(cls: type[Twin], queue: Any) -> Twin:
         """The async twin of an existing synchronous ``queue`` (sharing it, not copying).
 
         Raises:
@@ -148,26 +167,26 @@ class _StoredQueue(Generic[S]):
         return self._sync.subspace
 
     @property
-    def codec(self) -> Any:
+    def codec(self) -> Codec[T]:
         """The codec that encodes and decodes values."""
         return self._sync.codec
 
     def __repr__(self) -> str:
         return f"fdbqueue.asyncio.{self._sync!r}"
 
-    empty = _twin(StoredQueue.empty, "Queue")
-    size = _twin(StoredQueue.size, "Queue")
-    peek_many = _twin(StoredQueue.peek_many, "Queue")
-    requests_in_line = _twin(StoredQueue.requests_in_line, "Queue")
-    clear = _twin(StoredQueue.clear, "Queue")
-    ack = _twin(LeasedQueue.ack, "Queue")
-    ack_many = _twin(LeasedQueue.ack_many, "Queue")
-    release = _twin(LeasedQueue.release, "Queue")
-    dead_letter = _twin(LeasedQueue.dead_letter, "Queue")
-    extend = _twin(LeasedQueue.extend, "Queue")
-    leases = _twin(LeasedQueue.leases, "Queue")
-    dead_letters = _twin(LeasedQueue.dead_letters, "Queue")
-    requeue_dead_letters = _twin(LeasedQueue.requeue_dead_letters, "Queue")
+    empty = _twin(StoredQueue[T].empty, "Queue")
+    size = _twin(StoredQueue[T].size, "Queue")
+    peek_many = _twin(StoredQueue[T].peek_many, "Queue")
+    requests_in_line = _twin(StoredQueue[T].requests_in_line, "Queue")
+    clear = _twin(StoredQueue[T].clear, "Queue")
+    ack = _twin(LeasedQueue[T].ack, "Queue")
+    ack_many = _twin(LeasedQueue[T].ack_many, "Queue")
+    release = _twin(LeasedQueue[T].release, "Queue")
+    dead_letter = _twin(LeasedQueue[T].dead_letter, "Queue")
+    extend = _twin(LeasedQueue[T].extend, "Queue")
+    leases = _twin(LeasedQueue[T].leases, "Queue")
+    dead_letters = _twin(LeasedQueue[T].dead_letters, "Queue")
+    requeue_dead_letters = _twin(LeasedQueue[T].requeue_dead_letters, "Queue")
 
     async def work(
         self,
@@ -207,7 +226,7 @@ class _StoredQueue(Generic[S]):
         )
 
 
-class Queue(_StoredQueue[fdbqueue.queue.Queue]):
+class Queue(_StoredQueue[fdbqueue.queue.Queue[T], T]):
     """A shared FIFO queue with coroutine operations: :class:`fdbqueue.Queue`'s arguments,
     methods and contracts (see there), each method a coroutine run without blocking the loop.
 
@@ -220,13 +239,63 @@ class Queue(_StoredQueue[fdbqueue.queue.Queue]):
 
     _sync_class = fdbqueue.queue.Queue
 
-    enqueue = _twin(fdbqueue.queue.Queue.enqueue, "Queue")
-    enqueue_many = _twin(fdbqueue.queue.Queue.enqueue_many, "Queue")
-    dequeue = _twin(fdbqueue.queue.Queue.dequeue, "Queue")
-    dequeue_many = _twin(fdbqueue.queue.Queue.dequeue_many, "Queue")
-    claim = _twin(fdbqueue.queue.Queue.claim, "Queue")
-    claim_many = _twin(fdbqueue.queue.Queue.claim_many, "Queue")
-    peek = _twin(fdbqueue.queue.Queue.peek, "Queue")
+    @overload
+    def __init__(
+        self: Queue[bytes],
+        subspace: Any,
+        *,
+        codec: Literal["raw"],
+        high_contention: bool = False,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
+        exactly_once: bool = True,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Queue[T],
+        subspace: Any,
+        *,
+        codec: Codec[T],
+        high_contention: bool = False,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
+        exactly_once: bool = True,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Queue[Any],
+        subspace: Any,
+        *,
+        codec: str = "tuple",
+        high_contention: bool = False,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
+        exactly_once: bool = True,
+    ) -> None: ...
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+
+    @classmethod
+    def from_sync(cls, queue: fdbqueue.queue.Queue[T]) -> Queue[T]:
+        """The async twin of an existing synchronous ``queue`` (sharing it, not copying), with
+        its value type.
+
+        Raises:
+            TypeError: ``queue`` is not a :class:`fdbqueue.Queue`.
+        """
+        twin: Queue[T] = super().from_sync(queue)
+        return twin
+
+    enqueue = _twin(fdbqueue.queue.Queue[T].enqueue, "Queue")
+    enqueue_many = _twin(fdbqueue.queue.Queue[T].enqueue_many, "Queue")
+    dequeue = _twin(fdbqueue.queue.Queue[T].dequeue, "Queue")
+    dequeue_many = _twin(fdbqueue.queue.Queue[T].dequeue_many, "Queue")
+    claim = _twin(fdbqueue.queue.Queue[T].claim, "Queue")
+    claim_many = _twin(fdbqueue.queue.Queue[T].claim_many, "Queue")
+    peek = _twin(fdbqueue.queue.Queue[T].peek, "Queue")
 
     def consumer(self, *args: Any, **kwargs: Any) -> Consumer:
         """Open a consumer session with coroutine calls: the arguments and errors of
@@ -235,7 +304,7 @@ class Queue(_StoredQueue[fdbqueue.queue.Queue]):
         return Consumer(self._sync.consumer(*args, **kwargs))
 
 
-class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue]):
+class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue[T], T]):
     """A shared priority queue with coroutine operations: :class:`fdbqueue.PriorityQueue`'s
     arguments, methods and contracts (see there), each method a coroutine.
 
@@ -248,15 +317,65 @@ class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue]):
 
     _sync_class = fdbqueue.priority.PriorityQueue
 
-    push = _twin(fdbqueue.priority.PriorityQueue.push, "PriorityQueue")
-    pop = _twin(fdbqueue.priority.PriorityQueue.pop, "PriorityQueue")
-    pop_min = _twin(fdbqueue.priority.PriorityQueue.pop_min, "PriorityQueue")
-    pop_max = _twin(fdbqueue.priority.PriorityQueue.pop_max, "PriorityQueue")
-    claim = _twin(fdbqueue.priority.PriorityQueue.claim, "PriorityQueue")
-    claim_many = _twin(fdbqueue.priority.PriorityQueue.claim_many, "PriorityQueue")
-    peek = _twin(fdbqueue.priority.PriorityQueue.peek, "PriorityQueue")
-    peek_min = _twin(fdbqueue.priority.PriorityQueue.peek_min, "PriorityQueue")
-    peek_max = _twin(fdbqueue.priority.PriorityQueue.peek_max, "PriorityQueue")
+    @overload
+    def __init__(
+        self: PriorityQueue[bytes],
+        subspace: Any,
+        *,
+        codec: Literal["raw"],
+        high_contention: bool = False,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
+        exactly_once: bool = True,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: PriorityQueue[T],
+        subspace: Any,
+        *,
+        codec: Codec[T],
+        high_contention: bool = False,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
+        exactly_once: bool = True,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: PriorityQueue[Any],
+        subspace: Any,
+        *,
+        codec: str = "tuple",
+        high_contention: bool = False,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
+        exactly_once: bool = True,
+    ) -> None: ...
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+
+    @classmethod
+    def from_sync(cls, queue: fdbqueue.priority.PriorityQueue[T]) -> PriorityQueue[T]:
+        """The async twin of an existing synchronous ``queue`` (sharing it, not copying), with
+        its value type.
+
+        Raises:
+            TypeError: ``queue`` is not a :class:`fdbqueue.PriorityQueue`.
+        """
+        twin: PriorityQueue[T] = super().from_sync(queue)
+        return twin
+
+    push = _twin(fdbqueue.priority.PriorityQueue[T].push, "PriorityQueue")
+    pop = _twin(fdbqueue.priority.PriorityQueue[T].pop, "PriorityQueue")
+    pop_min = _twin(fdbqueue.priority.PriorityQueue[T].pop_min, "PriorityQueue")
+    pop_max = _twin(fdbqueue.priority.PriorityQueue[T].pop_max, "PriorityQueue")
+    claim = _twin(fdbqueue.priority.PriorityQueue[T].claim, "PriorityQueue")
+    claim_many = _twin(fdbqueue.priority.PriorityQueue[T].claim_many, "PriorityQueue")
+    peek = _twin(fdbqueue.priority.PriorityQueue[T].peek, "PriorityQueue")
+    peek_min = _twin(fdbqueue.priority.PriorityQueue[T].peek_min, "PriorityQueue")
+    peek_max = _twin(fdbqueue.priority.PriorityQueue[T].peek_max, "PriorityQueue")
 
     def consumer(self, *args: Any, **kwargs: Any) -> Consumer:
         """Open a consumer session with coroutine calls at one end: the arguments and errors
@@ -264,22 +383,33 @@ class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue]):
         return Consumer(self._sync.consumer(*args, **kwargs))
 
 
-AsyncFunction = Callable[P, Coroutine[Any, Any, R]]
+#: An ``async def`` function whose first parameter (or ``self``) is of type ``First``.
+AsyncFunction = Callable[Concatenate[First, P], Coroutine[Any, Any, R]]
+#: The same function once decorated: its first parameter takes any
+#: :class:`~fdbqueue.TransactionContext` too (see :func:`fdbqueue.transactional`).
+AsyncTransactional = Callable[Concatenate[First | TransactionContext, P], Coroutine[Any, Any, R]]
+
+
+class AsyncTransactionalDecorator(Protocol):
+    """The type of ``transactional(parameter=...)``: a decorator typed as :func:`transactional`
+    used bare."""
+
+    def __call__(self, function: AsyncFunction[First, P, R], /) -> AsyncTransactional[First, P, R]:
+        """Return ``function`` decorated (see :func:`transactional`)."""
+        ...
 
 
 @overload
-def transactional(func: AsyncFunction[P, R], /) -> AsyncFunction[P, R]: ...
+def transactional(func: AsyncFunction[First, P, R], /) -> AsyncTransactional[First, P, R]: ...
 
 
 @overload
-def transactional(
-    *, parameter: str = "tr"
-) -> Callable[[AsyncFunction[P, R]], AsyncFunction[P, R]]: ...
+def transactional(*, parameter: str = "tr") -> AsyncTransactionalDecorator: ...
 
 
 def transactional(
-    func: AsyncFunction[P, R] | None = None, /, *, parameter: str = "tr"
-) -> AsyncFunction[P, R] | Callable[[AsyncFunction[P, R]], AsyncFunction[P, R]]:
+    func: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, parameter: str = "tr"
+) -> Callable[..., Coroutine[Any, Any, Any]] | AsyncTransactionalDecorator:
     """Decorate an ``async def`` function so that its ``tr`` parameter takes a Database or a
     Transaction: :func:`fdbqueue.transactional`'s contract, awaited.
 
@@ -294,13 +424,19 @@ def transactional(
     A cancellation of the task while the commit is in flight is raised once the commit has
     ended: the body's effects may then have been committed (as with error 1021).
 
+    Types: as for :func:`fdbqueue.transactional`, the first parameter of the decorated
+    function also takes any :class:`~fdbqueue.TransactionContext` (positionally), so ``async
+    def move(tr: fdbqueue.memory.Transaction)`` may be awaited with a Database.
+
     Raises:
         TypeError: at decoration, for a function that is not a coroutine function or has no
             such parameter; at call time, when the argument is neither a database nor a
             transaction.
     """
 
-    def decorate(function: AsyncFunction[P, R]) -> AsyncFunction[P, R]:
+    def decorate(
+        function: Callable[..., Coroutine[Any, Any, Any]],
+    ) -> Callable[..., Coroutine[Any, Any, Any]]:
         if not inspect.iscoroutinefunction(inspect.unwrap(function)):
             raise TypeError(
                 f"fdbqueue.asyncio.transactional decorates async def functions; "
@@ -310,7 +446,7 @@ def transactional(
         where = ContextParameter(function, parameter)
 
         @functools.wraps(function)
-        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
             context = where.context(args, kwargs)
             if is_transaction(context):
                 return await function(*args, **kwargs)
@@ -330,7 +466,8 @@ def transactional(
 
     if func is not None:
         return decorate(func)
-    return decorate
+    decorator: AsyncTransactionalDecorator = decorate
+    return decorator
 
 
 async def _finish(future: Any) -> None:

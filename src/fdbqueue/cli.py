@@ -81,7 +81,7 @@ class Context:
             )
         return self._database
 
-    def queue(self, **options: Any) -> Queue | PriorityQueue:
+    def queue(self, **options: Any) -> Queue[Any] | PriorityQueue[Any]:
         prefix, directory = self.options["queue"], self.options["directory"]
         if (prefix is None) == (directory is None):
             raise click.UsageError("name the queue with exactly one of --queue or --directory")

@@ -28,7 +28,7 @@ import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import fdb.tuple
 
@@ -47,20 +47,29 @@ __all__ = [
 #: FoundationDB's limit on the size of a value, in bytes (error 2103 ``value_too_large``).
 MAX_VALUE_BYTES = 100_000
 
+#: The type of the values a codec encodes and decodes.
+T = TypeVar("T")
+
 
 @runtime_checkable
-class Codec(Protocol):
+class Codec(Protocol[T]):
     """What a codec provides: ``encode(value) -> bytes`` and ``decode(bytes) -> value``.
 
     ``decode(encode(v))`` must give back a value equal to ``v``. ``encode`` should raise
     TypeError or ValueError for values it cannot represent.
+
+    Generic in the value type for type checkers: a codec whose ``decode`` returns ``str``
+    (and whose ``encode`` takes one) is a ``Codec[str]``, and a queue made with it is a
+    ``Queue[str]``: its takes return ``str | None`` and its enqueues take a ``str``.
+    :class:`RawCodec` is a ``Codec[bytes]``; :class:`TupleCodec` and :class:`JsonCodec` are
+    ``Codec[Any]`` (their values are too varied for one type).
     """
 
-    def encode(self, value: Any) -> bytes:
+    def encode(self, value: T) -> bytes:
         """Return the bytes to store for ``value``."""
         ...
 
-    def decode(self, data: bytes) -> Any:
+    def decode(self, data: bytes) -> T:
         """Return the value that ``data`` (bytes produced by :meth:`encode`) stands for."""
         ...
 
@@ -185,14 +194,14 @@ def _check_json(value: Any) -> None:
     raise TypeError(f"the json codec cannot store {type(value).__name__}")
 
 
-_NAMED: dict[str, Callable[[], Codec]] = {
+_NAMED: dict[str, Callable[[], Codec[Any]]] = {
     "tuple": TupleCodec,
     "raw": RawCodec,
     "json": JsonCodec,
 }
 
 
-def resolve_codec(codec: str | Codec) -> Codec:
+def resolve_codec(codec: str | Codec[Any]) -> Codec[Any]:
     """Return the codec object for ``codec``: a name (``"tuple"``, ``"raw"``, ``"json"``) or a
     codec.
 
@@ -231,7 +240,7 @@ class Undecodable:
     error: str
 
 
-def decode_or_undecodable(codec: Codec, raw: bytes) -> Any:
+def decode_or_undecodable(codec: Codec[Any], raw: bytes) -> Any:
     """Return ``codec.decode(raw)``, or an :class:`Undecodable` when decoding raises."""
     try:
         return codec.decode(raw)
@@ -244,12 +253,12 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def codec_name(codec: Codec) -> str:
+def codec_name(codec: Codec[Any]) -> str:
     """Return a short name for ``codec``: ``"tuple"``, ``"raw"`` or its class name."""
     return str(getattr(codec, "name", type(codec).__name__))
 
 
-def encode_value(codec: Codec, value: Any) -> bytes:
+def encode_value(codec: Codec[Any], value: Any) -> bytes:
     """Encode ``value`` with ``codec`` and check it can be stored as a queue item.
 
     Cost: no database access; call it before the first write of an operation.

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -37,8 +37,12 @@ __all__ = ["DEAD_LETTER_ID_BYTES", "DeadLetter", "DeadLetters"]
 DEAD_LETTER_ID_BYTES = 16
 
 
+#: The type of a dead letter's value (covariant, as for :class:`~fdbqueue.Lease`).
+T_co = TypeVar("T_co", covariant=True)
+
+
 @dataclass(frozen=True)
-class DeadLetter:
+class DeadLetter(Generic[T_co]):
     """An item taken out of circulation.
 
     Attributes:
@@ -52,7 +56,7 @@ class DeadLetter:
         key: where the record is stored (internal).
     """
 
-    value: Any
+    value: T_co
     deliveries: int
     reason: str
     id: str
@@ -77,7 +81,7 @@ class DeadLetters:
         held: where the values are held.
     """
 
-    def __init__(self, metadata: Subspace, codec: Codec, held: HeldValues) -> None:
+    def __init__(self, metadata: Subspace, codec: Codec[Any], held: HeldValues) -> None:
         self.subspace = metadata["dead"]
         self.codec = codec
         self.held = held
@@ -116,7 +120,7 @@ class DeadLetters:
         version: int = tr.get_read_version().wait()
         tr[self.subspace.pack((version, held_id))] = fdb.tuple.pack((item_key, deliveries, reason))
 
-    def read(self, tr: Any, limit: int, after: bytes | None = None) -> list[DeadLetter]:
+    def read(self, tr: Any, limit: int, after: bytes | None = None) -> list[DeadLetter[Any]]:
         """Up to ``limit`` dead letters, oldest first, starting after the record key ``after``.
 
         Cost: one range read, then one point read per dead letter (issued together); reads

@@ -53,7 +53,7 @@ from typing import Any
 from fdbqueue import metrics
 from fdbqueue.store import MAX_KEY_BYTES, ItemStore
 from fdbqueue.transaction_bytes import set_bytes
-from fdbqueue.transactional import TransactionContext
+from fdbqueue.transactional import AnyContext
 
 __all__ = ["MAX_DELAY_SECONDS", "DelayedItems", "check_delay"]
 
@@ -120,7 +120,7 @@ class DelayedItems:
             )
 
     def put(
-        self, tr: TransactionContext, encoded: list[bytes], seconds: float, where: tuple[Any, ...]
+        self, tr: AnyContext, encoded: list[bytes], seconds: float, where: tuple[Any, ...]
     ) -> None:
         """Write ``encoded`` values due ``seconds`` after ``tr``'s read version, in order.
 
@@ -135,12 +135,12 @@ class DelayedItems:
         self.store.signal(tr)
         metrics.add("delayed", len(encoded), queue=self.store.metric_name)
 
-    def look(self, tr: TransactionContext) -> Any:
+    def look(self, tr: AnyContext) -> Any:
         """Start reading the hint (a snapshot point read, no conflict): pass the future to
         :meth:`promote` once other reads are issued, so the round trips overlap."""
         return tr.snapshot.get(self.hint_key)
 
-    def promote(self, tr: TransactionContext, looked: Any) -> int:
+    def promote(self, tr: AnyContext, looked: Any) -> int:
         """Move the records due at ``tr``'s read version into the queue; return how many.
 
         ``looked`` is :meth:`look`'s future. When the hint is absent or not yet due, nothing
@@ -177,7 +177,7 @@ class DelayedItems:
         return promoted
 
     def _rewrite_hint(
-        self, tr: TransactionContext, left: list[Any], read_version: int, read_at: float
+        self, tr: AnyContext, left: list[Any], read_version: int, read_at: float
     ) -> None:
         """Set the hint to the first record not promoted (read one more when ``left`` is
         empty), or clear it when no record is left."""

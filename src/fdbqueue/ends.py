@@ -31,7 +31,7 @@ from fdbqueue.leases import Lease, Leases, claimed_something
 from fdbqueue.receipts import exactly_once
 from fdbqueue.store import ItemStore
 from fdbqueue.taking import MOVED_ASIDE, Taken
-from fdbqueue.transactional import TransactionContext, is_database, require_writable
+from fdbqueue.transactional import AnyContext, is_database, require_writable
 from fdbqueue.waiting import take_blocking
 
 __all__ = ["End", "ReadEnd"]
@@ -83,7 +83,7 @@ class End:
         #: :attr:`fdbqueue.consumers.Consumer.contended`).
         self.contended = False
 
-    def front(self, tr: TransactionContext, n: int) -> list[Any]:
+    def front(self, tr: AnyContext, n: int) -> list[Any]:
         """The :data:`~fdbqueue.taking.Front` of a plain take: read with conflict ranges."""
         return self.read(tr, n, False)
 
@@ -100,7 +100,7 @@ class End:
             abandon_after=abandon_after,
         )
 
-    def _in_line(self, tr: TransactionContext) -> bool:
+    def _in_line(self, tr: AnyContext) -> bool:
         return self.high_contention and is_database(tr)
 
     def _one_call(self, database: Any, call: Callable[[Consumer], Any]) -> Any:
@@ -115,7 +115,7 @@ class End:
 
     # -- taking -----------------------------------------------------------------------------
 
-    def take(self, tr: TransactionContext, block: bool, seconds: float | None) -> Any:
+    def take(self, tr: AnyContext, block: bool, seconds: float | None) -> Any:
         """Take one value (arguments checked by the caller); None when there is none."""
         if self._in_line(tr):
             return self._one_call(tr, lambda session: session.take(block=block, timeout=seconds))
@@ -130,14 +130,14 @@ class End:
             )
         return self._take_one(tr)
 
-    def _take_one(self, tr: TransactionContext, _deadline: float | None = None) -> Any:
+    def _take_one(self, tr: AnyContext, _deadline: float | None = None) -> Any:
         value = self._take(tr)
         while value is MOVED_ASIDE:  # it only moved poison aside (and committed that)
             value = self._take(tr)
         return value
 
     @exactly_once(wrote=lambda value: value is not None)
-    def _take(self, tr: TransactionContext) -> Any:
+    def _take(self, tr: AnyContext) -> Any:
         require_writable(tr, self.action)
         taken = self._take_items(tr, 1, None, moving=False)
         if not taken.items:
@@ -145,7 +145,7 @@ class End:
         self._store.dequeued(tr, 1)
         return taken.items[0].value
 
-    def take_many(self, tr: TransactionContext, n: int) -> list[Any]:
+    def take_many(self, tr: AnyContext, n: int) -> list[Any]:
         """Take up to ``n`` values in one transaction (``n`` checked by the caller, > 0)."""
         values = self._take_many(tr, n)
         while values is MOVED_ASIDE:
@@ -153,7 +153,7 @@ class End:
         return values  # type: ignore[no-any-return]
 
     @exactly_once(wrote=bool)
-    def _take_many(self, tr: TransactionContext, n: int) -> Any:
+    def _take_many(self, tr: AnyContext, n: int) -> Any:
         require_writable(tr, f"{self.action}_many")
         taken = self._take_items(tr, n, None, moving=False)
         if not taken.items:
@@ -164,11 +164,11 @@ class End:
     # -- claiming ---------------------------------------------------------------------------
 
     def claim(
-        self, tr: TransactionContext, seconds: float, block: bool, wait: float | None
-    ) -> Lease | None:
+        self, tr: AnyContext, seconds: float, block: bool, wait: float | None
+    ) -> Lease[Any] | None:
         """Claim one item under a lease of ``seconds`` (arguments checked by the caller)."""
         if self._in_line(tr):
-            lease: Lease | None = self._one_call(
+            lease: Lease[Any] | None = self._one_call(
                 tr, lambda session: session.claim(seconds, block=block, timeout=wait)
             )
             return lease
@@ -184,25 +184,25 @@ class End:
         )
         return lease
 
-    def _claim_one(self, tr: TransactionContext, seconds: float) -> Lease | None:
+    def _claim_one(self, tr: AnyContext, seconds: float) -> Lease[Any] | None:
         claimed = self.claim_many(tr, 1, seconds)
         return claimed[0] if claimed else None
 
-    def claim_many(self, tr: TransactionContext, n: int, seconds: float) -> list[Lease]:
+    def claim_many(self, tr: AnyContext, n: int, seconds: float) -> list[Lease[Any]]:
         """Claim up to ``n`` items in one transaction (arguments checked by the caller); a
         batch that only moved items to the dead letters commits, and the next goes on."""
         claimed = self._claim_batch(tr, seconds, n)
         while claimed is MOVED_ASIDE:
             claimed = self._claim_batch(tr, seconds, n)
-        leases: list[Lease] = claimed
+        leases: list[Lease[Any]] = claimed
         return leases
 
     @exactly_once(wrote=claimed_something)
-    def _claim_batch(self, tr: TransactionContext, seconds: float, n: int) -> Any:
+    def _claim_batch(self, tr: AnyContext, seconds: float, n: int) -> Any:
         return self.leases.claim_many(tr, self._take_items, seconds, n)
 
     def _take_items(
-        self, tr: TransactionContext, n: int, budget: int | None, *, moving: bool = True
+        self, tr: AnyContext, n: int, budget: int | None, *, moving: bool = True
     ) -> Taken:
         """Take up to ``n`` items at this end (:func:`fdbqueue.taking.take`), after promoting
         the delayed items due (:mod:`fdbqueue.delays`): the hint's read is issued first and

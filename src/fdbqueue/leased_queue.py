@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from fdbqueue import worker
+from fdbqueue.codecs import Undecodable
 from fdbqueue.deadletters import DeadLetter
 from fdbqueue.leases import Lease, check_lease_seconds
 from fdbqueue.receipts import exactly_once
 from fdbqueue.store import check_count
-from fdbqueue.stored_queue import StoredQueue
+from fdbqueue.stored_queue import StoredQueue, T
 from fdbqueue.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
 from fdbqueue.transactional import (
     TransactionContext,
@@ -32,8 +33,11 @@ from fdbqueue.transactional import (
 
 __all__ = ["LeasedQueue"]
 
+#: The value type of a lease given to :meth:`LeasedQueue.extend` (and of the one returned).
+V = TypeVar("V")
 
-class LeasedQueue(StoredQueue):
+
+class LeasedQueue(StoredQueue[T]):
     """The lease holder's calls and the worker loop, shared by every queue type."""
 
     @property
@@ -48,7 +52,7 @@ class LeasedQueue(StoredQueue):
 
     # -- held leases ------------------------------------------------------------
 
-    def ack_many(self, tr: TransactionContext, leases: Iterable[Lease]) -> None:
+    def ack_many(self, tr: TransactionContext, leases: Iterable[Lease[Any]]) -> None:
         """Remove several claimed items for good, in one transaction: all of them, or none.
 
         Args:
@@ -82,11 +86,11 @@ class LeasedQueue(StoredQueue):
             self._ack_many(tr, batch)
 
     @exactly_once
-    def _ack_many(self, tr: TransactionContext, leases: list[Lease]) -> None:
+    def _ack_many(self, tr: TransactionContext, leases: list[Lease[Any]]) -> None:
         self._leases.holds.ack_many(tr, leases)
 
     @exactly_once
-    def ack(self, tr: TransactionContext, lease: Lease) -> None:
+    def ack(self, tr: TransactionContext, lease: Lease[Any]) -> None:
         """Remove a claimed item for good: its processing is done.
 
         Args:
@@ -107,7 +111,9 @@ class LeasedQueue(StoredQueue):
         """
         self._leases.holds.ack(tr, lease)
 
-    def release(self, tr: TransactionContext, lease: Lease, *, delay: float | None = None) -> None:
+    def release(
+        self, tr: TransactionContext, lease: Lease[Any], *, delay: float | None = None
+    ) -> None:
         """Give a claimed item back unprocessed: the next ``claim`` takes it first; with
         ``delay``, not before that many seconds (a retry with backoff).
 
@@ -124,10 +130,10 @@ class LeasedQueue(StoredQueue):
         self._release(tr, lease, seconds)
 
     @exactly_once
-    def _release(self, tr: TransactionContext, lease: Lease, seconds: float) -> None:
+    def _release(self, tr: TransactionContext, lease: Lease[Any], seconds: float) -> None:
         self._leases.holds.release(tr, lease, seconds)
 
-    def dead_letter(self, tr: TransactionContext, lease: Lease, reason: str) -> None:
+    def dead_letter(self, tr: TransactionContext, lease: Lease[Any], reason: str) -> None:
         """Move a claimed item to the dead letters now, with ``reason`` (for instance the
         error its processing raised), instead of releasing it for another delivery.
 
@@ -140,10 +146,10 @@ class LeasedQueue(StoredQueue):
         self._dead_letter(tr, lease, reason)
 
     @exactly_once
-    def _dead_letter(self, tr: TransactionContext, lease: Lease, reason: str) -> None:
+    def _dead_letter(self, tr: TransactionContext, lease: Lease[Any], reason: str) -> None:
         self._leases.holds.dead_letter(tr, lease, reason)
 
-    def extend(self, tr: TransactionContext, lease: Lease, seconds: float) -> Lease:
+    def extend(self, tr: TransactionContext, lease: Lease[V], seconds: float) -> Lease[V]:
         """Keep a claimed item longer: its lease now expires ``seconds`` after this call's
         read version (like a visibility-timeout change). Returns the new
         :class:`Lease`; use it from now on (the old one is no longer held, and acking it
@@ -161,11 +167,11 @@ class LeasedQueue(StoredQueue):
         return self._extend(tr, lease, check_lease_seconds(seconds))
 
     @exactly_once
-    def _extend(self, tr: TransactionContext, lease: Lease, seconds: float) -> Lease:
+    def _extend(self, tr: TransactionContext, lease: Lease[V], seconds: float) -> Lease[V]:
         return self._leases.holds.extend(tr, lease, seconds)
 
     @transactional
-    def leases(self, tr: TransactionContext, limit: int = 100) -> list[Lease]:
+    def leases(self, tr: TransactionContext, limit: int = 100) -> list[Lease[T | Undecodable]]:
         """Return up to ``limit`` leases in flight, soonest expiry first (expired and released
         leases whose items wait for the next claim included). A value the codec cannot decode
         shows as an :class:`~fdbqueue.Undecodable`.
@@ -179,7 +185,9 @@ class LeasedQueue(StoredQueue):
         return self._leases.in_flight(tr, limit) if limit else []
 
     @transactional
-    def dead_letters(self, tr: TransactionContext, limit: int = 100) -> list[DeadLetter]:
+    def dead_letters(
+        self, tr: TransactionContext, limit: int = 100
+    ) -> list[DeadLetter[T | Undecodable]]:
         """Return up to ``limit`` dead letters, oldest first: items whose leases expired
         ``max_deliveries`` times, and poison items whose values the codec cannot decode
         (their ``value`` is an :class:`~fdbqueue.Undecodable` and ``reason`` says why).
@@ -234,7 +242,7 @@ class LeasedQueue(StoredQueue):
     def work(
         self,
         database: Any,
-        handler: Callable[[Any], Any],
+        handler: Callable[[T], object],
         *,
         lease: float,
         concurrency: int = 1,

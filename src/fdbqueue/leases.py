@@ -60,7 +60,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -78,7 +78,7 @@ from fdbqueue.transaction_bytes import (
     set_bytes,
 )
 from fdbqueue.transactional import (
-    TransactionContext,
+    AnyContext,
     require_writable,
 )
 
@@ -129,8 +129,12 @@ class LeaseNotHeldError(LeaseError):
     expired and its item was claimed again or moved to the dead letters."""
 
 
+#: The type of a lease's value (covariant: a ``Lease[str]`` is a ``Lease[object]``).
+T_co = TypeVar("T_co", covariant=True)
+
+
 @dataclass(frozen=True)
-class Lease:
+class Lease(Generic[T_co]):
     """An item claimed for processing.
 
     Attributes:
@@ -143,7 +147,7 @@ class Lease:
         key: where the lease is stored (internal; ``ack`` and ``release`` use it).
     """
 
-    value: Any
+    value: T_co
     id: str
     deliveries: int
     expiry_version: int
@@ -204,7 +208,7 @@ class Leases:
         # monotonic time the first lease the last empty-handed claim saw expires (a hint)
         self._wake_at: float | None = None
 
-    def claim(self, tr: TransactionContext, take_items: TakeItems, seconds: float) -> Any:
+    def claim(self, tr: AnyContext, take_items: TakeItems, seconds: float) -> Any:
         """Lease the next item: an expired or released lease's item first, else the queue's
         next item.
 
@@ -225,9 +229,7 @@ class Leases:
             return MOVED_ASIDE
         return claimed[0] if claimed else None
 
-    def claim_many(
-        self, tr: TransactionContext, take_items: TakeItems, seconds: float, n: int
-    ) -> Any:
+    def claim_many(self, tr: AnyContext, take_items: TakeItems, seconds: float, n: int) -> Any:
         """Lease up to ``n`` items in ``tr``, in the order ``n`` claims one after the other
         would: expired or released leases' items first (soonest expiry first), then the
         queue's next items.
@@ -258,7 +260,7 @@ class Leases:
         read_version: int = tr.get_read_version().wait()
         read_at = time.monotonic()
         expired_end: bytes = self.leases.pack((read_version,))
-        leases: list[Lease] = []
+        leases: list[Lease[Any]] = []
         spent = 0
         dead_lettered = 0
         most_dead = DEAD_LETTERS_PER_CLAIM * n
@@ -309,7 +311,7 @@ class Leases:
     def _out_of_deliveries(self, deliveries: int) -> bool:
         return self.max_deliveries is not None and deliveries >= self.max_deliveries
 
-    def _note_next_expiry(self, tr: TransactionContext, read_version: int, read_at: float) -> None:
+    def _note_next_expiry(self, tr: AnyContext, read_version: int, read_at: float) -> None:
         """Remember when the first lease (none of them expired at ``read_version``) expires,
         as a ``time.monotonic()`` time: a blocked claim wakes then (one snapshot range read)."""
         first = list(tr.snapshot.get_range(self.leases_begin, self.leases_end, limit=1))
@@ -336,12 +338,12 @@ class Leases:
 
     def _redeliver(
         self,
-        tr: TransactionContext,
+        tr: AnyContext,
         record: Any,
         stored: Any,
         read_version: int,
         seconds: float,
-    ) -> tuple[Lease | None, int]:
+    ) -> tuple[Lease[Any] | None, int]:
         """Lease an expired lease's item again, or move it to the dead letters (max
         deliveries reached, or its value cannot be decoded). ``stored`` is the held value's
         read, started by the caller (None when out of deliveries).
@@ -388,7 +390,7 @@ class Leases:
         return lease, written + set_bytes(len(lease.key), len(record.value))
 
     def _dead_letter(
-        self, tr: TransactionContext, item_key: bytes, deliveries: int, held_id: bytes, reason: str
+        self, tr: AnyContext, item_key: bytes, deliveries: int, held_id: bytes, reason: str
     ) -> int:
         """Move a lease's item to the dead letters; return the bytes written (about)."""
         self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
@@ -397,14 +399,14 @@ class Leases:
 
     def _grant(
         self,
-        tr: TransactionContext,
+        tr: AnyContext,
         item_key: bytes,
         value: Any,
         deliveries: int,
         held_id: bytes,
         read_version: int,
         seconds: float,
-    ) -> Lease:
+    ) -> Lease[Any]:
         lease_id = os.urandom(LEASE_ID_BYTES)
         expiry_version = read_version + lease_versions(seconds)
         key: bytes = self.leases.pack((expiry_version, lease_id))
@@ -412,7 +414,7 @@ class Leases:
         metrics.add("claimed", queue=self.store.metric_name)
         return Lease(value, lease_id.hex(), deliveries, expiry_version, key)
 
-    def in_flight(self, tr: TransactionContext, limit: int) -> list[Lease]:
+    def in_flight(self, tr: AnyContext, limit: int) -> list[Lease[Any]]:
         """Up to ``limit`` leases, soonest expiry first (expired and released ones included).
 
         A value the codec cannot decode is shown as an :class:`~fdbqueue.Undecodable`.
@@ -458,7 +460,7 @@ class LeaseHolds:
         if not self.leases.contains(lease.key):
             raise ValueError(f"lease {lease.id} belongs to another queue")
 
-    def check_many(self, leases: Any, action: str) -> list[Lease]:
+    def check_many(self, leases: Any, action: str) -> list[Lease[Any]]:
         """``leases`` as a list, each a Lease of this queue, none twice, small enough for one
         transaction (no database access).
 
@@ -492,7 +494,7 @@ class LeaseHolds:
             )
         return batch
 
-    def _held(self, tr: TransactionContext, lease: Any, action: str) -> bytes:
+    def _held(self, tr: AnyContext, lease: Any, action: str) -> bytes:
         """Check that ``lease`` is a lease of this queue, still held; return its record.
 
         Raises:
@@ -505,7 +507,9 @@ class LeaseHolds:
         stored = tr.get(lease.key)
         return self._still_held(lease, stored, tr.get_read_version().wait())
 
-    def _still_held(self, lease: Lease, stored: Any, read_version: int, where: str = "") -> bytes:
+    def _still_held(
+        self, lease: Lease[Any], stored: Any, read_version: int, where: str = ""
+    ) -> bytes:
         """The record ``stored`` (a point read of ``lease.key``), or raise when the lease is
         no longer held at ``read_version``; ``where`` is put before the message."""
         if not stored.present():
@@ -521,7 +525,7 @@ class LeaseHolds:
             )
         return bytes(stored)
 
-    def ack(self, tr: TransactionContext, lease: Any) -> None:
+    def ack(self, tr: AnyContext, lease: Any) -> None:
         """Remove a leased item for good.
 
         Raises:
@@ -538,7 +542,7 @@ class LeaseHolds:
         self.store.held.drop(tr, fdb.tuple.unpack(record)[2])
         metrics.add("acknowledged", queue=self.store.metric_name)
 
-    def ack_many(self, tr: TransactionContext, leases: list[Lease]) -> None:
+    def ack_many(self, tr: AnyContext, leases: list[Lease[Any]]) -> None:
         """Remove every leased item of ``leases`` for good, or none of them.
 
         ``leases`` must have passed :meth:`check`. Every lease is read first (the point
@@ -564,7 +568,7 @@ class LeaseHolds:
             self.store.held.drop(tr, fdb.tuple.unpack(record)[2])
         metrics.add("acknowledged", len(leases), queue=self.store.metric_name)
 
-    def release(self, tr: TransactionContext, lease: Any, seconds: float = 0.0) -> None:
+    def release(self, tr: AnyContext, lease: Any, seconds: float = 0.0) -> None:
         """Give a leased item back unprocessed: the next claim takes it, ahead of the queue;
         with ``seconds`` > 0, not before that many seconds after ``tr``'s read version (its
         record is re-keyed to expire then, so a claim sees it as expired from then on).
@@ -583,7 +587,7 @@ class LeaseHolds:
         tr[self.leases.pack((expiry_version, bytes.fromhex(lease.id)))] = record
         self.store.signal(tr)  # the item is claimable now (or its wait changed): wake claims
 
-    def dead_letter(self, tr: TransactionContext, lease: Any, reason: str) -> None:
+    def dead_letter(self, tr: AnyContext, lease: Any, reason: str) -> None:
         """Move a leased item to the dead letters with ``reason``, its deliveries kept (the
         caller logs why, as the worker loop does).
 
@@ -596,7 +600,7 @@ class LeaseHolds:
         self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
         metrics.add("dead_lettered", queue=self.store.metric_name)
 
-    def extend(self, tr: TransactionContext, lease: Any, seconds: float) -> Lease:
+    def extend(self, tr: AnyContext, lease: Any, seconds: float) -> Lease[Any]:
         """Move a held lease's expiry to ``seconds`` after this transaction's read version;
         return the new Lease (same id and deliveries; the old object is no longer held).
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 from fdbqueue import taking
 from fdbqueue.codecs import Codec
@@ -34,7 +34,7 @@ from fdbqueue.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_s
 from fdbqueue.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue.receipts import exactly_once
 from fdbqueue.store import ItemStore, check_count, check_flag
-from fdbqueue.stored_queue import check_queue_arguments
+from fdbqueue.stored_queue import T, check_queue_arguments
 from fdbqueue.transactional import TransactionContext, require_writable, transactional
 from fdbqueue.waiting import check_blocking_arguments
 
@@ -46,7 +46,7 @@ def _check_priority(priority: Any) -> None:
         raise TypeError(f"priority must be an int, not {type(priority).__name__}")
 
 
-class PriorityQueue(LeasedQueue):
+class PriorityQueue(LeasedQueue[T]):
     """A shared priority queue in one FoundationDB subspace, with both ends usable.
 
     ``tr`` works as for :class:`~fdbqueue.Queue`: a Database or Tenant (own transaction,
@@ -79,11 +79,47 @@ class PriorityQueue(LeasedQueue):
     this queue the oldest). Their items are not counted by :meth:`size`.
     """
 
+    @overload
+    def __init__(
+        self: PriorityQueue[bytes],
+        subspace: Any,
+        *,
+        codec: Literal["raw"],
+        high_contention: bool = False,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
+        exactly_once: bool = True,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: PriorityQueue[T],
+        subspace: Any,
+        *,
+        codec: Codec[T],
+        high_contention: bool = False,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
+        exactly_once: bool = True,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: PriorityQueue[Any],
+        subspace: Any,
+        *,
+        codec: str = "tuple",
+        high_contention: bool = False,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
+        exactly_once: bool = True,
+    ) -> None: ...
+
     def __init__(
         self,
         subspace: Any,
         *,
-        codec: str | Codec = "tuple",
+        codec: str | Codec[Any] = "tuple",
         high_contention: bool = False,
         abandon_after: float = DEFAULT_ABANDON_AFTER,
         max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
@@ -115,7 +151,7 @@ class PriorityQueue(LeasedQueue):
     def push(
         self,
         tr: TransactionContext,
-        value: Any,
+        value: T,
         priority: int,
         *,
         delay: float | None = None,
@@ -199,7 +235,7 @@ class PriorityQueue(LeasedQueue):
         *,
         block: bool = False,
         timeout: float | None = None,
-    ) -> Any:
+    ) -> T | None:
         """Remove and return the oldest item of the lowest (or, with ``max=True``, highest)
         priority, or None when the queue is empty.
 
@@ -223,11 +259,14 @@ class PriorityQueue(LeasedQueue):
         line (each end has its own line of requests).
         """
         check_flag(max, "max")
-        return self._ends[max].take(tr, block, check_blocking_arguments(tr, block, timeout))
+        taken: T | None = self._ends[max].take(
+            tr, block, check_blocking_arguments(tr, block, timeout)
+        )
+        return taken
 
     def pop_min(
         self, tr: TransactionContext, *, block: bool = False, timeout: float | None = None
-    ) -> Any:
+    ) -> T | None:
         """Remove and return the oldest item of the lowest priority, or None when empty.
 
         ``block`` and ``timeout`` as for :meth:`pop`. Cost: one range read (``limit=1``), one
@@ -239,7 +278,7 @@ class PriorityQueue(LeasedQueue):
 
     def pop_max(
         self, tr: TransactionContext, *, block: bool = False, timeout: float | None = None
-    ) -> Any:
+    ) -> T | None:
         """Remove and return the oldest item of the highest priority, or None when empty.
 
         ``block`` and ``timeout`` as for :meth:`pop`. Cost: two range reads (a snapshot
@@ -257,7 +296,7 @@ class PriorityQueue(LeasedQueue):
         *,
         block: bool = False,
         timeout: float | None = None,
-    ) -> Lease | None:
+    ) -> Lease[T] | None:
         """Claim the oldest item of the lowest (or, with ``max=True``, highest) priority under
         a lease of ``lease`` seconds; an expired or released item comes first.
 
@@ -281,7 +320,7 @@ class PriorityQueue(LeasedQueue):
 
     def claim_many(
         self, tr: TransactionContext, n: int, lease: float, max: bool = False
-    ) -> list[Lease]:
+    ) -> list[Lease[T]]:
         """Claim up to ``n`` items in one transaction, each under its own lease of ``lease``
         seconds, in the order ``n`` calls of :meth:`claim` with this ``max`` would take
         them (expired or released leases first). Returns a list of
@@ -317,7 +356,7 @@ class PriorityQueue(LeasedQueue):
         self._push_now(tr, encoded, self._store.unpack_position(item_key)[:1])
 
     @transactional
-    def peek(self, tr: TransactionContext, max: bool = False) -> Any:
+    def peek(self, tr: TransactionContext, max: bool = False) -> T | None:
         """Return the value :meth:`pop` would take, without removing it, or None when empty.
 
         Poison items are skipped, as :meth:`pop` would move them aside. Raises TypeError
@@ -333,10 +372,10 @@ class PriorityQueue(LeasedQueue):
         values = taking.peek(self._store, candidates, 1)
         return values[0] if values else None
 
-    def peek_min(self, tr: TransactionContext) -> Any:
+    def peek_min(self, tr: TransactionContext) -> T | None:
         """Return the oldest value of the lowest priority, or None when empty (one range read)."""
         return self.peek(tr, max=False)
 
-    def peek_max(self, tr: TransactionContext) -> Any:
+    def peek_max(self, tr: TransactionContext) -> T | None:
         """Return the oldest value of the highest priority, or None when empty (two range reads)."""
         return self.peek(tr, max=True)

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fdbqueue.store import ItemStore
-from fdbqueue.transactional import TransactionContext
+from fdbqueue.transactional import AnyContext
 
 __all__ = ["max_end_candidates", "max_end_items", "min_end_items"]
 
@@ -30,12 +30,12 @@ __all__ = ["max_end_candidates", "max_end_items", "min_end_items"]
 BATCH = 16
 
 
-def min_end_items(store: ItemStore, tr: TransactionContext, n: int, snapshot: bool) -> list[Any]:
+def min_end_items(store: ItemStore, tr: AnyContext, n: int, snapshot: bool) -> list[Any]:
     """Up to ``n`` items of the lowest priorities, oldest first (one range read)."""
     return store.read(tr, limit=n, snapshot=snapshot)
 
 
-def max_end_items(store: ItemStore, tr: TransactionContext, n: int, snapshot: bool) -> list[Any]:
+def max_end_items(store: ItemStore, tr: AnyContext, n: int, snapshot: bool) -> list[Any]:
     """Up to ``n`` items in ``pop_max`` order. A take's read (not a snapshot) returns only the
     oldest item of the highest priority, with the conflict ranges the module docstring
     describes (two range reads); a snapshot read returns up to ``n`` (two range reads per
@@ -51,7 +51,7 @@ def max_end_items(store: ItemStore, tr: TransactionContext, n: int, snapshot: bo
     return store.read(tr, within.start, within.stop, limit=1)
 
 
-def max_end_candidates(store: ItemStore, tr: TransactionContext, snapshot: bool) -> Iterator[Any]:
+def max_end_candidates(store: ItemStore, tr: AnyContext, snapshot: bool) -> Iterator[Any]:
     """Items in ``pop_max`` order (highest priority first, oldest first within one), lazily;
     unless ``snapshot``, with the read conflict ranges a take of the items it yields needs."""
     upper = store.end

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal, overload
 
 from fdbqueue import taking
 from fdbqueue.codecs import Codec
@@ -34,14 +34,14 @@ from fdbqueue.leased_queue import LeasedQueue
 from fdbqueue.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_seconds
 from fdbqueue.receipts import exactly_once
 from fdbqueue.store import ItemStore, check_count
-from fdbqueue.stored_queue import check_queue_arguments
+from fdbqueue.stored_queue import T, check_queue_arguments
 from fdbqueue.transactional import TransactionContext, require_writable, transactional
 from fdbqueue.waiting import check_blocking_arguments
 
 __all__ = ["Queue"]
 
 
-class Queue(LeasedQueue):
+class Queue(LeasedQueue[T]):
     """A shared FIFO queue in one FoundationDB subspace.
 
     Every operation takes ``tr``: a Database or Tenant (the operation runs in its own
@@ -81,11 +81,47 @@ class Queue(LeasedQueue):
     :meth:`size`, which counts what fdbqueue enqueued minus what it dequeued (never below 0).
     """
 
+    @overload
+    def __init__(
+        self: Queue[bytes],
+        subspace: Any,
+        *,
+        codec: Literal["raw"],
+        high_contention: bool = False,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
+        exactly_once: bool = True,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Queue[T],
+        subspace: Any,
+        *,
+        codec: Codec[T],
+        high_contention: bool = False,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
+        exactly_once: bool = True,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Queue[Any],
+        subspace: Any,
+        *,
+        codec: str = "tuple",
+        high_contention: bool = False,
+        abandon_after: float = DEFAULT_ABANDON_AFTER,
+        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
+        exactly_once: bool = True,
+    ) -> None: ...
+
     def __init__(
         self,
         subspace: Any,
         *,
-        codec: str | Codec = "tuple",
+        codec: str | Codec[Any] = "tuple",
         high_contention: bool = False,
         abandon_after: float = DEFAULT_ABANDON_AFTER,
         max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
@@ -109,7 +145,7 @@ class Queue(LeasedQueue):
 
     # -- writing ----------------------------------------------------------------------------
 
-    def enqueue(self, tr: TransactionContext, value: Any, *, delay: float | None = None) -> None:
+    def enqueue(self, tr: TransactionContext, value: T, *, delay: float | None = None) -> None:
         """Add ``value`` at the back of the queue; with ``delay``, once that many seconds passed.
 
         Args:
@@ -133,7 +169,7 @@ class Queue(LeasedQueue):
         self._append(tr, [self._store.encode(value)], check_delay(delay))
 
     def enqueue_many(
-        self, tr: TransactionContext, values: Iterable[Any], *, delay: float | None = None
+        self, tr: TransactionContext, values: Iterable[T], *, delay: float | None = None
     ) -> None:
         """Add every value of ``values`` at the back of the queue, in order, atomically (all
         delayed by ``delay`` seconds, as for :meth:`enqueue`, and kept in order).
@@ -167,7 +203,7 @@ class Queue(LeasedQueue):
 
     def dequeue(
         self, tr: TransactionContext, *, block: bool = False, timeout: float | None = None
-    ) -> Any:
+    ) -> T | None:
         """Remove the item at the front of the queue and return its value.
 
         Args:
@@ -200,9 +236,10 @@ class Queue(LeasedQueue):
         line, else two (register, then take the item matched with the request), without
         conflicts between consumers (:mod:`fdbqueue.consumers`).
         """
-        return self._end.take(tr, block, check_blocking_arguments(tr, block, timeout))
+        taken: T | None = self._end.take(tr, block, check_blocking_arguments(tr, block, timeout))
+        return taken
 
-    def dequeue_many(self, tr: TransactionContext, n: int) -> list[Any]:
+    def dequeue_many(self, tr: TransactionContext, n: int) -> list[T]:
         """Remove up to ``n`` items from the front of the queue and return their values.
 
         Args:
@@ -232,7 +269,7 @@ class Queue(LeasedQueue):
         *,
         block: bool = False,
         timeout: float | None = None,
-    ) -> Lease | None:
+    ) -> Lease[T] | None:
         """Claim the next item for processing under a lease of ``lease`` seconds.
 
         The item leaves the queue into a lease. Acknowledge it with :meth:`ack` once
@@ -273,7 +310,7 @@ class Queue(LeasedQueue):
         seconds = check_lease_seconds(lease)
         return self._end.claim(tr, seconds, block, check_blocking_arguments(tr, block, timeout))
 
-    def claim_many(self, tr: TransactionContext, n: int, lease: float) -> list[Lease]:
+    def claim_many(self, tr: TransactionContext, n: int, lease: float) -> list[Lease[T]]:
         """Claim up to ``n`` items in one transaction, each under its own lease of ``lease``
         seconds: those ``n`` calls of :meth:`claim` would take, in that order (expired or
         released leases first, soonest expiry first; poison items and items out of
@@ -328,7 +365,7 @@ class Queue(LeasedQueue):
     # -- looking ----------------------------------------------------------------------------
 
     @transactional
-    def peek(self, tr: TransactionContext) -> Any:
+    def peek(self, tr: TransactionContext) -> T | None:
         """Return the value at the front of the queue without removing it, or None if empty.
 
         Poison items (values the codec cannot decode) are skipped, as :meth:`dequeue` would

@@ -72,7 +72,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from fdb.subspace_impl import Subspace
 
@@ -341,7 +341,7 @@ def exactly_once(
     """
 
     def decorate(method: Callable[P, R]) -> Callable[P, R]:
-        inside = transactional(method)
+        inside: Callable[..., Any] = transactional(cast(Callable[..., Any], method))
 
         @functools.wraps(method)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -349,7 +349,8 @@ def exactly_once(
             by_keyword = not rest
             context = kwargs.get("tr") if by_keyword else rest[0]
             if not is_database(context):
-                return inside(*args, **kwargs)
+                returned: R = inside(*args, **kwargs)
+                return returned
             receipts: Receipts = queue._store.receipts  # type: ignore[attr-defined]
 
             def body(tr: Any) -> R:

@@ -40,7 +40,7 @@ from fdbqueue.deadletters import DeadLetters
 from fdbqueue.held import HeldValues
 from fdbqueue.receipts import Receipts
 from fdbqueue.transaction_bytes import MAX_TRANSACTION_BYTES, set_bytes
-from fdbqueue.transactional import TransactionContext, require_writable
+from fdbqueue.transactional import AnyContext, require_writable
 
 __all__ = [
     "LONGEST_METADATA_SUFFIX",
@@ -187,12 +187,12 @@ class ItemStore:
     def __init__(
         self,
         subspace: Any,
-        codec: str | Codec,
+        codec: str | Codec[Any],
         exactly_once: bool = True,
         leading_integers: int = 1,
     ) -> None:
         self.subspace: Subspace = as_subspace(subspace)
-        self.codec: Codec = resolve_codec(codec)
+        self.codec: Codec[Any] = resolve_codec(codec)
         self.leading_integers = leading_integers
         items = self.subspace.range()
         self.begin: bytes = items.start
@@ -302,7 +302,7 @@ class ItemStore:
 
     def read(
         self,
-        tr: TransactionContext,
+        tr: AnyContext,
         begin: bytes | None = None,
         end: bytes | None = None,
         *,
@@ -326,7 +326,7 @@ class ItemStore:
             )
         )
 
-    def add_read_conflict_range(self, tr: TransactionContext, begin: bytes, end: bytes) -> None:
+    def add_read_conflict_range(self, tr: AnyContext, begin: bytes, end: bytes) -> None:
         """Add ``[begin, end)`` as a read conflict range; nothing for a snapshot view.
 
         A snapshot view (``tr.snapshot``) has no conflict ranges to add to: reading through
@@ -336,7 +336,7 @@ class ItemStore:
         if add is not None:
             add(begin, end)
 
-    def write(self, tr: TransactionContext, key: bytes, encoded: bytes) -> None:
+    def write(self, tr: AnyContext, key: bytes, encoded: bytes) -> None:
         """Write one item, count it and signal blocked consumers.
 
         Cost: one set and two atomic adds (size counter, signal key); no reads.
@@ -346,12 +346,12 @@ class ItemStore:
         self.signal(tr)
         metrics.add("enqueued", queue=self.metric_name)
 
-    def recorded_type(self, tr: TransactionContext) -> Any:
+    def recorded_type(self, tr: AnyContext) -> Any:
         """Start reading the queue type recorded in the metadata (a snapshot point read, no
         conflict); pass the future to :meth:`check_type` once the other reads are issued."""
         return tr.snapshot.get(self.type_key)
 
-    def check_type(self, tr: TransactionContext, recorded: Any, record: bool = True) -> None:
+    def check_type(self, tr: AnyContext, recorded: Any, record: bool = True) -> None:
         """Raise :class:`QueueTypeError` when ``recorded`` (:meth:`recorded_type`) names
         another queue type; record this one when the subspace has none yet (the first
         write; not when ``record`` is False). Call it before the first write of an operation,
@@ -373,13 +373,11 @@ class ItemStore:
         if record:
             tr[self.type_key] = self.type_name
 
-    def signal(self, tr: TransactionContext) -> None:
+    def signal(self, tr: AnyContext) -> None:
         """Bump the signal key that blocked consumers watch (an atomic add: no conflict)."""
         tr.add(self.signal_key, _COUNTER.pack(1))
 
-    def quarantine(
-        self, tr: TransactionContext, key: bytes, encoded: bytes, error: BaseException
-    ) -> None:
+    def quarantine(self, tr: AnyContext, key: bytes, encoded: bytes, error: BaseException) -> None:
         """Move an item whose value cannot be decoded (already cleared) to the dead letters,
         count it out of the size, and log a warning. Cost: two sets and an atomic add."""
         reason = f"undecodable: {describe_error(error)}"
@@ -393,23 +391,23 @@ class ItemStore:
             describe_error(error),
         )
 
-    def dequeued(self, tr: TransactionContext, n: int) -> None:
+    def dequeued(self, tr: AnyContext, n: int) -> None:
         """Count ``n`` items dequeued (already cleared) out of the size, and in the metrics."""
         self.add_to_size(tr, -n)
         metrics.add("dequeued", n, queue=self.metric_name)
 
-    def add_to_size(self, tr: TransactionContext, delta: int) -> None:
+    def add_to_size(self, tr: AnyContext, delta: int) -> None:
         """Add ``delta`` to the size counter with an atomic add (no read, no read conflict)."""
         tr.add(self.size_key, _COUNTER.pack(delta))
 
-    def size(self, tr: TransactionContext) -> int:
+    def size(self, tr: AnyContext) -> int:
         """Return the size counter, never below zero. Cost: one point read of one key."""
         raw = tr.get(self.size_key)
         if not raw.present():
             return 0
         return max(0, int(_COUNTER.unpack(bytes(raw))[0]))
 
-    def clear(self, tr: TransactionContext) -> None:
+    def clear(self, tr: AnyContext) -> None:
         """Remove every item and all metadata except the receipts, which calls still in flight
         may look up (:mod:`fdbqueue.receipts`; they expire by themselves). Cost: two range
         clears, no reads."""

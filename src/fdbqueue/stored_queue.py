@@ -12,7 +12,7 @@ conventions (``tr`` first, ``@transactional``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from fdb.subspace_impl import Subspace
 
@@ -28,6 +28,9 @@ from fdbqueue.transactional import (
 )
 
 __all__ = ["StoredQueue", "check_queue_arguments"]
+
+#: The type of a queue's values: what its codec decodes (``Queue[str]`` for a ``Codec[str]``).
+T = TypeVar("T")
 
 
 def check_queue_arguments(high_contention: Any, abandon_after: Any, max_deliveries: Any) -> float:
@@ -51,7 +54,7 @@ def check_queue_arguments(high_contention: Any, abandon_after: Any, max_deliveri
     return check_abandon_after(abandon_after)
 
 
-class StoredQueue:
+class StoredQueue(Generic[T]):
     """What every queue type shares: its store, and ``subspace``, ``codec``, ``size``,
     ``empty``, ``peek_many``, ``requests_in_line`` and ``clear``, which act on the whole
     subspace whatever the item layout."""
@@ -71,7 +74,7 @@ class StoredQueue:
         return self._store.subspace
 
     @property
-    def codec(self) -> Codec:
+    def codec(self) -> Codec[T]:
         """The codec that encodes and decodes values."""
         return self._store.codec
 
@@ -107,7 +110,7 @@ class StoredQueue:
         return self._store.size(tr)
 
     @transactional
-    def peek_many(self, tr: TransactionContext, n: int) -> list[Any]:
+    def peek_many(self, tr: TransactionContext, n: int) -> list[T]:
         """Return up to ``n`` values from the front, in key order, without removing them: a
         Queue's next ``n`` items, a PriorityQueue's next ``n`` of :meth:`pop_min`.
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from fdbqueue.store import ItemStore
 from fdbqueue.transaction_bytes import clear_bytes, set_bytes
-from fdbqueue.transactional import TransactionContext, require_writable
+from fdbqueue.transactional import AnyContext, require_writable
 
 __all__ = ["MOVED_ASIDE", "Front", "Taken", "TakenItem", "forward", "peek", "take"]
 
@@ -85,7 +85,7 @@ class Taken:
 
 def take(
     store: ItemStore,
-    tr: TransactionContext,
+    tr: AnyContext,
     front: Front,
     n: int,
     budget: int | None = None,
@@ -168,7 +168,7 @@ def peek(store: ItemStore, candidates: Iterator[Any], n: int) -> list[Any]:
     return values
 
 
-def forward(store: ItemStore, tr: TransactionContext, first: int, snapshot: bool) -> Iterator[Any]:
+def forward(store: ItemStore, tr: AnyContext, first: int, snapshot: bool) -> Iterator[Any]:
     """Items from the start of the queue, lazily, in batches (the first of ``first``
     items, then 16 at a time): what a take from the front would remove, in order."""
     begin = store.begin

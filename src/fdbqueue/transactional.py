@@ -9,6 +9,13 @@ recognises only its own classes and refuses to run before ``fdb.api_version()``;
 binding's ``Database``, ``Tenant`` and ``Transaction`` as well as their
 :mod:`fdbqueue.memory` counterparts.
 
+Types: every fdbqueue operation's ``tr`` is annotated :class:`TransactionContext`, a protocol
+that the binding's and :mod:`fdbqueue.memory`'s Databases, Tenants, Transactions and snapshot
+views all satisfy (the ``fdb`` binding is untyped, so its objects are ``Any`` to a type checker
+and pass). A function decorated with :func:`transactional` whose first parameter is annotated
+with a narrower type (``tr: fdbqueue.memory.Transaction``) is seen by the type checker as
+taking a :class:`TransactionContext` there, so ``move(db)`` type-checks as it runs.
+
 Source followed: ``bindings/python/fdb/impl.py`` (``transactional``) and the retry loop
 described in FoundationDB's developer guide ("Transaction retry loops").
 """
@@ -20,15 +27,17 @@ import inspect
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeAlias, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
 from fdbqueue import metrics
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "AnyContext",
     "ContextParameter",
     "TransactionContext",
+    "TransactionalDecorator",
     "is_database",
     "is_fdb_error",
     "is_transaction",
@@ -37,13 +46,62 @@ __all__ = [
     "transactional",
 ]
 
-#: A Database, Tenant or Transaction of the ``fdb`` binding or of :mod:`fdbqueue.memory`:
-#: what every fdbqueue operation takes as ``tr`` (FoundationDB's Java binding calls the same
-#: idea a ``TransactionContext``). The binding is untyped, so this is ``Any`` to the type checker.
-TransactionContext: TypeAlias = Any
+
+class TransactionContext(Protocol):
+    """What every fdbqueue operation takes as ``tr``: a Database, Tenant or Transaction (or a
+    transaction's ``snapshot`` view) of the ``fdb`` binding or of :mod:`fdbqueue.memory`
+    (FoundationDB's Java binding calls the same idea a ``TransactionContext``).
+
+    A protocol for type checkers only: anything with ``get`` and ``get_range`` methods
+    satisfies it, which every one of those objects has (the ``fdb`` binding is untyped, so its
+    objects are ``Any`` and always pass), and an ``int`` or ``str`` given where the database
+    goes is an error. Annotate your own functions' ``tr`` with it::
+
+        from fdbqueue import TransactionContext, transactional
+
+        @transactional
+        def move(tr: TransactionContext) -> str | None:
+            ...
+
+    A function decorated with :func:`transactional` may annotate its first parameter with a
+    Transaction type instead (``tr: fdbqueue.memory.Transaction``): the type checker then sees
+    the decorated function take any :class:`TransactionContext` there, so ``move(db)``
+    type-checks.
+
+    At run time fdbqueue checks ``tr`` by duck typing (:func:`is_database`,
+    :func:`is_transaction`) and raises TypeError for anything else; do not use
+    ``isinstance`` with this protocol.
+    """
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        """Read a key (a Database: in its own transaction)."""
+        ...
+
+    def get_range(self, *args: Any, **kwargs: Any) -> Any:
+        """Read a range of keys (a Database: in its own transaction)."""
+        ...
+
+
+#: ``tr`` inside fdbqueue, past the public signatures (which take a
+#: :class:`TransactionContext`): the binding's objects are untyped, so ``Any``, and the
+#: internal code calls whatever a Database or Transaction has (``snapshot``, ``add``, ...).
+AnyContext: TypeAlias = Any
 
 P = ParamSpec("P")
 R = TypeVar("R")
+#: The type of the first parameter of a decorated function (or of ``self``).
+First = TypeVar("First")
+
+
+class TransactionalDecorator(Protocol):
+    """The type of ``transactional(parameter=...)``: a decorator typed as :func:`transactional`
+    used bare."""
+
+    def __call__(
+        self, function: Callable[Concatenate[First, P], R], /
+    ) -> Callable[Concatenate[First | TransactionContext, P], R]:
+        """Return ``function`` decorated (see :func:`transactional`)."""
+        ...
 
 
 def is_database(candidate: object) -> bool:
@@ -210,16 +268,18 @@ def note_retry(error: BaseException) -> None:
 
 
 @overload
-def transactional(func: Callable[P, R], /) -> Callable[P, R]: ...
+def transactional(
+    func: Callable[Concatenate[First, P], R], /
+) -> Callable[Concatenate[First | TransactionContext, P], R]: ...
 
 
 @overload
-def transactional(*, parameter: str = "tr") -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+def transactional(*, parameter: str = "tr") -> TransactionalDecorator: ...
 
 
 def transactional(
-    func: Callable[P, R] | None = None, /, *, parameter: str = "tr"
-) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+    func: Callable[..., Any] | None = None, /, *, parameter: str = "tr"
+) -> Callable[..., Any] | TransactionalDecorator:
     """Decorate a function so that its ``tr`` parameter takes a Database or a Transaction.
 
     A drop-in for ``fdb.transactional`` that also accepts :mod:`fdbqueue.memory` objects and
@@ -237,6 +297,14 @@ def transactional(
       is committed, so several operations compose into one atomic transaction and an exception
       in the caller's code leaves the database untouched.
 
+    Types (for mypy and other checkers): the decorated function's first parameter also takes
+    any :class:`TransactionContext`, whatever its annotation, so a function written for a
+    Transaction (``def move(tr: fdbqueue.memory.Transaction)``) type-checks when called with a
+    Database, as it runs; that parameter is then positional to the checker (it does not keep
+    its name). On a method, the first parameter is ``self``: annotate ``tr`` (or a
+    ``parameter`` that is not first) :class:`TransactionContext` there. The other parameters
+    and the return type are kept.
+
     Raises:
         TypeError: at call time, when the argument is neither a database nor a transaction; at
             decoration time, when the function has no such parameter.
@@ -244,18 +312,18 @@ def transactional(
             refuses them: a generator would escape the retry loop).
     """
 
-    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
         if inspect.isgeneratorfunction(inspect.unwrap(function)):
             raise ValueError("generators can not be wrapped with @transactional")
         where = ContextParameter(function, parameter)
 
         @functools.wraps(function)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             context = where.context(args, kwargs)
             if is_transaction(context):
                 return function(*args, **kwargs)
 
-            def body(tr: Any) -> R:
+            def body(tr: Any) -> Any:
                 call_args, call_kwargs = where.replaced(args, kwargs, tr)
                 return function(*call_args, **call_kwargs)
 
@@ -265,4 +333,5 @@ def transactional(
 
     if func is not None:
         return decorate(func)
-    return decorate
+    decorator: TransactionalDecorator = decorate
+    return decorator

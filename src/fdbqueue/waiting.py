@@ -32,7 +32,7 @@ from typing import Any
 
 from fdbqueue import metrics, suspension
 from fdbqueue.suspension import wait_for_any
-from fdbqueue.transactional import TransactionContext, is_database, run_in_retry_loop
+from fdbqueue.transactional import AnyContext, is_database, run_in_retry_loop
 
 __all__ = ["check_blocking_arguments", "take_blocking", "wait_for_any"]
 
@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 FALLBACK_BACKOFF = (0.01, 1.0)
 
 
-def check_blocking_arguments(tr: TransactionContext, block: Any, timeout: Any) -> float | None:
+def check_blocking_arguments(tr: AnyContext, block: Any, timeout: Any) -> float | None:
     """Validate ``block`` and ``timeout`` before anything is read or written; return the
     timeout in seconds, or None for no limit (``timeout=None`` or ``math.inf``).
 

@@ -156,13 +156,13 @@ class Settlement:
     level: int
     message: str
 
-    def log(self, lease: Lease, failure: BaseException | None) -> None:
+    def log(self, lease: Lease[Any], failure: BaseException | None) -> None:
         """Log the settlement (with the failure's traceback, if any)."""
         logger.log(self.level, self.message, describe(lease), exc_info=failure)
 
 
 def settlement(
-    lease: Lease,
+    lease: Lease[Any],
     failure: BaseException | None,
     max_deliveries: int | None,
     backoff: float,
@@ -186,7 +186,7 @@ def settlement(
     return Settlement("release", (), {"delay": delay}, "retried", logging.WARNING, message)
 
 
-def describe(lease: Lease) -> str:
+def describe(lease: Lease[Any]) -> str:
     """A job for the log: its value (shortened) and the start of its lease id."""
     return f"{reprlib.repr(lease.value)} (lease {lease.id[:8]})"
 
@@ -195,7 +195,7 @@ class Job:
     """A claimed item being processed: its current lease, which the heartbeat replaces when
     it extends it, under ``lock`` (held across every holder call on it)."""
 
-    def __init__(self, lease: Lease) -> None:
+    def __init__(self, lease: Lease[Any]) -> None:
         self.lease = lease
         self.lock = threading.Lock()
         self.lost = False
@@ -323,7 +323,7 @@ class Loop:
                 return
             self.process(Job(lease))
 
-    def give_back(self, lease: Lease) -> None:
+    def give_back(self, lease: Lease[Any]) -> None:
         """Release ``lease`` at once, unprocessed (claimed after ``stop``, or interrupted)."""
         if holder_call(lambda: self.queue.release(self.database, lease), "release"):
             self.summary.count("released")

@@ -1,0 +1,51 @@
+"""A user's script with mistakes ``mypy --strict`` must report: checked by
+``tests/test_typing.py``, which expects an error on each line marked ``# error: <code>``
+(and no other error). Never run.
+"""
+
+from __future__ import annotations
+
+import fdbqueue.asyncio
+from fdbqueue import PriorityQueue, Queue, Subspace, memory, transactional
+
+
+class TextCodec:
+    """Stores ``str`` values as UTF-8: a ``Codec[str]``."""
+
+    def encode(self, value: str) -> bytes:
+        """Return ``value`` as UTF-8."""
+        return value.encode()
+
+    def decode(self, data: bytes) -> str:
+        """Return the text ``data`` holds."""
+        return data.decode()
+
+
+db = memory.open()
+words = Queue(Subspace(("mistakes", "words")), codec=TextCodec())
+numbers = Queue(Subspace(("mistakes", "numbers")))
+blobs = PriorityQueue(Subspace(("mistakes", "blobs")), codec="raw")
+
+numbers.enqueue(42, "wrong")  # error: arg-type
+blobs.push(db, b"x", priority="hi")  # error: arg-type
+blobs.push(db, "text", priority=1)  # error: arg-type
+words.enqueue(db, 7)  # error: arg-type
+
+
+def length(queue: Queue[str]) -> int:
+    """Return the next word (a mistake: it is a str, or None)."""
+    return queue.dequeue(db)  # error: return-value
+
+
+@transactional
+def take(tr: memory.Transaction) -> bytes | None:
+    """Pop the lowest blob."""
+    return blobs.pop(tr)
+
+
+take("not a database")  # error: arg-type
+
+
+async def pop_text(queue: fdbqueue.asyncio.PriorityQueue[bytes]) -> str | None:
+    """Pop the lowest blob (a mistake: it is bytes, or None)."""
+    return await queue.pop(db)  # error: return-value
