@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 
+import click
 import fdb.tuple
 import pytest
 from click.testing import CliRunner
@@ -63,16 +64,21 @@ def test_info_reports_size_oldest_requests_leases_and_dead_letters(db, subspace)
     db.advance_time(1)
     queue.claim(db, lease=30)  # moves the expired "b" to the dead letters, leases "c"
     assert expiring.value == "b"
+    queue.enqueue(db, "later", delay=600)
     facts = json.loads(ok(db, "--json", "--queue", jobs, "info"))
+    assert facts.pop("read_version") > 0
     assert facts == {
         "size": 0,
         "oldest": None,
         "requests_in_line": 0,
-        "leases": 2,
+        "leases_in_flight": 2,
+        "expired_leases": 0,
         "dead_letters": 1,
+        "delayed": 1,
     }
     text = ok(db, "--queue", jobs, "info")
     assert "dead letters      1" in text
+    assert "leases in flight  2" in text
 
 
 def test_priority_queue_commands(db, subspace):
@@ -148,9 +154,19 @@ def test_directory_on_the_in_memory_database_is_refused(db):
 def test_a_cluster_that_cannot_be_opened_is_a_one_line_error(tmp_path):
     """In a child interpreter: once the fdb backend ran memory.install() in this process,
     ``fdb.open()`` answers any cluster file name with an in-memory cluster."""
-    missing = str(tmp_path / "missing.cluster")
+    unusable = tmp_path / "unusable.cluster"
+    unusable.write_text("not a cluster file\n")
     result = subprocess.run(
-        [sys.executable, "-m", "fdbqueue.cli", "--cluster-file", missing, "--queue", "q", "info"],
+        [
+            sys.executable,
+            "-m",
+            "fdbqueue.cli",
+            "--cluster-file",
+            str(unusable),
+            "--queue",
+            "q",
+            "info",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -198,8 +214,13 @@ class OpenedCluster:
         self.timeouts.append(milliseconds)
 
 
-def test_cluster_is_opened_through_fdbqueue_binding_with_the_api_version_chosen(monkeypatch):
+def test_cluster_is_opened_through_fdbqueue_binding_with_the_api_version_chosen(
+    monkeypatch, tmp_path
+):
     import fdbqueue.cli
+
+    cluster_file = tmp_path / "c.cluster"
+    cluster_file.write_text("")
 
     calls = []
 
@@ -210,10 +231,10 @@ def test_cluster_is_opened_through_fdbqueue_binding_with_the_api_version_chosen(
     monkeypatch.setattr(fdbqueue.cli, "open_cluster", open_cluster)
     for args, api_version in (([], None), (["--api-version", "630"], 630)):
         result = CliRunner().invoke(
-            cli, ["--cluster-file", "c.cluster", *args, "--queue", "q", "info"], obj={}
+            cli, ["--cluster-file", str(cluster_file), *args, "--queue", "q", "info"], obj={}
         )
         assert result.exit_code == 1, result.output
-        assert calls[-1] == ("c.cluster", api_version)
+        assert calls[-1] == (str(cluster_file), api_version)
     assert "[default: (chosen automatically)]" in " ".join(
         CliRunner().invoke(cli, ["--help"]).output.split()
     )
@@ -231,9 +252,12 @@ def test_the_transaction_timeout_is_set_on_the_opened_cluster(monkeypatch):
     assert opened.timeouts == [2500]
 
 
-def test_a_binding_newer_than_libfdb_c_is_one_line_saying_what_to_install(monkeypatch):
+def test_a_binding_newer_than_libfdb_c_is_one_line_saying_what_to_install(monkeypatch, tmp_path):
     import fdbqueue.cli
     from fdbqueue import binding
+
+    cluster_file = tmp_path / "c.cluster"
+    cluster_file.write_text("")
 
     def open_cluster(cluster_file, api_version):
         raise binding.BindingMismatchError(
@@ -242,7 +266,9 @@ def test_a_binding_newer_than_libfdb_c_is_one_line_saying_what_to_install(monkey
         )
 
     monkeypatch.setattr(fdbqueue.cli, "open_cluster", open_cluster)
-    result = CliRunner().invoke(cli, ["--cluster-file", "c", "--queue", "q", "info"], obj={})
+    result = CliRunner().invoke(
+        cli, ["--cluster-file", str(cluster_file), "--queue", "q", "info"], obj={}
+    )
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.output
@@ -262,3 +288,340 @@ def test_foundationdb_errors_print_text_not_bytes():
     error = BytesDescriptionError(2004, b"Key outside legal range")
     lines = fails(FailingDatabase(error), "--queue", "q", "info")
     assert lines == ["Error: FoundationDB error 2004: Key outside legal range (2004)"]
+
+
+# -- shared options before or after the command -----------------------------------------------
+
+
+def test_shared_options_go_before_or_after_the_command(db, subspace):
+    jobs = queue_path(subspace, "jobs")
+    Queue(subspace["jobs"]).enqueue_many(db, ["a", "b"])
+    before = json.loads(ok(db, "--queue", jobs, "--json", "info"))
+    after = json.loads(ok(db, "info", "--queue", jobs, "--json"))
+    mixed = json.loads(ok(db, "--json", "info", "--queue", jobs))
+    for facts in (before, after, mixed):
+        facts.pop("read_version")
+    assert before == after == mixed
+    assert before["size"] == 2
+    assert json.loads(ok(db, "peek", "--json", "--queue", jobs)) == ["a", "b"]
+    # given in both places, the command's wins
+    assert ok(db, "--queue", queue_path(subspace, "other"), "peek", "--queue", jobs) == "'a'\n'b'\n"
+
+
+def test_priority_queue_options_after_the_command(db, subspace):
+    tasks = queue_path(subspace, "tasks")
+    ok(db, "push", "low", "--priority", "5", "--priority-queue", "--queue", tasks)
+    ok(db, "push", "high", "--priority", "1", "--priority-queue", "--queue", tasks)
+    assert ok(db, "pop", "--max", "--queue", tasks, "--priority-queue") == "'low'\n"
+
+
+def test_version():
+    from fdbqueue import __version__
+
+    result = CliRunner().invoke(cli, ["--version"])
+    assert result.exit_code == 0
+    assert result.output == f"fdbqueue {__version__}\n"
+
+
+def test_every_option_has_help_and_help_has_no_markup():
+    for name, command in [("", cli), *cli.commands.items()]:
+        for param in command.params:
+            if isinstance(param, click.Option):
+                assert param.help, f"{name} {param.name}"
+        text = CliRunner().invoke(cli, [name, "--help"] if name else ["--help"]).output
+        assert "``" not in text and ":mod:" not in text, name
+
+
+# -- a missing queue, and bad shared options ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["info"],
+        ["peek"],
+        ["pop"],
+        ["leases"],
+        ["dead-letters"],
+        ["tail", "--idle-timeout", "0.1"],
+    ],
+)
+def test_a_queue_with_nothing_under_its_prefix_is_reported_missing(db, subspace, command):
+    typo = queue_path(subspace, "job")
+    Queue(subspace["jobs"]).enqueue(db, "x")
+    lines = fails(db, "--queue", typo, *command)
+    assert lines == [
+        f"Error: queue {tuple(typo.split(','))!r} does not exist (nothing stored under its prefix)"
+    ]
+    assert not list(db.create_transaction().get_range_startswith(subspace["job"].key()))
+
+
+def test_push_creates_a_queue(db, subspace):
+    jobs = queue_path(subspace, "new")
+    fails(db, "--queue", jobs, "peek")
+    ok(db, "--queue", jobs, "push", "x")
+    assert ok(db, "--queue", jobs, "peek") == "'x'\n"
+    ok(db, "--queue", jobs, "pop")
+    assert ok(db, "--queue", jobs, "pop") == "(empty)\n"  # empty, but it exists
+
+
+def test_a_cluster_file_that_does_not_exist_is_a_usage_error(tmp_path, subspace):
+    missing = str(tmp_path / "missing.cluster")
+    for args in (
+        ["--cluster-file", missing, "--queue", "q", "info"],
+        ["info", "--cluster-file", missing, "--queue", "q"],
+    ):
+        result = CliRunner().invoke(cli, args, obj={})
+        assert result.exit_code == 2, result.output
+        assert "does not exist" in result.output.splitlines()[-1]
+
+
+def test_memory_and_cluster_file_exclude_each_other(tmp_path, db, subspace):
+    cluster_file = tmp_path / "fdb.cluster"
+    cluster_file.write_text("")
+    for args in (
+        ["--memory", "--cluster-file", str(cluster_file), "--queue", "q", "info"],
+        ["--memory", "info", "--cluster-file", str(cluster_file), "--queue", "q"],
+    ):
+        lines = fails(db, *args, code=2)
+        assert "--memory and --cluster-file exclude each other" in lines[-1]
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf", "soon"])
+def test_timeout_must_be_a_positive_number(db, subspace, timeout):
+    for args in (("--timeout", timeout, "--queue", "q", "info"), ("info", "--timeout", timeout)):
+        lines = fails(db, *args, code=2)
+        assert "--timeout" in lines[-1]
+
+
+# -- dead letters, leases, peek ----------------------------------------------------------------
+
+
+def make_dead_letters(db, queue, values):
+    """Items whose leases ran out of deliveries (max_deliveries=1), through released leases."""
+    queue.enqueue_many(db, values)
+    for _ in values:
+        queue.dead_letter(db, queue.claim(db, lease=60), "failed in a test")
+
+
+def test_dead_letters_list_requeue_and_purge(db, subspace):
+    jobs = queue_path(subspace, "jobs")
+    queue = Queue(subspace["jobs"])
+    make_dead_letters(db, queue, ["a", "b", "c"])
+    text = ok(db, "--queue", jobs, "dead-letters")
+    assert text.splitlines()[0].split() == ["id", "del", "reason", "value"]
+    assert [line.split()[-1] for line in text.splitlines()[1:]] == ["'a'", "'b'", "'c'"]
+    listed = json.loads(ok(db, "--queue", jobs, "dead-letters", "--json"))
+    assert [(d["value"], d["deliveries"], d["reason"]) for d in listed] == [
+        ("a", 1, "failed in a test"),
+        ("b", 1, "failed in a test"),
+        ("c", 1, "failed in a test"),
+    ]
+    result = invoke(db, "--queue", jobs, "dead-letters", "-n", "2", "--json")
+    assert result.exit_code == 0
+    assert [d["value"] for d in json.loads(result.stdout)] == ["a", "b"]
+    assert "more exist" in result.stderr
+    assert len(json.loads(ok(db, "--queue", jobs, "dead-letters", "--all", "--json"))) == 3
+    assert ok(db, "--queue", jobs, "dead-letters", "--requeue", "-n", "1") == (
+        "requeued 1 dead letters\n"
+    )
+    assert queue.peek_many(db, None) == ["a"]
+    assert "--yes" in fails(db, "--queue", jobs, "dead-letters", "--purge")[-1]
+    assert len(queue.dead_letters(db)) == 2
+    assert json.loads(ok(db, "--queue", jobs, "dead-letters", "--purge", "--yes", "--json")) == {
+        "purged": 2
+    }
+    assert ok(db, "--queue", jobs, "dead-letters") == "(no dead letters)\n"
+
+
+def test_dead_letters_requeue_takes_them_all(db, subspace):
+    jobs = queue_path(subspace, "jobs")
+    queue = Queue(subspace["jobs"])
+    make_dead_letters(db, queue, ["a", "b"])
+    assert json.loads(ok(db, "--json", "--queue", jobs, "dead-letters", "--requeue")) == {
+        "requeued": 2
+    }
+    assert queue.peek_many(db, None) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--requeue", "--purge", "--yes"), "not both"),
+        (("--yes",), "--yes confirms --purge"),
+        (("-n", "3", "--all"), "not both"),
+        (("-n", "-1"), "-1"),
+    ],
+)
+def test_dead_letters_usage_errors_change_nothing(db, subspace, args, message):
+    jobs = queue_path(subspace, "jobs")
+    queue = Queue(subspace["jobs"])
+    make_dead_letters(db, queue, ["a"])
+    lines = fails(db, "--queue", jobs, "dead-letters", *args, code=2)
+    assert message in lines[-1]
+    assert len(queue.dead_letters(db)) == 1
+
+
+def test_leases_lists_seconds_left(db, subspace):
+    jobs = queue_path(subspace, "jobs")
+    queue = Queue(subspace["jobs"])
+    queue.enqueue_many(db, ["a", "b", "c"])
+    released = queue.claim(db, lease=60)
+    queue.release(db, released)
+    queue.claim(db, lease=60)  # takes the released "a" again
+    held = queue.claim(db, lease=100)
+    document = json.loads(ok(db, "--queue", jobs, "leases", "--json"))
+    assert document["read_version"] > 0
+    leases = document["leases"]
+    assert [lease["value"] for lease in leases] == ["a", "b"]
+    assert leases[1]["id"] == held.id
+    assert 90 < leases[1]["seconds_left"] <= 100
+    assert not leases[1]["expired"] and not leases[1]["released"]
+    assert leases[0]["deliveries"] == 2
+    text = ok(db, "leases", "--queue", jobs)
+    assert "s left" in text.splitlines()[2] and held.id in text.splitlines()[2]
+    result = invoke(db, "--queue", jobs, "leases", "-n", "1")
+    assert result.exit_code == 0 and "more exist" in result.stderr
+
+
+def test_leases_show_released_and_expired(db, subspace):
+    jobs = queue_path(subspace, "jobs")
+    queue = Queue(subspace["jobs"])
+    queue.enqueue(db, "a")
+    queue.release(db, queue.claim(db, lease=60))
+    (lease,) = json.loads(ok(db, "--queue", jobs, "leases", "--json"))["leases"]
+    assert lease["released"] and lease["expired"]
+    assert "released" in ok(db, "--queue", jobs, "leases")
+    assert ok(db, "--queue", queue_path(subspace, "jobs"), "leases", "--all").count("\n") == 2
+
+
+def test_peek_all_and_the_note_when_more_exist(db, subspace):
+    jobs = queue_path(subspace, "jobs")
+    Queue(subspace["jobs"]).enqueue_many(db, list(range(15)))
+    result = invoke(db, "--queue", jobs, "peek", "--json")
+    assert json.loads(result.stdout) == list(range(10))
+    assert "more exist" in result.stderr
+    assert json.loads(ok(db, "--queue", jobs, "peek", "--all", "--json")) == list(range(15))
+    result = invoke(db, "--queue", jobs, "peek", "-n", "15")
+    assert result.exit_code == 0 and result.stderr == ""
+
+
+# -- tail -------------------------------------------------------------------------------------
+
+
+def test_tail_prints_items_until_the_count_or_idle_timeout(db, subspace):
+    jobs = queue_path(subspace, "jobs")
+    queue = Queue(subspace["jobs"])
+    queue.enqueue_many(db, ["a", "b", "c"])
+    assert ok(db, "--queue", jobs, "tail", "-n", "2") == "'a'\n'b'\n"
+    assert ok(db, "--queue", jobs, "tail", "--idle-timeout", "0.2", "--json") == '"c"\n'
+    assert queue.empty(db)
+
+
+def test_tail_waits_for_items_pushed_later(db, subspace):
+    import threading
+
+    jobs = queue_path(subspace, "jobs")
+    queue = Queue(subspace["jobs"])
+    queue.enqueue(db, "first")
+    later = threading.Timer(0.3, lambda: queue.enqueue(db, "later"))
+    later.start()
+    try:
+        assert ok(db, "--queue", jobs, "tail", "-n", "2", "--idle-timeout", "5") == (
+            "'first'\n'later'\n"
+        )
+    finally:
+        later.join()
+
+
+def test_tail_on_a_priority_queue(db, subspace):
+    tasks = queue_path(subspace, "tasks")
+    queue = PriorityQueue(subspace["tasks"])
+    queue.push(db, "low", priority=5)
+    queue.push(db, "high", priority=1)
+    args = ("--priority-queue", "--queue", tasks, "tail", "--idle-timeout", "0.1")
+    assert ok(db, *args, "--max") == "'low'\n'high'\n"
+    assert "priority queues" in fails(db, "--queue", tasks, "tail", "--max", code=2)[-1]
+
+
+def test_tail_exits_0_quietly_on_ctrl_c(db, subspace, monkeypatch):
+    jobs = queue_path(subspace, "jobs")
+    queue = Queue(subspace["jobs"])
+    queue.enqueue(db, "a")
+    calls = []
+
+    def dequeue(self, tr, *, block=False, timeout=None):
+        calls.append(timeout)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return "a"
+
+    monkeypatch.setattr(Queue, "dequeue", dequeue)
+    result = invoke(db, "--queue", jobs, "tail")
+    assert result.exit_code == 0
+    assert result.output == "'a'\n"
+    assert calls == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("args", [("-n", "0"), ("--idle-timeout", "0"), ("--idle-timeout", "x")])
+def test_tail_usage_errors(db, subspace, args):
+    jobs = queue_path(subspace, "jobs")
+    Queue(subspace["jobs"]).enqueue(db, "a")
+    fails(db, "--queue", jobs, "tail", *args, code=2)
+    assert Queue(subspace["jobs"]).size(db) == 1
+
+
+# -- bench arguments ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--consumers", "0"], "--consumers"),
+        (["--producers", "0"], "--producers"),
+        (["--modes", "bogus"], "unknown mode 'bogus'"),
+        (["--consumers", "a,b"], "--consumers"),
+        (["--items", "-5"], "--items"),
+        (["--phases", "later"], "unknown phase"),
+        (["--grv", "-1"], "--grv"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bench_refuses_bad_arguments_before_running(db, args, message):
+    lines = fails(db, "bench", *args, code=2)
+    assert lines[-1].startswith("Error: ")
+    assert message in lines[-1]
+    # click's usage lines and the error: nothing ran
+    assert [line.split()[0] for line in lines] == ["Usage:", "Error:"]
+
+
+def test_bench_help_lists_its_options_without_markup():
+    result = CliRunner().invoke(cli, ["bench", "--help"])
+    assert result.exit_code == 0
+    assert "--consumers" in result.output and "--modes" in result.output
+    assert "``" not in result.output
+
+
+def test_bench_plot_without_matplotlib_fails_before_running(db, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    lines = fails(db, "bench", "--plot", "x.png", "--items", "10", "--consumers", "1")
+    assert lines == [
+        "Error: --plot needs matplotlib: pip install matplotlib (or the '.[bench]' extra)"
+    ]
+
+
+def test_errors_stay_one_line_of_text_on_stderr_with_json(db, subspace):
+    missing = queue_path(subspace, "missing")
+    result = invoke(db, "--json", "--queue", missing, "info")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("Error: queue (") and result.stderr.count("\n") == 1

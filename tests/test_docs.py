@@ -51,6 +51,11 @@ UNRUNNABLE_COMMANDS = [
     (r"\s--directory\b", "--directory needs the directory layer on a real cluster"),
     (r"\bbench\b", "the benchmark runs for minutes (tests/test_benchmark.py covers it)"),
     (r"\swork\s", "the worker loop runs until SIGINT and imports the reader's handler"),
+    (r"\stail\b", "tail follows the queue until Ctrl-C"),
+    (
+        r"--cluster-file\s",
+        "a cluster file names a real cluster (one that does not exist is refused)",
+    ),
 ]
 
 # Shell blocks not run yet, and why: a page ("docs/cli.rst") or a block ("README.md:231").

@@ -31,6 +31,7 @@ from fdbqueue.leases import (
 )
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
+from fdbqueue.queue_info import QueueInfo
 from fdbqueue.receipts import UnknownResultError
 from fdbqueue.store import QueueTypeError
 from fdbqueue.transactional import TransactionContext, transactional
@@ -48,6 +49,7 @@ __all__ = [
     "LeaseNotHeldError",
     "PriorityQueue",
     "Queue",
+    "QueueInfo",
     "QueueTypeError",
     "RawCodec",
     "Subspace",

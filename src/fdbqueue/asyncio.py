@@ -187,6 +187,8 @@ class _StoredQueue(Generic[S, T]):
     leases = _twin(LeasedQueue[T].leases, "Queue")
     dead_letters = _twin(LeasedQueue[T].dead_letters, "Queue")
     requeue_dead_letters = _twin(LeasedQueue[T].requeue_dead_letters, "Queue")
+    purge_dead_letters = _twin(LeasedQueue[T].purge_dead_letters, "Queue")
+    info = _twin(LeasedQueue[T].info, "Queue")
 
     async def work(
         self,

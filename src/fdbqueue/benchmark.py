@@ -844,11 +844,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="steady: items taken before measuring (default: items / 4)",
     )
     parser.add_argument(
-        "--grv", type=latency_seconds, default=0.001, help="read version latency, s"
+        "--grv", type=latency_seconds, default=0.001, help="read version latency, s (default 0.001)"
     )
-    parser.add_argument("--read", type=latency_seconds, default=0.0005, help="read latency, s")
-    parser.add_argument("--commit", type=latency_seconds, default=0.003, help="commit latency, s")
-    parser.add_argument("--plot", metavar="FILE.png", help="draw items/s against consumers")
+    parser.add_argument(
+        "--read", type=latency_seconds, default=0.0005, help="read latency, s (default 0.0005)"
+    )
+    parser.add_argument(
+        "--commit", type=latency_seconds, default=0.003, help="commit latency, s (default 0.003)"
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="draw items/s against consumers (needs matplotlib)"
+    )
 
 
 def check_arguments(arguments: argparse.Namespace) -> None:

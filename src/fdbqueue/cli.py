@@ -1,17 +1,20 @@
-"""The ``fdbqueue`` command line: look inside a queue, push, pop, clear, run a worker, and
-benchmark.
+"""The ``fdbqueue`` command line: look inside a queue (info, peek, leases, dead letters),
+push, pop, follow (tail), clear, requeue or purge dead letters, run a worker, and benchmark.
 
-Global options come before the command::
+Shared options go before or after the command (``fdbqueue --queue app,jobs info --json`` is
+``fdbqueue --json info --queue app,jobs``; given in both places, the command's wins)::
 
     fdbqueue [--cluster-file PATH] [--api-version N] [--memory] [--timeout S] [--json]
-             (--queue PREFIX | --directory PATH) [--priority-queue] [--codec tuple|raw]
+             (--queue PREFIX | --directory PATH) [--priority-queue] [--codec tuple|raw|json]
              COMMAND ...
 
 A queue is named by a tuple prefix (``--queue app,jobs`` is the subspace ``("app", "jobs")``)
 or by a directory path (``--directory app/jobs``, opened with FoundationDB's directory layer,
 which needs ``libfdb_c``). Output is lines and tables for people, or one JSON document with
-``--json`` (bytes appear as ``{"base64": ...}``, tuples as lists). Errors are one line on
-stderr and exit status 1 (2 for a usage error).
+``--json`` (bytes appear as ``{"base64": ...}``, tuples as lists; ``tail`` prints one per
+item). Errors are one line on stderr and exit status 1 (2 for a usage error). Commands that
+read a queue (info, peek, pop, leases, dead-letters, tail) say so when nothing at all is
+stored under its prefix (exit status 1): a mistyped name.
 
 Tests hand the command a database: ``CliRunner().invoke(cli, args, obj={"database": db})``.
 """
@@ -21,30 +24,43 @@ from __future__ import annotations
 import argparse
 import base64
 import dataclasses
+import functools
 import importlib
+import importlib.metadata
 import json
 import logging
+import math
 import os
 import sys
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import click
+from click.core import ParameterSource
 from fdb.subspace_impl import Subspace
 
-from fdbqueue import benchmark, memory, worker
+from fdbqueue import __version__, benchmark, memory, worker
 from fdbqueue.binding import (
     BindingMismatchError,
     ClientLibraryMissingError,
     describe_fdb_error,
 )
 from fdbqueue.binding import open_database as open_cluster
+from fdbqueue.deadletters import DeadLetter
+from fdbqueue.leases import VERSIONS_PER_SECOND, Lease
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
+from fdbqueue.store import prefix_end
+from fdbqueue.transactional import run_in_retry_loop
 
 __all__ = ["cli", "main"]
 
-COUNT_LIMIT = 10_000  # leases and dead letters counted by ``info``
 TIMED_OUT = 1031
+#: Stands for "no limit" where a library call takes an int (``requeue_dead_letters``).
+EVERYTHING = sys.maxsize
+#: Longest wait of one blocking take in ``tail``, so Ctrl-C is seen within a second.
+TAIL_WAIT = 1.0
 
 
 def jsonable(value: Any) -> Any:
@@ -60,8 +76,16 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+def package_version() -> str:
+    """The installed fdbqueue's version (``importlib.metadata``), else the module's."""
+    try:
+        return importlib.metadata.version("fdbqueue")
+    except importlib.metadata.PackageNotFoundError:
+        return __version__
+
+
 class Context:
-    """What the global options chose; opens the database and the queue on first use."""
+    """What the shared options chose; opens the database and the queue on first use."""
 
     def __init__(self, options: dict[str, Any], database: Any) -> None:
         self.options = options
@@ -70,6 +94,14 @@ class Context:
     @property
     def as_json(self) -> bool:
         return bool(self.options["as_json"])
+
+    def check(self) -> None:
+        """Refuse options that contradict each other (a usage error, exit status 2)."""
+        if self.options.get("use_memory") and self.options.get("cluster_file") is not None:
+            raise click.UsageError(
+                "--memory and --cluster-file exclude each other: --memory uses a fresh "
+                "in-memory database, --cluster-file a cluster"
+            )
 
     def database(self) -> Any:
         if self._database is None:
@@ -81,6 +113,12 @@ class Context:
             )
         return self._database
 
+    def queue_name(self) -> str:
+        """How messages name the queue: ``queue ('app', 'jobs')`` or ``directory 'app/jobs'``."""
+        if self.options.get("queue") is not None:
+            return f"queue {tuple(self.options['queue'].split(','))!r}"
+        return f"directory {self.options.get('directory')!r}"
+
     def queue(self, **options: Any) -> Queue[Any] | PriorityQueue[Any]:
         prefix, directory = self.options["queue"], self.options["directory"]
         if (prefix is None) == (directory is None):
@@ -91,6 +129,27 @@ class Context:
             subspace = open_directory(self.database(), directory)
         kind = PriorityQueue if self.options["priority_queue"] else Queue
         return kind(subspace, codec=self.options["codec"], **options)
+
+    def existing_queue(
+        self, queue: Queue[Any] | PriorityQueue[Any]
+    ) -> Queue[Any] | PriorityQueue[Any]:
+        """``queue`` (:meth:`queue`), for a command that reads it.
+
+        Raises:
+            click.ClickException: nothing at all is stored under the queue's prefix (items
+                and metadata): the name is probably mistyped. Cost: one snapshot range read
+                (``limit=1``).
+        """
+        prefix = queue.subspace.key()
+
+        def anything(tr: Any) -> bool:
+            return bool(list(tr.snapshot.get_range(prefix, prefix_end(prefix), limit=1)))
+
+        if not guarded(lambda: run_in_retry_loop(self.database(), anything)):
+            raise click.ClickException(
+                f"{self.queue_name()} does not exist (nothing stored under its prefix)"
+            )
+        return queue
 
     def emit(self, document: Any, text: str) -> None:
         click.echo(json.dumps(jsonable(document)) if self.as_json else text)
@@ -173,74 +232,346 @@ def guarded(action: Any) -> Any:
         raise
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--cluster-file", type=click.Path(dir_okay=False), help="the cluster file to use")
+# -- shared options: on the group and on every command -------------------------------------
+
+
+def positive_seconds(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+    """A click callback: ``value`` must be a finite number of seconds > 0."""
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise click.BadParameter(f"must be a number of seconds > 0, not {value:g}")
+    return value
+
+
+CONNECTION_OPTIONS: list[Callable[[Any], Any]] = [
+    click.option(
+        "--cluster-file",
+        type=click.Path(exists=True, dir_okay=False),
+        help="The cluster file. Default: FDB_CLUSTER_FILE, then the usual location.",
+    ),
+    click.option(
+        "--api-version",
+        type=int,
+        default=None,
+        show_default="chosen automatically",
+        help="FoundationDB API version; automatically the newest the fdb binding and "
+        "libfdb_c support.",
+    ),
+    click.option(
+        "--memory",
+        "use_memory",
+        is_flag=True,
+        help="Use a fresh in-memory database (gone when the command ends); not with "
+        "--cluster-file.",
+    ),
+    click.option(
+        "--timeout",
+        type=float,
+        default=5.0,
+        show_default=True,
+        callback=positive_seconds,
+        help="Seconds each database call may take on a cluster (> 0).",
+    ),
+    click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON document (tail: one per item)."
+    ),
+]
+QUEUE_OPTIONS: list[Callable[[Any], Any]] = [
+    click.option("--queue", help="The queue's tuple prefix, comma-separated: app,jobs."),
+    click.option("--directory", help="The queue's directory path: app/jobs (needs libfdb_c)."),
+    click.option("--priority-queue", is_flag=True, help="The queue is a PriorityQueue."),
+    click.option(
+        "--codec",
+        type=click.Choice(["tuple", "raw", "json"]),
+        default="tuple",
+        show_default=True,
+        help="How the queue's values are stored.",
+    ),
+]
+CONNECTION_NAMES = ("cluster_file", "api_version", "use_memory", "timeout", "as_json")
+QUEUE_NAMES = ("queue", "directory", "priority_queue", "codec")
+
+
+def with_options(
+    decorators: list[Callable[[Any], Any]],
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Apply click option ``decorators`` in order (the first is listed first in help)."""
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(decorators):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+def shared_options(*, queue: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command the shared options (the connection's, and with ``queue`` the queue's),
+    so they may follow the command name too. Those given to the command (on its command line)
+    replace the group's in :attr:`Context.options`; the command's function does not see them.
+    """
+    decorators = CONNECTION_OPTIONS + (QUEUE_OPTIONS if queue else [])
+    names = CONNECTION_NAMES + (QUEUE_NAMES if queue else ())
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            ctx = click.get_current_context()
+            context = ctx.find_object(Context)
+            assert context is not None  # the group's callback made it
+            for name in names:
+                value = kwargs.pop(name)
+                if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT):
+                    context.options[name] = value
+            context.check()
+            return function(*args, **kwargs)
+
+        return with_options(decorators)(command)
+
+    return decorate
+
+
+def show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"fdbqueue {package_version()}")
+        ctx.exit()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option(
-    "--api-version",
-    type=int,
-    default=None,
-    show_default="chosen automatically",
-    help="FoundationDB API version; automatically the newest the fdb binding and libfdb_c support",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=show_version,
+    help="Print fdbqueue's version and exit.",
 )
-@click.option("--memory", "use_memory", is_flag=True, help="use a fresh in-memory database")
-@click.option("--timeout", type=float, default=5.0, show_default=True, help="seconds per call")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON document")
-@click.option("--queue", help="the queue's tuple prefix, comma-separated (app,jobs)")
-@click.option("--directory", help="the queue's directory path (app/jobs)")
-@click.option("--priority-queue", is_flag=True, help="the queue is a PriorityQueue")
-@click.option(
-    "--codec", type=click.Choice(["tuple", "raw", "json"]), default="tuple", show_default=True
-)
+@with_options(CONNECTION_OPTIONS + QUEUE_OPTIONS)
 @click.pass_context
 def cli(ctx: click.Context, /, **options: Any) -> None:
-    """Look inside and operate fdbqueue queues stored in FoundationDB."""
+    """Look inside and operate fdbqueue queues stored in FoundationDB.
+
+    The shared options (connection and queue) go before or after the command:
+    "fdbqueue --queue app,jobs info" and "fdbqueue info --queue app,jobs" are the same.
+    """
     given = ctx.obj.get("database") if isinstance(ctx.obj, dict) else None
     ctx.obj = Context(options, given)
 
 
-@cli.command()
+# -- looking ---------------------------------------------------------------------------------
+
+
+def given(name: str) -> bool:
+    """Whether the current command's option ``name`` was given on its command line."""
+    return click.get_current_context().get_parameter_source(name) not in (
+        None,
+        ParameterSource.DEFAULT,
+    )
+
+
+def chosen_limit(limit: int | None, everything: bool, default: int) -> int | None:
+    """The limit a listing uses: None with ``--all``, else ``-n`` (``default`` when absent).
+
+    Raises:
+        click.UsageError: both ``-n`` and ``--all``.
+    """
+    if everything:
+        if limit is not None:
+            raise click.UsageError("give -n/--limit or --all, not both")
+        return None
+    return default if limit is None else limit
+
+
+def listed(read: Callable[[int | None], list[Any]], limit: int | None) -> tuple[list[Any], bool]:
+    """Up to ``limit`` results of ``read`` (None: all), and whether more exist (it reads
+    one more than ``limit`` to tell)."""
+    if limit is None:
+        return guarded(lambda: read(None)), False
+    found = guarded(lambda: read(limit + 1))
+    return found[:limit], len(found) > limit
+
+
+def note_more(shown: int, what: str) -> None:
+    """Say on stderr that a listing stopped at its limit (stdout keeps one JSON document)."""
+    click.echo(f"(the first {shown} {what}; more exist: -n N for more, --all for all)", err=True)
+
+
+def limit_option(default: str) -> Callable[[Any], Any]:
+    return click.option(
+        "-n",
+        "--limit",
+        type=click.IntRange(min=0),
+        default=None,
+        help=f"At most N. Default: {default}.",
+    )
+
+
+ALL_OPTION = click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="All of them, without a limit (read a page of 1,000 per transaction).",
+)
+
+
+@cli.command(short_help="Size, oldest item, leases, dead letters, delayed items.")
+@shared_options()
 @click.pass_obj
 def info(context: Context) -> None:
-    """Size, oldest item, requests in line, leases in flight and dead letters."""
-    queue = context.queue()
+    """Size, oldest item, requests in line, leases (in flight, expired), dead letters and
+    delayed items, read at one read version.
 
-    def read() -> dict[str, Any]:
-        db = context.database()
-        return {
-            "size": queue.size(db),
-            "oldest": queue.peek(db),
-            "requests_in_line": queue.requests_in_line(db),
-            "leases": len(queue.leases(db, COUNT_LIMIT)),
-            "dead_letters": len(queue.dead_letters(db, COUNT_LIMIT)),
-        }
-
-    facts = guarded(read)
+    The counts are exact: info reads every lease, dead letter, delayed and request record
+    (not their values), so it takes longer on a queue with millions of them.
+    """
+    queue = context.existing_queue(context.queue())
+    facts = dataclasses.asdict(guarded(lambda: queue.info(context.database())))
     width = max(len(name) for name in facts)
     lines = [f"{name.replace('_', ' '):<{width}}  {facts[name]!r}" for name in facts]
     context.emit(facts, "\n".join(lines))
 
 
-@cli.command()
-@click.option("-n", "count", type=click.IntRange(min=0), default=10, show_default=True)
+@cli.command(short_help="Show the next items without removing them.")
+@limit_option("10")
+@ALL_OPTION
+@shared_options()
 @click.pass_obj
-def peek(context: Context, count: int) -> None:
-    """Show the next N items without removing them."""
-    queue = context.queue()
-    values = guarded(lambda: queue.peek_many(context.database(), count))
+def peek(context: Context, limit: int | None, everything: bool) -> None:
+    """Show the next items without removing them (for a priority queue, in pop_min order)."""
+    wanted = chosen_limit(limit, everything, 10)
+    queue = context.existing_queue(context.queue())
+    values, more = listed(lambda n: queue.peek_many(context.database(), n), wanted)
     context.emit(values, "\n".join(repr(value) for value in values) or "(empty)")
+    if more:
+        note_more(len(values), "items")
 
 
-@cli.command()
+def lease_document(lease: Lease[Any], read_version: int) -> dict[str, Any]:
+    seconds_left = (lease.expiry_version - read_version) / VERSIONS_PER_SECOND
+    return {
+        "id": lease.id,
+        "deliveries": lease.deliveries,
+        "expiry_version": lease.expiry_version,
+        "released": lease.expiry_version == 0,
+        "expired": lease.expiry_version < read_version,
+        "seconds_left": round(seconds_left, 3),
+        "value": lease.value,
+    }
+
+
+def lease_line(document: dict[str, Any]) -> str:
+    if document["released"]:
+        state = "released"
+    elif document["expired"]:
+        state = f"expired {-document['seconds_left']:.1f}s ago"
+    else:
+        state = f"{document['seconds_left']:.1f}s left"
+    return f"{document['id']}  {document['deliveries']:>3}  {state:<20}  {document['value']!r}"
+
+
+@cli.command(short_help="List leases in flight, with seconds left.")
+@limit_option("100")
+@ALL_OPTION
+@shared_options()
+@click.pass_obj
+def leases(context: Context, limit: int | None, everything: bool) -> None:
+    """List leases in flight, soonest expiry first: id, deliveries, seconds left (from a
+    read version taken just before), value. Expired and released leases are listed too:
+    the next claims take their items first."""
+    wanted = chosen_limit(limit, everything, 100)
+    queue = context.existing_queue(context.queue())
+    database = context.database()
+    version = guarded(lambda: run_in_retry_loop(database, lambda tr: tr.get_read_version().wait()))
+    found, more = listed(lambda n: queue.leases(database, n), wanted)
+    documents = [lease_document(lease, version) for lease in found]
+    header = f"{'id':<32}  {'del':>3}  {'expiry':<20}  value"
+    context.emit(
+        {"read_version": version, "leases": documents},
+        "\n".join([header, *map(lease_line, documents)]) if documents else "(no leases)",
+    )
+    if more:
+        note_more(len(found), "leases")
+
+
+def dead_letter_document(letter: DeadLetter[Any]) -> dict[str, Any]:
+    return {
+        "id": letter.id,
+        "deliveries": letter.deliveries,
+        "reason": letter.reason,
+        "value": letter.value,
+    }
+
+
+@cli.command("dead-letters", short_help="List, requeue or purge dead letters.")
+@limit_option("list 100; --requeue and --purge: all")
+@ALL_OPTION
+@click.option(
+    "--requeue", is_flag=True, help="Enqueue them again at the back of the queue, oldest first."
+)
+@click.option(
+    "--purge", is_flag=True, help="Remove them for good, with their values (needs --yes)."
+)
+@click.option("--yes", is_flag=True, help="Confirm --purge.")
+@shared_options()
+@click.pass_obj
+def dead_letters(
+    context: Context,
+    limit: int | None,
+    everything: bool,
+    requeue: bool,
+    purge: bool,
+    yes: bool,
+) -> None:
+    """List dead letters, oldest first (id, deliveries, reason, value); or requeue them, or
+    purge them. Each requeue or purge transaction takes effect exactly once."""
+    if requeue and purge:
+        raise click.UsageError("give --requeue or --purge, not both")
+    if yes and not purge:
+        raise click.UsageError("--yes confirms --purge")
+    acting = requeue or purge
+    wanted = chosen_limit(limit, everything, EVERYTHING if acting else 100)
+    queue = context.existing_queue(context.queue())
+    database = context.database()
+    if purge:
+        if not yes:
+            raise click.ClickException("--purge removes dead letters for good: add --yes to do it")
+        purged = guarded(lambda: queue.purge_dead_letters(database, wanted))
+        context.emit({"purged": purged}, f"purged {purged} dead letters")
+        return
+    if requeue:
+        count = EVERYTHING if wanted is None else wanted
+        requeued = guarded(lambda: queue.requeue_dead_letters(database, count))
+        context.emit({"requeued": requeued}, f"requeued {requeued} dead letters")
+        return
+    found, more = listed(lambda n: queue.dead_letters(database, n), wanted)
+    documents = [dead_letter_document(letter) for letter in found]
+    lines = [f"{d['id']}  {d['deliveries']:>3}  {d['reason']}  {d['value']!r}" for d in documents]
+    header = f"{'id':<32}  {'del':>3}  reason  value"
+    context.emit(documents, "\n".join([header, *lines]) if lines else "(no dead letters)")
+    if more:
+        note_more(len(found), "dead letters")
+
+
+# -- changing --------------------------------------------------------------------------------
+
+
+@cli.command(short_help="Add a value to the queue.")
 @click.argument("value")
-@click.option("--priority", type=int, help="the priority (priority queues only)")
-@click.option("--int", "as_int", is_flag=True, help="push VALUE as an integer")
-@click.option("--delay", type=float, default=None, help="seconds before consumers may take it")
+@click.option("--priority", type=int, help="The priority (priority queues only; required there).")
+@click.option("--int", "as_int", is_flag=True, help="Push VALUE as an integer.")
+@click.option(
+    "--delay",
+    type=float,
+    default=None,
+    show_default="none",
+    help="Seconds before consumers may take it.",
+)
+@shared_options()
 @click.pass_obj
 def push(
     context: Context, value: str, priority: int | None, as_int: bool, delay: float | None
 ) -> None:
     """Add VALUE to the queue (a string; bytes with --codec raw; --int for an integer;
-    with --codec json, VALUE is parsed as JSON)."""
+    with --codec json, VALUE is parsed as JSON). Creates the queue."""
     queue = context.queue()
     item: Any = value
     if as_int:
@@ -271,15 +602,28 @@ def push(
     )
 
 
-@cli.command()
-@click.option("-n", "count", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--max", "max_end", is_flag=True, help="from the highest priority")
-@click.pass_obj
-def pop(context: Context, count: int, max_end: bool) -> None:
-    """Remove and show up to N items."""
-    queue = context.queue()
+MAX_OPTION = click.option(
+    "--max", "max_end", is_flag=True, help="From the highest priority (priority queues only)."
+)
+
+
+def check_max(queue: Queue[Any] | PriorityQueue[Any], max_end: bool) -> None:
     if max_end and not isinstance(queue, PriorityQueue):
         raise click.UsageError("--max applies to priority queues (--priority-queue)")
+
+
+@cli.command(short_help="Remove and show up to N items.")
+@click.option(
+    "-n", "--limit", "count", type=click.IntRange(min=1), default=1, help="At most N items."
+)
+@MAX_OPTION
+@shared_options()
+@click.pass_obj
+def pop(context: Context, count: int, max_end: bool) -> None:
+    """Remove and show up to N items ("(empty)" when there is none: exit status 0)."""
+    queue = context.queue()
+    check_max(queue, max_end)
+    context.existing_queue(queue)
 
     def take() -> list[Any]:
         db = context.database()
@@ -297,8 +641,65 @@ def pop(context: Context, count: int, max_end: bool) -> None:
     context.emit(values, "\n".join(repr(value) for value in values) or "(empty)")
 
 
-@cli.command()
-@click.option("--yes", is_flag=True, help="really remove every item and all metadata")
+@cli.command(short_help="Remove and print items as they arrive.")
+@click.option(
+    "-n",
+    "--limit",
+    "count",
+    type=click.IntRange(min=1),
+    default=None,
+    show_default="no limit",
+    help="Stop after N items.",
+)
+@click.option(
+    "--idle-timeout",
+    type=float,
+    default=None,
+    callback=positive_seconds,
+    show_default="wait forever",
+    help="Stop after S seconds without an item.",
+)
+@MAX_OPTION
+@shared_options()
+@click.pass_obj
+def tail(context: Context, count: int | None, idle_timeout: float | None, max_end: bool) -> None:
+    """Remove items as they arrive and print each (a blocking dequeue: a watch, no
+    polling), until Ctrl-C (exit status 0), -n items or --idle-timeout. With --json, one
+    JSON document per line. An item taken as Ctrl-C arrives may be lost; use "work" for
+    at-least-once processing."""
+    queue = context.queue()
+    check_max(queue, max_end)
+    context.existing_queue(queue)
+    database = context.database()
+
+    def take(wait: float) -> Any:
+        if isinstance(queue, Queue):
+            return queue.dequeue(database, block=True, timeout=wait)
+        return queue.pop(database, max=max_end, block=True, timeout=wait)
+
+    taken = 0
+    try:
+        idle_until = None if idle_timeout is None else time.monotonic() + idle_timeout
+        while count is None or taken < count:
+            wait = (
+                TAIL_WAIT if idle_until is None else min(TAIL_WAIT, idle_until - time.monotonic())
+            )
+            if wait <= 0:
+                break
+            value = guarded(functools.partial(take, wait))
+            if value is None:
+                continue
+            taken += 1
+            click.echo(json.dumps(jsonable(value)) if context.as_json else repr(value))
+            if idle_timeout is not None:
+                idle_until = time.monotonic() + idle_timeout
+    except KeyboardInterrupt:
+        pass  # Ctrl-C: the way to stop; exit status 0
+
+
+@cli.command(short_help="Remove everything in the queue (needs --yes).")
+@click.option("--yes", is_flag=True, help="Confirm: really remove every item and all metadata.")
+@shared_options()
 @click.pass_obj
 def clear(context: Context, yes: bool) -> None:
     """Remove every item, lease, dead letter and counter of the queue."""
@@ -337,26 +738,42 @@ def import_handler(reference: str) -> Any:
     return found
 
 
-@cli.command()
+@cli.command(short_help="Run the worker loop with a handler.")
 @click.argument("handler")
-@click.option("--lease", type=float, default=30.0, show_default=True, help="seconds per lease")
-@click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--backoff", type=float, default=1.0, show_default=True, help="first retry delay")
-@click.option("--max-backoff", type=float, default=300.0, show_default=True)
+@click.option("--lease", type=float, default=30.0, show_default=True, help="Seconds per lease.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Jobs run at once (threads).",
+)
+@click.option(
+    "--backoff", type=float, default=1.0, show_default=True, help="Seconds before the first retry."
+)
+@click.option(
+    "--max-backoff",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="The longest delay before a retry, in seconds.",
+)
 @click.option(
     "--max-deliveries",
     type=click.IntRange(min=1),
     default=5,
     show_default=True,
-    help="deliveries before a failing item becomes a dead letter",
+    help="Deliveries before a failing item becomes a dead letter.",
 )
-@click.option("--until-empty", is_flag=True, help="stop once nothing is claimable")
+@click.option("--until-empty", is_flag=True, help="Stop once nothing is claimable.")
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     default="INFO",
     show_default=True,
+    help="What the worker logs to stderr.",
 )
+@shared_options()
 @click.pass_obj
 def work(
     context: Context,
@@ -396,17 +813,44 @@ def work(
     )
 
 
-@cli.command(context_settings={"ignore_unknown_options": True})
+class BenchArgumentParser(argparse.ArgumentParser):
+    """The benchmark's options: a bad one is a one-line click usage error (exit status 2),
+    not argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise click.UsageError(message)
+
+
+def bench_parser() -> BenchArgumentParser:
+    parser = BenchArgumentParser(
+        prog="fdbqueue bench",
+        description=(
+            "The consumer-scaling benchmark (fdbqueue.benchmark): items per second of each "
+            "mode against the number of consumers, on the in-memory database unless "
+            "--cluster-file is given. Prints a table per phase and the ratios, or one JSON "
+            "document with --json. The shared options --cluster-file, --api-version, "
+            "--memory, --timeout and --json go before or after bench."
+        ),
+    )
+    benchmark.add_arguments(parser)
+    return parser
+
+
+@cli.command(
+    context_settings={"ignore_unknown_options": True, "help_option_names": []},
+    short_help="Run the consumer-scaling benchmark (bench --help lists its options).",
+)
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
+@shared_options(queue=False)
 @click.pass_obj
 def bench(context: Context, arguments: tuple[str, ...]) -> None:
-    """The consumer-scaling benchmark (fdbqueue.benchmark): pass its options after ``bench``,
-    e.g. ``fdbqueue bench --phases drain --consumers 1,16 --modes plain,high-contention``;
-    ``bench -- --help`` lists them. Runs on the in-memory database unless --cluster-file is
-    given; with --json, prints one JSON document."""
-    parser = argparse.ArgumentParser(prog="fdbqueue bench")
-    benchmark.add_arguments(parser)
+    """Run the consumer-scaling benchmark; "fdbqueue bench --help" lists its options."""
+    parser = bench_parser()
     parsed = parser.parse_args(list(arguments))  # a bad option: usage error, exit status 2
+    try:
+        benchmark.check_arguments(parsed)
+    except benchmark.BenchmarkError as error:
+        raise click.UsageError(str(error)) from None
     options = context.options
     if options["cluster_file"] is None or context._database is not None:
         given = context._database
@@ -422,7 +866,7 @@ def bench(context: Context, arguments: tuple[str, ...]) -> None:
             return cluster
 
         where = "a FoundationDB cluster"
-    try:
+    try:  # run_all checks --plot's matplotlib before it runs anything
         results = benchmark.run_all(parsed, fresh, where, as_json=context.as_json)
     except benchmark.BenchmarkError as error:
         raise click.ClickException(str(error)) from None

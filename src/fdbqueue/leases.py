@@ -414,15 +414,17 @@ class Leases:
         metrics.add("claimed", queue=self.store.metric_name)
         return Lease(value, lease_id.hex(), deliveries, expiry_version, key)
 
-    def in_flight(self, tr: AnyContext, limit: int) -> list[Lease[Any]]:
-        """Up to ``limit`` leases, soonest expiry first (expired and released ones included).
+    def in_flight(self, tr: AnyContext, limit: int, after: bytes | None = None) -> list[Lease[Any]]:
+        """Up to ``limit`` leases, soonest expiry first (expired and released ones included),
+        starting after the lease key ``after`` (None: from the first).
 
         A value the codec cannot decode is shown as an :class:`~fdbqueue.Undecodable`.
         Cost: one snapshot range read and one snapshot point read per lease (issued
         together); no conflicts.
         """
         reader: Any = getattr(tr, "snapshot", tr)
-        records = list(reader.get_range(self.leases_begin, self.leases_end, limit=limit))
+        begin = self.leases_begin if after is None else after + b"\x00"
+        records = list(reader.get_range(begin, self.leases_end, limit=limit))
         unpacked = [fdb.tuple.unpack(bytes(kv.value)) for kv in records]
         values = [self.store.held.get(reader, held_id) for _key, _n, held_id in unpacked]
         found = []

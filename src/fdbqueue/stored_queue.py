@@ -12,6 +12,7 @@ conventions (``tr`` first, ``@transactional``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from fdb.subspace_impl import Subspace
@@ -19,18 +20,78 @@ from fdb.subspace_impl import Subspace
 from fdbqueue import taking
 from fdbqueue.codecs import Codec
 from fdbqueue.consumers import check_abandon_after
+from fdbqueue.delays import DelayedItems
 from fdbqueue.leases import Leases, check_max_deliveries
 from fdbqueue.receipts import exactly_once
 from fdbqueue.store import ItemStore, check_count, check_flag
 from fdbqueue.transactional import (
     TransactionContext,
+    is_database,
+    is_transaction,
     transactional,
 )
 
-__all__ = ["StoredQueue", "check_queue_arguments"]
+__all__ = ["PAGE_SIZE", "StoredQueue", "check_limit", "check_queue_arguments", "count_keys"]
 
-#: The type of a queue's values: what its codec decodes (``Queue[str]`` for a ``Codec[str]``).
+#: Records one page of a listing reads (:func:`read_pages`): given a Database, each page is a
+#: transaction of its own.
+PAGE_SIZE = 1_000
+#: Keys one range read of :func:`count_keys` returns.
+COUNT_PAGE_SIZE = 10_000
+
 T = TypeVar("T")
+#: Reads one page: ``(tr, after, count)`` -> (up to ``count`` results, the last key read, or
+#: None when nothing was read; whether more may follow). ``after`` None starts at the first.
+ReadPage = Callable[[Any, "bytes | None", int], "tuple[list[T], bytes | None, bool]"]
+
+
+def check_limit(limit: Any, name: str = "limit") -> int | None:
+    """Return ``limit``: an int >= 0, or None for no limit.
+
+    Raises:
+        TypeError: not an int or None (bool included).
+        ValueError: negative.
+    """
+    if limit is None:
+        return None
+    check_count(limit, name)
+    return int(limit)
+
+
+def read_pages(tr: Any, limit: int | None, read_page: ReadPage[T]) -> list[T]:
+    """Up to ``limit`` results (None: all) of ``read_page``, page after page of at most
+    :data:`PAGE_SIZE`, each page going on after the last key the one before read.
+
+    ``read_page`` is :func:`~fdbqueue.transactional.transactional`: given a Database, each page
+    is a transaction of its own (so pages are read at different read versions); given a
+    Transaction, every page is read in it.
+    """
+    if not is_database(tr) and not is_transaction(tr):
+        read_page(tr, None, 0)  # raises the TypeError that names what was expected
+    found: list[T] = []
+    after: bytes | None = None
+    while limit is None or len(found) < limit:
+        count = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit - len(found))
+        results, last, more = read_page(tr, after, count)
+        found.extend(results)
+        if not more or last is None:
+            break
+        after = last
+    return found
+
+
+def count_keys(reader: Any, begin: bytes, end: bytes) -> int:
+    """How many keys ``[begin, end)`` holds, through ``reader`` (pass a snapshot view for no
+    conflicts). Cost: one range read per :data:`COUNT_PAGE_SIZE` keys, all in ``reader``'s
+    transaction; the binding returns each key's value too (no key-only read exists), so count
+    only ranges of small records."""
+    counted = 0
+    while True:
+        page = list(reader.get_range(begin, end, limit=COUNT_PAGE_SIZE))
+        counted += len(page)
+        if len(page) < COUNT_PAGE_SIZE:
+            return counted
+        begin = bytes(page[-1].key) + b"\x00"
 
 
 def check_queue_arguments(high_contention: Any, abandon_after: Any, max_deliveries: Any) -> float:
@@ -61,6 +122,7 @@ class StoredQueue(Generic[T]):
 
     _store: ItemStore
     _leases: Leases
+    _delays: DelayedItems
     _high_contention: bool
 
     @property
@@ -109,23 +171,40 @@ class StoredQueue(Generic[T]):
         """
         return self._store.size(tr)
 
-    @transactional
-    def peek_many(self, tr: TransactionContext, n: int) -> list[T]:
-        """Return up to ``n`` values from the front, in key order, without removing them: a
-        Queue's next ``n`` items, a PriorityQueue's next ``n`` of :meth:`pop_min`.
+    def peek_many(self, tr: TransactionContext, n: int | None) -> list[T]:
+        """Return up to ``n`` values from the front (None: every item), in key order, without
+        removing them: a Queue's next ``n`` items, a PriorityQueue's next ``n`` of
+        :meth:`pop_min`.
 
         Poison items (values the codec cannot decode) are skipped, as a take would move them
         to the dead letters.
 
+        Given a Database, it reads pages of at most :data:`PAGE_SIZE` items, each in a
+        transaction of its own, each going on after the last key the one before read: with
+        ``n`` up to :data:`PAGE_SIZE`, one transaction; with more (or None), the pages are read
+        at different read versions, so items taken or added meanwhile may be missed or
+        listed. Given a Transaction, every page is read in it (one read version; a large
+        queue may then pass FoundationDB's five-second transaction limit).
+
         Raises:
-            TypeError, ValueError: ``n`` is not an int >= 0.
+            TypeError, ValueError: ``n`` is not an int >= 0 or None.
             ValueError: a key among them is not one of this queue's items.
 
-        Cost: one range read (``limit=n``), more only past poison items; as a snapshot read
-        it adds no conflict range.
+        Cost: one snapshot range read per page (``limit`` the values still wanted, at most
+        :data:`PAGE_SIZE`), more only past poison items; no conflicts.
         """
-        check_count(n)
-        return taking.peek(self._store, taking.forward(self._store, tr, n, snapshot=True), n)
+        return read_pages(tr, check_limit(n, "n"), self._peek_page)
+
+    @transactional
+    def _peek_page(
+        self, tr: TransactionContext, after: bytes | None, count: int
+    ) -> tuple[list[Any], bytes | None, bool]:
+        """One page of :meth:`peek_many` (a :data:`ReadPage`)."""
+        begin = self._store.begin if after is None else after + b"\x00"
+        batch = self._store.read(tr, begin, limit=count, snapshot=True)
+        values = taking.peek(self._store, iter(batch), count)
+        last = bytes(batch[-1].key) if batch else None
+        return values, last, len(batch) == count
 
     @transactional
     def requests_in_line(self, tr: TransactionContext, limit: int = 10_000) -> int:
