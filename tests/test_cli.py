@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import BytesDescriptionError, run
 
-from fdbqueue import PriorityQueue, Queue, Subspace
+from fdbqueue import PriorityQueue, Queue, Subspace, memory
 from fdbqueue.cli import cli, jsonable
 
 
@@ -625,3 +625,24 @@ def test_errors_stay_one_line_of_text_on_stderr_with_json(db, subspace):
     assert result.exit_code == 1
     assert result.stdout == ""
     assert result.stderr.startswith("Error: queue (") and result.stderr.count("\n") == 1
+
+
+def test_a_queue_opened_as_the_wrong_type_is_refused_and_left_alone():
+    db = memory.open()
+    tasks = PriorityQueue(Subspace(("typed-cli",)))
+    tasks.push(db, "x", 3)
+    for args in (["pop"], ["info"], ["push", "oops"], ["peek"]):
+        result = invoke(db, "--queue", "typed-cli", *args)
+        assert result.exit_code == 1, result.output
+        assert "PriorityQueue" in result.output
+    assert tasks.pop_max(db) == "x" and tasks.pop_max(db) is None
+
+
+def test_python_dash_m_runs_the_command_line():
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "fdbqueue", "--version"], capture_output=True, text=True
+    )
+    assert result.returncode == 0 and "fdbqueue" in result.stdout

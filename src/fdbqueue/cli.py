@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
+import fdb.tuple
 from click.core import ParameterSource
 from fdb.subspace_impl import Subspace
 
@@ -137,17 +138,31 @@ class Context:
 
         Raises:
             click.ClickException: nothing at all is stored under the queue's prefix (items
-                and metadata): the name is probably mistyped. Cost: one snapshot range read
-                (``limit=1``).
+                and metadata): the name is probably mistyped; or the queue's metadata records
+                the other queue type (:class:`~fdbqueue.QueueTypeError`). Cost: one snapshot
+                range read (``limit=1``) and one snapshot point read.
         """
         prefix = queue.subspace.key()
+        type_key = queue.subspace.key() + b"\xff" + fdb.tuple.pack(("type",))
 
-        def anything(tr: Any) -> bool:
-            return bool(list(tr.snapshot.get_range(prefix, prefix_end(prefix), limit=1)))
+        def look(tr: Any) -> tuple[bool, bytes | None]:
+            recorded = tr.snapshot.get(type_key)
+            found = bool(list(tr.snapshot.get_range(prefix, prefix_end(prefix), limit=1)))
+            return found, bytes(recorded) if recorded.present() else None
 
-        if not guarded(lambda: run_in_retry_loop(self.database(), anything)):
+        found, recorded = guarded(lambda: run_in_retry_loop(self.database(), look))
+        if not found:
             raise click.ClickException(
                 f"{self.queue_name()} does not exist (nothing stored under its prefix)"
+            )
+        wanted = type(queue).__name__.encode()
+        if recorded is not None and recorded != wanted:
+            hint = (
+                "add --priority-queue" if recorded == b"PriorityQueue" else "drop --priority-queue"
+            )
+            raise click.ClickException(
+                f"{self.queue_name()} holds a {recorded.decode(errors='replace')}, not a "
+                f"{wanted.decode()}: {hint}"
             )
         return queue
 

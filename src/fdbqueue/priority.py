@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fdbqueue import taking
 from fdbqueue.codecs import Codec
@@ -34,9 +34,12 @@ from fdbqueue.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_s
 from fdbqueue.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue.receipts import exactly_once
 from fdbqueue.store import ItemStore, check_count, check_flag
-from fdbqueue.stored_queue import T, check_queue_arguments
+from fdbqueue.stored_queue import QueueOptions, T, check_queue_arguments
 from fdbqueue.transactional import TransactionContext, require_writable, transactional
 from fdbqueue.waiting import check_blocking_arguments
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["PriorityQueue"]
 
@@ -85,22 +88,12 @@ class PriorityQueue(LeasedQueue[T]):
         subspace: Any,
         *,
         codec: Literal["raw"],
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
+        **options: Unpack[QueueOptions],
     ) -> None: ...
 
     @overload
     def __init__(
-        self: PriorityQueue[T],
-        subspace: Any,
-        *,
-        codec: Codec[T],
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
+        self: PriorityQueue[T], subspace: Any, *, codec: Codec[T], **options: Unpack[QueueOptions]
     ) -> None: ...
 
     @overload
@@ -109,10 +102,7 @@ class PriorityQueue(LeasedQueue[T]):
         subspace: Any,
         *,
         codec: str = "tuple",
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
+        **options: Unpack[QueueOptions],
     ) -> None: ...
 
     def __init__(
@@ -129,7 +119,7 @@ class PriorityQueue(LeasedQueue[T]):
         self._high_contention = high_contention
         self._store = ItemStore(subspace, codec, exactly_once, leading_integers=2)
         self._leases = Leases(self._store, max_deliveries)
-        self._delays = DelayedItems(self._store, self._push_now)
+        self._delays = DelayedItems(self._store, functools.partial(_push_at_back, self._store))
         self._ends = {
             max_end: End(
                 self._store,
@@ -197,34 +187,13 @@ class PriorityQueue(LeasedQueue[T]):
             self._store.check_type(tr, recorded)
             self._delays.put(tr, [encoded], delay, (priority,))
         else:
-            self._push_now(
-                tr, encoded, (priority,), functools.partial(self._store.check_type, tr, recorded)
+            _push_at_back(
+                self._store,
+                tr,
+                encoded,
+                (priority,),
+                functools.partial(self._store.check_type, tr, recorded),
             )
-
-    def _push_now(
-        self,
-        tr: TransactionContext,
-        encoded: bytes,
-        where: tuple[Any, ...],
-        check_type: Callable[[bool], None] = lambda record: None,
-    ) -> None:
-        priority = where[0]
-        try:
-            count = self._next_count(tr, priority)
-        except ValueError:  # a foreign key: say first if a queue of another type is here
-            check_type(False)
-            raise
-        check_type(True)
-        self._store.write(tr, self._store.item_key((priority, count)), encoded)
-
-    def _next_count(self, tr: TransactionContext, priority: int) -> int:
-        """1 + the last count used for ``priority``, or 0 (snapshot read: no conflict)."""
-        within = self.subspace.range((priority,))
-        last = self._store.read(tr, within.start, within.stop, reverse=True, snapshot=True)
-        if not last:
-            return 0
-        count: int = self._store.unpack_position(last[0].key)[1]
-        return count + 1
 
     # -- taking and looking -----------------------------------------------------------------
 
@@ -353,7 +322,7 @@ class PriorityQueue(LeasedQueue[T]):
         return self._ends[max].consumer(database, prefetch, abandon_after)
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
-        self._push_now(tr, encoded, self._store.unpack_position(item_key)[:1])
+        _push_at_back(self._store, tr, encoded, self._store.unpack_position(item_key)[:1])
 
     @transactional
     def peek(self, tr: TransactionContext, max: bool = False) -> T | None:
@@ -379,3 +348,33 @@ class PriorityQueue(LeasedQueue[T]):
     def peek_max(self, tr: TransactionContext) -> T | None:
         """Return the oldest value of the highest priority, or None when empty (two range reads)."""
         return self.peek(tr, max=True)
+
+
+def _push_at_back(
+    store: ItemStore,
+    tr: TransactionContext,
+    encoded: bytes,
+    where: tuple[Any, ...],
+    check_type: Callable[[bool], None] = lambda record: None,
+) -> None:
+    """Write ``encoded`` after the last item of the priority ``where[0]`` (a push, a delayed
+    item falling due, a requeued dead letter); ``check_type(record)``
+    (:meth:`~fdbqueue.store.ItemStore.check_type`) runs before any write."""
+    priority = where[0]
+    try:
+        count = _next_count(store, tr, priority)
+    except ValueError:  # a foreign key: say first if a queue of another type is here
+        check_type(False)
+        raise
+    check_type(True)
+    store.write(tr, store.item_key((priority, count)), encoded)
+
+
+def _next_count(store: ItemStore, tr: TransactionContext, priority: int) -> int:
+    """1 + the last count used for ``priority``, or 0 (snapshot read: no conflict)."""
+    within = store.subspace.range((priority,))
+    last = store.read(tr, within.start, within.stop, reverse=True, snapshot=True)
+    if not last:
+        return 0
+    count: int = store.unpack_position(last[0].key)[1]
+    return count + 1

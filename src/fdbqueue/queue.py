@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fdbqueue import taking
 from fdbqueue.codecs import Codec
@@ -34,9 +34,12 @@ from fdbqueue.leased_queue import LeasedQueue
 from fdbqueue.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_seconds
 from fdbqueue.receipts import exactly_once
 from fdbqueue.store import ItemStore, check_count
-from fdbqueue.stored_queue import T, check_queue_arguments
+from fdbqueue.stored_queue import QueueOptions, T, check_queue_arguments
 from fdbqueue.transactional import TransactionContext, require_writable, transactional
 from fdbqueue.waiting import check_blocking_arguments
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["Queue"]
 
@@ -54,10 +57,9 @@ class Queue(LeasedQueue[T]):
         subspace: a ``Subspace``, ``DirectorySubspace`` or tuple prefix (``("Q",)``) dedicated
             to this queue. Items live in ``subspace.range()``; the size counter lives just
             after it, at ``subspace.key() + b"\\xff"`` (see :mod:`fdbqueue.store`).
-        codec: how values are stored: ``"tuple"`` (default, any value the tuple layer packs,
-            as the Java recipe stores it), ``"raw"`` (bytes, stored unchanged, as the Python
-            recipe stores it) or an object with ``encode``/``decode``
-            (:mod:`fdbqueue.codecs`).
+        codec: ``"tuple"`` (default, as the Java recipe stores values), ``"raw"`` (bytes, as
+            the Python recipe), ``"json"``, or a :class:`~fdbqueue.Codec` (its value type is
+            the queue's ``T``); see :mod:`fdbqueue.codecs`.
         high_contention: dequeues and claims given a Database take in line
             (:mod:`fdbqueue.consumers`, each call a session with ``prefetch=0``): many
             consumers then share the queue without conflicting, FIFO in the order their
@@ -83,38 +85,17 @@ class Queue(LeasedQueue[T]):
 
     @overload
     def __init__(
-        self: Queue[bytes],
-        subspace: Any,
-        *,
-        codec: Literal["raw"],
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
+        self: Queue[bytes], subspace: Any, *, codec: Literal["raw"], **options: Unpack[QueueOptions]
     ) -> None: ...
 
     @overload
     def __init__(
-        self: Queue[T],
-        subspace: Any,
-        *,
-        codec: Codec[T],
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
+        self: Queue[T], subspace: Any, *, codec: Codec[T], **options: Unpack[QueueOptions]
     ) -> None: ...
 
     @overload
     def __init__(
-        self: Queue[Any],
-        subspace: Any,
-        *,
-        codec: str = "tuple",
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
+        self: Queue[Any], subspace: Any, *, codec: str = "tuple", **options: Unpack[QueueOptions]
     ) -> None: ...
 
     def __init__(
@@ -151,20 +132,17 @@ class Queue(LeasedQueue[T]):
         Args:
             tr: a Database, Tenant or Transaction.
             value: any value the queue's codec encodes, except None.
-            delay: seconds (at most 30 days) before consumers may take the item; None or 0:
-                at once. A delayed item waits in the queue's metadata and joins the back of
-                the queue when the first consumer to look after its due version promotes it
-                (:mod:`fdbqueue.delays`; read versions are the clock, as for leases).
+            delay: seconds (at most 30 days) before consumers may take the item (None or 0: at
+                once); it then joins the back of the queue (:mod:`fdbqueue.delays`).
 
         Raises:
-            ValueError: ``value`` is None or encodes to more than 100,000 bytes; ``delay`` is
-                NaN, negative or too long.
-            TypeError: the codec cannot encode ``value``, ``delay`` is not a number, or ``tr``
-                is of the wrong type.
+            ValueError: ``value`` is None or over 100,000 bytes encoded, a bad ``delay``, or
+                the subspace holds a PriorityQueue (:class:`~fdbqueue.QueueTypeError`).
+            TypeError: the codec cannot encode ``value``, or a wrong type of ``delay``/``tr``.
 
-        Nothing is written when an error is raised. Cost: one snapshot range read (no read
-        conflict range), one set and two atomic adds: no conflicts with enqueues or dequeues.
-        Delayed: the read version, one set and two atomic adds, no reads.
+        Nothing is written when an error is raised. Cost: one snapshot range read and a
+        snapshot point read (no read conflict range), one set and two atomic adds (delayed:
+        no range read): no conflicts with enqueues or dequeues.
         """
         self._append(tr, [self._store.encode(value)], check_delay(delay))
 
@@ -178,10 +156,8 @@ class Queue(LeasedQueue[T]):
         as one :meth:`enqueue`, plus one set per further value; no conflicts.
 
         Raises:
-            ValueError: a value is None or too large, the batch exceeds FoundationDB's
-                10,000,000-byte transaction limit, or ``delay`` is out of range.
-            TypeError: ``values`` is not an iterable of values, a value cannot be encoded,
-                ``delay`` is not a number, or ``tr`` is of the wrong type.
+            ValueError, TypeError: as :meth:`enqueue`, for any value; or the batch exceeds
+                FoundationDB's 10,000,000-byte transaction limit.
         """
         seconds = check_delay(delay)
         encoded = self._store.encode_many(values)
@@ -246,7 +222,8 @@ class Queue(LeasedQueue[T]):
             n: the most items to take (an int >= 0).
 
         Returns:
-            The values, oldest first; fewer than ``n`` (or none) when the queue holds fewer.
+            The values, oldest first; fewer than ``n`` when the queue holds fewer (or when
+            delayed items fell due: they join the back, taken up to ``n``).
 
         Raises:
             TypeError: ``n`` is not an int, or ``tr`` is of the wrong type.
@@ -254,8 +231,8 @@ class Queue(LeasedQueue[T]):
                 queue's items (nothing changes).
 
         Poison items are moved to the dead letters and skipped, as by :meth:`dequeue`.
-        Cost: one range read (``limit=n``), ``n`` clears and one atomic add. The read
-        conflict range covers the front of the queue up to just past the last item taken.
+        Cost: one range read (``limit=n``), ``n`` clears and one atomic add; read conflict
+        range: the front up to just past the last item taken.
         """
         check_count(n)
         return self._end.take_many(tr, n) if n else []
@@ -281,9 +258,8 @@ class Queue(LeasedQueue[T]):
             tr: a Database, Tenant or Transaction.
             lease: seconds until the lease expires (> 0, at most 12 hours), measured with read
                 versions (about 1,000,000 per second, a clock all clients share).
-            block: wait until an item can be claimed (needs a Database): long polling, like
-                Amazon SQS's ``WaitTimeSeconds``, on a watch of the signal key that enqueues
-                and releases bump, ending too when the first lease in flight expires.
+            block: wait until an item can be claimed (needs a Database; long polling as SQS's
+                ``WaitTimeSeconds``), on a watch, waking too when a lease expires.
             timeout: with ``block=True``, the most seconds to wait; None (or ``math.inf``)
                 waits without limit.
 
@@ -298,14 +274,10 @@ class Queue(LeasedQueue[T]):
                 ``timeout`` without ``block=True``. Nothing is read or written then.
 
         Given a Database, it takes effect exactly once (:mod:`fdbqueue.receipts`). Cost: a
-        read version, a range read of the expired leases, then the dequeue's read and clear
-        when none has, and two sets (lease record, held value); claims conflict with each
-        other as plain dequeues do, unless ``high_contention`` takes them in line. One that
-        finds nothing adds a snapshot read of the first lease (when it expires); blocking,
-        per further attempt a read-only transaction creating the watch.
-
-        Source followed: FoundationDB's "Queues" recipe and developer guide ("Watches"); the
-        long polling of Amazon SQS ``ReceiveMessage`` (``WaitTimeSeconds``).
+        read version, a range read of the expired leases, then the dequeue's read and clear,
+        and two sets (lease record, held value); claims conflict as plain dequeues do, unless
+        ``high_contention`` takes them in line. Blocking, per further attempt a read-only
+        transaction creating the watch. Source followed: the "Queues" recipe, "Watches".
         """
         seconds = check_lease_seconds(lease)
         return self._end.claim(tr, seconds, block, check_blocking_arguments(tr, block, timeout))
@@ -328,11 +300,7 @@ class Queue(LeasedQueue[T]):
                 is not one of this queue's items. Nothing changes then.
 
         Given a Database, it takes effect exactly once (:mod:`fdbqueue.receipts`). Cost: one
-        transaction: a read version, a range read of the expired leases with a point read of
-        each held value (issued together), a clear and a set per redelivered lease; for the
-        rest, the queue's range read, a clear and two sets per item, and one atomic add. Its
-        read conflict ranges are ``n`` claims': the expired leases read and the front up to
-        the last item taken.
+        transaction, with the reads and writes of ``n`` claims, their reads issued together.
         """
         check_count(n)
         seconds = check_lease_seconds(lease)
@@ -341,10 +309,9 @@ class Queue(LeasedQueue[T]):
     def consumer(
         self, database: Any, *, prefetch: int = 0, abandon_after: float = DEFAULT_ABANDON_AFTER
     ) -> Consumer:
-        """Open a consumer session: it dequeues and claims in line with other sessions,
-        without conflicts, FIFO in request order (:mod:`fdbqueue.consumers`). Use it as a
-        context manager (``with queue.consumer(db, prefetch=1) as consumer:
-        consumer.dequeue(block=True)``); closing it returns its reserved places.
+        """Open a consumer session that dequeues and claims in line, without conflicts, FIFO
+        in request order (:mod:`fdbqueue.consumers`); use it in a ``with`` block, whose end
+        closes it and returns its reserved places.
 
         Args:
             database: a Database or Tenant (the session runs its own transactions).
@@ -354,8 +321,7 @@ class Queue(LeasedQueue[T]):
                 stopped calling) go to the next in line.
 
         Raises:
-            TypeError: ``database`` is not a Database, or an argument has the wrong type.
-            ValueError: ``prefetch`` < 0, or ``abandon_after`` NaN, <= 0 or over a day.
+            TypeError, ValueError: not a Database, ``prefetch`` < 0, a bad ``abandon_after``.
         """
         return self._end.consumer(database, prefetch, abandon_after)
 

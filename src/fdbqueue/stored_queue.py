@@ -13,7 +13,7 @@ conventions (``tr`` first, ``@transactional``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar
 
 from fdb.subspace_impl import Subspace
 
@@ -40,6 +40,18 @@ PAGE_SIZE = 1_000
 COUNT_PAGE_SIZE = 10_000
 
 T = TypeVar("T")
+
+
+class QueueOptions(TypedDict, total=False):
+    """The keyword arguments both queue types take beside ``subspace`` and ``codec`` (their
+    constructors document them); for typing their overloads."""
+
+    high_contention: bool
+    abandon_after: float
+    max_deliveries: int | None
+    exactly_once: bool
+
+
 #: Reads one page: ``(tr, after, count)`` -> (up to ``count`` results, the last key read, or
 #: None when nothing was read; whether more may follow). ``after`` None starts at the first.
 ReadPage = Callable[[Any, "bytes | None", int], "tuple[list[T], bytes | None, bool]"]

@@ -1,0 +1,5 @@
+"""``python -m fdbqueue``: the ``fdbqueue`` command line (:mod:`fdbqueue.cli`)."""
+
+from fdbqueue.cli import main
+
+main()
