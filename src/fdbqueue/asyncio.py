@@ -44,7 +44,17 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    Literal,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    overload,
+)
 
 import fdbqueue.consumers
 import fdbqueue.priority
@@ -52,10 +62,8 @@ import fdbqueue.queue
 from fdbqueue import async_worker, bridge, suspension, worker
 from fdbqueue.bridge import wait_future
 from fdbqueue.codecs import Codec
-from fdbqueue.consumers import DEFAULT_ABANDON_AFTER
 from fdbqueue.leased_queue import LeasedQueue
-from fdbqueue.leases import DEFAULT_MAX_DELIVERIES
-from fdbqueue.stored_queue import StoredQueue, T
+from fdbqueue.stored_queue import QueueOptions, StoredQueue, T
 from fdbqueue.transactional import (
     ContextParameter,
     First,
@@ -64,6 +72,9 @@ from fdbqueue.transactional import (
     is_fdb_error,
     is_transaction,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["Consumer", "PriorityQueue", "Queue", "transactional", "wait_future"]
 
@@ -243,38 +254,17 @@ class Queue(_StoredQueue[fdbqueue.queue.Queue[T], T]):
 
     @overload
     def __init__(
-        self: Queue[bytes],
-        subspace: Any,
-        *,
-        codec: Literal["raw"],
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
+        self: Queue[bytes], subspace: Any, *, codec: Literal["raw"], **options: Unpack[QueueOptions]
     ) -> None: ...
 
     @overload
     def __init__(
-        self: Queue[T],
-        subspace: Any,
-        *,
-        codec: Codec[T],
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
+        self: Queue[T], subspace: Any, *, codec: Codec[T], **options: Unpack[QueueOptions]
     ) -> None: ...
 
     @overload
     def __init__(
-        self: Queue[Any],
-        subspace: Any,
-        *,
-        codec: str = "tuple",
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
+        self: Queue[Any], subspace: Any, *, codec: str = "tuple", **options: Unpack[QueueOptions]
     ) -> None: ...
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -325,22 +315,12 @@ class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue[T], T]):
         subspace: Any,
         *,
         codec: Literal["raw"],
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
+        **options: Unpack[QueueOptions],
     ) -> None: ...
 
     @overload
     def __init__(
-        self: PriorityQueue[T],
-        subspace: Any,
-        *,
-        codec: Codec[T],
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
+        self: PriorityQueue[T], subspace: Any, *, codec: Codec[T], **options: Unpack[QueueOptions]
     ) -> None: ...
 
     @overload
@@ -349,10 +329,7 @@ class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue[T], T]):
         subspace: Any,
         *,
         codec: str = "tuple",
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
+        **options: Unpack[QueueOptions],
     ) -> None: ...
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
