@@ -1,10 +1,9 @@
 """What a lease holder does, whatever the queue type: :class:`LeasedQueue`, the base of
 :class:`~fdbqueue.Queue` and :class:`~fdbqueue.PriorityQueue` for ``ack``, ``ack_many``,
-``release``, ``dead_letter`` and ``extend``; ``leases``, ``dead_letters``,
-``requeue_dead_letters``, ``purge_dead_letters`` and ``info`` to look after them; and
-``work``, the worker loop (:mod:`fdbqueue.worker`) that claims, runs a handler and does the
-rest. They act on the
-queue's leases whatever end the items were claimed from.
+``release``, ``dead_letter`` and ``extend``; ``dead_letters``, ``requeue_dead_letters`` and
+``purge_dead_letters`` for what failed; and ``work``, the worker loop (:mod:`fdbqueue.worker`)
+that claims, runs a handler and does the rest. They act on the queue's leases whatever end
+the items were claimed from. Listing leases and ``info`` are :mod:`fdbqueue.stored_queue`'s.
 
 Source followed: FoundationDB's "Queues" recipe; ``fdb/subspace_impl.py`` for the layer's
 conventions (``tr`` first, ``@transactional``); message queues' visibility timeouts for the
@@ -21,10 +20,9 @@ from fdbqueue import worker
 from fdbqueue.codecs import Undecodable
 from fdbqueue.deadletters import DeadLetter
 from fdbqueue.leases import Lease, check_lease_seconds
-from fdbqueue.queue_info import QueueInfo
 from fdbqueue.receipts import exactly_once
 from fdbqueue.store import check_count
-from fdbqueue.stored_queue import PAGE_SIZE, StoredQueue, T, check_limit, count_keys, read_pages
+from fdbqueue.stored_queue import PAGE_SIZE, StoredQueue, T, check_limit, read_pages
 from fdbqueue.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
 from fdbqueue.transactional import (
     TransactionContext,
@@ -172,36 +170,6 @@ class LeasedQueue(StoredQueue[T]):
     def _extend(self, tr: TransactionContext, lease: Lease[V], seconds: float) -> Lease[V]:
         return self._leases.holds.extend(tr, lease, seconds)
 
-    def leases(
-        self, tr: TransactionContext, limit: int | None = 100
-    ) -> list[Lease[T | Undecodable]]:
-        """Return up to ``limit`` leases in flight (None: all of them), soonest expiry first
-        (expired and released leases whose items wait for the next claim included). A value
-        the codec cannot decode shows as an :class:`~fdbqueue.Undecodable`.
-
-        The default, 100, is for a look: more leases may exist (:meth:`info` counts them).
-        Given a Database, it reads pages of at most
-        :data:`~fdbqueue.stored_queue.PAGE_SIZE` leases, each in a transaction of its own,
-        each going on after the last lease key the one before read: with ``limit`` up to
-        that, one transaction; with more (or None), pages are read at different read
-        versions, so a lease extended, released or redelivered meanwhile (which moves its
-        key) may be listed twice or missed. Given a Transaction, every page is read in it.
-
-        Raises:
-            TypeError, ValueError: ``limit`` is not an int >= 0 or None.
-
-        Cost per page: one snapshot range read and a snapshot point read per lease (issued
-        together); no conflicts.
-        """
-        return read_pages(tr, check_limit(limit), self._leases_page)
-
-    @transactional
-    def _leases_page(
-        self, tr: TransactionContext, after: bytes | None, count: int
-    ) -> tuple[list[Lease[T | Undecodable]], bytes | None, bool]:
-        found = self._leases.in_flight(tr, count, after) if count else []
-        return found, found[-1].key if found else None, len(found) == count
-
     def dead_letters(
         self, tr: TransactionContext, limit: int | None = 100
     ) -> list[DeadLetter[T | Undecodable]]:
@@ -264,48 +232,6 @@ class LeasedQueue(StoredQueue[T]):
     def _purge_batch(self, tr: TransactionContext, limit: int) -> int:
         require_writable(tr, "purge_dead_letters")
         return self._store.dead_letters.drop(tr, limit)
-
-    @transactional
-    def info(self, tr: TransactionContext) -> QueueInfo:
-        """Return figures about the queue (:class:`~fdbqueue.QueueInfo`): the size
-        counter, the front value, requests in line, leases in flight and expired, dead
-        letters and delayed items, all read at one read version.
-
-        Given a Database, one transaction; given a Transaction, read in it. Every read is a
-        snapshot read: no conflicts.
-
-        Raises:
-            ValueError: the front key is not one of this queue's items (the subspace holds
-                something else).
-
-        Cost: a read version, a point read (the size), a range read of the front item, and
-        range reads that count every request in line, lease record, dead letter record and
-        delayed record (:data:`~fdbqueue.stored_queue.COUNT_PAGE_SIZE` keys each; the
-        binding returns the small records with their keys; held values are not read). The
-        counts are exact and uncapped, so the cost grows with those records, and
-        FoundationDB's five-second transaction limit bounds how many one call can count
-        (then it raises error 1007, ``transaction_too_old``).
-        """
-        context: Any = tr
-        reader: Any = getattr(context, "snapshot", context)
-        read_version: int = context.get_read_version().wait()
-        metadata = self._store.metadata
-        leases = self._leases
-        dead = self._store.dead_letters
-        lines = metadata.range(("line",))
-        front = self._peek_page(reader, None, 1)[0]
-        return QueueInfo(
-            size=self._store.size(reader),
-            oldest=front[0] if front else None,
-            requests_in_line=count_keys(reader, lines.start, lines.stop),
-            leases_in_flight=count_keys(reader, leases.leases_begin, leases.leases_end),
-            expired_leases=count_keys(
-                reader, leases.leases_begin, leases.leases.pack((read_version,))
-            ),
-            dead_letters=count_keys(reader, dead.begin, dead.end),
-            delayed=count_keys(reader, self._delays.begin, self._delays.end),
-            read_version=read_version,
-        )
 
     def requeue_dead_letters(self, tr: TransactionContext, limit: int = 1000) -> int:
         """Enqueue up to ``limit`` dead letters again, oldest first, as new items at the back

@@ -1,7 +1,8 @@
 """What every queue type shares: :class:`StoredQueue`, the base of
 :class:`~fdbqueue.leased_queue.LeasedQueue` and so of :class:`~fdbqueue.Queue` and
-:class:`~fdbqueue.PriorityQueue` (``subspace``, ``codec``, ``size``, ``empty``, ``peek_many``
-and ``clear``, which act on the whole subspace whatever the item layout). What a lease holder
+:class:`~fdbqueue.PriorityQueue` (``subspace``, ``codec``, ``size``, ``empty``, ``peek_many``,
+``leases``, ``info`` and ``clear``, which look at or act on the whole subspace whatever the
+item layout). What a lease holder
 does is :mod:`fdbqueue.leased_queue`. The queue types compose the rest: an
 :class:`~fdbqueue.ends.End` per end for takes, claims and consumer sessions,
 :class:`~fdbqueue.leases.Leases` and :class:`~fdbqueue.delays.DelayedItems`.
@@ -18,10 +19,11 @@ from typing import Any, Generic, TypedDict, TypeVar
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import taking
-from fdbqueue.codecs import Codec
+from fdbqueue.codecs import Codec, Undecodable
 from fdbqueue.consumers import check_abandon_after
 from fdbqueue.delays import DelayedItems
-from fdbqueue.leases import Leases, check_max_deliveries
+from fdbqueue.leases import Lease, Leases, check_max_deliveries
+from fdbqueue.queue_info import QueueInfo
 from fdbqueue.receipts import exactly_once
 from fdbqueue.store import ItemStore, check_count, check_flag
 from fdbqueue.transactional import (
@@ -233,6 +235,78 @@ class StoredQueue(Generic[T]):
         lines = self._store.metadata.range(("line",))
         reader: Any = getattr(tr, "snapshot", tr)  # a snapshot view has no .snapshot
         return len(list(reader.get_range(lines.start, lines.stop, limit=limit))) if limit else 0
+
+    def leases(
+        self, tr: TransactionContext, limit: int | None = 100
+    ) -> list[Lease[T | Undecodable]]:
+        """Return up to ``limit`` leases in flight (None: all of them), soonest expiry first
+        (expired and released leases whose items wait for the next claim included). A value
+        the codec cannot decode shows as an :class:`~fdbqueue.Undecodable`.
+
+        The default, 100, is for a look: more leases may exist (:meth:`info` counts them).
+        Given a Database, it reads pages of at most
+        :data:`~fdbqueue.stored_queue.PAGE_SIZE` leases, each in a transaction of its own,
+        each going on after the last lease key the one before read: with ``limit`` up to
+        that, one transaction; with more (or None), pages are read at different read
+        versions, so a lease extended, released or redelivered meanwhile (which moves its
+        key) may be listed twice or missed. Given a Transaction, every page is read in it.
+
+        Raises:
+            TypeError, ValueError: ``limit`` is not an int >= 0 or None.
+
+        Cost per page: one snapshot range read and a snapshot point read per lease (issued
+        together); no conflicts.
+        """
+        return read_pages(tr, check_limit(limit), self._leases_page)
+
+    @transactional
+    def _leases_page(
+        self, tr: TransactionContext, after: bytes | None, count: int
+    ) -> tuple[list[Lease[T | Undecodable]], bytes | None, bool]:
+        found = self._leases.in_flight(tr, count, after) if count else []
+        return found, found[-1].key if found else None, len(found) == count
+
+    @transactional
+    def info(self, tr: TransactionContext) -> QueueInfo:
+        """Return figures about the queue (:class:`~fdbqueue.QueueInfo`): the size
+        counter, the front value, requests in line, leases in flight and expired, dead
+        letters and delayed items, all read at one read version.
+
+        Given a Database, one transaction; given a Transaction, read in it. Every read is a
+        snapshot read: no conflicts.
+
+        Raises:
+            ValueError: the front key is not one of this queue's items (the subspace holds
+                something else).
+
+        Cost: a read version, a point read (the size), a range read of the front item, and
+        range reads that count every request in line, lease record, dead letter record and
+        delayed record (:data:`~fdbqueue.stored_queue.COUNT_PAGE_SIZE` keys each; the
+        binding returns the small records with their keys; held values are not read). The
+        counts are exact and uncapped, so the cost grows with those records, and
+        FoundationDB's five-second transaction limit bounds how many one call can count
+        (then it raises error 1007, ``transaction_too_old``).
+        """
+        context: Any = tr
+        reader: Any = getattr(context, "snapshot", context)
+        read_version: int = context.get_read_version().wait()
+        metadata = self._store.metadata
+        leases = self._leases
+        dead = self._store.dead_letters
+        lines = metadata.range(("line",))
+        front = self._peek_page(reader, None, 1)[0]
+        return QueueInfo(
+            size=self._store.size(reader),
+            oldest=front[0] if front else None,
+            requests_in_line=count_keys(reader, lines.start, lines.stop),
+            leases_in_flight=count_keys(reader, leases.leases_begin, leases.leases_end),
+            expired_leases=count_keys(
+                reader, leases.leases_begin, leases.leases.pack((read_version,))
+            ),
+            dead_letters=count_keys(reader, dead.begin, dead.end),
+            delayed=count_keys(reader, self._delays.begin, self._delays.end),
+            read_version=read_version,
+        )
 
     @exactly_once
     def clear(self, tr: TransactionContext) -> None:
