@@ -10,8 +10,12 @@ What is collected:
   is written with ``.. code-block:: python``, which ``test_docs.py`` enforces by failing on
   a literal block that compiles as Python.
 
-A block whose first line is ``# not run: <reason>`` is not run; the test is skipped with the
-reason. Keep such blocks few: a block that needs context should be rewritten to create it.
+A block preceded by a comment ``<!-- not run: <reason> -->`` (Markdown) or ``.. not run:
+<reason>`` (reStructuredText), on the line just before its fence or directive (blank lines
+between are allowed), is not run; the test is skipped with the reason. The marker is a
+comment, so neither GitHub nor Sphinx renders it. Keep such blocks few: a block that needs
+context should be rewritten to create it. (A ``# not run:`` first line inside the block, the
+old form, would be rendered with the code: ``test_docs.py`` refuses it.)
 
 Python blocks: one page's blocks run in order, in one namespace (a later block uses the names
 an earlier one defined), in a fresh Python process per page (``python tests/doc_blocks.py``
@@ -41,7 +45,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["README.md", *sorted(f"docs/{path.name}" for path in (ROOT / "docs").glob("*.rst"))]
 PYTHON_LANGUAGES = {"python", "py", "python3"}
 SHELL_LANGUAGES = {"sh", "shell", "console", "bash"}
-NOT_RUN = re.compile(r"#\s*not run:\s*(?P<reason>.+)")
+NOT_RUN_INSIDE = re.compile(r"#\s*not run:\s*(?P<reason>.+)")  # the old, rendered form
+NOT_RUN_MARKDOWN = re.compile(r"<!--\s*not run:\s*(?P<reason>.+?)\s*-->")
+NOT_RUN_RST = re.compile(r"\.\.\s+not run:\s*(?P<reason>.+)")
 BLOCK_TIMEOUT = 30.0  # seconds; a block that takes longer hangs
 
 # Python blocks' results, one JSON line per block on the runner's stdout.
@@ -54,6 +60,7 @@ class Block:
     line: int  # the line of the block's first line of code, counted from 1
     language: str  # "python", "shell" or "literal" (an rst ``::`` block)
     source: str  # the code, dedented, ending with a newline
+    not_run: str | None = None  # the reason of a "not run" comment before the block
 
     @property
     def name(self) -> str:
@@ -61,9 +68,22 @@ class Block:
 
     @property
     def not_run_reason(self) -> str | None:
+        return self.not_run
+
+    @property
+    def marked_inside(self) -> bool:
+        """True when the block's first line is the old ``# not run:`` marker (rendered)."""
         first = self.source.lstrip().split("\n", 1)[0]
-        match = NOT_RUN.fullmatch(first.strip())
-        return match["reason"] if match else None
+        return NOT_RUN_INSIDE.fullmatch(first.strip()) is not None
+
+
+def marker_before(lines: list[str], index: int, pattern: re.Pattern[str]) -> str | None:
+    """The reason of a "not run" comment on the last non-blank line before ``lines[index]``."""
+    before = index - 1
+    while before >= 0 and not lines[before].strip():
+        before -= 1
+    match = pattern.fullmatch(lines[before].strip()) if before >= 0 else None
+    return match["reason"] if match else None
 
 
 def kind_of(language: str) -> str | None:
@@ -90,7 +110,8 @@ def markdown_blocks(page: str, text: str) -> list[Block]:
         kind = kind_of(fence[1])
         if kind is not None:
             source = "\n".join(lines[index + 1 : end]) + "\n"
-            blocks.append(Block(page, index + 2, kind, textwrap.dedent(source)))
+            reason = marker_before(lines, index, NOT_RUN_MARKDOWN)
+            blocks.append(Block(page, index + 2, kind, textwrap.dedent(source), reason))
         index = end + 1
     return blocks
 
@@ -126,7 +147,8 @@ def rst_blocks(page: str, text: str) -> list[Block]:
         if directive is not None:
             kind = kind_of(directive[1])
             if kind is not None:
-                blocks.append(Block(page, begin + 1, kind, source))
+                reason = marker_before(lines, index, NOT_RUN_RST)
+                blocks.append(Block(page, begin + 1, kind, source, reason))
         else:
             blocks.append(Block(page, begin + 1, "literal", source))
     return blocks

@@ -4,6 +4,7 @@ real binding over ``fdbqueue.memory.install()`` in a child process."""
 
 from __future__ import annotations
 
+import configparser
 import ctypes
 import importlib.metadata
 import subprocess
@@ -313,6 +314,20 @@ def test_the_extras_named_exist_in_pyproject():
     for api_version, extra in binding.EXTRAS.items():
         major, minor = api_version // 100, api_version % 100 // 10
         assert f'{extra} = ["foundationdb>={major}.{minor},<{major}.{minor + 1}"]' in text
+
+
+def test_every_binding_extra_has_a_tox_environment():
+    """``tox -e fdbNN`` runs the suite on each binding series the extras offer."""
+    tox_ini = SRC_DIR.parent / "tox.ini"
+    if not tox_ini.exists():
+        pytest.skip("not run from a source tree")
+    config = configparser.ConfigParser()
+    config.read(tox_ini)
+    envlist = {name.strip() for name in config["tox"]["envlist"].split(",")}
+    extras = config["testenv"]["extras"]
+    for extra in sorted(set(binding.EXTRAS.values())):
+        assert extra in envlist, f"tox.ini's envlist has no {extra}"
+        assert f"{extra}: {extra}" in extras, f"tox.ini's {extra} does not install its extra"
 
 
 # -- select_api_version, open_database ---------------------------------------------------------

@@ -15,7 +15,9 @@ How blocks are found and what counts as code: ``tests/doc_blocks.py``. In short:
   test with its output. Lines that are not ``fdbqueue`` commands (``pip install``,
   ``python examples/...``, ``tox``, ``git``, ``pytest``) are not run, nor the commands
   ``UNRUNNABLE_COMMANDS`` lists (each with the reason).
-- A block whose first line is ``# not run: <reason>`` is skipped with the reason.
+- A block preceded by a ``not run: <reason>`` comment (``<!-- ... -->`` in Markdown, ``..`` in
+  reStructuredText) is skipped with the reason; the rendered ``# not run:`` first line is
+  refused (``test_not_run_markers_are_not_rendered``).
   ``SHELL_BLOCKS_NOT_RUN`` skips the shell blocks of a page (``"docs/cli.rst"``) or one block
   (``"README.md:231"``, its first line); to enable them, remove the entry.
 - rst literal blocks (``::``) are text and are not run; a literal block that compiles as
@@ -104,6 +106,15 @@ def run_blocks(
                 f"{completed.stdout}\n{completed.stderr}"
             )
     return results
+
+
+def test_not_run_markers_are_not_rendered() -> None:
+    """A reader sees no "# not run:" line in the rendered README or docs: the marker is a
+    comment before the block, never the block's first line."""
+    rendered = [
+        block.name for block in BLOCKS if block.language != "literal" and block.marked_inside
+    ]
+    assert rendered == [], f"move the marker before the block (as a comment): {rendered}"
 
 
 @pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=block_id)
