@@ -30,6 +30,7 @@ COLUMNS = [
     "tx/item",
     "tx-times/item",
     "cpu ms/item",
+    "cpu s/s",
     "enq confl",
     "once",
 ]

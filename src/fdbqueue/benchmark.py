@@ -35,6 +35,9 @@ apart):
   per item over the measured window. Every thread of the process shares one interpreter lock,
   so when ``items/s`` x ``cpu ms/item`` nears 1,000 the run is bound by this machine's CPU,
   not by the design.
+* ``cpu s/s``: that product over 1,000, the CPU seconds this process used per second of the
+  measured window (one interpreter lock: about 1.0 at most for Python code; below it, the
+  threads spent the rest of the time waiting on latencies or conflicts).
 * ``enq confl``: producers' and loaders' conflicts (always 0: enqueues never conflict).
 * ``empty`` (steady only): consumer takes that found the queue empty during the measured
   window; 0 shows the producers kept ahead.
@@ -442,6 +445,11 @@ class Result:
     exactly_once: bool
     ratio: float | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def cpu_seconds_per_second(self) -> float:
+        """CPU seconds this process used per second of the measured window."""
+        return self.items_per_second * self.cpu_ms_per_item / 1000
 
 
 class Tally:
@@ -978,7 +986,12 @@ def run_all(
         document = {
             "settings": settings,
             "skipped": skipped,
-            "results": [_jsonable(asdict(result)) for result in results],
+            "results": [
+                _jsonable(
+                    {**asdict(result), "cpu_seconds_per_second": result.cpu_seconds_per_second}
+                )
+                for result in results
+            ],
         }
         print(json.dumps(document, indent=1))
     else:
@@ -1026,7 +1039,7 @@ def _number(value: float | None, width: int, digits: int) -> str:
 
 COLUMNS = (
     "  C  items/s  ratio  ideal/s   p50 ms   p99 ms  confl/item  tx/item  tx-times/item"
-    "  cpu ms/item  enq confl"
+    "  cpu ms/item  cpu s/s  enq confl"
 )
 
 
@@ -1050,7 +1063,7 @@ def print_tables(results: list[Result]) -> None:
                 f"{_number(r.p50_ms, 9, 1)}{_number(r.p99_ms, 9, 1)}"
                 f"{r.conflicts_per_item:>12.2f}{r.transactions_per_item:>9.2f}"
                 f"{_number(r.transaction_times_per_item, 15, 2)}{r.cpu_ms_per_item:>13.2f}"
-                f"{r.producer_conflicts:>11}"
+                f"{r.cpu_seconds_per_second:>9.2f}{r.producer_conflicts:>11}"
                 + (f"{r.empty_takes:>7}" if steady else "")
                 + f"  {'yes' if r.exactly_once else 'NO'}"
                 + "".join(f"  ({note})" for note in r.notes)
