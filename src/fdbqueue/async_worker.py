@@ -15,7 +15,10 @@ Stopping: ``stop`` is an ``asyncio.Event``. Once set, a claim still waiting is c
 acknowledged or released, and ``work`` returns its :class:`~fdbqueue.worker.WorkSummary`. In
 the main thread of a Unix process, SIGINT and SIGTERM set ``stop`` (the first one; the loop's
 handlers are removed then, so a second one acts as usual). Cancelling the task that awaits
-``work`` cancels the jobs: their handlers see CancelledError and their items are released.
+``work`` cancels its tasks: a claim in progress is cancelled (an item it took meanwhile is
+released), running handlers see CancelledError and their items are released, a job being
+acknowledged is acknowledged; ``work`` raises CancelledError once every one of its tasks
+has ended, holding no lease.
 
 Source followed: as :mod:`fdbqueue.worker` (rq's and Celery's worker loops, SQS visibility
 timeouts); asyncio's ``loop.add_signal_handler`` for the signals.
@@ -30,7 +33,7 @@ import inspect
 import logging
 import signal
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fdbqueue.leases import Lease, LeaseError
@@ -70,13 +73,29 @@ async def holder_call(call: Callable[[], Any], what: str) -> bool:
 
 
 class AsyncJob:
-    """A claimed item being processed; the heartbeat replaces ``lease`` when it extends it,
-    under ``lock`` (held across every holder call on it)."""
+    """A claimed item being processed; the heartbeat replaces ``lease`` when it extends it
+    (the job is settled or released only once the heartbeat has ended)."""
 
     def __init__(self, lease: Lease[Any]) -> None:
         self.lease = lease
-        self.lock = asyncio.Lock()
         self.lost = False
+
+
+async def finish(awaitable: Awaitable[None]) -> None:
+    """Await ``awaitable`` to its end even if the current task is cancelled meanwhile, then
+    raise CancelledError if it was (a release or an acknowledgement is never cut short)."""
+    future = asyncio.ensure_future(awaitable)
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.wait({future})
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        if not future.cancelled():
+            future.exception()  # retrieved: CancelledError is what the caller sees
+        raise asyncio.CancelledError()
+    future.result()
 
 
 class AsyncLoop:
@@ -125,8 +144,9 @@ class AsyncLoop:
             await self.process(AsyncJob(lease))
 
     async def claim(self) -> Lease[Any] | None:
-        """A claim (blocking unless ``until_empty``) that gives up when ``stop`` is set; an
-        item it took by then (its commit landed) is returned all the same."""
+        """A claim (blocking unless ``until_empty``) that gives up when ``stop`` is set. A
+        claim given up on, or cut short by a cancellation of this task, is waited for to its
+        end, and an item it took meanwhile (its commit landed) is released."""
         if self.until_empty:
             lease: Lease[Any] | None = await self.queue.claim(self.database, self.seconds)
             return lease
@@ -134,17 +154,26 @@ class AsyncLoop:
         stopping = asyncio.ensure_future(self.stop.wait())
         try:
             await asyncio.wait({claiming, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # this task was cancelled
+            await finish(self.abandon(claiming))
+            raise
         finally:
             stopping.cancel()
-            if not claiming.done():
-                claiming.cancel()
-        try:
-            lease = await claiming
-        except asyncio.CancelledError:
-            if not self.stop.is_set():
-                raise  # the worker itself was cancelled
+        if not claiming.done():  # stop was set
+            await finish(self.abandon(claiming))
             return None
+        lease = claiming.result()
         return lease
+
+    async def abandon(self, claiming: asyncio.Future[Lease[Any] | None]) -> None:
+        """Cancel a claim, wait for its end and release the item it took if it took one."""
+        claiming.cancel()
+        await asyncio.wait({claiming})
+        if claiming.cancelled() or claiming.exception() is not None:
+            return
+        lease = claiming.result()
+        if lease is not None:
+            await self.give_back(lease)
 
     async def give_back(self, lease: Lease[Any]) -> None:
         """Release ``lease`` at once, unprocessed."""
@@ -152,7 +181,9 @@ class AsyncLoop:
             self.summary.count("released")
 
     async def process(self, job: AsyncJob) -> None:
-        """Run the handler on one job with its heartbeat, then settle it."""
+        """Run the handler on one job with its heartbeat, then settle it. Cancelled (or
+        stopped by SystemExit) meanwhile, it releases the item and raises; a cancellation
+        that arrives while the job is settled waits for the settlement, then is raised."""
         beating = asyncio.ensure_future(self.heartbeat(job))
         failure: BaseException | None = None
         try:
@@ -161,35 +192,42 @@ class AsyncLoop:
                 await result
         except Exception as error:
             failure = error
-        except BaseException:  # cancelled (or SystemExit): give the item back, propagate
+        except BaseException:
             beating.cancel()
-            async with job.lock:
-                if not job.lost:
-                    await asyncio.shield(self.give_back(job.lease))
+            await finish(self.end(job, beating, None, give_back=True))
             raise
-        finally:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
-        async with job.lock:
-            if job.lost:
-                self.summary.count("lost")
-                return
+        beating.cancel()
+        await finish(self.end(job, beating, failure, give_back=False))
+
+    async def end(
+        self,
+        job: AsyncJob,
+        beating: asyncio.Future[None],
+        failure: BaseException | None,
+        give_back: bool,
+    ) -> None:
+        """Once the (cancelled) heartbeat has ended, release the job's item (``give_back``) or
+        settle it; a job whose lease was lost is only counted."""
+        await asyncio.wait({beating})
+        if job.lost:
+            self.summary.count("lost")
+        elif give_back:
+            await self.give_back(job.lease)
+        else:
             await self.settle(job.lease, failure)
 
     async def heartbeat(self, job: AsyncJob) -> None:
         """Extend the job's lease every ``lease / 3`` seconds until cancelled."""
         while True:
             await asyncio.sleep(self.seconds / 3)
-            async with job.lock:
-                try:
-                    job.lease = await self.queue.extend(self.database, job.lease, self.seconds)
-                except LeaseError as error:
-                    job.lost = True
-                    logger.warning("fdbqueue: lost the lease of a running job: %s", error)
-                    return
-                except Exception as error:  # the cluster; try again at the next beat
-                    logger.warning("fdbqueue: could not extend a job's lease: %s", error)
+            try:
+                job.lease = await self.queue.extend(self.database, job.lease, self.seconds)
+            except LeaseError as error:
+                job.lost = True
+                logger.warning("fdbqueue: lost the lease of a running job: %s", error)
+                return
+            except Exception as error:  # the cluster; try again at the next beat
+                logger.warning("fdbqueue: could not extend a job's lease: %s", error)
 
     async def settle(self, lease: Lease[Any], failure: BaseException | None) -> None:
         """Acknowledge a job that succeeded; release or dead-letter one that failed
@@ -277,7 +315,7 @@ async def work(
         finally:
             for task in workers:
                 task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            await finish(asyncio.gather(*workers, return_exceptions=True))
     logger.info("fdbqueue: worker stopped: %s", loop.summary)
     return loop.summary
 

@@ -17,10 +17,12 @@ operation is a coroutine with the synchronous method's signature and contract, r
 (reads, commits, retries' backoffs, watches) to the event loop instead of blocking the thread.
 No thread per call, and the very code of the synchronous queues, so both APIs share a subspace.
 
-Cancelling a task stops a blocked take (``block=True``) at once, its watch cancelled and its
-place in line withdrawn; a cancellation that arrives while a transaction's commit is in flight
-waits for it, and a call whose commit landed returns its value, declining the cancellation, so
-that nothing taken is lost (:mod:`fdbqueue.bridge` has the precise rules).
+Cancelling a task ends the call it awaits with ``CancelledError`` within about one commit's
+time: at once before the call sends a commit (nothing took effect) and in a blocked take
+(``block=True``: its watch cancelled, its place in line withdrawn); a cancellation that arrives
+while a commit is in flight waits for it, and a call whose commit landed returns its value
+(nothing taken is lost) while the task is cancelled again at its next suspension. The
+guarantees page states the contract; :mod:`fdbqueue.bridge` has the mechanics.
 
 Inside your own coroutines, :func:`transactional` is ``fdb.transactional`` for ``async def``
 functions and :func:`wait_future` awaits a raw future of either backend.
@@ -68,6 +70,7 @@ from fdbqueue.transactional import (
     ContextParameter,
     First,
     TransactionContext,
+    commit,
     is_database,
     is_fdb_error,
     is_transaction,
@@ -121,7 +124,12 @@ class Consumer:
     dequeue = take
     pop = take
     claim = _twin(fdbqueue.consumers.Consumer.claim, "Consumer")
-    close = _twin(fdbqueue.consumers.Consumer.close, "Consumer")
+
+    async def close(self) -> None:
+        """Coroutine twin of :meth:`fdbqueue.Consumer.close`, run to its end: a cancellation
+        that arrives meanwhile waits for the session to close and is delivered at the task's
+        next suspension (so ``async with`` never loses the value its block returns)."""
+        await bridge.run_to_end(self._session.close)
 
     async def __aenter__(self) -> Consumer:
         return self
@@ -400,8 +408,13 @@ def transactional(
     awaits the body: nothing is committed, so such functions compose. Inside, await the queue
     operations of this module with ``tr`` and raw futures with :func:`wait_future`.
 
-    A cancellation of the task while the commit is in flight is raised once the commit has
-    ended: the body's effects may then have been committed (as with error 1021).
+    The wrapper never blocks the event loop: it fetches the read version, commits and backs
+    off through futures awaited on the loop (:func:`fdbqueue.bridge.run`). Cancellation: a
+    cancellation of the task before the commit is sent ends the call with CancelledError and
+    nothing committed; one that arrives while the commit is in flight waits for it: if it
+    landed, the body's result is returned and the task is cancelled again at its next
+    suspension; if it failed, CancelledError is raised (after an error that may have been
+    applied, 1021 say, the body's effects may then have been committed, as with 1021 itself).
 
     Types: as for :func:`fdbqueue.transactional`, the first parameter of the decorated
     function also takes any :class:`~fdbqueue.TransactionContext` (positionally), so ``async
@@ -433,13 +446,14 @@ def transactional(
             call_args, call_kwargs = where.replaced(args, kwargs, tr)
             while True:
                 try:
+                    await bridge.run(_fetch_read_version, tr)
                     result = await function(*call_args, **call_kwargs)
-                    await _finish(tr.commit())
+                    await bridge.run(commit, tr)
                     return result
                 except Exception as error:
                     if not is_fdb_error(error):
                         raise
-                    await _finish(tr.on_error(error))
+                    await bridge.run(_on_error, tr, error)
 
         return wrapper
 
@@ -449,19 +463,13 @@ def transactional(
     return decorator
 
 
-async def _finish(future: Any) -> None:
-    """Await a commit or ``on_error`` future to its end even when the task is cancelled
-    meanwhile (then raise CancelledError afterwards); raise its error."""
-    cancelled = False
-    waiter = asyncio.ensure_future(wait_future(future))
-    while True:
-        try:
-            await asyncio.shield(waiter)
-            break
-        except asyncio.CancelledError:
-            cancelled = True
-            if waiter.done():
-                break
-    if cancelled:
-        raise asyncio.CancelledError()
-    waiter.result()
+def _fetch_read_version(tr: Any) -> None:
+    """Fetch ``tr``'s read version (a future, awaited by :func:`fdbqueue.bridge.run`), so that
+    the body's reads, issued on the loop's thread, need not fetch it: the in-memory database
+    decides a read version when the first read is issued, after half a GRV latency."""
+    tr.get_read_version().wait()
+
+
+def _on_error(tr: Any, error: Exception) -> None:
+    """``tr.on_error(error)`` waited for: resets and backs off, or raises ``error``."""
+    tr.on_error(error).wait()

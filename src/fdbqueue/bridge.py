@@ -7,21 +7,25 @@ awaits the futures through ``future.on_ready`` and ``loop.call_soon_threadsafe``
 serves other tasks meanwhile) and switches back in. No thread per call; the synchronous
 core's retry loops, receipts and watches are the ones every caller uses.
 
-Cancellation of the awaiting task:
+Cancellation of the awaiting task (the contract is stated in the guarantees page):
 
-* during an *interruptible* wait (between transactions: the watch wait and the backoff
-  sleep of a blocking take), ``asyncio.CancelledError`` is thrown into the greenlet at once,
-  so its ``finally`` blocks run (the watch is cancelled, a consumer session withdraws its
+* during an *interruptible* wait, ``asyncio.CancelledError`` is thrown into the greenlet at
+  once, so its ``finally`` blocks run (a watch is cancelled, a consumer session withdraws its
   requests); the waits it makes on the way out are still served, and :func:`run` raises
-  CancelledError once the greenlet has finished;
-* during a wait on a *future* (a read, a commit, an ``on_error`` backoff), the cancellation
-  is remembered and the future still awaited: a commit in flight must end, or an item taken
-  could be lost. The call goes on; at its next interruptible wait CancelledError is thrown in
-  instead of waiting. If it finishes first with a result (a dequeue whose commit landed),
-  :func:`run` returns that result and declines the cancellation
-  (``asyncio.current_task().uncancel()``, Python 3.11 on): ``task.cancel(); await task``
-  then gives the value, and nothing taken is lost. If it fails instead, :func:`run` raises
-  CancelledError (the failure chained as its cause).
+  CancelledError once the greenlet has finished. Interruptible are the waits between
+  transactions (the watch wait and the backoff sleep of a blocking take) and every wait on a
+  future (a read, an ``on_error`` backoff) until the operation sends a commit: nothing has
+  taken effect then, and nothing does;
+* once a commit of the operation was sent (:func:`fdbqueue.transactional.commit`), its waits
+  on futures are no longer interrupted: the cancellation is remembered and the call goes on
+  (an item it took must reach the caller). At its next interruptible wait CancelledError is
+  thrown in instead of waiting. If the call fails, :func:`run` raises CancelledError (the
+  failure chained as its cause). If it finishes with its result, :func:`run` returns it and
+  delivers the cancellation at the task's next suspension instead (a callback scheduled with
+  ``loop.call_soon`` cancels the task again, unless it has ended by then or, Python 3.11 on,
+  the canceller took the cancellation back with ``uncancel()``, as ``asyncio.timeout`` does
+  when its block ends): so ``task.cancel(); await task`` on a dequeue whose commit landed
+  gives the value, a loop of calls ends at its next await, and nothing taken is lost.
 
 A call given a Transaction only reads and writes in it (no commit, no interruptible wait), so
 it always runs to its end.
@@ -39,7 +43,7 @@ from typing import Any, ParamSpec, TypeVar
 from fdbqueue import suspension
 from fdbqueue.suspension import OperationGreenlet, WaitRequest
 
-__all__ = ["run", "wait_future"]
+__all__ = ["run", "run_to_end", "wait_future"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -68,11 +72,25 @@ def _readiness(
     return waiter
 
 
-def _decline_cancellation() -> None:
+def _cancel_again_soon(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the current task again once it next suspends (see the module docstring): the
+    cancellation it received while a commit was in flight, delivered late. Nothing happens if
+    the task has ended by then or, Python 3.11 on, no cancellation is requested any more."""
     task = asyncio.current_task()
-    uncancel = getattr(task, "uncancel", None)  # Python 3.11 on
-    if uncancel is not None:
-        uncancel()
+    if task is None:  # pragma: no cover - run() always runs in a task
+        return
+
+    def cancel() -> None:
+        if task.done():
+            return
+        cancelling = getattr(task, "cancelling", None)  # Python 3.11 on
+        if cancelling is not None:
+            if cancelling() == 0:
+                return  # taken back (an asyncio.timeout block that ended)
+            task.uncancel()  # the same request again: the count stays as the canceller left it
+        task.cancel()
+
+    loop.call_soon(cancel)
 
 
 async def run(function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -88,13 +106,32 @@ async def run(function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) ->
 
     Raises:
         Exception: what the call raised.
-        asyncio.CancelledError: the task was cancelled (see the module docstring for when a
-            result is returned instead).
+        asyncio.CancelledError: the task was cancelled before the call sent a commit, or
+            the call failed after a cancellation (see the module docstring: a call that
+            finishes with its result once a commit was sent returns it, and the task is
+            cancelled again at its next suspension).
         RuntimeError: called from inside an operation greenlet (nesting is not supported), or
             without a running event loop.
 
     Cost: a greenlet, plus per wait two switches and one ``call_soon_threadsafe``.
     """
+    return await _drive(functools.partial(function, *args, **kwargs), interruptible=True)
+
+
+async def run_to_end(function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run ``function(*args, **kwargs)`` as :func:`run` does, but to its end: a cancellation of
+    the task never interrupts its waits on futures (as after a commit, see the module
+    docstring), so that a call that ends something (a consumer session's ``close``, which
+    ``async with`` awaits on the way out) always ends it; if it finishes with its result, the
+    cancellation is delivered at the task's next suspension.
+
+    Returns, raises and costs what :func:`run` does.
+    """
+    return await _drive(functools.partial(function, *args, **kwargs), interruptible=False)
+
+
+async def _drive(call: Callable[[], R], interruptible: bool) -> R:
+    """Run ``call`` in an operation greenlet, serving its waits (see the module docstring)."""
     if suspension.current_operation() is not None:
         raise RuntimeError(
             "fdbqueue.bridge.run cannot be nested: it was called from inside a synchronous "
@@ -102,10 +139,11 @@ async def run(function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) ->
         )
     loop = asyncio.get_running_loop()
     suspension.install()  # the binding may have loaded since fdbqueue.asyncio was imported
-    operation = OperationGreenlet(run=functools.partial(function, *args, **kwargs))
+    operation = OperationGreenlet(run=call)
     operation.gr_context = contextvars.copy_context()
-    received = 0  # cancellations of the task seen by this driver
-    pending = False  # one arrived during a wait on a future and is not thrown in yet
+    operation.may_have_committed = not interruptible
+    owed = False  # the task was cancelled and CancelledError has not been raised for it
+    pending = False  # a cancellation came during a wait that could not be interrupted
     try:
         step = operation.switch()
         while not operation.dead:
@@ -118,23 +156,23 @@ async def run(function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) ->
                         ready = await asyncio.shield(waiter)
                         break
                     except asyncio.CancelledError:
-                        received += 1
+                        owed = True
                         if request.interruptible:
                             interrupt = True
                             waiter.cancel()
                             break
-                        pending = True  # the future is in flight: keep waiting on it
+                        pending = True  # a commit was sent: keep waiting on the future
             if interrupt:
                 pending = False
                 step = operation.throw(asyncio.CancelledError())
             else:
                 step = operation.switch(ready)
     except Exception as error:
-        if pending:
+        if owed:
             raise asyncio.CancelledError() from error
         raise
-    for _ in range(received):  # the call finished with its result: nothing may be lost
-        _decline_cancellation()
+    if owed:  # the call finished with its result: return it, cancel at the next suspension
+        _cancel_again_soon(loop)
     result: R = step
     return result
 

@@ -77,7 +77,15 @@ from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import metrics
-from fdbqueue.transactional import is_database, is_fdb_error, note_retry, transactional
+from fdbqueue.transactional import (
+    NOT_COMMITTED,
+    commit,
+    is_database,
+    is_fdb_error,
+    note_retry,
+    surely_not_applied,
+    transactional,
+)
 
 __all__ = [
     "RECEIPT_LIFETIME",
@@ -95,8 +103,6 @@ R = TypeVar("R")
 RECEIPT_LIFETIME = 86_400.0
 VERSIONS_PER_SECOND = 1_000_000
 CALL_ID_BYTES = 16
-NOT_COMMITTED = 1020
-TRANSACTION_TOO_OLD = 1007
 #: Resolving transactions tried in a row before a call gives up with UnknownResultError.
 RESOLVE_ATTEMPTS = 10
 #: Finished receipts one writing attempt clears at most.
@@ -107,17 +113,6 @@ class UnknownResultError(Exception):
     """An operation's commit outcome is unknown and cannot be found out any more: the attempt
     is older than :data:`RECEIPT_LIFETIME` seconds of versions, or the transactions that look
     it up kept failing. The operation may or may not have taken effect."""
-
-
-def surely_not_applied(code: int) -> bool:
-    """Whether a commit that failed with ``code`` surely was not applied.
-
-    ``not_committed`` (1020) and ``transaction_too_old`` (1007) come from the resolver, which
-    refused the commit; errors 2000-2999 are usage errors the client raises before it sends
-    anything (2101 ``transaction_too_large`` among them). Any other error, 1021 and 1031 above
-    all, may come after the commit was applied or while it is still in flight.
-    """
-    return code in (NOT_COMMITTED, TRANSACTION_TOO_OLD) or 2000 <= code < 3000
 
 
 def _always(_result: Any) -> bool:
@@ -207,7 +202,7 @@ class Receipts:
             with metrics.pending() as counts:
                 try:
                     result = self._attempt(tr, body, wrote, call_id, attempt)
-                    tr.commit().wait()
+                    commit(tr)
                 except Exception as error:
                     if not is_fdb_error(error):
                         self._unfinish(attempt)
@@ -226,6 +221,9 @@ class Receipts:
                     tr.on_error(error).wait()  # retryable: reset and back off; else raises
                     note_retry(error)
                     continue
+                except BaseException:  # cancelled (asyncio) before its commit was sent
+                    self._unfinish(attempt)
+                    raise
             if attempt:
                 self._finish(attempt[0])
             metrics.committed(counts)

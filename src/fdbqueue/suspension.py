@@ -9,9 +9,12 @@ runs one synchronous operation for a coroutine: there the wait becomes a :class:
 handed to the greenlet's parent (the coroutine driving it on the event loop's thread), which
 awaits it and switches back with the answer. No thread per call.
 
-A wait is *interruptible* when the operation is between transactions (:func:`wait_for_any`,
-:func:`sleep`): the driver may throw ``asyncio.CancelledError`` into the greenlet there. A wait
-on a future is not: a read, a commit or an ``on_error`` in flight is always waited for (see
+A wait is *interruptible* when the driver may throw ``asyncio.CancelledError`` into the
+greenlet there: always between transactions (:func:`wait_for_any`, :func:`sleep`), and on a
+future (a read, an ``on_error`` backoff) as long as no commit of the operation may have taken
+effect. The core marks its commits (:func:`fdbqueue.transactional.commit` sets
+:attr:`OperationGreenlet.may_have_committed` before it sends one): from then on the operation's
+waits on futures are no longer interruptible, so that it finishes and reports what it did (see
 :mod:`fdbqueue.bridge`).
 
 :func:`install` replaces ``block_until_ready`` on :class:`fdbqueue.memory.futures.Future` and,
@@ -64,7 +67,16 @@ class WaitRequest:
 
 class OperationGreenlet(greenlet.greenlet):  # type: ignore[misc]
     """A greenlet running one synchronous fdbqueue call on behalf of a coroutine; its parent
-    is the driver, which serves its :class:`WaitRequest` switches."""
+    is the driver, which serves its :class:`WaitRequest` switches.
+
+    Attributes:
+        may_have_committed: True once a commit of the operation was sent and did not fail
+            with an error that means "not applied" (set by
+            :func:`fdbqueue.transactional.commit`); from then on its waits on futures are not
+            interruptible.
+    """
+
+    may_have_committed = False
 
 
 def current_operation() -> OperationGreenlet | None:
@@ -114,7 +126,8 @@ def _greenlet_aware(original: Callable[[Any], None]) -> Callable[[Any], None]:
     def block_until_ready(self: Any) -> None:
         operation = current_operation()
         if operation is not None and not self.is_ready():
-            _suspend(operation, WaitRequest((self,), None, interruptible=False))
+            interruptible = not operation.may_have_committed
+            _suspend(operation, WaitRequest((self,), None, interruptible))
         original(self)  # returns at once when ready; keeps the class's own bookkeeping
 
     block_until_ready.fdbqueue_original = original  # type: ignore[attr-defined]

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
-from fdbqueue import metrics
+from fdbqueue import metrics, suspension
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +38,13 @@ __all__ = [
     "ContextParameter",
     "TransactionContext",
     "TransactionalDecorator",
+    "commit",
     "is_database",
     "is_fdb_error",
     "is_transaction",
     "require_writable",
     "run_in_retry_loop",
+    "surely_not_applied",
     "transactional",
 ]
 
@@ -225,6 +227,53 @@ def _describe(candidate: object) -> str:
     return f"{type(candidate).__module__}.{type(candidate).__qualname__}"
 
 
+#: ``not_committed``: the resolver refused the commit (a conflict).
+NOT_COMMITTED = 1020
+#: ``transaction_too_old``: the read version is more than five seconds old.
+TRANSACTION_TOO_OLD = 1007
+
+
+def surely_not_applied(code: int) -> bool:
+    """Whether a commit that failed with ``code`` surely was not applied.
+
+    ``not_committed`` (1020) and ``transaction_too_old`` (1007) come from the resolver, which
+    refused the commit; errors 2000-2999 are usage errors the client raises before it sends
+    anything (2101 ``transaction_too_large`` among them). Any other error, 1021 and 1031 above
+    all, may come after the commit was applied or while it is still in flight.
+    """
+    return code in (NOT_COMMITTED, TRANSACTION_TOO_OLD) or 2000 <= code < 3000
+
+
+def commit(tr: Any) -> None:
+    """Commit ``tr`` and wait for the outcome: how fdbqueue commits every transaction it runs.
+
+    Inside an operation that :mod:`fdbqueue.asyncio` runs (an
+    :class:`~fdbqueue.suspension.OperationGreenlet`), the operation is marked as one whose
+    commit may have taken effect before the commit is sent, so that a cancellation of the
+    awaiting task no longer interrupts its waits on futures: the operation finishes and
+    returns what it did (see :mod:`fdbqueue.bridge`). A commit that fails with an error that
+    means "not applied" (:func:`surely_not_applied`) takes the mark back (unless an earlier
+    commit of the operation set it). Outside such an operation, just ``tr.commit().wait()``.
+
+    Raises:
+        FDBError: the commit's error (either backend).
+
+    Cost: the commit; nothing more.
+    """
+    operation = suspension.current_operation()
+    if operation is None:
+        tr.commit().wait()
+        return
+    before = operation.may_have_committed
+    operation.may_have_committed = True
+    try:
+        tr.commit().wait()
+    except Exception as error:
+        if is_fdb_error(error) and surely_not_applied(error.code):  # type: ignore[attr-defined]
+            operation.may_have_committed = before
+        raise
+
+
 def run_in_retry_loop(database: Any, body: Callable[[Any], R]) -> R:
     """Run ``body(tr)`` in a new transaction of ``database``, commit, and retry on errors.
 
@@ -246,7 +295,7 @@ def run_in_retry_loop(database: Any, body: Callable[[Any], R]) -> R:
         with metrics.pending() as counts:
             try:
                 result = body(tr)
-                tr.commit().wait()
+                commit(tr)
             except Exception as error:
                 if not is_fdb_error(error):
                     raise

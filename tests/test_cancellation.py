@@ -1,0 +1,544 @@
+"""asyncio cancellation keeps the promise: a cancelled task ends promptly, nothing is lost.
+
+The contract (docs/guarantees.rst, "Cancellation"): a task cancelled while it awaits an
+``fdbqueue.asyncio`` call ends with CancelledError within about one commit's time. A call
+cancelled before it sent its commit took no effect; one whose commit was in flight either took
+no effect (CancelledError) or took effect and returns its result, the task being cancelled
+again at its next suspension. So every test below checks both halves: how long the task took
+to end, and that what the call returned matches what the database holds.
+
+Every test runs on the in-memory database with a latency model (GRV and reads 1 ms, commits
+3 ms), on ``fdbqueue.memory.open()``, through the real binding on ``memory.install()``, and on
+uvloop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from helpers import installed_fdb
+
+import fdbqueue.asyncio as fa
+from fdbqueue import Lease, Subspace, memory
+
+LATENCY = memory.Latency(grv=0.001, read=0.001, commit=0.003)
+#: How long a cancelled task may take to end: a few commits' time, with room for a slow
+#: machine (a swallowed cancellation hangs for good).
+PROMPT = 0.5
+#: When the cancellation arrives, in seconds after the call started: every step of a call
+#: (GRV, reads, commit, the next transaction) is hit by some of them.
+OFFSETS = [step / 2000 for step in range(0, 18)]
+
+
+@dataclass
+class Backend:
+    """A database, the engine under it, and how to run a coroutine to its end."""
+
+    name: str
+    db: Any
+    engine: memory.Database
+    run: Callable[[Coroutine[Any, Any, Any]], Any]
+
+
+@pytest.fixture(params=["memory", "binding", "uvloop"])
+def target(request: pytest.FixtureRequest, tmp_path: Any) -> Backend:
+    if request.param == "binding":
+        fdb = installed_fdb()
+        path = str(tmp_path / f"{uuid.uuid4().hex}.cluster")
+        database = fdb.open(path)
+        engine = memory.cluster(path)
+        engine.latency = LATENCY
+        return Backend("binding", database, engine, asyncio.run)
+    db = memory.open(seed=11)
+    db.latency = LATENCY
+    if request.param == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        return Backend("uvloop", db, db, uvloop.run)
+    return Backend("memory", db, db, asyncio.run)
+
+
+@pytest.fixture
+def space() -> Subspace:
+    return Subspace(("fdbqueue-cancellation-test", uuid.uuid4().hex))
+
+
+async def outcome_of(task: asyncio.Task[Any]) -> Any:
+    """The task's result, or the CancelledError class when it ended cancelled."""
+    try:
+        return await task
+    except asyncio.CancelledError:
+        return asyncio.CancelledError
+
+
+async def cancelled_after(offset: float, call: Awaitable[Any]) -> tuple[Any, float]:
+    """Start ``call`` in a task, cancel it ``offset`` seconds later; its outcome and the
+    seconds it took to end once cancelled."""
+    task = asyncio.ensure_future(call)
+    await asyncio.sleep(offset)
+    task.cancel()
+    started = time.monotonic()
+    outcome = await outcome_of(task)
+    return outcome, time.monotonic() - started
+
+
+async def cancelled_leaving_tasks(
+    offset: float, call: Awaitable[Any]
+) -> tuple[Any, float, set[asyncio.Task[Any]]]:
+    """:func:`cancelled_after`, and the tasks still running once the call ended."""
+    outcome, took = await cancelled_after(offset, call)
+    await asyncio.sleep(0)
+    others = asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
+    return outcome, took, others
+
+
+# -- every call, cancelled at every step ------------------------------------------------------
+
+
+@dataclass
+class Case:
+    """One call: ``prepare`` sets the queue up (synchronously) and returns what ``call``
+    needs; ``check`` asserts that the database matches the call's outcome."""
+
+    prepare: Callable[[Any, Any], Any]
+    call: Callable[[Any, Any, Any], Awaitable[Any]]
+    check: Callable[[Any, Any, Any, Any], None]
+    priority: bool = False
+    high_contention: bool = False
+
+
+def remaining(queue: Any, db: Any) -> list[Any]:
+    """Every item still takeable (taken for the check, after the test's call)."""
+    items: list[Any] = queue.sync.peek_many(db, None)
+    return items
+
+
+def held(queue: Any, db: Any) -> int:
+    """Leases held (a released lease stays listed, expired, until its item is claimed)."""
+    info = queue.sync.info(db)
+    count: int = info.leases_in_flight - info.expired_leases
+    return count
+
+
+def released(queue: Any, db: Any) -> list[Any]:
+    """The values of released leases, which the next claims take first."""
+    return [lease.value for lease in queue.sync.leases(db, None) if lease.expiry_version == 0]
+
+
+def two_items(queue: Any, db: Any) -> None:
+    queue.sync.enqueue_many(db, ["a", "b"])
+
+
+def one_lease(queue: Any, db: Any) -> Lease[Any]:
+    queue.sync.enqueue(db, "a")
+    lease: Lease[Any] = queue.sync.claim(db, 60.0)
+    return lease
+
+
+def check_enqueue(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
+    expected = [] if outcome is asyncio.CancelledError else ["x"]
+    assert remaining(queue, db) == expected
+
+
+def check_enqueue_many(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
+    expected = [] if outcome is asyncio.CancelledError else ["x", "y"]
+    assert remaining(queue, db) == expected
+
+
+def check_take_one(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
+    if outcome is asyncio.CancelledError:
+        assert remaining(queue, db) == ["a", "b"]
+    else:
+        assert outcome == "a"
+        assert remaining(queue, db) == ["b"]
+
+
+def check_take_two(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
+    if outcome is asyncio.CancelledError:
+        assert remaining(queue, db) == ["a", "b"]
+    else:
+        assert outcome == ["a", "b"]
+        assert remaining(queue, db) == []
+
+
+def check_claim_one(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
+    if outcome is asyncio.CancelledError:
+        assert held(queue, db) == 0
+        assert remaining(queue, db) == ["a", "b"]
+    else:
+        assert outcome.value == "a"
+        assert held(queue, db) == 1
+        queue.sync.ack(db, outcome)  # the lease returned is the one held
+        assert remaining(queue, db) == ["b"]
+
+
+def check_claim_two(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
+    if outcome is asyncio.CancelledError:
+        assert held(queue, db) == 0
+        assert remaining(queue, db) == ["a", "b"]
+    else:
+        assert [lease.value for lease in outcome] == ["a", "b"]
+        queue.sync.ack_many(db, outcome)
+        assert held(queue, db) == 0 and remaining(queue, db) == []
+
+
+def check_ack(queue: Any, db: Any, lease: Any, outcome: Any) -> None:
+    if outcome is asyncio.CancelledError:
+        assert held(queue, db) == 1
+        queue.sync.ack(db, lease)  # still held: the ack did not happen
+    assert held(queue, db) == 0 and remaining(queue, db) == []
+
+
+def check_release(queue: Any, db: Any, lease: Any, outcome: Any) -> None:
+    if outcome is asyncio.CancelledError:
+        assert held(queue, db) == 1
+        queue.sync.release(db, lease)
+    assert held(queue, db) == 0 and released(queue, db) == ["a"]
+
+
+def check_extend(queue: Any, db: Any, lease: Any, outcome: Any) -> None:
+    assert held(queue, db) == 1
+    queue.sync.ack(db, lease if outcome is asyncio.CancelledError else outcome)
+    assert held(queue, db) == 0 and remaining(queue, db) == []
+
+
+def check_dead_letter(queue: Any, db: Any, lease: Any, outcome: Any) -> None:
+    if outcome is asyncio.CancelledError:
+        assert held(queue, db) == 1
+        assert queue.sync.dead_letters(db) == []
+    else:
+        assert held(queue, db) == 0
+        assert [letter.value for letter in queue.sync.dead_letters(db)] == ["a"]
+
+
+async def take_in_session(queue: Any, db: Any) -> Any:
+    async with queue.consumer(db, prefetch=1) as consumer:
+        return await consumer.take()
+
+
+def moved(destination: Any) -> Callable[[Any, Any, Any], Awaitable[Any]]:
+    """A transactional function that moves the head of a queue to ``destination``."""
+
+    @fa.transactional
+    async def move(tr: Any, queue: Any) -> Any:
+        value = await queue.dequeue(tr)
+        await destination.enqueue(tr, value)
+        return value
+
+    async def call(queue: Any, db: Any, _prepared: Any) -> Any:
+        return await move(db, queue)
+
+    return call
+
+
+CASES: dict[str, Case] = {
+    "enqueue": Case(lambda q, db: None, lambda q, db, _: q.enqueue(db, "x"), check_enqueue),
+    "enqueue_many": Case(
+        lambda q, db: None, lambda q, db, _: q.enqueue_many(db, ["x", "y"]), check_enqueue_many
+    ),
+    "dequeue": Case(two_items, lambda q, db, _: q.dequeue(db), check_take_one),
+    "dequeue_many": Case(two_items, lambda q, db, _: q.dequeue_many(db, 2), check_take_two),
+    "dequeue in line": Case(
+        two_items, lambda q, db, _: q.dequeue(db), check_take_one, high_contention=True
+    ),
+    "session take": Case(two_items, lambda q, db, _: take_in_session(q, db), check_take_one),
+    "claim": Case(two_items, lambda q, db, _: q.claim(db, 60.0), check_claim_one),
+    "claim in line": Case(
+        two_items, lambda q, db, _: q.claim(db, 60.0), check_claim_one, high_contention=True
+    ),
+    "claim_many": Case(two_items, lambda q, db, _: q.claim_many(db, 2, 60.0), check_claim_two),
+    "ack": Case(one_lease, lambda q, db, lease: q.ack(db, lease), check_ack),
+    "release": Case(one_lease, lambda q, db, lease: q.release(db, lease), check_release),
+    "extend": Case(one_lease, lambda q, db, lease: q.extend(db, lease, 90.0), check_extend),
+    "dead_letter": Case(
+        one_lease, lambda q, db, lease: q.dead_letter(db, lease, "test"), check_dead_letter
+    ),
+    "push": Case(lambda q, db: None, lambda q, db, _: q.push(db, "x", 1), check_enqueue, True),
+    "pop": Case(
+        lambda q, db: (
+            q.sync.push_many(db, ["a", "b"], 1)
+            if hasattr(q.sync, "push_many")
+            else [q.sync.push(db, value, 1) for value in ("a", "b")]
+        ),
+        lambda q, db, _: q.pop(db),
+        check_take_one,
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_call_cancelled_at_every_step_ends_promptly_and_loses_nothing(
+    target: Backend, space: Subspace, name: str
+) -> None:
+    case = CASES[name]
+    outcomes: set[str] = set()
+    for offset in OFFSETS:
+        subspace = space[offset]
+        queue: Any
+        if case.priority:
+            queue = fa.PriorityQueue(subspace, high_contention=case.high_contention)
+        else:
+            queue = fa.Queue(subspace, high_contention=case.high_contention)
+        prepared = case.prepare(queue, target.db)
+        call = case.call(queue, target.db, prepared)
+        outcome, took = target.run(cancelled_after(offset, call))
+        assert took < PROMPT, f"{name} cancelled at {offset * 1000:.1f} ms took {took:.2f} s"
+        case.check(queue, target.db, prepared, outcome)
+        assert queue.sync.requests_in_line(target.db) == 0
+        outcomes.add("cancelled" if outcome is asyncio.CancelledError else "returned")
+    assert outcomes == {"cancelled", "returned"}  # both halves of the contract were met
+
+
+def test_a_transactional_function_cancelled_at_every_step_commits_all_or_nothing(
+    target: Backend, space: Subspace
+) -> None:
+    outcomes: set[str] = set()
+    for offset in OFFSETS:
+        source = fa.Queue(space["source", offset])
+        destination = fa.Queue(space["destination", offset])
+        source.sync.enqueue_many(target.db, ["a", "b"])
+        call = moved(destination)(source, target.db, None)
+        outcome, took = target.run(cancelled_after(offset, call))
+        assert took < PROMPT
+        if outcome is asyncio.CancelledError:
+            assert remaining(source, target.db) == ["a", "b"]
+            assert remaining(destination, target.db) == []
+            outcomes.add("cancelled")
+        else:
+            assert outcome == "a"
+            assert remaining(source, target.db) == ["b"]
+            assert remaining(destination, target.db) == ["a"]
+            outcomes.add("returned")
+    assert outcomes == {"cancelled", "returned"}
+
+
+# -- loops of calls, and the ways asyncio cancels them ----------------------------------------
+
+
+async def produce(queue: Any, db: Any, made: list[int]) -> None:
+    for number in range(1_000_000):
+        await queue.enqueue(db, number)
+        made.append(number)
+
+
+async def consume(queue: Any, db: Any, taken: list[Any]) -> None:
+    while True:
+        lease = await queue.claim(db, 60.0)
+        if lease is None:
+            await queue.enqueue(db, "more")
+            continue
+        await queue.ack(db, lease)
+        taken.append(lease.value)
+
+
+def test_a_loop_of_calls_ends_when_its_task_is_cancelled(target: Backend, space: Subspace) -> None:
+    """Finding 1a: ``task.cancel()`` on ``while True: await q.enqueue(db, i)``."""
+    randomness = random.Random(3)
+    for run in range(12):
+        queue = fa.Queue(space[run])
+        made: list[int] = []
+        loop = produce(queue, target.db, made)
+        outcome, took = target.run(cancelled_after(randomness.uniform(0.005, 0.05), loop))
+        assert outcome is asyncio.CancelledError
+        assert took < PROMPT
+        # Every enqueue that returned is there; one more may have landed as it was cancelled.
+        assert remaining(queue, target.db)[: len(made)] == made
+        assert len(remaining(queue, target.db)) - len(made) in (0, 1)
+
+
+def test_a_claim_and_ack_loop_ends_when_cancelled_holding_no_lease(
+    target: Backend, space: Subspace
+) -> None:
+    randomness = random.Random(5)
+    for run in range(8):
+        queue = fa.Queue(space[run])
+        taken: list[Any] = []
+        loop = consume(queue, target.db, taken)
+        outcome, took = target.run(cancelled_after(randomness.uniform(0.005, 0.05), loop))
+        assert outcome is asyncio.CancelledError and took < PROMPT
+        assert held(queue, target.db) <= 1  # at most the lease the cancelled claim returned
+
+
+def test_wait_for_around_a_loop_of_calls_times_out_promptly(
+    target: Backend, space: Subspace
+) -> None:
+    """Finding 1b."""
+    queue = fa.Queue(space)
+
+    async def main() -> float:
+        started = time.monotonic()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(produce(queue, target.db, []), 0.05)
+        return time.monotonic() - started
+
+    assert target.run(main()) < 0.05 + PROMPT
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is Python 3.11 on")
+def test_a_timeout_block_around_a_loop_of_calls_ends_promptly(
+    target: Backend, space: Subspace
+) -> None:
+    """Finding 1c; and the block's end takes the cancellation back: the task goes on."""
+    queue = fa.Queue(space)
+
+    async def main() -> tuple[float, Any]:
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.05):  # type: ignore[attr-defined]
+                await produce(queue, target.db, [])
+        took = time.monotonic() - started
+        await asyncio.sleep(0.02)  # no stray cancellation arrives after the block
+        await queue.enqueue(target.db, "after")
+        return took, await queue.size(target.db)
+
+    took, size = target.run(main())
+    assert took < 0.05 + PROMPT
+    assert size >= 1
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.TaskGroup is Python 3.11 on")
+def test_a_task_group_whose_task_fails_cancels_a_loop_of_calls(
+    target: Backend, space: Subspace
+) -> None:
+    queue = fa.Queue(space)
+
+    async def fail() -> None:
+        await asyncio.sleep(0.03)
+        raise LookupError("a sibling failed")
+
+    async def main() -> float:
+        started = time.monotonic()
+        with pytest.raises(BaseExceptionGroup):  # noqa: F821 - Python 3.11 on
+            async with asyncio.TaskGroup() as group:  # type: ignore[attr-defined]
+                group.create_task(produce(queue, target.db, []))
+                group.create_task(fail())
+        return time.monotonic() - started
+
+    assert target.run(main()) < 0.03 + PROMPT
+
+
+def test_asyncio_run_returns_though_main_left_a_producer_running(
+    target: Backend, space: Subspace
+) -> None:
+    """Finding 1e: ``asyncio.run`` cancels the tasks left and waits for them."""
+    queue = fa.Queue(space)
+
+    async def main() -> None:
+        left = asyncio.ensure_future(produce(queue, target.db, []))
+        await asyncio.sleep(0.03)
+        assert not left.done()
+
+    finished = threading.Event()
+
+    def run() -> None:
+        target.run(main())
+        finished.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert finished.wait(0.03 + 5 * PROMPT), "asyncio.run did not return"
+
+
+def test_a_value_returned_after_a_cancellation_is_followed_by_the_cancellation(
+    target: Backend, space: Subspace
+) -> None:
+    """A dequeue whose commit landed returns its value; the loop that called it is cancelled
+    at its next await, and that value reached the loop."""
+    queue = fa.Queue(space)
+    queue.sync.enqueue_many(target.db, list(range(50)))
+    taken: list[Any] = []
+
+    async def drain() -> None:
+        while True:
+            taken.append(await queue.dequeue(target.db))
+            await asyncio.sleep(0.01)  # the next await after a call: cancelled there
+
+    for offset in OFFSETS[::3]:
+
+        async def main(offset: float = offset) -> tuple[Any, float]:
+            return await cancelled_after(offset + 0.02, drain())
+
+        outcome, took = target.run(main())
+        assert outcome is asyncio.CancelledError and took < PROMPT
+    assert taken + remaining(queue, target.db) == list(range(50))  # nothing lost, in order
+
+
+# -- the worker loop ---------------------------------------------------------------------------
+
+
+def test_cancelling_work_releases_every_lease_and_ends_every_task(
+    target: Backend, space: Subspace
+) -> None:
+    """Findings 1d and 2: 8 worker tasks, handlers awaiting 5-30 ms, cancelled at random."""
+    randomness = random.Random(9)
+    for run in range(6):
+        queue = fa.Queue(space[run])
+        items = list(range(60))
+        queue.sync.enqueue_many(target.db, items)
+        handled: list[int] = []
+
+        async def handler(value: int, handled: list[int] = handled) -> None:
+            await asyncio.sleep(randomness.uniform(0.005, 0.03))
+            handled.append(value)
+
+        work = queue.work(target.db, handler, lease=30.0, concurrency=8, handle_signals=False)
+        outcome, took, others = target.run(
+            cancelled_leaving_tasks(randomness.uniform(0.01, 0.1), work)
+        )
+        assert outcome is asyncio.CancelledError
+        assert took < PROMPT
+        assert not others, f"tasks still running after work() ended: {others}"
+        assert held(queue, target.db) == 0, "an item stays leased by nobody"
+        left = remaining(queue, target.db) + released(queue, target.db)
+        assert sorted(left + [value for value in handled if value not in left]) == items
+
+
+# -- the event loop keeps running --------------------------------------------------------------
+
+
+def test_transactional_functions_never_block_the_event_loop(
+    target: Backend, space: Subspace
+) -> None:
+    """Finding 8: a 2 ms ticker sees no gap over 20 ms while a transactional function reads
+    raw keys, calls queue operations and commits, on a database whose waits are long."""
+    target.engine.latency = memory.Latency(grv=0.04, read=0.04, commit=0.08)
+    queue = fa.Queue(space)
+    key = Subspace(("fdbqueue-cancellation-raw", uuid.uuid4().hex)).pack(("raw",))
+
+    @fa.transactional
+    async def body(tr: Any) -> Any:
+        raw = await fa.wait_future(tr.get(key))
+        tr[key] = b"written"
+        await queue.enqueue(tr, "item")
+        return raw
+
+    async def main() -> tuple[float, int]:
+        ticks: list[float] = []
+
+        async def tick() -> None:
+            while True:
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.002)
+
+        ticker = asyncio.ensure_future(tick())
+        await asyncio.sleep(0.01)
+        for _ in range(3):
+            await body(target.db)
+        ticker.cancel()
+        gaps = [later - earlier for earlier, later in itertools.pairwise(ticks)]
+        return max(gaps), len(ticks)
+
+    longest, ticks = target.run(main())
+    assert ticks > 50
+    assert longest < 0.02, f"the event loop stalled {longest * 1000:.0f} ms"
+    assert remaining(queue, target.db) == ["item"] * 3
