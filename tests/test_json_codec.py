@@ -45,9 +45,9 @@ def test_what_json_would_change_or_cannot_carry_is_refused_and_nothing_is_writte
 
 
 def test_bytes_that_are_not_json_go_to_the_dead_letters(db, subspace):
-    raw = Queue(subspace, codec="raw")
-    raw.enqueue_many(db, [b"\xff not json", b'{"fine": 1}'])
     queue = Queue(subspace, codec="json")
+    queue.enqueue(db, {"fine": 1})
+    db[subspace.pack((-1, b"r" * 20))] = b"\xff not json"  # another writer's bytes, first
     assert queue.dequeue(db) == {"fine": 1}
     (letter,) = queue.dead_letters(db)
     assert letter.value.raw == b"\xff not json"

@@ -122,10 +122,9 @@ def test_unknown_results_are_resolved_counted_and_logged(caplog):
 
 def test_poison_items_are_logged_as_warnings_and_counted(caplog):
     db = memory.open()
-    queue = Queue(Subspace(("poison-metrics",)), codec="raw")
-    name = metrics.queue_name(queue.subspace.key())
-    queue.enqueue(db, b"ok")
     tuple_queue = Queue(Subspace(("poison-metrics",)))
+    name = metrics.queue_name(tuple_queue.subspace.key())
+    db[tuple_queue.subspace.pack((0, b"r" * 20))] = b"ok"  # bytes another writer stored
     counting = Counting()
     with caplog.at_level(logging.WARNING, logger="fdbqueue"):
         assert tuple_queue.dequeue(db) is None  # raw bytes the tuple codec cannot decode

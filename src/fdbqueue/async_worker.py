@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fdbqueue.leases import Lease, LeaseError
-from fdbqueue.store import check_flag
+from fdbqueue.store import QueueTypeError, check_flag
 from fdbqueue.worker import (
     CLAIM_ERROR_BACKOFF,
     HOLDER_CALL_ATTEMPTS,
@@ -128,6 +128,8 @@ class AsyncLoop:
             try:
                 lease = await self.claim()
                 pause = CLAIM_ERROR_BACKOFF[0]
+            except QueueTypeError:
+                raise  # the wrong queue type or codec: no retry can help; work() raises it
             except Exception:
                 logger.warning("fdbqueue: claim failed, again in %.1fs", pause, exc_info=True)
                 with contextlib.suppress(asyncio.TimeoutError):

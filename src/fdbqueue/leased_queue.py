@@ -310,12 +310,13 @@ class LeasedQueue(StoredQueue[T]):
             lost, released.
 
         Raises:
-            TypeError, ValueError: a bad argument (nothing is read or written).
+            TypeError, ValueError: a bad argument (nothing is read or written); and
+                QueueTypeError at the first claim into another queue type or codec.
             BaseException: what a handler raised that is not an Exception (SystemExit,
                 KeyboardInterrupt), once every thread finished; its item was released.
 
-        Items are processed at least once (make ``handler`` idempotent): a job whose worker
-        dies, or whose lease is lost, runs again. Cost per job: the claim, the ack (or
+        At least once (make ``handler`` idempotent): a job whose worker dies, or whose
+        lease is lost, runs again. Cost per job: the claim, the ack (or
         release), and per heartbeat an extend; an idle worker renews its watch every
         second to look at ``stop``.
         """

@@ -257,6 +257,7 @@ class Leases:
         ``n`` claims.
         """
         require_writable(tr, "claim")
+        codec_record = self.store.recorded_codec(tr)
         read_version: int = tr.get_read_version().wait()
         read_at = time.monotonic()
         expired_end: bytes = self.leases.pack((read_version,))
@@ -270,6 +271,7 @@ class Leases:
                 return leases or MOVED_ASIDE
             limit = min(n - len(leases), most_dead - dead_lettered)
             records = list(tr.get_range(self.leases_begin, expired_end, limit=limit))
+            self.store.check_codec(codec_record)  # before a held value is decoded
             values = [
                 None
                 if self._out_of_deliveries(deliveries)

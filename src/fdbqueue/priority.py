@@ -338,8 +338,8 @@ class PriorityQueue(LeasedQueue[T]):
             if max
             else taking.forward(self._store, tr, 1, False)
         )
-        values = taking.peek(self._store, candidates, 1)
-        return values[0] if values else None
+        first: T | None = taking.peek_first(self._store, tr, candidates)
+        return first
 
     def peek_min(self, tr: TransactionContext) -> T | None:
         """Return the oldest value of the lowest priority, or None when empty (one range read)."""

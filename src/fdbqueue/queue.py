@@ -342,8 +342,7 @@ class Queue(LeasedQueue[T]):
         range covers the front of the queue up to just past the first item (the whole queue
         range when empty).
         """
-        values = taking.peek(self._store, taking.forward(self._store, tr, 1, snapshot=False), 1)
-        return values[0] if values else None
+        return taking.peek_first(self._store, tr, taking.forward(self._store, tr, 1, False))
 
 
 def _read_front(store: ItemStore, tr: TransactionContext, n: int, snapshot: bool) -> list[Any]:

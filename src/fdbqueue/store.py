@@ -202,6 +202,10 @@ class ItemStore:
         self.metric_name = metrics.queue_name(self.subspace.key())
         self.type_name = QUEUE_TYPES[leading_integers]
         self.type_key: bytes = self.metadata.pack(("type",))
+        self.codec_key: bytes = self.metadata.pack(("codec",))
+        name = getattr(self.codec, "name", None)
+        #: the codec's name recorded with the queue (None: a codec without one, unchecked)
+        self.codec_name: bytes | None = name.encode() if isinstance(name, str) and name else None
         self.size_key: bytes = self.metadata.pack(("size",))
         self.signal_key: bytes = self.metadata.pack(("signal",))
         self.receipts = Receipts(self.metadata, enabled=check_flag(exactly_once, "exactly_once"))
@@ -346,32 +350,63 @@ class ItemStore:
         self.signal(tr)
         metrics.add("enqueued", queue=self.metric_name)
 
-    def recorded_type(self, tr: AnyContext) -> Any:
-        """Start reading the queue type recorded in the metadata (a snapshot point read, no
-        conflict); pass the future to :meth:`check_type` once the other reads are issued."""
-        return tr.snapshot.get(self.type_key)
+    def recorded_type(self, tr: AnyContext) -> tuple[Any, Any]:
+        """Start reading the queue type and the codec recorded in the metadata (two snapshot
+        point reads, issued together, no conflict); pass the futures to :meth:`check_type`
+        once the other reads are issued."""
+        return tr.snapshot.get(self.type_key), tr.snapshot.get(self.codec_key)
 
-    def check_type(self, tr: AnyContext, recorded: Any, record: bool = True) -> None:
+    def check_type(self, tr: AnyContext, recorded: tuple[Any, Any], record: bool = True) -> None:
         """Raise :class:`QueueTypeError` when ``recorded`` (:meth:`recorded_type`) names
-        another queue type; record this one when the subspace has none yet (the first
-        write; not when ``record`` is False). Call it before the first write of an operation,
-        so that nothing changes when it raises.
+        another queue type or another codec (:meth:`check_codec`); record this type and codec
+        when the subspace has no type yet (the first write; not when ``record`` is False). Call
+        it before the first write of an operation, so that nothing changes when it raises.
 
-        Cost: nothing more while the type is recorded; on the first write, one set (blind,
+        A queue whose type was recorded before codecs were (fdbqueue 0.x before issue 21) has
+        no codec record: it is never checked, and none is recorded later (a wrong codec's
+        write would otherwise lock the right one out).
+
+        Cost: nothing more while the type is recorded; on the first write, two sets (blind,
         so that concurrent first enqueues still never conflict: two first writes of
         different types racing each other could both commit, the later type recorded).
         """
-        if recorded.present():
-            found = bytes(recorded)
+        type_record, codec_record = recorded
+        if type_record.present():
+            found = bytes(type_record)
             if found != self.type_name:
                 raise QueueTypeError(
                     f"{self.subspace} holds a {found.decode(errors='replace')}, not a "
                     f"{self.type_name.decode()}: open it as fdbqueue.{found.decode()} (nothing "
                     "was written)"
                 )
+            self.check_codec(codec_record)
             return
         if record:
             tr[self.type_key] = self.type_name
+            if self.codec_name is not None:
+                tr[self.codec_key] = self.codec_name
+
+    def recorded_codec(self, tr: AnyContext) -> Any:
+        """Start reading the codec recorded in the metadata (a snapshot point read, no
+        conflict); pass the future to :meth:`check_codec` before the values are decoded."""
+        return getattr(tr, "snapshot", tr).get(self.codec_key)  # tr may be a snapshot view
+
+    def check_codec(self, recorded: Any) -> None:
+        """Raise :class:`QueueTypeError` when ``recorded`` (:meth:`recorded_codec`) names
+        another codec than this queue's, so that a queue opened with the wrong codec changes
+        nothing (a take would otherwise move every item to the dead letters as undecodable).
+        No record (a queue written before codecs were recorded, or by a codec without a
+        name) and a codec without a name are not checked. Cost: waits for ``recorded``."""
+        if self.codec_name is None or not recorded.present():
+            return
+        found = bytes(recorded)
+        if found != self.codec_name:
+            written_with = found.decode(errors="replace")
+            raise QueueTypeError(
+                f"{self.subspace} was written with codec {written_with!r} and opened with "
+                f"{self.codec_name.decode()!r}: open it with codec={written_with!r} (nothing "
+                "was changed)"
+            )
 
     def signal(self, tr: AnyContext) -> None:
         """Bump the signal key that blocked consumers watch (an atomic add: no conflict)."""

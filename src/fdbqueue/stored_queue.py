@@ -216,7 +216,7 @@ class StoredQueue(Generic[T]):
         """One page of :meth:`peek_many` (a :data:`ReadPage`)."""
         begin = self._store.begin if after is None else after + b"\x00"
         batch = self._store.read(tr, begin, limit=count, snapshot=True)
-        values = taking.peek(self._store, iter(batch), count)
+        values = taking.peek(self._store, tr, iter(batch), count)
         last = bytes(batch[-1].key) if batch else None
         return values, last, len(batch) == count
 

@@ -23,7 +23,16 @@ from fdbqueue.store import ItemStore
 from fdbqueue.transaction_bytes import clear_bytes, set_bytes
 from fdbqueue.transactional import AnyContext, require_writable
 
-__all__ = ["MOVED_ASIDE", "Front", "Taken", "TakenItem", "forward", "peek", "take"]
+__all__ = [
+    "MOVED_ASIDE",
+    "Front",
+    "Taken",
+    "TakenItem",
+    "forward",
+    "peek",
+    "peek_first",
+    "take",
+]
 
 
 class _MovedAside:
@@ -94,12 +103,13 @@ def take(
 ) -> Taken:
     """Remove up to ``n`` decodable items in take order; move poison items aside.
 
-    Each item read is checked first (:meth:`unpack_position`; a foreign key raises
-    ValueError before it or anything after it is cleared, or ends the take if items were
-    taken already), then decoded: a value the codec cannot decode is moved to the dead
-    letters with the reason (counted out of the size, a warning logged), and the take goes
-    on with the next item. The items taken are cleared but not counted out of the size:
-    the caller decides where they go.
+    The codec recorded with the queue is checked first (a queue opened with another codec
+    raises :class:`~fdbqueue.QueueTypeError` before anything is cleared). Each item read is
+    checked (:meth:`unpack_position`; a foreign key raises ValueError before it or anything
+    after it is cleared, or ends the take if items were taken already), then decoded: a
+    value the codec cannot decode is moved to the dead letters with the reason (counted out
+    of the size, a warning logged), and the take goes on with the next item. The items
+    taken are cleared but not counted out of the size: the caller decides where they go.
 
     Args:
         front: reads the next items at the end to take from.
@@ -111,10 +121,12 @@ def take(
             lease, a served result), so the budget counts the values; False when it only
             returns them (a dequeue: the budget then counts clears and quarantines).
 
-    Cost: the reads ``front`` makes (one range read when no item is poison), one clear
-    per item, and per poison item two sets and an atomic add.
+    Cost: the reads ``front`` makes (one range read when no item is poison) and a snapshot
+    point read of the codec record issued with the first, one clear per item, and per poison
+    item two sets and an atomic add.
     """
     require_writable(tr, "taking items")
+    codec_record = store.recorded_codec(tr)  # overlaps the first read of the front
     taken: list[TakenItem] = []
     quarantined = 0
     spent = 0
@@ -122,6 +134,7 @@ def take(
         batch = front(tr, n - len(taken))
         if not batch:
             break
+        store.check_codec(codec_record)  # before the first clear: a wrong codec changes nothing
         try:
             for item in batch:
                 store.unpack_position(item.key)
@@ -150,14 +163,18 @@ def take(
     return Taken(taken, quarantined, budget_spent=False)
 
 
-def peek(store: ItemStore, candidates: Iterator[Any], n: int) -> list[Any]:
-    """The first ``n`` decodable values of ``candidates`` (KeyValues in take order),
-    skipping poison items as a take would move them aside; foreign keys raise ValueError
-    as in :func:`take`. Cost: the reads of ``candidates``."""
+def peek(store: ItemStore, tr: AnyContext, candidates: Iterator[Any], n: int) -> list[Any]:
+    """The first ``n`` decodable values of ``candidates`` (KeyValues in take order, read
+    lazily in ``tr``), skipping poison items as a take would move them aside; foreign keys
+    raise ValueError and another codec recorded with the queue raises
+    :class:`~fdbqueue.QueueTypeError`, as in :func:`take`. Cost: the reads of ``candidates``
+    and a snapshot point read of the codec record issued before them."""
     values: list[Any] = []
     if n == 0:
         return values
+    codec_record = store.recorded_codec(tr)
     for item in candidates:
+        store.check_codec(codec_record)
         store.unpack_position(item.key)
         try:
             values.append(store.codec.decode(bytes(item.value)))
@@ -166,6 +183,12 @@ def peek(store: ItemStore, candidates: Iterator[Any], n: int) -> list[Any]:
         if len(values) == n:
             break
     return values
+
+
+def peek_first(store: ItemStore, tr: AnyContext, candidates: Iterator[Any]) -> Any:
+    """The first decodable value of ``candidates`` (as :func:`peek`), or None."""
+    values = peek(store, tr, candidates, 1)
+    return values[0] if values else None
 
 
 def forward(store: ItemStore, tr: AnyContext, first: int, snapshot: bool) -> Iterator[Any]:

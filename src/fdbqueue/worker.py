@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fdbqueue.leases import Lease, LeaseError, check_lease_seconds
-from fdbqueue.store import check_count, check_flag, check_seconds
+from fdbqueue.store import QueueTypeError, check_count, check_flag, check_seconds
 
 __all__ = [
     "Settlement",
@@ -307,6 +307,8 @@ class Loop:
                         self.database, self.seconds, block=True, timeout=STOP_CHECK_SECONDS
                     )
                 pause = CLAIM_ERROR_BACKOFF[0]
+            except QueueTypeError:
+                raise  # the wrong queue type or codec: no retry can help; work() raises it
             except Exception:
                 logger.warning(
                     "fdbqueue: claim failed; trying again in %.1fs", pause, exc_info=True
