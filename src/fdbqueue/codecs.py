@@ -58,6 +58,12 @@ class Codec(Protocol[T]):
     ``decode(encode(v))`` must give back a value equal to ``v``. ``encode`` should raise
     TypeError or ValueError for values it cannot represent.
 
+    A codec should also declare ``name``, a str that says how its bytes are to be read (the
+    built-in codecs are ``"tuple"``, ``"raw"`` and ``"json"``): a queue records it at its first
+    write, and a queue object opened later with a codec of another name raises
+    :class:`~fdbqueue.QueueTypeError` before anything changes. A codec without a ``name``
+    is neither recorded nor checked.
+
     Generic in the value type for type checkers: a codec whose ``decode`` returns ``str``
     (and whose ``encode`` takes one) is a ``Codec[str]``, and a queue made with it is a
     ``Queue[str]``: its takes return ``str | None`` and its enqueues take a ``str``.
