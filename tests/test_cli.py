@@ -75,6 +75,7 @@ def test_info_reports_size_oldest_requests_leases_and_dead_letters(db, subspace)
         "expired_leases": 0,
         "dead_letters": 1,
         "delayed": 1,
+        "codec": "tuple",
     }
     text = ok(db, "--queue", jobs, "info")
     assert "dead letters      1" in text
@@ -646,3 +647,70 @@ def test_python_dash_m_runs_the_command_line():
         [sys.executable, "-m", "fdbqueue", "--version"], capture_output=True, text=True
     )
     assert result.returncode == 0 and "fdbqueue" in result.stdout
+
+
+# -- the codec and type on record -------------------------------------------------------------
+
+
+def test_the_codec_is_read_from_the_record_so_only_creation_needs_it(db, subspace):
+    jobs = queue_path(subspace, "jobs")
+    ok(db, "--queue", jobs, "--codec", "json", "push", '{"to": "ada"}')
+    ok(db, "--queue", jobs, "push", '{"to": "bob"}')  # parsed as JSON: the record says json
+    assert Queue(subspace["jobs"], codec="json").peek_many(db, 5) == [{"to": "ada"}, {"to": "bob"}]
+    assert json.loads(ok(db, "--json", "--queue", jobs, "info"))["codec"] == "json"
+    assert "codec" in ok(db, "--queue", jobs, "info")
+    assert json.loads(ok(db, "--json", "--queue", jobs, "pop", "-n", "2")) == [
+        {"to": "ada"},
+        {"to": "bob"},
+    ]
+    assert Queue(subspace["jobs"], codec="json").dead_letters(db) == []
+
+
+@pytest.mark.parametrize("command", [["push", "x"], ["pop"], ["peek"], ["info"], ["leases"]])
+def test_a_codec_that_contradicts_the_record_is_refused_in_one_line(db, subspace, command):
+    jobs = queue_path(subspace, "jobs")
+    Queue(subspace["jobs"], codec="json").enqueue(db, {"n": 1})
+    [line] = fails(db, "--queue", jobs, "--codec", "tuple", *command)
+    assert "written with codec 'json'" in line and "drop --codec tuple" in line
+    assert Queue(subspace["jobs"], codec="json").peek_many(db, 5) == [{"n": 1}]
+
+
+def write_handler(tmp_path, monkeypatch):
+    (tmp_path / "codec_jobs_for_test.py").write_text(
+        "handled = []\n\ndef handle(value):\n    handled.append(value)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "codec_jobs_for_test", raising=False)
+    return "codec_jobs_for_test:handle"
+
+
+def test_work_without_codec_reads_the_record_and_dead_letters_nothing(
+    db, subspace, tmp_path, monkeypatch
+):
+    """New-user finding 1: a missing --codec moved every item to the dead letters."""
+    handler = write_handler(tmp_path, monkeypatch)
+    jobs = queue_path(subspace, "jobs")
+    Queue(subspace["jobs"], codec="json").enqueue_many(db, [{"n": 1}, {"n": 2}])
+    output = ok(db, "--json", "--queue", jobs, "work", handler, "--until-empty")
+    assert json.loads(output.splitlines()[-1])["succeeded"] == 2
+    assert sys.modules["codec_jobs_for_test"].handled == [{"n": 1}, {"n": 2}]
+
+
+@pytest.mark.parametrize("written_as", ["Queue", "PriorityQueue"])
+def test_work_checks_the_queue_type_as_every_command_does(
+    db, subspace, tmp_path, monkeypatch, written_as
+):
+    """Finding 3: work on the other queue type retried forever, or took a PriorityQueue's
+    items as a Queue's."""
+    handler = write_handler(tmp_path, monkeypatch)
+    jobs = queue_path(subspace, "jobs")
+    if written_as == "Queue":
+        Queue(subspace["jobs"]).enqueue(db, "a")
+        flags = ["--priority-queue"]
+    else:
+        PriorityQueue(subspace["jobs"]).push(db, "a", 1)
+        flags = []
+    [line] = fails(db, "--queue", jobs, *flags, "work", handler, "--until-empty")
+    assert f"holds a {written_as}" in line
+    assert sys.modules["codec_jobs_for_test"].handled == []

@@ -85,12 +85,28 @@ def package_version() -> str:
         return __version__
 
 
+#: The codecs the command line knows, by the names queues record.
+CODECS = ("tuple", "raw", "json")
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """What :meth:`Context.record` found under a queue's prefix."""
+
+    found: bool
+    type: str | None
+    codec: str | None
+
+
 class Context:
     """What the shared options chose; opens the database and the queue on first use."""
 
     def __init__(self, options: dict[str, Any], database: Any) -> None:
         self.options = options
         self._database = database
+        self._record: Record | None = None
+        #: the codec of the queue :meth:`queue` opened (its record's, else --codec's)
+        self.codec = "tuple"
 
     @property
     def as_json(self) -> bool:
@@ -121,6 +137,14 @@ class Context:
         return f"directory {self.options.get('directory')!r}"
 
     def queue(self, **options: Any) -> Queue[Any] | PriorityQueue[Any]:
+        """The queue the options name, with the codec on its record (``--codec`` when it has
+        none yet; the default, tuple, when neither says).
+
+        Raises:
+            click.UsageError: neither or both of --queue and --directory.
+            click.ClickException: ``--codec`` contradicts the codec on record, or the record
+                names a codec the command line does not know.
+        """
         prefix, directory = self.options["queue"], self.options["directory"]
         if (prefix is None) == (directory is None):
             raise click.UsageError("name the queue with exactly one of --queue or --directory")
@@ -129,40 +153,68 @@ class Context:
         else:
             subspace = open_directory(self.database(), directory)
         kind = PriorityQueue if self.options["priority_queue"] else Queue
-        return kind(subspace, codec=self.options["codec"], **options)
+        given, recorded = self.options["codec"], self.record(subspace).codec
+        if recorded is not None and recorded not in CODECS:
+            raise click.ClickException(
+                f"{self.queue_name()} was written with codec {recorded!r}, a codec of its "
+                "application's own: read it with that application"
+            )
+        if given is not None and recorded is not None and given != recorded:
+            raise click.ClickException(
+                f"{self.queue_name()} was written with codec {recorded!r}: drop --codec "
+                f"{given} (an existing queue's codec is read from its record)"
+            )
+        self.codec = given or recorded or "tuple"
+        return kind(subspace, codec=self.codec, **options)
+
+    def record(self, subspace: Subspace) -> Record:
+        """What is stored under the queue's prefix: whether anything is, and the type and
+        codec recorded (read once, then remembered). Cost: one snapshot range read
+        (``limit=1``) and two snapshot point reads, in one transaction."""
+        if self._record is None:
+            prefix = subspace.key()
+            metadata = prefix + b"\xff"
+            type_key = metadata + fdb.tuple.pack(("type",))
+            codec_key = metadata + fdb.tuple.pack(("codec",))
+
+            def look(tr: Any) -> Record:
+                recorded_type = tr.snapshot.get(type_key)
+                recorded_codec = tr.snapshot.get(codec_key)
+                found = bool(list(tr.snapshot.get_range(prefix, prefix_end(prefix), limit=1)))
+                return Record(
+                    found,
+                    bytes(recorded_type).decode(errors="replace")
+                    if recorded_type.present()
+                    else None,
+                    bytes(recorded_codec).decode(errors="replace")
+                    if recorded_codec.present()
+                    else None,
+                )
+
+            self._record = guarded(lambda: run_in_retry_loop(self.database(), look))
+        return self._record
 
     def existing_queue(
-        self, queue: Queue[Any] | PriorityQueue[Any]
+        self, queue: Queue[Any] | PriorityQueue[Any], *, must_exist: bool = True
     ) -> Queue[Any] | PriorityQueue[Any]:
         """``queue`` (:meth:`queue`), for a command that reads it.
 
         Raises:
             click.ClickException: nothing at all is stored under the queue's prefix (items
-                and metadata): the name is probably mistyped; or the queue's metadata records
-                the other queue type (:class:`~fdbqueue.QueueTypeError`). Cost: one snapshot
-                range read (``limit=1``) and one snapshot point read.
+                and metadata; only when ``must_exist``): the name is probably mistyped; or the
+                queue's metadata records the other queue type.
         """
-        prefix = queue.subspace.key()
-        type_key = queue.subspace.key() + b"\xff" + fdb.tuple.pack(("type",))
-
-        def look(tr: Any) -> tuple[bool, bytes | None]:
-            recorded = tr.snapshot.get(type_key)
-            found = bool(list(tr.snapshot.get_range(prefix, prefix_end(prefix), limit=1)))
-            return found, bytes(recorded) if recorded.present() else None
-
-        found, recorded = guarded(lambda: run_in_retry_loop(self.database(), look))
-        if not found:
+        record = self.record(queue.subspace)
+        if must_exist and not record.found:
             raise click.ClickException(
                 f"{self.queue_name()} does not exist (nothing stored under its prefix)"
             )
-        wanted = type(queue).__name__.encode()
-        if recorded is not None and recorded != wanted:
-            hint = (
-                "add --priority-queue" if recorded == b"PriorityQueue" else "drop --priority-queue"
-            )
+        wanted = type(queue).__name__
+        if record.type is not None and record.type != wanted:
+            add = record.type == "PriorityQueue"
+            hint = "add --priority-queue" if add else "drop --priority-queue"
             raise click.ClickException(
-                f"{self.queue_name()} holds a {recorded.decode(errors='replace')}, not a "
-                f"{wanted.decode()}: {hint}"
+                f"{self.queue_name()} holds a {record.type}, not a {wanted}: {hint}"
             )
         return queue
 
@@ -296,10 +348,9 @@ QUEUE_OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--priority-queue", is_flag=True, help="The queue is a PriorityQueue."),
     click.option(
         "--codec",
-        type=click.Choice(["tuple", "raw", "json"]),
-        default="tuple",
-        show_default=True,
-        help="How the queue's values are stored.",
+        type=click.Choice(CODECS),
+        help="How values are stored, for a new queue (default: tuple); an existing queue's "
+        "codec is read from its record.",
     ),
 ]
 CONNECTION_NAMES = ("cluster_file", "api_version", "use_memory", "timeout", "as_json")
@@ -440,6 +491,7 @@ def info(context: Context) -> None:
     """
     queue = context.existing_queue(context.queue())
     facts = dataclasses.asdict(guarded(lambda: queue.info(context.database())))
+    facts["codec"] = context.record(queue.subspace).codec  # None: none recorded
     width = max(len(name) for name in facts)
     lines = [f"{name.replace('_', ' '):<{width}}  {facts[name]!r}" for name in facts]
     context.emit(facts, "\n".join(lines))
@@ -594,11 +646,11 @@ def push(
             item = int(value)
         except ValueError:
             raise click.BadParameter(f"{value!r} is not an integer", param_hint="VALUE") from None
-    if context.options["codec"] == "raw":
+    if context.codec == "raw":
         if as_int:
             raise click.UsageError("--int does not apply to --codec raw (values are bytes)")
         item = value.encode()
-    elif context.options["codec"] == "json" and not as_int:
+    elif context.codec == "json" and not as_int:
         try:
             item = json.loads(value)
         except ValueError:
@@ -809,7 +861,7 @@ def work(
         worker.check_work_arguments(function, lease, concurrency, backoff, max_backoff)
     except (TypeError, ValueError) as error:
         raise click.UsageError(first_line(error)) from None
-    queue = context.queue(max_deliveries=max_deliveries)
+    queue = context.existing_queue(context.queue(max_deliveries=max_deliveries), must_exist=False)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     summary = guarded(
         lambda: queue.work(
