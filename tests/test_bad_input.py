@@ -154,3 +154,45 @@ def test_a_tiny_lease_is_not_born_expired(db, subspace):
     lease = queue.claim(tr, lease=1e-9)
     tr.commit().wait()
     assert lease.expiry_version > tr.get_read_version().wait()
+
+
+#: Every seconds argument of the public API, with the values each must refuse.
+SECONDS_ARGUMENTS = {
+    "enqueue delay": lambda q, db, lease, s: q.enqueue(db, "x", delay=s),
+    "enqueue_many delay": lambda q, db, lease, s: q.enqueue_many(db, ["x"], delay=s),
+    "dequeue timeout": lambda q, db, lease, s: q.dequeue(db, block=True, timeout=s),
+    "claim lease": lambda q, db, lease, s: q.claim(db, s),
+    "claim timeout": lambda q, db, lease, s: q.claim(db, 30, block=True, timeout=s),
+    "claim_many lease": lambda q, db, lease, s: q.claim_many(db, 2, s),
+    "extend seconds": lambda q, db, lease, s: q.extend(db, lease, s),
+    "release delay": lambda q, db, lease, s: q.release(db, lease, delay=s),
+    "consumer abandon_after": lambda q, db, lease, s: q.consumer(db, abandon_after=s),
+    "queue abandon_after": lambda q, db, lease, s: Queue(q.subspace, abandon_after=s),
+    "work lease": lambda q, db, lease, s: q.work(db, print, lease=s, until_empty=True),
+    "work backoff": lambda q, db, lease, s: q.work(
+        db, print, lease=30, backoff=s, max_backoff=s, until_empty=True
+    ),
+    "work max_backoff": lambda q, db, lease, s: q.work(
+        db, print, lease=30, max_backoff=s, until_empty=True
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SECONDS_ARGUMENTS))
+@pytest.mark.parametrize(
+    "seconds", [float("nan"), float("inf"), -float("inf"), 10**400, -(10**400), -1]
+)
+def test_every_seconds_argument_refuses_nan_infinity_and_huge_ints_with_value_error(
+    db, subspace, name, seconds
+):
+    """Finding 11: ``10**400`` raised OverflowError; infinity is refused where a time must
+    end (a blocking take's timeout takes it as "no limit", so it is skipped there)."""
+    if name.endswith("timeout") and seconds == float("inf"):
+        return
+    queue = Queue(subspace)
+    queue.enqueue(db, "held")
+    lease = queue.claim(db, 30)
+    before = all_keys(db, subspace)
+    with pytest.raises(ValueError):
+        SECONDS_ARGUMENTS[name](queue, db, lease, seconds)
+    assert all_keys(db, subspace) == before

@@ -51,7 +51,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fdbqueue import metrics
-from fdbqueue.store import MAX_KEY_BYTES, ItemStore
+from fdbqueue.store import MAX_KEY_BYTES, ItemStore, check_seconds
 from fdbqueue.transaction_bytes import set_bytes
 from fdbqueue.transactional import AnyContext
 
@@ -83,11 +83,10 @@ def check_delay(delay: Any) -> float:
     """
     if delay is None:
         return 0.0
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)):
-        raise TypeError(f"delay must be a number of seconds or None, not {delay!r}")
-    if math.isnan(delay) or delay < 0 or delay > MAX_DELAY_SECONDS:
-        raise ValueError(f"delay must be >= 0 and <= {MAX_DELAY_SECONDS} seconds, not {delay}")
-    return float(delay)
+    number = check_seconds(delay, "delay", allow_zero=True)
+    if number > MAX_DELAY_SECONDS:
+        raise ValueError(f"delay must be >= 0 and <= {MAX_DELAY_SECONDS} seconds, not {number}")
+    return number
 
 
 class DelayedItems:

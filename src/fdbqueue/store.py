@@ -140,18 +140,29 @@ def check_flag(flag: Any, name: str) -> bool:
     return flag
 
 
-def check_seconds(seconds: Any, name: str, *, allow_infinity: bool = False) -> float:
-    """Return ``seconds`` as a float > 0, or raise before anything is read or written.
+def check_seconds(
+    seconds: Any, name: str, *, allow_infinity: bool = False, allow_zero: bool = False
+) -> float:
+    """Return ``seconds`` as a float > 0 (>= 0 with ``allow_zero``), or raise before anything
+    is read or written. Every seconds argument of fdbqueue goes through it.
 
     Raises:
         TypeError: not a number (bool included).
-        ValueError: NaN, not > 0, or infinite when ``allow_infinity`` is False.
+        ValueError: NaN, not > 0 (negative with ``allow_zero``), infinite when
+            ``allow_infinity`` is False, or an int too large for a float (``10**400``).
     """
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise TypeError(f"{name} must be a number of seconds, not {type(seconds).__name__}")
-    number = float(seconds)
-    if math.isnan(number) or number <= 0:
-        raise ValueError(f"{name} must be a number of seconds > 0, not {number}")
+    try:
+        number = float(seconds)
+    except OverflowError:  # an int past a float's range: as good as infinite, and refused
+        raise ValueError(
+            f"{name} must be a number of seconds a float can hold, not an int of "
+            f"{len(str(abs(seconds)))} digits"
+        ) from None
+    lowest = "> 0" if not allow_zero else ">= 0"
+    if math.isnan(number) or number < 0 or (number == 0 and not allow_zero):
+        raise ValueError(f"{name} must be a number of seconds {lowest}, not {number}")
     if math.isinf(number) and not allow_infinity:
         raise ValueError(f"{name} must be finite, not {number}")
     return number

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fdbqueue import metrics, suspension
+from fdbqueue.store import check_seconds
 from fdbqueue.suspension import wait_for_any
 from fdbqueue.transactional import AnyContext, is_database, run_in_retry_loop
 
@@ -55,10 +56,7 @@ def check_blocking_arguments(tr: AnyContext, block: Any, timeout: Any) -> float 
     if not isinstance(block, bool):
         raise TypeError(f"block must be True or False, not {block!r}")
     if timeout is not None:
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise TypeError(f"timeout must be a number of seconds or None, not {timeout!r}")
-        if math.isnan(timeout) or timeout < 0:
-            raise ValueError(f"timeout must be a number of seconds >= 0, not {timeout}")
+        timeout = check_seconds(timeout, "timeout", allow_infinity=True, allow_zero=True)
         if not block:
             raise ValueError("timeout only applies with block=True")
         if math.isinf(timeout):
