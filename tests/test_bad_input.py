@@ -196,3 +196,24 @@ def test_every_seconds_argument_refuses_nan_infinity_and_huge_ints_with_value_er
     with pytest.raises(ValueError):
         SECONDS_ARGUMENTS[name](queue, db, lease, seconds)
     assert all_keys(db, subspace) == before
+
+
+@pytest.mark.parametrize("prefetch", [256, 257, 10_000])
+def test_a_prefetch_the_line_cannot_number_is_refused_when_the_session_opens(
+    db, subspace, prefetch
+):
+    """Finding 10: 257 was accepted, and the first take raised 'bytes must be in
+    range(0, 256)'."""
+    queue = Queue(subspace)
+    with pytest.raises(ValueError, match="prefetch must be <= 255"):
+        queue.consumer(db, prefetch=prefetch)
+    with pytest.raises(ValueError, match="prefetch must be <= 255"):
+        PriorityQueue(subspace).consumer(db, prefetch=prefetch)
+
+
+def test_the_largest_prefetch_works(db, subspace):
+    queue = Queue(subspace)
+    queue.enqueue_many(db, ["a", "b"])
+    with queue.consumer(db, prefetch=255) as consumer:
+        assert [consumer.take(), consumer.take(), consumer.take()] == ["a", "b", None]
+    assert queue.requests_in_line(db) == 0

@@ -48,7 +48,7 @@ from typing import Any
 from fdbqueue import taking
 from fdbqueue.delays import DelayedItems, soonest
 from fdbqueue.leases import Leases, check_lease_seconds
-from fdbqueue.line import OWNER_BYTES, Line
+from fdbqueue.line import MAX_PREFETCH, OWNER_BYTES, Line
 from fdbqueue.store import ItemStore, check_count, check_seconds
 from fdbqueue.taking import MOVED_ASIDE
 from fdbqueue.transactional import is_database
@@ -106,13 +106,14 @@ class Consumer:
             reads with ``snapshot=True``.
         leases: the queue's leases, for :meth:`claim`.
         delays: the queue's delayed items: each attempt promotes those due first.
-        prefetch: requests kept registered between calls (an int >= 0).
+        prefetch: requests kept registered between calls (an int, 0 to
+            :data:`~fdbqueue.line.MAX_PREFETCH`, 255).
         abandon_after: seconds of versions after which an unrefreshed request of a dead
             session is cleared by others (> 0, at most a day).
 
     Raises:
         TypeError: ``database`` is not a Database, or an argument has the wrong type.
-        ValueError: ``prefetch`` < 0, or ``abandon_after`` NaN, <= 0 or over a day.
+        ValueError: ``prefetch`` < 0 or > 255, or ``abandon_after`` NaN, <= 0 or over a day.
     """
 
     def __init__(
@@ -130,6 +131,11 @@ class Consumer:
         if not is_database(database):
             raise TypeError("a consumer session needs a Database: it runs its own transactions")
         check_count(prefetch, "prefetch")
+        if prefetch > MAX_PREFETCH:
+            raise ValueError(
+                f"prefetch must be <= {MAX_PREFETCH} (a session's requests in line are "
+                f"numbered by one byte), not {prefetch}"
+            )
         seconds = check_abandon_after(abandon_after)
         self.store = store
         self.leases = leases

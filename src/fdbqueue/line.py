@@ -23,10 +23,13 @@ from typing import Any
 
 from fdbqueue.transactional import run_in_retry_loop
 
-__all__ = ["OWNER_BYTES", "STAMP_BYTES", "Line"]
+__all__ = ["MAX_PREFETCH", "OWNER_BYTES", "STAMP_BYTES", "Line"]
 
 VERSIONS_PER_SECOND = 1_000_000
 OWNER_BYTES = 16
+#: The most requests a session keeps registered between calls: it registers ``prefetch + 1``
+#: at most at once, each numbered by one byte after its owner.
+MAX_PREFETCH = 255
 STAMP_BYTES = 10
 _UNSET_STAMP = b"\x00" * STAMP_BYTES
 _VERSION = struct.Struct(">q")

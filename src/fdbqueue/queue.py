@@ -321,7 +321,7 @@ class Queue(LeasedQueue[T]):
                 stopped calling) go to the next in line.
 
         Raises:
-            TypeError, ValueError: not a Database, ``prefetch`` < 0, a bad ``abandon_after``.
+            TypeError, ValueError: not a Database, ``prefetch`` not in 0-255, ``abandon_after``.
         """
         return self._end.consumer(database, prefetch, abandon_after)
 
