@@ -332,3 +332,24 @@ def test_takes_in_line_are_fifo_in_request_order_under_faults_retried_within_a_c
     assert stats["injected_commit_unknown_result"] > 0 and stats["injected_not_committed"] > 0
     assert sorted(item for _, _, item in takes) == list(range(120))
     assert takes_in_real_time_order(takes) == []
+
+
+@pytest.mark.memory_only("counts transactions with db.stats()")
+def test_the_contended_hint_clears_once_a_call_finds_the_line_empty(db, subspace):
+    """Finding 7: once a one-call take met another consumer in line, every later call cost
+    two transactions, even for a lone consumer on an empty line."""
+    queue = Queue(subspace, high_contention=True)
+    queue.enqueue_many(db, [f"item {n}" for n in range(6)])
+    other = queue.consumer(db, prefetch=1)
+    assert other.take() == "item 0"  # its next request stays in line
+    assert queue.dequeue(db) == "item 2"  # met it: rank 1, behind the other's place
+    other.close()
+    queue.dequeue(db)  # finds nobody else in line: the hint clears
+    for _ in range(2):
+        db.reset_stats()
+        assert queue.dequeue(db) is not None
+        assert db.stats()["commits"] == 1  # one transaction per call again
+    assert queue.dequeue_many(db, 10) == ["item 5"]
+    db.reset_stats()
+    assert queue.dequeue(db) is None and queue.dequeue(db) is None  # on an empty line too
+    assert db.stats()["transactions"] == 2

@@ -280,8 +280,9 @@ class Consumer:
     def _attempt(self, tr: Any, take_at: TakeAt, wait: bool, fast: bool) -> tuple[str, Any]:
         if not fast and not self._may_hold:
             # No request of ours can be in line, and the head is not for us to take: register
-            # at once, without reading the line (a versionstamped key needs no read).
-            self._others_in_line = True
+            # at once, without reading the line (a versionstamped key needs no read). Whether
+            # others are in line is learnt by the next attempt, which reads it.
+            self._others_in_line = False
             self.line.register(tr, max(1, self.prefetch))
             return REGISTERED, None
         # The line read is issued first and, when this attempt will likely take the head (the
