@@ -370,3 +370,26 @@ def test_a_delayed_enqueue_committed_during_a_promotion_is_not_lost():
         assert error.code == 1020  # the promotion read the hint: it retries later
     db.advance_time(2)
     assert [queue.dequeue(db), queue.dequeue(db)] == ["a", "b"]
+
+
+@pytest.mark.memory_only("moves time on with db.advance_time()")
+@pytest.mark.parametrize("high_contention", [False, True])
+@pytest.mark.parametrize(
+    ("take", "due", "queued"),
+    [
+        (lambda q, db: q.pop(db), 1, 5),
+        (lambda q, db: q.pop_max(db), 5, 1),
+        (lambda q, db: q.claim(db, 30).value, 1, 5),
+        (lambda q, db: q.claim_many(db, 1, 30)[0].value, 1, 5),
+        (lambda q, db: q.pop(db, block=True, timeout=1), 1, 5),
+    ],
+)
+def test_a_due_delayed_item_is_taken_before_queued_items_of_a_worse_priority(
+    db, subspace, high_contention, take, due, queued
+):
+    """Finding 6: the plain path took the queued item first, then promoted."""
+    queue = PriorityQueue(subspace, high_contention=high_contention)
+    queue.push(db, "queued", queued)
+    queue.push(db, "delayed", due, delay=1)
+    db.advance_time(2)
+    assert take(queue, db) == "delayed"

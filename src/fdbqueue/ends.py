@@ -205,16 +205,21 @@ class End:
         self, tr: AnyContext, n: int, budget: int | None, *, moving: bool = True
     ) -> Taken:
         """Take up to ``n`` items at this end (:func:`fdbqueue.taking.take`), after promoting
-        the delayed items due (:mod:`fdbqueue.delays`): the hint's read is issued first and
-        overlaps the take's; when it promoted some and the take came up short, the take goes
-        on with them (within half the budget: its bytes and the promotion's stay within
-        FoundationDB's limit)."""
+        the delayed items due (:mod:`fdbqueue.delays`), so that a due item is taken in its
+        place (before the queued items of a worse priority, at a PriorityQueue's ends). The
+        hint's read, the codec record's and the read of the first ``n`` items are issued
+        together; when the hint says nothing is due, the take goes on with the items read,
+        else it promotes (within half the budget: its bytes and the take's stay within
+        FoundationDB's limit) and reads the end again."""
         looked = self.delays.look(tr)
-        taken = taking.take(self._store, tr, self.front, n, budget, moving=moving)
-        if self.delays.promote(tr, looked) and len(taken.items) < n and not taken.budget_spent:
-            rest = None if budget is None else budget // 2  # the first take may have spent half
-            more = taking.take(
-                self._store, tr, self.front, n - len(taken.items), rest, moving=moving
+        codec_record = self._store.recorded_codec(tr)
+        first = self.front(tr, n)
+        if self.delays.promote(tr, looked):
+            rest = None if budget is None else budget // 2
+            return taking.take(
+                self._store, tr, self.front, n, rest, moving=moving, codec_record=codec_record
             )
-            taken = taken.followed_by(more)
-        return taken
+        front = taking.starting_with(first, self.front)
+        return taking.take(
+            self._store, tr, front, n, budget, moving=moving, codec_record=codec_record
+        )

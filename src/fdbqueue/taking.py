@@ -31,6 +31,7 @@ __all__ = [
     "forward",
     "peek",
     "peek_first",
+    "starting_with",
     "take",
 ]
 
@@ -100,6 +101,7 @@ def take(
     budget: int | None = None,
     *,
     moving: bool = True,
+    codec_record: Any = None,
 ) -> Taken:
     """Remove up to ``n`` decodable items in take order; move poison items aside.
 
@@ -120,13 +122,16 @@ def take(
         moving: the caller writes each taken value elsewhere in this transaction (a
             lease, a served result), so the budget counts the values; False when it only
             returns them (a dequeue: the budget then counts clears and quarantines).
+        codec_record: the future of :meth:`~fdbqueue.store.ItemStore.recorded_codec`, when
+            the caller issued it with its own reads (None: the take issues it).
 
     Cost: the reads ``front`` makes (one range read when no item is poison) and a snapshot
     point read of the codec record issued with the first, one clear per item, and per poison
     item two sets and an atomic add.
     """
     require_writable(tr, "taking items")
-    codec_record = store.recorded_codec(tr)  # overlaps the first read of the front
+    if codec_record is None:
+        codec_record = store.recorded_codec(tr)  # overlaps the first read of the front
     taken: list[TakenItem] = []
     quarantined = 0
     spent = 0
@@ -183,6 +188,19 @@ def peek(store: ItemStore, tr: AnyContext, candidates: Iterator[Any], n: int) ->
         if len(values) == n:
             break
     return values
+
+
+def starting_with(first: list[Any], front: Front) -> Front:
+    """A :data:`Front` whose first call returns ``first`` (items already read by ``front``
+    for as many as that call asks for) and whose later calls are ``front``'s."""
+    pending = [first]
+
+    def read(tr: Any, n: int) -> list[Any]:
+        if pending:
+            return pending.pop()
+        return front(tr, n)
+
+    return read
 
 
 def peek_first(store: ItemStore, tr: AnyContext, candidates: Iterator[Any]) -> Any:
