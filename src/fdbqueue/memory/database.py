@@ -67,6 +67,7 @@ STAT_NAMES = (
     "injected_timed_out_applied",
     "injected_recovery",
     "injected_recovery_applied",
+    "commits_lost_to_recovery",
 )
 
 
@@ -153,7 +154,8 @@ class Database(AtomicOperations):
           flight and were eventually applied (those still in flight, and those dropped when
           they were resolved or by a recovery, are not);
         * ``injected_recovery`` (1021 and a recovery), of which ``injected_recovery_applied``
-          were applied before the recovery.
+          were applied before the recovery; and ``commits_lost_to_recovery``, commits that
+          reached the database while a recovery was under way (1021, not applied).
 
         ``commits`` includes the injected commits that were applied. ``conflicts`` and
         ``too_old`` count only genuine ones reported to a caller (not the faults, nor commits in

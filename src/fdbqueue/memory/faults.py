@@ -66,9 +66,17 @@ class Faults:
             ``MAX_VERSIONS_IN_FLIGHT``), so every transaction holding an older read version
             gets 1007 at its next read or at a commit with read conflict ranges; every commit
             in flight is dropped; every outstanding watch fires (a spurious wake-up).
+        recovery_seconds: how long a recovery makes the database unavailable, as a cluster
+            is while a new generation is recruited (seconds on a real cluster): read version
+            requests and commits issued meanwhile wait until it ends, so recoveries come at
+            most once per ``recovery_seconds`` whatever the rate, and versions advance at
+            most ``100 / recovery_seconds`` seconds' worth per second. Default 0.02, short
+            for tests; 0 makes recoveries instant (and a high rate can then advance versions
+            past any limit measured in versions, such as a receipt's lifetime).
 
     Raises:
-        ValueError: a probability is not a number in ``[0, 1]``, or they sum to more than 1.
+        ValueError: a probability is not a number in ``[0, 1]``, they sum to more than 1, or
+            ``recovery_seconds`` is not a number of seconds in ``[0, 3600]``.
     """
 
     not_committed: float = 0.0
@@ -76,8 +84,14 @@ class Faults:
     transaction_too_old: float = 0.0
     timed_out: float = 0.0
     recovery: float = 0.0
+    recovery_seconds: float = 0.02
 
     def __post_init__(self) -> None:
+        duration = self.recovery_seconds
+        if isinstance(duration, bool) or not isinstance(duration, (int, float)):
+            raise ValueError(f"Faults.recovery_seconds must be a number, not {duration!r}")
+        if not 0.0 <= duration <= 3600.0:  # NaN fails this too
+            raise ValueError(f"Faults.recovery_seconds must be in [0, 3600], not {duration}")
         for name, _code in _KINDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):

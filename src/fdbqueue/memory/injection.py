@@ -10,6 +10,7 @@ commits in flight die, watches fire). The caller holds the database's lock.
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 
 from fdbqueue.memory.errors import FDBError
@@ -46,6 +47,8 @@ class FaultInjector:
         self._stats = stats
         self.faults = Faults()
         self._in_flight: list[CommitRequest] = []  # timed-out commits that may still land
+        #: ``time.monotonic()`` instant at which the last recovery ends (0: none under way)
+        self.recovered_at = 0.0
 
     def in_flight(self) -> int:
         """How many commits are in flight."""
@@ -114,7 +117,9 @@ class FaultInjector:
 
     def _recover(self, fired: list[Future]) -> None:
         """A cluster recovery. Versions jump MAX_VERSIONS_IN_FLIGHT ahead, commits in flight
-        die, and every outstanding watch fires."""
+        die, every outstanding watch fires, and the database is unavailable for
+        ``faults.recovery_seconds`` (read version requests and commits wait)."""
         self._clock.recover()
         self._in_flight = []
         self._watches.fire_all(fired)
+        self.recovered_at = time.monotonic() + self.faults.recovery_seconds

@@ -93,6 +93,8 @@ class Reads:
         when a proxy would answer the request (slept here), known to the caller once the whole
         GRV latency has run from ``now`` (reads issued meanwhile wait for it too)."""
         grv = self._server.latency.grv
+        self._server.wait_for_recovery()
+        now = max(now, time.monotonic())
         if grv:
             sleep_until(now + grv / 2)
         version = self.read_version = self._server.read_version()

@@ -98,6 +98,13 @@ class Server:
         with self._lock:
             return self._random.random()
 
+    def wait_for_recovery(self) -> None:
+        """Wait until a recovery under way has ended (at once when none is): read version
+        requests and commits are not served during one (:attr:`Faults.recovery_seconds`).
+        Slept through a future (:func:`~fdbqueue.memory.futures.sleep_until`), so an event
+        loop can take the wait over."""
+        sleep_until(self._injector.recovered_at)
+
     def read_version(self) -> int:
         """Obtain a read version now: the newest committed version. Its GRV latency is not
         slept here: the caller's futures become ready once it has run (see
@@ -129,13 +136,20 @@ class Server:
         fired (its own and others', by what did land) are ready before it returns."""
         fired: list[Future] = []
         try:
-            if not request.read_only and self.latency.commit:
-                sleep_until(time.monotonic() + self.latency.commit)
+            if not request.read_only:
+                self.wait_for_recovery()
+                if self.latency.commit:
+                    sleep_until(time.monotonic() + self.latency.commit)
             with self._lock:
                 if request.read_only:
                     versionstamp = None
                     version = -1
                 else:
+                    if time.monotonic() < self._injector.recovered_at:
+                        # A recovery began while the commit was on its way: the proxy it
+                        # went to is gone, and the client cannot tell what became of it.
+                        self._stats["commits_lost_to_recovery"] += 1
+                        raise FDBError(1021)
                     self._injector.resolve_in_flight(fired)
                     version = self._injector.commit(request, fired)
                     versionstamp = versionstamp_bytes(version)
