@@ -218,3 +218,34 @@ def watches(db: Any) -> int | None:
     """Watches the in-memory engine behind ``db`` holds (None when it is not reachable)."""
     engine = getattr(db, "_watches", None)
     return None if engine is None else int(engine._outstanding)
+
+
+def test_until_empty_returns_once_every_failed_item_was_retried_to_an_end(db, subspace):
+    """New-user finding 3, with tasks."""
+    queue = aq.Queue(subspace, max_deliveries=3)
+    queue.sync.enqueue_many(db, ["a", "b", "poison"])
+    failed: set[Any] = set()
+
+    async def handler(value: Any) -> None:
+        if value == "poison" or value not in failed:
+            failed.add(value)
+            raise RuntimeError(f"try of {value}")
+
+    async def main() -> Any:
+        return await queue.work(
+            db, handler, lease=10, concurrency=2, backoff=0.1, max_backoff=0.2, until_empty=True
+        )
+
+    summary = run(main())
+    assert (summary.succeeded, summary.dead_lettered) == (2, 1)
+    assert queue.sync.leases(db) == [] and queue.sync.empty(db)
+    assert [letter.value for letter in queue.sync.dead_letters(db)] == ["poison"]
+
+
+@pytest.mark.parametrize("concurrency", [0, -3])
+def test_concurrency_below_one_is_refused(db, subspace, concurrency):
+    async def main() -> Any:
+        return await aq.Queue(subspace).work(db, print, lease=10, concurrency=concurrency)
+
+    with pytest.raises(ValueError, match="concurrency must be >= 1"):
+        run(main())

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -348,3 +349,82 @@ def test_push_with_a_delay_and_json_values_from_the_command_line():
     queue = Queue(Subspace(("cli-delay",)), codec="json")
     assert queue.dequeue(db) is None
     assert queue.dequeue(db, block=True, timeout=5) == {"job": 1}
+
+
+# -- a batch run finishes what it starts -------------------------------------------------------
+
+
+def failing_once(failed: set[Any]) -> Callable[[Any], None]:
+    def handle(value: Any) -> None:
+        if value not in failed:
+            failed.add(value)
+            raise RuntimeError(f"first try of {value}")
+
+    return handle
+
+
+def test_until_empty_returns_once_every_failed_item_was_retried_to_an_end(db, subspace):
+    """New-user finding 3: work(until_empty=True) returned before a job that failed once
+    was retried (it was left released with its backoff delay)."""
+    queue = Queue(subspace)
+    queue.enqueue_many(db, ["a", "b", "c"])
+    summary = queue.work(
+        db,
+        failing_once(set()),
+        lease=30,
+        concurrency=2,
+        backoff=0.2,
+        max_backoff=0.3,
+        handle_signals=False,
+        until_empty=True,
+    )
+    assert (summary.succeeded, summary.retried) == (3, 3)
+    assert queue.leases(db) == [] and queue.empty(db)
+
+
+def test_until_empty_waits_for_items_failing_to_their_dead_letters(db, subspace):
+    queue = Queue(subspace, max_deliveries=2)
+    queue.enqueue(db, "poison job")
+
+    def always_fails(value: Any) -> None:
+        raise ValueError("never works")
+
+    summary = queue.work(
+        db, always_fails, lease=30, backoff=0.1, handle_signals=False, until_empty=True
+    )
+    assert (summary.retried, summary.dead_lettered) == (1, 1)
+    assert [letter.value for letter in queue.dead_letters(db)] == ["poison job"]
+
+
+def test_a_backoff_above_the_release_cap_is_capped(db, subspace):
+    """Finding 4: a backoff over 12 hours crashed the loop at the first failure, the item
+    staying leased for its whole lease."""
+    queue = Queue(subspace)
+    queue.enqueue(db, "x")
+    stop = threading.Event()
+
+    def fail_then_stop(value: Any) -> None:
+        stop.set()
+        raise RuntimeError("fails")
+
+    summary = queue.work(
+        db,
+        fail_then_stop,
+        lease=30,
+        backoff=100_000,
+        max_backoff=100_000,
+        stop=stop,
+        handle_signals=False,
+    )
+    assert summary.retried == 1
+    [lease] = queue.leases(db)
+    assert lease.expiry_version - db.create_transaction().get_read_version().wait() <= (
+        12 * 3600 * 1_000_000
+    )
+    assert retry_delay(30, 100_000, 100_000) <= 12 * 3600
+
+
+@pytest.mark.parametrize("concurrency", [0, -1])
+def test_concurrency_below_one_is_refused_in_one_line(db, subspace, concurrency):
+    with pytest.raises(ValueError, match="concurrency must be >= 1"):
+        Queue(subspace).work(db, print, lease=30, concurrency=concurrency)

@@ -41,6 +41,7 @@ from fdbqueue.store import QueueTypeError, check_flag
 from fdbqueue.worker import (
     CLAIM_ERROR_BACKOFF,
     HOLDER_CALL_ATTEMPTS,
+    Retries,
     WorkSummary,
     check_work_arguments,
     settlement,
@@ -119,14 +120,16 @@ class AsyncLoop:
         self.backoff = backoff
         self.until_empty = until_empty
         self.summary = WorkSummary()
+        self.retries = Retries()
         self.max_deliveries: int | None = queue.sync.max_deliveries
 
     async def run_worker(self) -> None:
         """Claim and process items until ``stop`` is set."""
         pause = CLAIM_ERROR_BACKOFF[0]
         while not self.stop.is_set():
+            due_in = self.retries.seconds_left() if self.until_empty else 0.0
             try:
-                lease = await self.claim()
+                lease = await self.claim(due_in)
                 pause = CLAIM_ERROR_BACKOFF[0]
             except QueueTypeError:
                 raise  # the wrong queue type or codec: no retry can help; work() raises it
@@ -137,7 +140,7 @@ class AsyncLoop:
                 pause = min(pause * 2, CLAIM_ERROR_BACKOFF[1])
                 continue
             if lease is None:
-                if self.until_empty:
+                if self.until_empty and not due_in:
                     return
                 continue
             if self.stop.is_set():
@@ -145,14 +148,18 @@ class AsyncLoop:
                 return
             await self.process(AsyncJob(lease))
 
-    async def claim(self) -> Lease[Any] | None:
-        """A claim (blocking unless ``until_empty``) that gives up when ``stop`` is set. A
+    async def claim(self, due_in: float = 0.0) -> Lease[Any] | None:
+        """A claim that gives up when ``stop`` is set: blocking, unless ``until_empty`` (then
+        blocking for at most ``due_in`` seconds, while items this run released fall due). A
         claim given up on, or cut short by a cancellation of this task, is waited for to its
         end, and an item it took meanwhile (its commit landed) is released."""
-        if self.until_empty:
+        if self.until_empty and not due_in:
             lease: Lease[Any] | None = await self.queue.claim(self.database, self.seconds)
             return lease
-        claiming = asyncio.ensure_future(self.queue.claim(self.database, self.seconds, block=True))
+        timeout = due_in or None
+        claiming = asyncio.ensure_future(
+            self.queue.claim(self.database, self.seconds, block=True, timeout=timeout)
+        )
         stopping = asyncio.ensure_future(self.stop.wait())
         try:
             await asyncio.wait({claiming, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -241,6 +248,8 @@ class AsyncLoop:
         )
         plan.log(lease, failure)
         self.summary.count(plan.outcome if done else "lost")
+        if done and plan.call == "release":
+            self.retries.released(plan.keywords["delay"])
 
 
 @contextlib.asynccontextmanager

@@ -14,8 +14,12 @@
    queue's setting), moves it to the dead letters with the error as the reason
    (:meth:`~fdbqueue.Queue.dead_letter`).
 
-With ``until_empty=True`` (rq's burst mode) each thread returns once a claim finds nothing
-claimable, without waiting (items released for a later retry stay for the next run).
+With ``until_empty=True`` (a batch run, as rq's burst mode) each thread returns once a claim
+finds nothing claimable and every item this run released for a retry has fallen due and
+been claimed again (by this run, or by another consumer): so a run ends with each item it
+failed retried to an end, acknowledged or dead-lettered. Waiting for them takes at most the
+longest backoff of the run (``max_backoff``) plus :data:`RETRY_MARGIN`; ``stop`` ends it
+sooner. Every backoff is capped at 12 hours, the longest delay a release takes.
 
 Shutting down: once ``stop`` is set, no new item is claimed; a job already running finishes
 and is acknowledged (or released, if it failed); an item claimed after ``stop`` was set is
@@ -49,15 +53,17 @@ import random
 import reprlib
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fdbqueue.leases import Lease, LeaseError, check_lease_seconds
-from fdbqueue.store import QueueTypeError, check_count, check_flag, check_seconds
+from fdbqueue.leases import MAX_LEASE_SECONDS, Lease, LeaseError, check_lease_seconds
+from fdbqueue.store import QueueTypeError, check_flag, check_seconds
 
 __all__ = [
+    "Retries",
     "Settlement",
     "WorkSummary",
     "check_work_arguments",
@@ -70,6 +76,9 @@ logger = logging.getLogger("fdbqueue.worker")
 
 #: Seconds a blocked claim waits before it looks at ``stop`` again (its watch is renewed).
 STOP_CHECK_SECONDS = 1.0
+#: Seconds added to a retry's delay before ``until_empty`` counts it as due: a lease expires
+#: by versions (about 1,000,000 a second), not by this machine's clock.
+RETRY_MARGIN = 0.25
 #: Seconds before the first retry of a failed job, and the longest retry delay.
 DEFAULT_BACKOFF = 1.0
 DEFAULT_MAX_BACKOFF = 300.0
@@ -125,7 +134,8 @@ def check_work_arguments(
     seconds = check_lease_seconds(lease)
     if math.isinf(seconds):
         raise ValueError("a worker's lease must be finite: the heartbeat extends it")
-    check_count(concurrency, "concurrency")
+    if type(concurrency) is bool or not isinstance(concurrency, int):
+        raise TypeError(f"concurrency must be an int, not {type(concurrency).__name__}")
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, not {concurrency}")
     first = check_seconds(backoff, "backoff")
@@ -137,10 +147,32 @@ def check_work_arguments(
 
 def retry_delay(deliveries: int, backoff: float, max_backoff: float) -> float:
     """Seconds to wait before the next delivery of an item that failed on its
-    ``deliveries``-th: ``backoff * 2 ** (deliveries - 1)``, at most ``max_backoff``, times a
-    random factor in [0.5, 1] so that items failing together do not retry together."""
+    ``deliveries``-th: ``backoff * 2 ** (deliveries - 1)``, at most ``max_backoff`` and at
+    most :data:`~fdbqueue.leases.MAX_LEASE_SECONDS` (12 hours, the longest delay a release
+    takes), times a random factor in [0.5, 1] so that items failing together do not retry
+    together."""
     exponent = min(deliveries - 1, 64)
-    return min(max_backoff, backoff * 2.0**exponent) * random.uniform(0.5, 1.0)
+    longest = min(max_backoff, MAX_LEASE_SECONDS)
+    return min(longest, backoff * 2.0**exponent) * random.uniform(0.5, 1.0)
+
+
+class Retries:
+    """When the items a worker loop released with a delay fall due: the loop waits for them
+    before it ends with ``until_empty`` (thread-safe; one per call of ``work``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._due_by = 0.0  # time.monotonic() instant
+
+    def released(self, delay: float) -> None:
+        """Note an item released with ``delay`` seconds (plus :data:`RETRY_MARGIN`, for the
+        versions by which the lease's expiry is measured)."""
+        with self._lock:
+            self._due_by = max(self._due_by, time.monotonic() + delay + RETRY_MARGIN)
+
+    def seconds_left(self) -> float:
+        """Seconds until every item noted has fallen due (0.0: all have)."""
+        return max(0.0, self._due_by - time.monotonic())
 
 
 @dataclass(frozen=True)
@@ -284,6 +316,7 @@ class Loop:
     heartbeat: Heartbeat
     until_empty: bool = False
     failures: list[BaseException] = field(default_factory=list)
+    retries: Retries = field(default_factory=lambda: Retries())
 
     def run_thread(self) -> None:
         """:meth:`run_worker`, keeping a BaseException (SystemExit from a handler, say) for
@@ -300,12 +333,12 @@ class Loop:
         pause = CLAIM_ERROR_BACKOFF[0]
         while not self.stop.is_set():
             try:
-                if self.until_empty:
+                due_in = self.retries.seconds_left() if self.until_empty else 0.0
+                if self.until_empty and not due_in:
                     lease = self.queue.claim(self.database, self.seconds)
-                else:
-                    lease = self.queue.claim(
-                        self.database, self.seconds, block=True, timeout=STOP_CHECK_SECONDS
-                    )
+                else:  # blocking; with until_empty, for the items this run released
+                    wait = min(due_in, STOP_CHECK_SECONDS) if due_in else STOP_CHECK_SECONDS
+                    lease = self.queue.claim(self.database, self.seconds, block=True, timeout=wait)
                 pause = CLAIM_ERROR_BACKOFF[0]
             except QueueTypeError:
                 raise  # the wrong queue type or codec: no retry can help; work() raises it
@@ -317,7 +350,7 @@ class Loop:
                 pause = min(pause * 2, CLAIM_ERROR_BACKOFF[1])
                 continue
             if lease is None:
-                if self.until_empty:
+                if self.until_empty and not due_in:
                     return
                 continue
             if self.stop.is_set():
@@ -362,6 +395,8 @@ class Loop:
         )
         plan.log(lease, failure)
         self.summary.count(plan.outcome if done else "lost")
+        if done and plan.call == "release":
+            self.retries.released(plan.keywords["delay"])
 
 
 @contextmanager
