@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from fdbqueue import binding, memory
@@ -33,11 +34,25 @@ def open_database(arguments: argparse.Namespace, latency: memory.Latency | None 
     :func:`fdbqueue.binding.open_database` calls ``fdb.api_version()`` once (``--api-version``,
     else the newest version both the binding and libfdb_c support) before ``fdb.open()``. It
     raises ``binding.ClientLibraryMissingError`` or ``binding.BindingMismatchError`` with what
-    to install when the binding cannot be used.
+    to install when the binding cannot be used: the example then exits with that one line.
     """
     if arguments.cluster_file is None:
         return memory.open(latency=latency)
-    return binding.open_database(arguments.cluster_file, arguments.api_version)
+    try:
+        return binding.open_database(arguments.cluster_file, arguments.api_version)
+    except (binding.ClientLibraryMissingError, binding.BindingMismatchError) as error:
+        sys.exit(f"error: {error}")  # one line, exit status 1: the message says what to do
+
+
+def positive(text: str) -> int:
+    """An argparse type: an int >= 1 (a count of consumers, producers or workers)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return number
 
 
 def describe(database: Any) -> str:

@@ -25,7 +25,7 @@ import contextlib
 import time
 from typing import Any
 
-from _database import add_database_arguments, describe, open_database
+from _database import add_database_arguments, describe, open_database, positive
 
 import fdbqueue.asyncio as aq
 from fdbqueue import Subspace, memory
@@ -34,8 +34,8 @@ from fdbqueue import Subspace, memory
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_database_arguments(parser)
-    parser.add_argument("--producers", type=int, default=3)
-    parser.add_argument("--consumers", type=int, default=4)
+    parser.add_argument("--producers", type=positive, default=3)
+    parser.add_argument("--consumers", type=positive, default=4)
     parser.add_argument("--orders", type=int, default=60, help="per producer")
     arguments = parser.parse_args()
     db = open_database(arguments, latency=memory.Latency(grv=0.0005, read=0.0002, commit=0.001))

@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any
 
-from _database import add_database_arguments, describe, open_database
+from _database import add_database_arguments, describe, open_database, positive
 
 from fdbqueue import Lease, LeaseError, Queue, Subspace, memory, transactional
 
@@ -34,7 +34,7 @@ def main() -> None:
     add_database_arguments(parser)
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--poison", type=int, default=3, help="jobs that always crash")
-    parser.add_argument("--workers", type=int, default=6)
+    parser.add_argument("--workers", type=positive, default=6)
     parser.add_argument("--lease", type=float, default=0.2, help="lease, seconds")
     parser.add_argument(
         "--crash", type=float, default=0.1, help="chance a job's first delivery crashes"

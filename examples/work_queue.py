@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter
 
-from _database import add_database_arguments, describe, open_database
+from _database import add_database_arguments, describe, open_database, positive
 
 from fdbqueue import Queue, Subspace, memory
 
@@ -24,8 +24,8 @@ from fdbqueue import Queue, Subspace, memory
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_database_arguments(parser)
-    parser.add_argument("--producers", type=int, default=4)
-    parser.add_argument("--consumers", type=int, default=4)
+    parser.add_argument("--producers", type=positive, default=4)
+    parser.add_argument("--consumers", type=positive, default=4)
     parser.add_argument("--items", type=int, default=400, help="items per producer")
     parser.add_argument("--grv", type=float, default=0.001, help="read version latency, s")
     parser.add_argument("--read", type=float, default=0.0005, help="read latency, s")

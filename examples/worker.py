@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 
-from _database import add_database_arguments, describe, open_database
+from _database import add_database_arguments, describe, open_database, positive
 
 from fdbqueue import Queue, Subspace, memory
 
@@ -42,7 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_database_arguments(parser)
     parser.add_argument("--jobs", type=int, default=40, help="jobs of each kind")
-    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--concurrency", type=positive, default=4)
     parser.add_argument("--lease", type=float, default=0.3, help="seconds")
     parser.add_argument("--max-deliveries", type=int, default=3)
     arguments = parser.parse_args()
