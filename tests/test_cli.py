@@ -138,7 +138,7 @@ def test_a_subspace_that_holds_no_queue_is_a_one_line_error(db, subspace):
     db[subspace["notaqueue"].pack(("text key",))] = b"whatever"
     lines = fails(db, "--queue", notaqueue, "peek")
     assert len(lines) == 1
-    assert "does --queue/--directory name a queue" in lines[0]
+    assert "is another queue or other data stored inside" in lines[0]
     assert len(fails(db, "--queue", notaqueue, "pop")) == 1
     assert bytes(db[subspace["notaqueue"].pack(("text key",))]) == b"whatever"  # untouched
 
@@ -714,3 +714,83 @@ def test_work_checks_the_queue_type_as_every_command_does(
     [line] = fails(db, "--queue", jobs, *flags, "work", handler, "--until-empty")
     assert f"holds a {written_as}" in line
     assert sys.modules["codec_jobs_for_test"].handled == []
+
+
+# -- every bad input is one line ---------------------------------------------------------------
+
+LONG_PREFIX = "x" * 9_990
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--codec", "json", "push", "NaN"], 2, "JSON has no NaN or infinity"),
+        (["--codec", "json", "push", '{"a": [Infinity]}'], 2, "JSON has no NaN or infinity"),
+        (["--codec", "json", "push", "1e999"], 2, "JSON has no NaN or infinity"),
+        (["--codec", "json", "push", '{"a": 1'], 2, "is not JSON"),
+        (["push", "x", "--delay", "1e999"], 2, "delay must be finite"),
+        (["push", "x", "--delay", "nan"], 2, "delay must be a number of seconds >= 0"),
+    ],
+)
+def test_a_bad_value_is_a_one_line_usage_error(db, subspace, args, code, message):
+    """Finding 5 and new-user finding 4: tracebacks where one line was promised."""
+    jobs = queue_path(subspace, "jobs")
+    lines = fails(db, "--queue", jobs, *args, code=code)
+    assert message in lines[-1]
+    assert Queue(subspace["jobs"]).peek_many(db, 5) == []  # nothing was written
+
+
+@pytest.mark.parametrize(
+    ("queue", "message"),
+    [
+        ("", "has an empty element"),
+        ("app,,jobs", "has an empty element"),
+        (LONG_PREFIX, "use a prefix of at most 9,872 bytes"),
+    ],
+)
+@pytest.mark.parametrize("command", [["push", "x"], ["info"]])
+def test_a_bad_queue_name_is_a_one_line_usage_error(db, queue, message, command):
+    lines = fails(db, "--queue", queue, *command, code=2)
+    assert message in lines[-1]
+
+
+def run_command_line(*args: bytes) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "fdbqueue", "--memory", *args],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        ([b"--queue", b"t", b"push", b"\xff"], 2, b"use --codec raw for bytes"),
+        ([b"--queue", b"\xff", b"push", b"x"], 2, b"--queue is not valid UTF-8"),
+        ([b"--queue", b"t", b"--codec", b"json", b"push", b"\xff"], 2, b"not valid UTF-8"),
+    ],
+)
+def test_arguments_that_are_not_utf8_are_one_line_errors(args, code, message):
+    result = run_command_line(*args)
+    assert result.returncode == code, result.stderr
+    assert b"Traceback" not in result.stderr
+    assert message in result.stderr.strip().splitlines()[-1]
+
+
+def test_raw_values_are_the_bytes_given_even_when_not_utf8():
+    result = run_command_line(b"--queue", b"t", b"--codec", b"raw", b"push", b"\xff\x01")
+    assert result.returncode == 0, result.stderr
+    assert b"pushed b'\\xff\\x01'" in result.stdout
+
+
+def test_a_parent_prefix_error_shows_the_key_as_a_tuple(db, subspace):
+    """New-user finding 8: the error printed raw key bytes."""
+    Queue(subspace["app"]["jobs"]).enqueue(db, "x")
+    parent = queue_path(subspace, "app")
+    [line] = fails(db, "--queue", parent, "peek")
+    assert "'app', 'jobs', 1, b'" in line and "b'\\x02fdbqueue-test" not in line
+
+
+def test_the_memory_option_says_each_command_starts_empty(db):
+    assert "each command starts with an empty one" in " ".join(ok(db, "--help").split())

@@ -162,3 +162,21 @@ def test_without_opentelemetry_every_metric_call_does_nothing(monkeypatch, db, s
     assert queue.dequeue(db) == "x"
     metrics.record_wait(0.5, "q")
     assert set(metrics._instruments.values()) == {None}
+
+
+def test_a_redelivery_is_logged_once_with_a_readable_key_however_often_its_claim_retries(caplog):
+    """New-user finding 6: redelivery INFO logs repeated (one per attempt of the claim's
+    transaction), with raw key bytes."""
+    db = memory.open(seed=3)
+    queue = Queue(Subspace(("redelivery-log",)))
+    queue.enqueue(db, "job")
+    queue.release(db, queue.claim(db, lease=30))  # released: the next claim delivers it again
+    db.faults = memory.Faults(not_committed=0.6)  # most attempts fail and are retried
+    with caplog.at_level(logging.INFO, logger="fdbqueue"):
+        lease = queue.claim(db, lease=30)
+    db.faults = memory.Faults()
+    assert lease.deliveries == 2
+    assert db.stats()["injected_not_committed"] > 0
+    records = [r.getMessage() for r in caplog.records if "again" in r.getMessage()]
+    assert len(records) == 1, records
+    assert "('redelivery-log', 1, b'" in records[0]  # the item key as a tuple

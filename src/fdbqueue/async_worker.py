@@ -317,7 +317,11 @@ async def work(
         check_flag(until_empty, "until_empty"),
     )
     logger.info(
-        "fdbqueue: worker started on %r: %d tasks, leases of %.1fs", queue, concurrency, seconds
+        "fdbqueue: worker started on %r: %d task%s, leases of %.1fs",
+        queue,
+        concurrency,
+        "" if concurrency == 1 else "s",
+        seconds,
     )
     async with stop_on_signals(loop.stop, handle_signals):
         workers = [asyncio.ensure_future(loop.run_worker()) for _ in range(concurrency)]

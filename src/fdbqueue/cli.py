@@ -49,6 +49,7 @@ from fdbqueue.binding import (
 )
 from fdbqueue.binding import open_database as open_cluster
 from fdbqueue.deadletters import DeadLetter
+from fdbqueue.delays import check_delay
 from fdbqueue.leases import VERSIONS_PER_SECOND, Lease
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
@@ -149,7 +150,7 @@ class Context:
         if (prefix is None) == (directory is None):
             raise click.UsageError("name the queue with exactly one of --queue or --directory")
         if prefix is not None:
-            subspace: Any = Subspace(tuple(prefix.split(",")))
+            subspace: Any = prefix_subspace(prefix)
         else:
             subspace = open_directory(self.database(), directory)
         kind = PriorityQueue if self.options["priority_queue"] else Queue
@@ -165,7 +166,10 @@ class Context:
                 f"{given} (an existing queue's codec is read from its record)"
             )
         self.codec = given or recorded or "tuple"
-        return kind(subspace, codec=self.codec, **options)
+        try:
+            return kind(subspace, codec=self.codec, **options)
+        except ValueError as error:  # a prefix too long for FoundationDB's keys
+            raise click.UsageError(first_line(error)) from None
 
     def record(self, subspace: Subspace) -> Record:
         """What is stored under the queue's prefix: whether anything is, and the type and
@@ -251,6 +255,29 @@ def open_database(
     return database
 
 
+def prefix_subspace(prefix: str) -> Subspace:
+    """The Subspace that ``--queue`` names: its comma-separated elements, as strings.
+
+    Raises:
+        click.UsageError: an empty element (``--queue ""``, ``a,,b``), or bytes that are not
+            UTF-8 (the tuple layer stores strings as UTF-8).
+    """
+    elements = prefix.split(",")
+    if not all(elements):
+        raise click.UsageError(
+            f"--queue {prefix!r} has an empty element: name the queue's prefix with "
+            "comma-separated non-empty strings, e.g. --queue app,jobs"
+        )
+    try:
+        for element in elements:
+            element.encode("utf-8")
+    except UnicodeEncodeError:
+        raise click.UsageError(
+            "--queue is not valid UTF-8: the tuple layer stores its elements as UTF-8 strings"
+        ) from None
+    return Subspace(tuple(elements))
+
+
 def open_directory(database: Any, path: str) -> Any:
     """Open the directory ``path`` (``a/b``) with FoundationDB's directory layer.
 
@@ -283,11 +310,8 @@ def guarded(action: Any) -> Any:
         return action()
     except click.ClickException:
         raise
-    except ValueError as error:  # e.g. keys that are not a queue's items, a bad value
-        raise click.ClickException(
-            f"{first_line(error)} (does --queue/--directory name a queue, with the right "
-            "--codec and --priority-queue?)"
-        ) from None
+    except (ValueError, TypeError) as error:  # keys that are not a queue's items, say: the
+        raise click.ClickException(first_line(error)) from None  # message names the fix
     except Exception as error:
         code = getattr(error, "code", None)
         if code == TIMED_OUT:
@@ -327,7 +351,8 @@ CONNECTION_OPTIONS: list[Callable[[Any], Any]] = [
         "--memory",
         "use_memory",
         is_flag=True,
-        help="Use a fresh in-memory database (gone when the command ends); not with "
+        help="Use a fresh in-memory database for trying commands out: each command starts "
+        "with an empty one, gone when it ends (so nothing can be inspected later); not with "
         "--cluster-file.",
     ),
     click.option(
@@ -479,6 +504,16 @@ ALL_OPTION = click.option(
 )
 
 
+def shown(fact: Any) -> str:
+    """A fact of ``info`` as text: numbers and names as they are, ``-`` for none, other
+    values (an oldest item) as Python shows them."""
+    if fact is None:
+        return "-"
+    if isinstance(fact, (int, str)) and not isinstance(fact, bool):
+        return str(fact)
+    return repr(fact)
+
+
 @cli.command(short_help="Size, oldest item, leases, dead letters, delayed items.")
 @shared_options()
 @click.pass_obj
@@ -493,7 +528,7 @@ def info(context: Context) -> None:
     facts = dataclasses.asdict(guarded(lambda: queue.info(context.database())))
     facts["codec"] = context.record(queue.subspace).codec  # None: none recorded
     width = max(len(name) for name in facts)
-    lines = [f"{name.replace('_', ' '):<{width}}  {facts[name]!r}" for name in facts]
+    lines = [f"{name.replace('_', ' '):<{width}}  {shown(facts[name])}" for name in facts]
     context.emit(facts, "\n".join(lines))
 
 
@@ -640,21 +675,15 @@ def push(
     """Add VALUE to the queue (a string; bytes with --codec raw; --int for an integer;
     with --codec json, VALUE is parsed as JSON). Creates the queue."""
     queue = context.queue()
-    item: Any = value
-    if as_int:
-        try:
-            item = int(value)
-        except ValueError:
-            raise click.BadParameter(f"{value!r} is not an integer", param_hint="VALUE") from None
-    if context.codec == "raw":
-        if as_int:
-            raise click.UsageError("--int does not apply to --codec raw (values are bytes)")
-        item = value.encode()
-    elif context.codec == "json" and not as_int:
-        try:
-            item = json.loads(value)
-        except ValueError:
-            raise click.BadParameter(f"{value!r} is not JSON", param_hint="VALUE") from None
+    item = parsed_value(value, as_int, context.codec)
+    for check, what in (
+        (lambda: queue.codec.encode(item), "VALUE"),
+        (lambda: check_delay(delay), "--delay"),
+    ):
+        try:  # checked before anything is read or written
+            check()
+        except (TypeError, ValueError) as error:
+            raise click.BadParameter(first_line(error), param_hint=what) from None
     if isinstance(queue, PriorityQueue):
         if priority is None:
             raise click.UsageError("a priority queue needs --priority")
@@ -667,6 +696,43 @@ def push(
         {"pushed": item, "priority": priority, "delay": delay},
         f"pushed {item!r}" + (f", due in {delay:g}s" if delay else ""),
     )
+
+
+def parsed_value(value: str, as_int: bool, codec: str) -> Any:
+    """VALUE as the codec stores it: an int with ``--int``; bytes with the raw codec (the
+    argument's bytes as given, UTF-8 or not); a JSON document with the json codec (strict:
+    no NaN or Infinity); else the string.
+
+    Raises:
+        click.BadParameter, click.UsageError: VALUE is none of those (exit status 2).
+    """
+    if as_int:
+        if codec == "raw":
+            raise click.UsageError("--int does not apply to --codec raw (values are bytes)")
+        try:
+            return int(value)
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not an integer", param_hint="VALUE") from None
+    if codec == "raw":
+        return os.fsencode(value)  # the bytes given, even when they are not UTF-8
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise click.BadParameter(
+            f"is not valid UTF-8, which the {codec} codec stores strings as: use --codec raw "
+            "for bytes (when creating the queue)",
+            param_hint="VALUE",
+        ) from None
+    if codec != "json":
+        return value
+    try:
+        return json.loads(value, parse_constant=_refuse_constant)
+    except ValueError as error:
+        raise click.BadParameter(f"{value!r} is not JSON ({error})", param_hint="VALUE") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON: JSON has no NaN or infinity")
 
 
 MAX_OPTION = click.option(
@@ -941,8 +1007,21 @@ def bench(context: Context, arguments: tuple[str, ...]) -> None:
 
 
 def main() -> None:
-    """The console script's entry point."""
-    cli(obj={}, prog_name="fdbqueue")
+    """The console script's entry point: every error is one line on stderr (click's usage
+    errors, exit status 2; the others, exit status 1), never a traceback."""
+    try:
+        cli(obj={}, prog_name="fdbqueue", standalone_mode=False)
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except Exception as error:  # a bug or an unforeseen failure: still one line
+        click.echo(f"Error: {type(error).__name__}: {first_line(error)}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -54,6 +54,7 @@ Blocking claims follow the developer guide's "Watches" and Amazon SQS's long pol
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -68,7 +69,7 @@ from fdb.subspace_impl import Subspace
 from fdbqueue import metrics
 from fdbqueue.codecs import decode_or_undecodable, describe_error
 from fdbqueue.deadletters import DeadLetter
-from fdbqueue.store import RESERVED_TRANSACTION_BYTES, ItemStore, check_seconds
+from fdbqueue.store import RESERVED_TRANSACTION_BYTES, ItemStore, check_seconds, describe_key
 from fdbqueue.taking import MOVED_ASIDE, Taken
 from fdbqueue.transaction_bytes import (
     LIBRARY_TRANSACTION_BUDGET,
@@ -362,31 +363,40 @@ class Leases:
                 f"max_deliveries: delivered {deliveries} times, each lease expired or was "
                 f"released (max_deliveries={self.max_deliveries})"
             )
-            logger.info(
-                "fdbqueue: item %r of %r is now a dead letter: %s",
-                item_key,
-                self.store.subspace,
-                reason,
+            metrics.on_commit(
+                functools.partial(
+                    logger.info,
+                    "fdbqueue: item %s of %r is now a dead letter: %s",
+                    describe_key(item_key),
+                    self.store.subspace,
+                    reason,
+                )
             )
             return None, written + self._dead_letter(tr, item_key, deliveries, held_id, reason)
         try:
             value = self.store.codec.decode(bytes(stored))
         except Exception as error:  # a codec may raise anything on bytes it cannot read
             reason = f"undecodable: {describe_error(error)}"
-            logger.warning(
-                "fdbqueue: moving leased item %r of %r to the dead letters: %s",
-                item_key,
-                self.store.subspace,
-                reason,
+            metrics.on_commit(
+                functools.partial(
+                    logger.warning,
+                    "fdbqueue: moving leased item %s of %r to the dead letters: %s",
+                    describe_key(item_key),
+                    self.store.subspace,
+                    reason,
+                )
             )
             return None, written + self._dead_letter(tr, item_key, deliveries, held_id, reason)
         lease = self._grant(tr, item_key, value, deliveries + 1, held_id, read_version, seconds)
-        logger.info(
-            "fdbqueue: delivering item %r of %r again (delivery %d): its lease expired or was "
-            "released",
-            item_key,
-            self.store.subspace,
-            deliveries + 1,
+        metrics.on_commit(
+            functools.partial(
+                logger.info,
+                "fdbqueue: delivering item %s of %r again (delivery %d): its lease expired or "
+                "was released",
+                describe_key(item_key),
+                self.store.subspace,
+                deliveries + 1,
+            )
         )
         metrics.add("expired", queue=self.store.metric_name)
         return lease, written + set_bytes(len(lease.key), len(record.value))

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["COUNTERS", "add", "committed", "pending", "queue_name", "record_wait"]
@@ -63,8 +63,12 @@ WAIT = ("fdbqueue.wait.duration", "s", "Seconds blocking takes and claims waited
 
 _instruments: dict[str, Any] = {}
 #: counts of the attempt running in this context, recorded once it commits (None: no attempt)
-_pending: contextvars.ContextVar[list[tuple[str, int, dict[str, Any]]] | None] = (
-    contextvars.ContextVar("fdbqueue_pending_metrics", default=None)
+#: What an attempt keeps for its commit: counts ``(key, amount, attributes)``, and actions
+#: (log records) to run then (:func:`on_commit`).
+Pending = list[tuple[str, int, dict[str, Any]] | Callable[[], None]]
+
+_pending: contextvars.ContextVar[Pending | None] = contextvars.ContextVar(
+    "fdbqueue_pending_metrics", default=None
 )
 
 
@@ -132,10 +136,10 @@ def record_wait(seconds: float, queue: str) -> None:
 
 
 @contextlib.contextmanager
-def pending() -> Iterator[list[tuple[str, int, dict[str, Any]]]]:
+def pending() -> Iterator[Pending]:
     """Keep the counts added inside the block for :func:`committed` (one transaction
     attempt); counts of an attempt that does not commit are dropped with it."""
-    counts: list[tuple[str, int, dict[str, Any]]] = []
+    counts: Pending = []
     token = _pending.set(counts)
     try:
         yield counts
@@ -143,7 +147,22 @@ def pending() -> Iterator[list[tuple[str, int, dict[str, Any]]]]:
         _pending.reset(token)
 
 
-def committed(counts: list[tuple[str, int, dict[str, Any]]]) -> None:
-    """Record the counts of an attempt that committed."""
-    for key, amount, attributes in counts:
-        _record(key, amount, attributes)
+def committed(counts: Pending) -> None:
+    """Record the counts of an attempt that committed, and run its actions."""
+    for entry in counts:
+        if callable(entry):
+            entry()
+        else:
+            key, amount, attributes = entry
+            _record(key, amount, attributes)
+
+
+def on_commit(action: Callable[[], None]) -> None:
+    """Run ``action`` (a log record, say) once the attempt in progress (:func:`pending`)
+    commits, so that an event is logged once however often its transaction was retried;
+    outside an attempt (a caller's own transaction), now."""
+    counts = _pending.get()
+    if counts is None:
+        action()
+    else:
+        counts.append(action)

@@ -32,6 +32,7 @@ import os
 import struct
 from typing import Any
 
+import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import metrics
@@ -53,6 +54,7 @@ __all__ = [
     "check_count",
     "check_flag",
     "check_seconds",
+    "describe_key",
 ]
 
 logger = logging.getLogger(__name__)
@@ -166,6 +168,15 @@ def check_seconds(
     if math.isinf(number) and not allow_infinity:
         raise ValueError(f"{name} must be finite, not {number}")
     return number
+
+
+def describe_key(key: bytes) -> str:
+    """A key as people read it: the tuple it packs (``('app', 'jobs', 3, b'...')``), or its
+    bytes when it is not a packed tuple."""
+    try:
+        return repr(fdb.tuple.unpack(key))
+    except Exception:  # the tuple layer raises several types on bytes it cannot read
+        return repr(key)
 
 
 def random_element() -> bytes:
@@ -301,15 +312,17 @@ class ItemStore:
             position: tuple[Any, ...] = self.subspace.unpack(key)
         except Exception as error:  # the tuple layer raises several types on bad input
             raise ValueError(
-                f"key {key!r} in the queue's subspace is not one of its items ({error}): is "
-                "another queue or other data stored inside this queue's subspace?"
+                f"key {describe_key(key)} in the queue's subspace is not one of its items "
+                f"({error}): is another queue or other data stored inside this queue's "
+                "subspace?"
             ) from None
         leading = position[: self.leading_integers]
         if len(leading) < self.leading_integers or any(type(x) is not int for x in leading):
             raise ValueError(
-                f"key {key!r} in the queue's subspace is not one of its items (it should "
-                f"start with {self.leading_integers} integer(s), it holds {position!r}): is "
-                "another queue or other data stored inside this queue's subspace?"
+                f"key {describe_key(key)} in the queue's subspace is not one of its items (it "
+                f"should start with {self.leading_integers} integer(s) after the queue's "
+                f"prefix, it holds {position!r}): is another queue or other data stored inside "
+                "this queue's subspace? (name that queue with its longer prefix)"
             )
         return position
 

@@ -467,7 +467,11 @@ def work(
         for n in range(concurrency)
     ]
     logger.info(
-        "fdbqueue: worker started on %r: %d threads, leases of %.1fs", queue, concurrency, seconds
+        "fdbqueue: worker started on %r: %d thread%s, leases of %.1fs",
+        queue,
+        concurrency,
+        "" if concurrency == 1 else "s",
+        seconds,
     )
     with stop_on_signals(stop, handle_signals):
         for thread in threads:
