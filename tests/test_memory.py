@@ -100,7 +100,7 @@ def test_advance_time_makes_old_read_versions_too_old():
     tr.get(b"k")
     db.advance_time(5.5)
     with pytest.raises(memory.FDBError) as raised:
-        tr.get(b"other")
+        tr.get(b"other").wait()  # the read's future reports it, as the binding's
     assert raised.value.code == 1007
     assert db.stats()["too_old"] == 1
     tr.on_error(raised.value).wait()  # retryable: a new read version works
@@ -205,3 +205,21 @@ def test_readers_see_exactly_their_read_versions_state(ops):
         assert reverse == sorted(expected.items(), reverse=True)[:2]
         for key in KEYS:
             assert reader.get(key) == expected.get(key)
+
+
+@pytest.mark.parametrize(
+    ("read", "code"),
+    [
+        (lambda tr: tr.get(b"\xff\xff/system"), 2004),
+        (lambda tr: tr.get_key(memory.KeySelector.first_greater_or_equal(b"\xff\xff")), 2004),
+        (lambda tr: tr.snapshot.get(b"\xff\xffx"), 2004),
+    ],
+)
+def test_a_read_error_is_its_futures_not_the_calls(read, code):
+    """As the binding's (``ThreadSafeTransaction`` returns a failed future): the call
+    returns, and waiting on what it returned raises."""
+    tr = memory.open().create_transaction()
+    future = read(tr)
+    with pytest.raises(memory.FDBError) as raised:
+        future.wait()
+    assert raised.value.code == code

@@ -179,15 +179,37 @@ def test_a_commit_waits_for_the_reads_still_running():
     assert elapsed(started) >= READ - SLACK
 
 
-def test_a_read_error_still_comes_from_the_call_after_its_latency():
+def test_a_read_error_comes_from_its_future_after_its_latency():
+    """As the binding's: the call returns a future at once; waiting on it raises the error
+    once the read's latency has run."""
     db = loaded(memory.Latency(read=READ))
     tr = with_version(db)
     db.advance_time(6)
     started = time.monotonic()
+    future = tr.get(b"k01")
+    assert elapsed(started) < READ / 2  # issued, not waited for
+    assert not future.is_ready()
     with pytest.raises(memory.FDBError) as raised:
-        tr.get(b"k01")
+        future.wait()
     assert raised.value.code == 1007
     assert elapsed(started) >= READ - SLACK
+
+
+@pytest.mark.parametrize("read", ["get", "get_key"])
+def test_a_read_at_a_version_the_database_has_not_reached_fails_with_1009(read):
+    db = loaded(memory.Latency())
+    tr = db.create_transaction()
+    tr.set_read_version(0x7FFFFFFFFFFFFFF0)
+    started = time.monotonic()
+    selector = memory.KeySelector.first_greater_or_equal(b"k")
+    future = tr.get(b"k01") if read == "get" else tr.get_key(selector)
+    with pytest.raises(memory.FDBError) as raised:
+        future.wait()
+    assert raised.value.code == 1009
+    assert elapsed(started) >= 0.9  # a storage server waits a second for the version first
+    with pytest.raises(memory.FDBError) as committed:
+        tr.commit().wait()  # the commit waits for the reads and reports the failure
+    assert committed.value.code == 1009
 
 
 def test_on_ready_and_wait_for_any_fire_when_the_latency_has_run():

@@ -89,14 +89,16 @@ Known differences from a real cluster:
 
 * single process, no network, no durability, no tenants, no locality or management APIs, no
   ``get_estimated_range_size_bytes`` / ``get_range_split_points``;
-* read errors are raised by the call that reads (``get``, ``get_key``, ``get_range``'s first
-  batch), once that read's latency has run, not by the future or ``FDBRange`` when it is
-  used, as the binding's lazy futures do (audit L19); under :func:`install` the binding sees
-  them from the future, as usual;
-* there are no future versions: a read version set ahead of the database (``set_read_version``)
-  is read at once and never raises 1009 after upstream's ``FUTURE_VERSION_DELAY``; commits
-  made below that version later show up in the transaction's reads (audit L7; modelling it
-  would need reads that wait for the version clock);
+* a range read's error is raised where it is iterated (its first batch), once that read's
+  latency has run; point reads and ``get_key`` report theirs from their futures, as the
+  binding does;
+* a read at a version the database has not reached (``set_read_version`` ahead of it) fails
+  with 1009 after upstream's ``FUTURE_VERSION_DELAY`` (one second), whatever the version: a
+  storage server would answer it once the version arrives if that is within the second
+  (modelling that would need reads that wait for the version clock);
+* ``Database.get_client_status()`` (the binding's, API 720 on: a JSON document of the
+  client's connections) is absent: an in-memory database has no coordinators or
+  connections to report on;
 * the cache of reads holds point reads only: re-reading a range goes to the database (and may
   raise 1007) where upstream's ``SnapshotCache`` may answer it;
 * a read is computed when it is issued, not when its request reaches a storage server: the

@@ -80,6 +80,10 @@ class FDBError(Exception):
     whose errors are the real class).
     """
 
+    #: For a read's error: the ``time.monotonic()`` instant at which the read's future
+    #: reports it (its latency run; :mod:`fdbqueue.memory.reads`). 0: at once.
+    ready_at = 0.0
+
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code

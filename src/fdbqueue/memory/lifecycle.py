@@ -60,6 +60,7 @@ class Lifecycle:
         """Time out ``milliseconds`` after the start (or the last ``reset()``); 0: never."""
         if milliseconds < 0:
             raise FDBError(2006)
+        self.reset_error_now()  # a timeout that has fired stays fired (upstream's timebomb)
         self.deadline = None if milliseconds == 0 else self.started + milliseconds / 1000.0
 
     def reset_error_now(self) -> FDBError | None:

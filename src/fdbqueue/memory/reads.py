@@ -18,9 +18,12 @@ after the GRV latency when the read version is still being fetched (a transactio
 read fetches it: the newest committed version half a GRV latency after its issue, when a
 proxy would answer). Reads answered by the transaction's own writes are ready at once; one
 answered from the cache of values read is ready when the read that filled it is. The
-caller's future sleeps what is left when waited on; a read's error is raised by the call,
-after that read's latency. :attr:`Reads.outstanding` is when the last read issued is ready:
-a commit waits for it (upstream RYW ``commit`` waits for ``reading``).
+caller's future sleeps what is left when waited on; a point read's or ``get_key``'s error is
+that future's, reported once the read's latency has run (a range read raises where it is
+iterated). A read at a version the database has not reached fails with 1009
+(``future_version``) after :data:`FUTURE_VERSION_DELAY`, as a storage server answers.
+:attr:`Reads.outstanding` is when the last read issued is ready: a commit waits for it and
+fails with the error of a read that failed (upstream RYW ``commit`` waits for ``reading``).
 """
 
 from __future__ import annotations
@@ -43,9 +46,13 @@ from fdbqueue.memory.writes import WriteMap
 if TYPE_CHECKING:
     from fdbqueue.memory.server import Server
 
-__all__ = ["Reads"]
+__all__ = ["FUTURE_VERSION_DELAY", "Reads"]
 
 T = TypeVar("T")
+FUTURE_VERSION = 1009
+#: Seconds a storage server waits for a read version it has not reached before it answers
+#: 1009 ``future_version`` (upstream ``SERVER_KNOBS->FUTURE_VERSION_DELAY``).
+FUTURE_VERSION_DELAY = 1.0
 
 
 class Reads:
@@ -70,6 +77,8 @@ class Reads:
         self._view: VersionView | None = None
         # database values read, and when each read is ready (upstream's SnapshotCache)
         self._cache: dict[bytes, tuple[bytes | None, float]] = {}
+        #: the error of the first read that failed at the database (the commit reports it)
+        self.failed: FDBError | None = None
 
     # -- the read version -------------------------------------------------------------------
 
@@ -131,8 +140,13 @@ class Reads:
             view = self._view = self._server.view(version)
         try:
             result = self._server.read(view, read)
-        except FDBError:
-            sleep_until(ready)
+        except FDBError as error:
+            if error.code == FUTURE_VERSION:  # a storage server waits for the version first
+                ready = max(ready, now + FUTURE_VERSION_DELAY)
+            error.ready_at = ready
+            self.outstanding = max(self.outstanding, ready)
+            if self.failed is None:
+                self.failed = error  # the commit, which waits for every read, reports it
             raise
         if ready > self.outstanding:
             self.outstanding = ready
@@ -317,7 +331,11 @@ class Reads:
                     return found, True
             return found, False
 
-        (pairs, full), ready = self._with_view(read)
+        try:
+            (pairs, full), ready = self._with_view(read)
+        except FDBError as error:
+            sleep_until(error.ready_at)  # a range read raises where it is iterated
+            raise
         if not snapshot:
             if not full:
                 self._conflicts.add_read(begin, end)

@@ -59,12 +59,20 @@ class _Reader:
     def get(self, key: Any) -> Value:
         """Read ``key``; the Value is ``== None`` when the key is absent. The read is issued
         now; the Value is ready once the read latency has run (see :mod:`fdbqueue.memory`)."""
-        return Value(*self._transaction._reads.point(to_key(key), self._snapshot))
+        try:
+            return Value(*self._transaction._reads.point(to_key(key), self._snapshot))
+        except FDBError as error:  # the read's future reports it, as the binding's
+            failed: Value = Value.failed(error, error.ready_at)
+            return failed
 
     def get_key(self, key_selector: KeySelector) -> Key:
         """Resolve a KeySelector to a key (``b""`` before the first key, ``b"\\xff"`` after
         the last): a :class:`Key` future, as the binding's."""
-        return Key(*self._transaction._reads.resolve(key_selector, self._snapshot))
+        try:
+            return Key(*self._transaction._reads.resolve(key_selector, self._snapshot))
+        except FDBError as error:  # the read's future reports it, as the binding's
+            failed: Key = Key.failed(error, error.ready_at)
+            return failed
 
     def get_range(
         self,
@@ -333,8 +341,15 @@ class Transaction(_Reader, AtomicOperations):
                 self._commit_failed(error)
             return Future.failed(error)
         lifecycle.start_commit()
-        # Upstream RYW commit first waits for the reads still running (``reading``).
-        sleep_until(self._reads.outstanding)
+        # Upstream RYW commit first waits for the reads still running (``reading``), and fails
+        # with the error of one that failed; a timeout that runs out meanwhile ends the wait.
+        deadline = lifecycle.deadline
+        outstanding = self._reads.outstanding
+        sleep_until(min(outstanding, deadline) if deadline is not None else outstanding)
+        failure = lifecycle.reset_error_now() or self._reads.failed
+        if failure is not None:
+            self._commit_failed(failure)
+            return Future.failed(failure)
         request = CommitRequest(
             self._reads.read_version,
             self._conflicts.read_ranges,
