@@ -791,8 +791,74 @@ def test_a_parent_prefix_error_shows_the_key_as_a_tuple(db, subspace):
     Queue(subspace["app"]["jobs"]).enqueue(db, "x")
     parent = queue_path(subspace, "app")
     [line] = fails(db, "--queue", parent, "peek")
-    assert "'app', 'jobs', 1, b'" in line and "b'\\x02fdbqueue-test" not in line
+    assert "'app', 'jobs', 1, b" in line and "b'\\x02fdbqueue-test" not in line  # b'...' or b"..."
 
 
 def test_the_memory_option_says_each_command_starts_empty(db):
     assert "each command starts with an empty one" in " ".join(ok(db, "--help").split())
+
+
+# -- one line, no usage block; help laid out alike; plurals ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["pop", "-n", "0"],
+            "fdbqueue: error: Invalid value for '-n' / '--limit': 0 is not in the range x>=1.",
+        ),
+        (["work", "json:loads", "--concurrency", "0"], "fdbqueue: error: Invalid value for "),
+        (["push", "--bogus", "x"], "fdbqueue: error: No such option '--bogus'."),
+        (["bench", "--consumers", "0"], "fdbqueue: error: argument --consumers: "),
+    ],
+)
+def test_a_usage_error_is_one_line_without_the_usage_block(db, subspace, args, line):
+    jobs = queue_path(subspace, "jobs")
+    result = invoke(db, "--queue", jobs, *args)
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1, result.output
+    assert result.output.startswith(line)
+
+
+def test_errors_are_one_line_from_the_console_script_too(tmp_path):
+    """Through ``python -m fdbqueue``: stderr holds the one line, stdout nothing."""
+    for args, code in (
+        (["--memory", "--queue", "jobs", "pop", "-n", "0"], 2),
+        (["--memory", "--codec", "json", "--queue", "jobs", "push", "NaN"], 2),
+        (["--memory", "--queue", "jobs", "info"], 1),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "fdbqueue", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == code, result.stderr
+        assert result.stdout == ""
+        assert result.stderr.count("\n") == 1 and result.stderr.startswith("fdbqueue: error: ")
+
+
+def test_bench_help_is_laid_out_as_the_other_commands():
+    text = CliRunner().invoke(cli, ["bench", "--help"]).output
+    assert text.startswith("Usage: fdbqueue bench [OPTIONS]\n")
+    assert "\nOptions:\n" in text and "usage:" not in text and "options:" not in text
+    assert "  -h, --help" in text and "Show this message and exit." in text
+    assert "--consumers N,N,..." in text and "--items INTEGER" in text
+    for line in text.splitlines():
+        assert not line.rstrip().endswith("-"), line  # no word broken at a hyphen
+
+
+def test_the_command_list_has_one_whole_line_per_command():
+    text = CliRunner().invoke(cli, ["--help"]).output
+    commands = text[text.index("Commands:") :].splitlines()[1:]
+    assert [line.split()[0] for line in commands] == sorted(cli.commands)
+    assert not any(line.endswith("...") for line in commands)
+
+
+def test_listing_notes_count_in_words(db, subspace):
+    jobs = queue_path(subspace, "jobs")
+    Queue(subspace["jobs"]).enqueue_many(db, ["a", "b"])
+    result = invoke(db, "--queue", jobs, "peek", "-n", "1")
+    assert "(the first 1 item; more exist" in result.output
