@@ -150,7 +150,7 @@ def test_a_tiny_run_of_every_mode_delivers_exactly_once_and_prints_every_column(
     assert len(rows) == len(benchmark.MODES) * 2 * len(benchmark.PHASES)
     assert all(row[-1] == "yes" for row in rows), result.output
     assert "drain: high-contention / plain,  2 consumers = " in result.output
-    assert "steady: claims-high-contention / claims,  1 consumers = " in result.output
+    assert "steady: claims-high-contention / claims,  1 consumer = " in result.output
 
 
 def test_json_reports_every_figure_per_phase_mode_and_consumer_count():

@@ -147,8 +147,8 @@ def test_a_subspace_that_holds_no_queue_is_a_one_line_error(db, subspace):
 def test_directory_on_the_in_memory_database_is_refused(db):
     lines = fails(db, "--directory", "app/jobs", "info")
     assert lines == [
-        "Error: --directory needs FoundationDB's directory layer, which needs libfdb_c and a "
-        "cluster; name the queue with --queue on the in-memory database"
+        "fdbqueue: error: --directory needs FoundationDB's directory layer, which needs "
+        "libfdb_c and a cluster; name the queue with --queue on the in-memory database"
     ]
 
 
@@ -176,7 +176,7 @@ def test_a_cluster_that_cannot_be_opened_is_a_one_line_error(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     assert result.stdout == ""
-    assert result.stderr.startswith("Error: cannot open the FoundationDB cluster")
+    assert result.stderr.startswith("fdbqueue: error: cannot open the FoundationDB cluster")
     assert len(result.stderr.strip().splitlines()) == 1
 
 
@@ -273,7 +273,9 @@ def test_a_binding_newer_than_libfdb_c_is_one_line_saying_what_to_install(monkey
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.output
-    assert lines[0].startswith("Error: cannot open the FoundationDB cluster: the 'foundationdb'")
+    assert lines[0].startswith(
+        "fdbqueue: error: cannot open the FoundationDB cluster: the 'foundationdb'"
+    )
     assert lines[0].endswith('pip install "fdbqueue[fdb71]"')
 
 
@@ -288,7 +290,7 @@ class FailingDatabase:
 def test_foundationdb_errors_print_text_not_bytes():
     error = BytesDescriptionError(2004, b"Key outside legal range")
     lines = fails(FailingDatabase(error), "--queue", "q", "info")
-    assert lines == ["Error: FoundationDB error 2004: Key outside legal range (2004)"]
+    assert lines == ["fdbqueue: error: FoundationDB error 2004: Key outside legal range (2004)"]
 
 
 # -- shared options before or after the command -----------------------------------------------
@@ -352,7 +354,8 @@ def test_a_queue_with_nothing_under_its_prefix_is_reported_missing(db, subspace,
     Queue(subspace["jobs"]).enqueue(db, "x")
     lines = fails(db, "--queue", typo, *command)
     assert lines == [
-        f"Error: queue {tuple(typo.split(','))!r} does not exist (nothing stored under its prefix)"
+        f"fdbqueue: error: queue {tuple(typo.split(','))!r} does not exist "
+        "(nothing stored under its prefix)"
     ]
     assert not list(db.create_transaction().get_range_startswith(subspace["job"].key()))
 
@@ -424,7 +427,7 @@ def test_dead_letters_list_requeue_and_purge(db, subspace):
     assert "more exist" in result.stderr
     assert len(json.loads(ok(db, "--queue", jobs, "dead-letters", "--all", "--json"))) == 3
     assert ok(db, "--queue", jobs, "dead-letters", "--requeue", "-n", "1") == (
-        "requeued 1 dead letters\n"
+        "requeued 1 dead letter\n"
     )
     assert queue.peek_many(db, None) == ["a"]
     assert "--yes" in fails(db, "--queue", jobs, "dead-letters", "--purge")[-1]
@@ -590,10 +593,9 @@ def test_tail_usage_errors(db, subspace, args):
 )
 def test_bench_refuses_bad_arguments_before_running(db, args, message):
     lines = fails(db, "bench", *args, code=2)
-    assert lines[-1].startswith("Error: ")
+    assert lines[-1].startswith("fdbqueue: error: ")
     assert message in lines[-1]
-    # click's usage lines and the error: nothing ran
-    assert [line.split()[0] for line in lines] == ["Usage:", "Error:"]
+    assert len(lines) == 1  # the error alone, no usage block: nothing ran
 
 
 def test_bench_help_lists_its_options_without_markup():
@@ -616,7 +618,7 @@ def test_bench_plot_without_matplotlib_fails_before_running(db, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     lines = fails(db, "bench", "--plot", "x.png", "--items", "10", "--consumers", "1")
     assert lines == [
-        "Error: --plot needs matplotlib: pip install matplotlib (or the '.[bench]' extra)"
+        "fdbqueue: error: --plot needs matplotlib: pip install matplotlib (or the '.[bench]' extra)"
     ]
 
 
@@ -625,7 +627,7 @@ def test_errors_stay_one_line_of_text_on_stderr_with_json(db, subspace):
     result = invoke(db, "--json", "--queue", missing, "info")
     assert result.exit_code == 1
     assert result.stdout == ""
-    assert result.stderr.startswith("Error: queue (") and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("fdbqueue: error: queue (") and result.stderr.count("\n") == 1
 
 
 def test_a_queue_opened_as_the_wrong_type_is_refused_and_left_alone():
@@ -789,8 +791,74 @@ def test_a_parent_prefix_error_shows_the_key_as_a_tuple(db, subspace):
     Queue(subspace["app"]["jobs"]).enqueue(db, "x")
     parent = queue_path(subspace, "app")
     [line] = fails(db, "--queue", parent, "peek")
-    assert "'app', 'jobs', 1, b'" in line and "b'\\x02fdbqueue-test" not in line
+    assert "'app', 'jobs', 1, b" in line and "b'\\x02fdbqueue-test" not in line  # b'...' or b"..."
 
 
 def test_the_memory_option_says_each_command_starts_empty(db):
     assert "each command starts with an empty one" in " ".join(ok(db, "--help").split())
+
+
+# -- one line, no usage block; help laid out alike; plurals ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["pop", "-n", "0"],
+            "fdbqueue: error: Invalid value for '-n' / '--limit': 0 is not in the range x>=1.",
+        ),
+        (["work", "json:loads", "--concurrency", "0"], "fdbqueue: error: Invalid value for "),
+        (["push", "--bogus", "x"], "fdbqueue: error: No such option '--bogus'."),
+        (["bench", "--consumers", "0"], "fdbqueue: error: argument --consumers: "),
+    ],
+)
+def test_a_usage_error_is_one_line_without_the_usage_block(db, subspace, args, line):
+    jobs = queue_path(subspace, "jobs")
+    result = invoke(db, "--queue", jobs, *args)
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1, result.output
+    assert result.output.startswith(line)
+
+
+def test_errors_are_one_line_from_the_console_script_too(tmp_path):
+    """Through ``python -m fdbqueue``: stderr holds the one line, stdout nothing."""
+    for args, code in (
+        (["--memory", "--queue", "jobs", "pop", "-n", "0"], 2),
+        (["--memory", "--codec", "json", "--queue", "jobs", "push", "NaN"], 2),
+        (["--memory", "--queue", "jobs", "info"], 1),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "fdbqueue", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == code, result.stderr
+        assert result.stdout == ""
+        assert result.stderr.count("\n") == 1 and result.stderr.startswith("fdbqueue: error: ")
+
+
+def test_bench_help_is_laid_out_as_the_other_commands():
+    text = CliRunner().invoke(cli, ["bench", "--help"]).output
+    assert text.startswith("Usage: fdbqueue bench [OPTIONS]\n")
+    assert "\nOptions:\n" in text and "usage:" not in text and "options:" not in text
+    assert "  -h, --help" in text and "Show this message and exit." in text
+    assert "--consumers N,N,..." in text and "--items INTEGER" in text
+    for line in text.splitlines():
+        assert not line.rstrip().endswith("-"), line  # no word broken at a hyphen
+
+
+def test_the_command_list_has_one_whole_line_per_command():
+    text = CliRunner().invoke(cli, ["--help"]).output
+    commands = text[text.index("Commands:") :].splitlines()[1:]
+    assert [line.split()[0] for line in commands] == sorted(cli.commands)
+    assert not any(line.endswith("...") for line in commands)
+
+
+def test_listing_notes_count_in_words(db, subspace):
+    jobs = queue_path(subspace, "jobs")
+    Queue(subspace["jobs"]).enqueue_many(db, ["a", "b"])
+    result = invoke(db, "--queue", jobs, "peek", "-n", "1")
+    assert "(the first 1 item; more exist" in result.output

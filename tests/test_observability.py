@@ -180,3 +180,36 @@ def test_a_redelivery_is_logged_once_with_a_readable_key_however_often_its_claim
     records = [r.getMessage() for r in caplog.records if "again" in r.getMessage()]
     assert len(records) == 1, records
     assert "('redelivery-log', 1, b'" in records[0]  # the item key as a tuple
+
+
+def test_the_worker_start_names_the_queue_as_a_tuple_and_counts_in_words(caplog):
+    db = memory.open()
+    queue = Queue(Subspace(("worker-log",)))
+    queue.enqueue(db, "x")
+    with caplog.at_level(logging.INFO, logger="fdbqueue"):
+        queue.work(db, print, lease=30, until_empty=True, handle_signals=False)
+    started = [r.getMessage() for r in caplog.records if "worker started" in r.getMessage()]
+    assert started == ["fdbqueue: worker started on ('worker-log',): 1 thread, leases of 30.0s"]
+
+
+def test_logs_name_the_queue_as_a_tuple_not_a_subspace_repr(caplog):
+    db = memory.open()
+    queue = Queue(Subspace(("poison-log",)))
+    db[queue.subspace.pack((0, b"r" * 20))] = b"ok"  # bytes the tuple codec cannot decode
+    with caplog.at_level(logging.WARNING, logger="fdbqueue"):
+        assert queue.dequeue(db) is None
+    (message,) = [r.getMessage() for r in caplog.records if "dead letters" in r.getMessage()]
+    assert message.startswith("fdbqueue: moving item ('poison-log', 0, b'rrrr")
+    assert " of ('poison-log',) to the dead letters" in message and "rawPrefix" not in message
+
+
+def test_a_queue_metadata_key_reads_as_its_prefix_and_the_tuple_after_0xff():
+    import fdb.tuple
+
+    from fdbqueue.store import describe_key
+
+    assert describe_key(fdb.tuple.pack(("app", "jobs", 7))) == "('app', 'jobs', 7)"
+    metadata = fdb.tuple.pack(("app", "jobs")) + b"\xff" + fdb.tuple.pack(("type",))
+    assert describe_key(metadata) == "('app', 'jobs') + 0xff + ('type',)"
+    assert describe_key(fdb.tuple.pack(("a\x00b", 1))) == "('a\\x00b', 1)"
+    assert describe_key(b"\x15\x01\xfe") == "b'\\x15\\x01\\xfe'"

@@ -36,6 +36,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from fdbqueue import metrics
 from fdbqueue.leases import Lease, LeaseError
 from fdbqueue.store import QueueTypeError, check_flag
 from fdbqueue.worker import (
@@ -317,8 +318,8 @@ async def work(
         check_flag(until_empty, "until_empty"),
     )
     logger.info(
-        "fdbqueue: worker started on %r: %d task%s, leases of %.1fs",
-        queue,
+        "fdbqueue: worker started on %s: %d task%s, leases of %.1fs",
+        metrics.queue_name(queue.subspace.key()),
         concurrency,
         "" if concurrency == 1 else "s",
         seconds,

@@ -72,6 +72,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
+from fdbqueue.cli_arguments import plural
 from fdbqueue.transactional import run_in_retry_loop
 
 __all__ = [
@@ -942,8 +943,9 @@ def run_all(
     }
     describe = (
         f"{where}; latency grv={latency.grv}s read={latency.read}s commit={latency.commit}s; "
-        f"{arguments.items} items measured per run; {arguments.producers} producers/loaders; "
-        f"steady warm-up {warmup} items"
+        f"{plural(arguments.items, 'item')} measured per run; "
+        f"{plural(arguments.producers, 'producer')}/loaders; "
+        f"steady warm-up {plural(warmup, 'item')}"
         + (f"; median of {repeat_count} runs" if repeat_count > 1 else "")
     )
     if not as_json:
@@ -977,7 +979,7 @@ def run_all(
                     )
                     of = f" (run {repetition + 1} of {repeat})" if repeat > 1 else ""
                     print(
-                        f"  done: {phase}, {mode.name}, {consumers} consumers{of}",
+                        f"  done: {phase}, {mode.name}, {plural(consumers, 'consumer')}{of}",
                         file=sys.stderr,
                     )
             results.extend(median_run(runs[name]) for name in modes)
@@ -1075,7 +1077,8 @@ def print_ratios(results: list[Result]) -> None:
     baselines = {mode.name: mode.baseline for mode in MODES}
     order = {name: n for n, name in enumerate([*PHASES, *baselines])}
     lines = [
-        f"{r.phase}: {r.mode} / {baselines[r.mode]}, {r.consumers:>2} consumers = {r.ratio:.2f}x"
+        f"{r.phase}: {r.mode} / {baselines[r.mode]}, {r.consumers:>2} "
+        f"consumer{'s' * (r.consumers != 1)} = {r.ratio:.2f}x"
         for r in sorted(results, key=lambda r: (order[r.phase], order[r.mode], r.consumers))
         if r.ratio is not None and baselines[r.mode] != r.mode
     ]

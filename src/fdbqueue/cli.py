@@ -12,7 +12,8 @@ A queue is named by a tuple prefix (``--queue app,jobs`` is the subspace ``("app
 or by a directory path (``--directory app/jobs``, opened with FoundationDB's directory layer,
 which needs ``libfdb_c``). Output is lines and tables for people, or one JSON document with
 ``--json`` (bytes appear as ``{"base64": ...}``, tuples as lists; ``tail`` prints one per
-item). Errors are one line on stderr and exit status 1 (2 for a usage error). Commands that
+item). Errors are one line on stderr, ``fdbqueue: error: ...``, and exit status 1 (2 for a
+usage error). Commands that
 read a queue (info, peek, pop, leases, dead-letters, tail) say so when nothing at all is
 stored under its prefix (exit status 1): a mistyped name.
 
@@ -48,6 +49,7 @@ from fdbqueue.binding import (
     describe_fdb_error,
 )
 from fdbqueue.binding import open_database as open_cluster
+from fdbqueue.cli_arguments import PROGRAM, CommandLine, argparse_help, plural
 from fdbqueue.deadletters import DeadLetter
 from fdbqueue.delays import check_delay
 from fdbqueue.leases import VERSIONS_PER_SECOND, Lease
@@ -427,7 +429,9 @@ def show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> No
         ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.group(
+    cls=CommandLine, context_settings={"help_option_names": ["-h", "--help"], "show_default": True}
+)
 @click.option(
     "--version",
     is_flag=True,
@@ -483,7 +487,9 @@ def listed(read: Callable[[int | None], list[Any]], limit: int | None) -> tuple[
 
 def note_more(shown: int, what: str) -> None:
     """Say on stderr that a listing stopped at its limit (stdout keeps one JSON document)."""
-    click.echo(f"(the first {shown} {what}; more exist: -n N for more, --all for all)", err=True)
+    click.echo(
+        f"(the first {plural(shown, what)}; more exist: -n N for more, --all for all)", err=True
+    )
 
 
 def limit_option(default: str) -> Callable[[Any], Any]:
@@ -544,7 +550,7 @@ def peek(context: Context, limit: int | None, everything: bool) -> None:
     values, more = listed(lambda n: queue.peek_many(context.database(), n), wanted)
     context.emit(values, "\n".join(repr(value) for value in values) or "(empty)")
     if more:
-        note_more(len(values), "items")
+        note_more(len(values), "item")
 
 
 def lease_document(lease: Lease[Any], read_version: int) -> dict[str, Any]:
@@ -591,7 +597,7 @@ def leases(context: Context, limit: int | None, everything: bool) -> None:
         "\n".join([header, *map(lease_line, documents)]) if documents else "(no leases)",
     )
     if more:
-        note_more(len(found), "leases")
+        note_more(len(found), "lease")
 
 
 def dead_letter_document(letter: DeadLetter[Any]) -> dict[str, Any]:
@@ -637,12 +643,12 @@ def dead_letters(
         if not yes:
             raise click.ClickException("--purge removes dead letters for good: add --yes to do it")
         purged = guarded(lambda: queue.purge_dead_letters(database, wanted))
-        context.emit({"purged": purged}, f"purged {purged} dead letters")
+        context.emit({"purged": purged}, f"purged {plural(purged, 'dead letter')}")
         return
     if requeue:
         count = EVERYTHING if wanted is None else wanted
         requeued = guarded(lambda: queue.requeue_dead_letters(database, count))
-        context.emit({"requeued": requeued}, f"requeued {requeued} dead letters")
+        context.emit({"requeued": requeued}, f"requeued {plural(requeued, 'dead letter')}")
         return
     found, more = listed(lambda n: queue.dead_letters(database, n), wanted)
     documents = [dead_letter_document(letter) for letter in found]
@@ -650,7 +656,7 @@ def dead_letters(
     header = f"{'id':<32}  {'del':>3}  reason  value"
     context.emit(documents, "\n".join([header, *lines]) if lines else "(no dead letters)")
     if more:
-        note_more(len(found), "dead letters")
+        note_more(len(found), "dead letter")
 
 
 # -- changing --------------------------------------------------------------------------------
@@ -948,10 +954,13 @@ def work(
 
 class BenchArgumentParser(argparse.ArgumentParser):
     """The benchmark's options: a bad one is a one-line click usage error (exit status 2),
-    not argparse's usage block."""
+    not argparse's usage block; its help is laid out as click's (``argparse_help``)."""
 
     def error(self, message: str) -> NoReturn:
         raise click.UsageError(message)
+
+    def format_help(self) -> str:
+        return argparse_help(self)
 
 
 def bench_parser() -> BenchArgumentParser:
@@ -971,7 +980,7 @@ def bench_parser() -> BenchArgumentParser:
 
 @cli.command(
     context_settings={"ignore_unknown_options": True, "help_option_names": []},
-    short_help="Run the consumer-scaling benchmark (bench --help lists its options).",
+    short_help="Run the consumer-scaling benchmark.",
 )
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
 @shared_options(queue=False)
@@ -1007,20 +1016,13 @@ def bench(context: Context, arguments: tuple[str, ...]) -> None:
 
 
 def main() -> None:
-    """The console script's entry point: every error is one line on stderr (click's usage
-    errors, exit status 2; the others, exit status 1), never a traceback."""
+    """The console script's entry point: every error is one line on stderr, ``fdbqueue:
+    error: ...`` (usage errors: exit status 2; the others: 1; :class:`CommandLine`), never a
+    traceback."""
     try:
-        cli(obj={}, prog_name="fdbqueue", standalone_mode=False)
-    except click.exceptions.Exit as done:
-        sys.exit(done.exit_code)
-    except click.Abort:
-        click.echo("Aborted!", err=True)
-        sys.exit(1)
-    except click.ClickException as error:
-        error.show()
-        sys.exit(error.exit_code)
+        cli(obj={}, prog_name=PROGRAM)
     except Exception as error:  # a bug or an unforeseen failure: still one line
-        click.echo(f"Error: {type(error).__name__}: {first_line(error)}", err=True)
+        click.echo(f"{PROGRAM}: error: {type(error).__name__}: {first_line(error)}", err=True)
         sys.exit(1)
 
 

@@ -45,7 +45,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from fdbqueue import taking
+from fdbqueue import metrics, taking
 from fdbqueue.delays import DelayedItems, soonest
 from fdbqueue.leases import Leases, check_lease_seconds
 from fdbqueue.line import MAX_PREFETCH, OWNER_BYTES, Line
@@ -313,11 +313,14 @@ class Consumer:
             if self.line.abandoned(request, read_version):
                 tr.add_read_conflict_key(request.key)  # a refresh that commits first wins
                 del tr[request.key]
-                logger.info(
-                    "fdbqueue: clearing a request in line of %r abandoned by its consumer "
-                    "(not refreshed for %.1fs): the next in line takes its place",
-                    self.store.subspace,
-                    self.abandon_after,
+                metrics.on_commit(
+                    functools.partial(
+                        logger.info,
+                        "fdbqueue: clearing a request in line of %s abandoned by its consumer "
+                        "(not refreshed for %.1fs): the next in line takes its place",
+                        self.store.metric_name,
+                        self.abandon_after,
+                    )
                 )
             else:
                 rank += 1

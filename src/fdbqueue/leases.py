@@ -366,9 +366,9 @@ class Leases:
             metrics.on_commit(
                 functools.partial(
                     logger.info,
-                    "fdbqueue: item %s of %r is now a dead letter: %s",
+                    "fdbqueue: item %s of %s is now a dead letter: %s",
                     describe_key(item_key),
-                    self.store.subspace,
+                    self.store.metric_name,
                     reason,
                 )
             )
@@ -380,9 +380,9 @@ class Leases:
             metrics.on_commit(
                 functools.partial(
                     logger.warning,
-                    "fdbqueue: moving leased item %s of %r to the dead letters: %s",
+                    "fdbqueue: moving leased item %s of %s to the dead letters: %s",
                     describe_key(item_key),
-                    self.store.subspace,
+                    self.store.metric_name,
                     reason,
                 )
             )
@@ -391,10 +391,10 @@ class Leases:
         metrics.on_commit(
             functools.partial(
                 logger.info,
-                "fdbqueue: delivering item %s of %r again (delivery %d): its lease expired or "
+                "fdbqueue: delivering item %s of %s again (delivery %d): its lease expired or "
                 "was released",
                 describe_key(item_key),
-                self.store.subspace,
+                self.store.metric_name,
                 deliveries + 1,
             )
         )

@@ -98,13 +98,10 @@ def _instrument(key: str) -> Any:
 
 def queue_name(prefix: bytes) -> str:
     """The ``fdbqueue.queue`` attribute of a queue: its subspace prefix as a tuple when it is
-    one (``('app', 'jobs')``), else as bytes."""
-    import fdb.tuple
+    one (``('app', 'jobs')``), else as bytes (:func:`fdbqueue.store.describe_key`)."""
+    from fdbqueue.store import describe_key  # store imports this module
 
-    try:
-        return repr(fdb.tuple.unpack(prefix))
-    except Exception:  # not a tuple-layer prefix (a directory's, say)
-        return repr(prefix)
+    return describe_key(prefix)
 
 
 def _record(key: str, amount: int, attributes: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ item by ``limit=1`` range reads), and ``fdb/subspace_impl.py`` (subspaces).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -171,8 +172,18 @@ def check_seconds(
 
 
 def describe_key(key: bytes) -> str:
-    """A key as people read it: the tuple it packs (``('app', 'jobs', 3, b'...')``), or its
-    bytes when it is not a packed tuple."""
+    """A key as people read it: the tuple it packs (``('app', 'jobs', 3, b'...')``); a queue's
+    metadata key as its prefix's tuple, ``0xff`` and the tuple after it (``('app', 'jobs') +
+    0xff + ('type',)``: the tuple layer would read the prefix's final NUL and the 0xff as an
+    escaped NUL inside its last string); or its bytes when it is not a packed tuple."""
+    marker = key.find(b"\x00\xff")
+    while marker >= 0:
+        try:
+            head, tail = fdb.tuple.unpack(key[: marker + 1]), fdb.tuple.unpack(key[marker + 2 :])
+        except Exception:  # an escaped NUL inside a string after all: look further
+            marker = key.find(b"\x00\xff", marker + 2)
+            continue
+        return f"{head!r} + 0xff + {tail!r}"
     try:
         return repr(fdb.tuple.unpack(key))
     except Exception:  # the tuple layer raises several types on bytes it cannot read
@@ -443,11 +454,15 @@ class ItemStore:
         self.dead_letters.add(tr, key, 0, reason, encoded=encoded)
         self.add_to_size(tr, -1)
         metrics.add("dead_lettered", queue=self.metric_name)
-        logger.warning(
-            "fdbqueue: moving item %r of %r to the dead letters, its value cannot be decoded (%s)",
-            key,
-            self.subspace,
-            describe_error(error),
+        metrics.on_commit(
+            functools.partial(
+                logger.warning,
+                "fdbqueue: moving item %s of %s to the dead letters, its value cannot be decoded "
+                "(%s)",
+                describe_key(key),
+                self.metric_name,
+                describe_error(error),
+            )
         )
 
     def dequeued(self, tr: AnyContext, n: int) -> None:

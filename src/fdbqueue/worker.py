@@ -59,6 +59,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from fdbqueue import metrics
 from fdbqueue.leases import MAX_LEASE_SECONDS, Lease, LeaseError, check_lease_seconds
 from fdbqueue.store import QueueTypeError, check_flag, check_seconds
 
@@ -467,8 +468,8 @@ def work(
         for n in range(concurrency)
     ]
     logger.info(
-        "fdbqueue: worker started on %r: %d thread%s, leases of %.1fs",
-        queue,
+        "fdbqueue: worker started on %s: %d thread%s, leases of %.1fs",
+        metrics.queue_name(queue.subspace.key()),
         concurrency,
         "" if concurrency == 1 else "s",
         seconds,
