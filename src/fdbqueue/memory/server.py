@@ -120,8 +120,9 @@ class Server:
 
     def read(self, view: VersionView, read: Callable[[VersionView], T]) -> T:
         """Run ``read`` on ``view`` brought up to date, now; 1007 when its version is more than
-        five seconds old, 1009 when it is ahead of every version handed out. The read latency is not slept here: the read's future becomes ready
-        once it has run from the read's issue (see :class:`fdbqueue.memory.reads.Reads`)."""
+        five seconds old, 1009 when it is ahead of every version handed out. The read latency
+        is not slept here: the read's future becomes ready once it has run from the read's
+        issue (see :class:`fdbqueue.memory.reads.Reads`)."""
         with self._lock:
             if self._clock.too_old(view.version):
                 self._stats["too_old"] += 1
