@@ -239,3 +239,32 @@ def test_the_worker_ends_with_the_codec_error_instead_of_retrying(db, subspace):
     finally:
         timer.cancel()
     assert time.monotonic() - started < 4
+
+
+def test_a_queue_recreated_with_another_codec_is_refused_not_dead_lettered(db, subspace):
+    """A queue object checks the record once; when the queue is cleared and made again
+    with another codec by someone else, a value it cannot decode makes it read the record
+    again: QueueTypeError, and nothing moves to the dead letters."""
+    mine = Queue(subspace, codec="json")
+    mine.enqueue(db, {"n": 1})
+    assert mine.dequeue(db) == {"n": 1}  # the record checked and remembered
+    Queue(subspace).clear(db)
+    Queue(subspace).enqueue(db, ("a tuple",))  # recorded with the tuple codec
+    before = state(db, subspace)
+    with pytest.raises(QueueTypeError, match="written with codec 'tuple'"):
+        mine.dequeue(db)
+    assert state(db, subspace) == before
+
+
+@pytest.mark.memory_only("counts reads with db.stats()")
+def test_after_the_first_check_a_take_reads_no_codec_record(db, subspace):
+    queue = Queue(subspace, high_contention=False)
+    queue.enqueue_many(db, ["a", "b", "c"])
+    assert queue.dequeue(db) == "a"
+    db.reset_stats()
+    assert queue.dequeue(db) == "b"
+    reads_then = db.stats()["reads"]
+    fresh = Queue(subspace)
+    db.reset_stats()
+    assert fresh.dequeue(db) == "c"
+    assert db.stats()["reads"] == reads_then + 1  # only the first take of an object reads it

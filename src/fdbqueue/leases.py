@@ -376,6 +376,7 @@ class Leases:
         try:
             value = self.store.codec.decode(bytes(stored))
         except Exception as error:  # a codec may raise anything on bytes it cannot read
+            self.store.check_codec(self.store.recorded_codec(tr, again=True))  # a wrong codec?
             reason = f"undecodable: {describe_error(error)}"
             metrics.on_commit(
                 functools.partial(

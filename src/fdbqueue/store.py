@@ -236,6 +236,7 @@ class ItemStore:
         self.type_name = QUEUE_TYPES[leading_integers]
         self.type_key: bytes = self.metadata.pack(("type",))
         self.codec_key: bytes = self.metadata.pack(("codec",))
+        self._codec_verified = False  # this codec was found on record (see recorded_codec)
         name = getattr(self.codec, "name", None)
         #: the codec's name recorded with the queue (None: a codec without one, unchecked)
         self.codec_name: bytes | None = name.encode() if isinstance(name, str) and name else None
@@ -421,9 +422,17 @@ class ItemStore:
             if self.codec_name is not None:
                 tr[self.codec_key] = self.codec_name
 
-    def recorded_codec(self, tr: AnyContext) -> Any:
+    def recorded_codec(self, tr: AnyContext, *, again: bool = False) -> Any:
         """Start reading the codec recorded in the metadata (a snapshot point read, no
-        conflict); pass the future to :meth:`check_codec` before the values are decoded."""
+        conflict); pass the future to :meth:`check_codec` before the values are decoded.
+
+        Once this store found its own codec on record, it does not read it again (None):
+        only :meth:`clear` can take a record away, and writes check it every time
+        (:meth:`check_type`); ``again`` reads it all the same (a value the codec cannot
+        decode: is the record another codec's now?). Cost: one snapshot point read until the
+        record was found to match; then none."""
+        if self._codec_verified and not again:
+            return None
         return getattr(tr, "snapshot", tr).get(self.codec_key)  # tr may be a snapshot view
 
     def check_codec(self, recorded: Any) -> None:
@@ -432,9 +441,13 @@ class ItemStore:
         nothing (a take would otherwise move every item to the dead letters as undecodable).
         No record (a queue written before codecs were recorded, or by a codec without a
         name) and a codec without a name are not checked. Cost: waits for ``recorded``."""
-        if self.codec_name is None or not recorded.present():
+        if recorded is None or self.codec_name is None or not recorded.present():
             return
         found = bytes(recorded)
+        if found == self.codec_name:
+            self._codec_verified = True
+            return
+        self._codec_verified = False
         if found != self.codec_name:
             written_with = found.decode(errors="replace")
             raise QueueTypeError(
@@ -486,6 +499,7 @@ class ItemStore:
         may look up (:mod:`fdbqueue.receipts`; they expire by themselves). Cost: two range
         clears, no reads."""
         require_writable(tr, "clear")
+        self._codec_verified = False  # the next queue here may record another codec
         prefix: bytes = self.subspace.key()
         tr.clear_range(prefix, self.receipts.begin)
         tr.clear_range(self.receipts.end, prefix_end(prefix))

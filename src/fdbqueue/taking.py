@@ -158,6 +158,7 @@ def take(
             try:
                 value = store.codec.decode(encoded)
             except Exception as error:  # a codec may raise anything on foreign bytes
+                store.check_codec(store.recorded_codec(tr, again=True))  # not a wrong codec?
                 store.quarantine(tr, item.key, encoded, error)
                 quarantined += 1
                 spent += 0 if moving else moved
