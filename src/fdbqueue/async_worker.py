@@ -83,7 +83,7 @@ class AsyncJob:
         self.lost = False
 
 
-async def finish(awaitable: Awaitable[None]) -> None:
+async def finish(awaitable: Awaitable[Any]) -> None:
     """Await ``awaitable`` to its end even if the current task is cancelled meanwhile, then
     raise CancelledError if it was (a release or an acknowledgement is never cut short)."""
     future = asyncio.ensure_future(awaitable)

@@ -87,7 +87,7 @@ def _cancel_again_soon(loop: asyncio.AbstractEventLoop) -> None:
         if cancelling is not None:
             if cancelling() == 0:
                 return  # taken back (an asyncio.timeout block that ended)
-            task.uncancel()  # the same request again: the count stays as the canceller left it
+            task.uncancel()  # type: ignore[attr-defined]  # the count stays as the canceller left it
         task.cancel()
 
     loop.call_soon(cancel)

@@ -336,13 +336,13 @@ class Queue(LeasedQueue[T]):
 
         Poison items (values the codec cannot decode) are skipped, as :meth:`dequeue` would
         move them aside. Raises ValueError when the key at the front is not one of this
-        queue's items.
+        queue's items, QueueTypeError when the queue records another codec.
 
-        Cost: one range read (``limit=1``), more only past poison items; its read conflict
-        range covers the front of the queue up to just past the first item (the whole queue
-        range when empty).
-        """
-        return taking.peek_first(self._store, tr, taking.forward(self._store, tr, 1, False))
+        Cost: one range read (``limit=1``), more only past poison items, and the codec
+        record's read (:mod:`fdbqueue.store`); its read conflict range covers the front of
+        the queue up to just past the first item (the whole queue range when empty)."""
+        first: T | None = taking.peek_first(self._store, tr)  # the front, with a conflict range
+        return first
 
 
 def _read_front(store: ItemStore, tr: TransactionContext, n: int, snapshot: bool) -> list[Any]:

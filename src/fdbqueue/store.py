@@ -433,7 +433,8 @@ class ItemStore:
         record was found to match; then none."""
         if self._codec_verified and not again:
             return None
-        return getattr(tr, "snapshot", tr).get(self.codec_key)  # tr may be a snapshot view
+        reader: Any = getattr(tr, "snapshot", tr)  # tr may be a snapshot view already
+        return reader.get(self.codec_key)
 
     def check_codec(self, recorded: Any) -> None:
         """Raise :class:`QueueTypeError` when ``recorded`` (:meth:`recorded_codec`) names

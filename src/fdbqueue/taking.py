@@ -204,8 +204,11 @@ def starting_with(first: list[Any], front: Front) -> Front:
     return read
 
 
-def peek_first(store: ItemStore, tr: AnyContext, candidates: Iterator[Any]) -> Any:
-    """The first decodable value of ``candidates`` (as :func:`peek`), or None."""
+def peek_first(store: ItemStore, tr: AnyContext, candidates: Iterator[Any] | None = None) -> Any:
+    """The first decodable value of ``candidates`` (as :func:`peek`; None: the queue's front,
+    :func:`forward`, read with read conflict ranges), or None."""
+    if candidates is None:
+        candidates = forward(store, tr, 1, snapshot=False)
     values = peek(store, tr, candidates, 1)
     return values[0] if values else None
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from typing import Any, cast
 
 from fdbqueue.memory.access import KeyAccess, max_key_bytes
 from fdbqueue.memory.atomic import AtomicOperations
@@ -62,8 +62,7 @@ class _Reader:
         try:
             return Value(*self._transaction._reads.point(to_key(key), self._snapshot))
         except FDBError as error:  # the read's future reports it, as the binding's
-            failed: Value = Value.failed(error, error.ready_at)
-            return failed
+            return cast(Value, Value.failed(error, error.ready_at))
 
     def get_key(self, key_selector: KeySelector) -> Key:
         """Resolve a KeySelector to a key (``b""`` before the first key, ``b"\\xff"`` after
@@ -71,8 +70,7 @@ class _Reader:
         try:
             return Key(*self._transaction._reads.resolve(key_selector, self._snapshot))
         except FDBError as error:  # the read's future reports it, as the binding's
-            failed: Key = Key.failed(error, error.ready_at)
-            return failed
+            return cast(Key, Key.failed(error, error.ready_at))
 
     def get_range(
         self,
