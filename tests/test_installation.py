@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import importlib.metadata
+import os
 import subprocess
 import sys
 import textwrap
@@ -187,6 +188,22 @@ def test_tenants_are_not_served(fdb, path):
         if tenant is None:
             raise LookupError("no tenant")
         tenant.create_transaction()
+
+
+def test_client_status_is_a_future_of_a_json_document_reporting_a_healthy_client(fdb, path):
+    """``Database.get_client_status()``: a future whose value is a JSON document with
+    ``"Healthy": true`` once the database is reachable (upstream's
+    ``GetClientStatusIntegrationTest``), naming the cluster file it was opened with."""
+    import json
+
+    database = fdb.open(path)
+    database.create_transaction().get_read_version().wait()
+    future = database.get_client_status()
+    status = json.loads(future.wait())
+    assert status["Healthy"] is True
+    assert status["InitializationState"] == "initialized"
+    assert status["ConnectionRecord"] == os.path.abspath(path)
+    assert status["Coordinators"] == [] and status["Connections"] == []
 
 
 def test_install_after_the_real_library_was_loaded_is_an_error(tmp_path):
