@@ -73,6 +73,40 @@ def test_errors_are_the_bindings_fdb_error(fdb, path):
     assert raised.value.description == b"Key outside legal range"
 
 
+@pytest.mark.parametrize(
+    ("read", "code"),
+    [
+        (lambda tr: tr.get(b"\xff/key"), 2004),
+        (lambda tr: tr.get_key(tr_selector(b"\xff\xff")), 2004),
+        (lambda tr: tr.get_range(b"a", b"\xff\xff"), 2004),
+        (lambda tr: tr.get_range(b"\xff/a", b"\xff/b"), 2004),
+    ],
+)
+def test_read_errors_come_from_the_reads_future_not_the_call(fdb, path, read, code):
+    """Through the binding on memory.install(): each read call returns (a future, or a lazy
+    ``FDBRange``); waiting on it, or iterating it, raises the read's error."""
+    tr = fdb.open(path).create_transaction()
+    result = read(tr)
+    with pytest.raises(fdb.FDBError) as raised:
+        list(result) if isinstance(result, fdb.impl.FDBRange) else result.wait()
+    assert raised.value.code == code
+
+
+def test_a_read_at_a_version_not_reached_fails_1009_from_its_future(fdb, path):
+    tr = fdb.open(path).create_transaction()
+    tr.set_read_version(0x7FFFFFFFFFFFFFF0)
+    future = tr.get(b"foo")  # issued: the call returns
+    with pytest.raises(fdb.FDBError) as raised:
+        future.wait()
+    assert raised.value.code == 1009
+
+
+def tr_selector(key: bytes) -> Any:
+    import fdb
+
+    return fdb.KeySelector.first_greater_or_equal(key)
+
+
 def test_range_iteration_fetches_lazily_and_conflicts_only_on_the_batches_read(fdb, path):
     database = fdb.open(path)
 
