@@ -93,10 +93,10 @@ Known differences from a real cluster:
   with 1009 after upstream's ``FUTURE_VERSION_DELAY`` (one second), whatever the version: a
   storage server would answer it once the version arrives if that is within the second
   (modelling that would need reads that wait for the version clock);
-* ``Database.get_client_status()`` (the binding's, under :func:`install`) reports a healthy,
-  initialized client (``"Healthy": true``) with empty ``Coordinators`` and ``Connections``:
-  an in-memory database has none to report on, nor upstream's other fields (protocol
-  version, available clients, errors);
+* ``Database.get_client_status()`` (:meth:`Database.get_client_status`, and the binding's
+  under :func:`install`) reports a healthy, initialized client (``"Healthy": true``) with
+  empty ``Coordinators`` and ``Connections``: an in-memory database has none to report on,
+  nor upstream's other fields (protocol version, available clients, errors);
 * the cache of reads holds point reads only: re-reading a range goes to the database (and may
   raise 1007) where upstream's ``SnapshotCache`` may answer it;
 * a read is computed when it is issued, not when its request reaches a storage server: the

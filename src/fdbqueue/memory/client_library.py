@@ -42,7 +42,6 @@ cluster file is only a name: no file needs to exist, and the same name (after
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import sys
@@ -203,19 +202,11 @@ class DatabaseFunctions:
         return TENANTS_DISABLED
 
     def fdb_database_get_client_status(self, handle: Any) -> Any:
-        """A future of the client's status report, a JSON document (upstream's
-        ``Database.get_client_status()``): ``Healthy`` true, ``InitializationState``
-        ``"initialized"``, ``ConnectionRecord`` the cluster file's name, and no
-        ``Coordinators`` or ``Connections`` (an in-memory cluster has neither). Costs no read."""
+        """A future of the client's status report, a JSON document
+        (:meth:`fdbqueue.memory.Database.get_client_status`, naming the cluster file)."""
         database = self.handles.get(handle)
-        report = {
-            "Healthy": True,
-            "InitializationState": "initialized",
-            "ConnectionRecord": self.library.cluster_file_of(database),
-            "Coordinators": [],
-            "Connections": [],
-        }
-        return self.handles.future(lambda: json.dumps(report).encode())
+        record = self.library.cluster_file_of(database)
+        return self.handles.future(lambda: database.get_client_status(record), bytes)
 
 
 class ClientLibrary:
