@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import importlib.metadata
+import os
 import subprocess
 import sys
 import textwrap
@@ -70,6 +71,40 @@ def test_errors_are_the_bindings_fdb_error(fdb, path):
         tr.get(b"\xff/key").wait()
     assert raised.value.code == 2004
     assert raised.value.description == b"Key outside legal range"
+
+
+@pytest.mark.parametrize(
+    ("read", "code"),
+    [
+        (lambda tr: tr.get(b"\xff/key"), 2004),
+        (lambda tr: tr.get_key(tr_selector(b"\xff\xff")), 2004),
+        (lambda tr: tr.get_range(b"a", b"\xff\xff"), 2004),
+        (lambda tr: tr.get_range(b"\xff/a", b"\xff/b"), 2004),
+    ],
+)
+def test_read_errors_come_from_the_reads_future_not_the_call(fdb, path, read, code):
+    """Through the binding on memory.install(): each read call returns (a future, or a lazy
+    ``FDBRange``); waiting on it, or iterating it, raises the read's error."""
+    tr = fdb.open(path).create_transaction()
+    result = read(tr)
+    with pytest.raises(fdb.FDBError) as raised:
+        list(result) if isinstance(result, fdb.impl.FDBRange) else result.wait()
+    assert raised.value.code == code
+
+
+def test_a_read_at_a_version_not_reached_fails_1009_from_its_future(fdb, path):
+    tr = fdb.open(path).create_transaction()
+    tr.set_read_version(0x7FFFFFFFFFFFFFF0)
+    future = tr.get(b"foo")  # issued: the call returns
+    with pytest.raises(fdb.FDBError) as raised:
+        future.wait()
+    assert raised.value.code == 1009
+
+
+def tr_selector(key: bytes) -> Any:
+    import fdb
+
+    return fdb.KeySelector.first_greater_or_equal(key)
 
 
 def test_range_iteration_fetches_lazily_and_conflicts_only_on_the_batches_read(fdb, path):
@@ -187,6 +222,22 @@ def test_tenants_are_not_served(fdb, path):
         if tenant is None:
             raise LookupError("no tenant")
         tenant.create_transaction()
+
+
+def test_client_status_is_a_future_of_a_json_document_reporting_a_healthy_client(fdb, path):
+    """``Database.get_client_status()``: a future whose value is a JSON document with
+    ``"Healthy": true`` once the database is reachable (upstream's
+    ``GetClientStatusIntegrationTest``), naming the cluster file it was opened with."""
+    import json
+
+    database = fdb.open(path)
+    database.create_transaction().get_read_version().wait()
+    future = database.get_client_status()
+    status = json.loads(future.wait())
+    assert status["Healthy"] is True
+    assert status["InitializationState"] == "initialized"
+    assert status["ConnectionRecord"] == os.path.abspath(path)
+    assert status["Coordinators"] == [] and status["Connections"] == []
 
 
 def test_install_after_the_real_library_was_loaded_is_an_error(tmp_path):

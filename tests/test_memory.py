@@ -223,3 +223,24 @@ def test_a_read_error_is_its_futures_not_the_calls(read, code):
     with pytest.raises(memory.FDBError) as raised:
         future.wait()
     assert raised.value.code == code
+
+
+@pytest.mark.parametrize(
+    ("begin", "end", "limit", "code"),
+    [
+        (b"a", b"\xff\xff", 0, 2004),  # key_outside_legal_range
+        (b"\xff\xffa", b"\xff\xffb", 0, 2004),
+        (b"a", b"b", -2, 2012),  # range_limits_invalid
+    ],
+)
+def test_a_range_reads_error_is_raised_where_it_is_iterated_not_by_the_call(
+    begin, end, limit, code
+):
+    """As the binding's ``FDBRange``: ``get_range`` returns, and iterating (or
+    ``to_list()``) raises the read's error, each time."""
+    tr = memory.open().create_transaction()
+    result = tr.get_range(begin, end, limit)
+    for consume in (list, lambda range_result: range_result.to_list()):
+        with pytest.raises(memory.FDBError) as raised:
+            consume(result)
+        assert raised.value.code == code

@@ -195,6 +195,21 @@ def test_a_read_error_comes_from_its_future_after_its_latency():
     assert elapsed(started) >= READ - SLACK
 
 
+def test_a_range_reads_error_is_raised_on_iteration_after_its_latency():
+    """As the binding's ``FDBRange``: ``get_range`` returns at once; iterating raises the
+    first batch's error (1007 here) once the read's latency has run."""
+    db = loaded(memory.Latency(read=READ))
+    tr = with_version(db)
+    db.advance_time(6)
+    started = time.monotonic()
+    result = tr.get_range(b"k", b"l")
+    assert elapsed(started) < READ / 2  # issued, not waited for
+    with pytest.raises(memory.FDBError) as raised:
+        list(result)
+    assert raised.value.code == 1007
+    assert elapsed(started) >= READ - SLACK
+
+
 @pytest.mark.parametrize("read", ["get", "get_key"])
 def test_a_read_at_a_version_the_database_has_not_reached_fails_with_1009(read):
     db = loaded(memory.Latency())

@@ -453,3 +453,15 @@ def test_wait_for_any_wakes_when_a_watch_fires(mdb):
     finally:
         timer.join()
     idle.cancel()
+
+
+def test_client_status_is_a_key_future_of_a_json_report_of_a_healthy_client(mdb):
+    """As the binding's ``Database.get_client_status()``: a future of a JSON document whose
+    ``Healthy`` is true."""
+    import json
+
+    future = mdb.get_client_status()
+    assert isinstance(future, memory.Key)
+    status = json.loads(future.wait().value)
+    assert status["Healthy"] is True
+    assert status["Coordinators"] == [] and status["Connections"] == []

@@ -24,10 +24,10 @@ What it models, as ``shared/fdb-semantics.md`` states FoundationDB's behaviour:
   already read with a point read is answered from its cache (upstream's ``SnapshotCache``),
   so that re-read never raises 1007;
 * range reads are lazy, as the binding's ``FDBRange``: ``get_range`` reads the first batch
-  (its errors are raised by the call) and the rest as the result is iterated, in batches
-  sized by the streaming mode (``iterator``: 4 KB growing to 120 KB; ``exact`` needs a limit,
-  else 2210; ``limit=-1`` is no limit); iterating again reads again; ``tr[a:b:-1]`` reads in
-  reverse;
+  (its errors, and its arguments', are raised where the result is first iterated) and the
+  rest as the result is iterated, in batches sized by the streaming mode (``iterator``:
+  4 KB growing to 120 KB; ``exact`` needs a limit, else 2210; ``limit=-1`` is no limit);
+  iterating again reads again; ``tr[a:b:-1]`` reads in reverse;
 * read conflict ranges from non-snapshot reads (each range batch adds only what it covered,
   so an abandoned iteration conflicts only on the batches fetched), write conflict ranges
   from every write; ``add_read_conflict_range``/``_key`` add nothing for the keys the
@@ -89,16 +89,14 @@ Known differences from a real cluster:
 
 * single process, no network, no durability, no tenants, no locality or management APIs, no
   ``get_estimated_range_size_bytes`` / ``get_range_split_points``;
-* a range read's error is raised where it is iterated (its first batch), once that read's
-  latency has run; point reads and ``get_key`` report theirs from their futures, as the
-  binding does;
 * a read at a version the database has not reached (``set_read_version`` ahead of it) fails
   with 1009 after upstream's ``FUTURE_VERSION_DELAY`` (one second), whatever the version: a
   storage server would answer it once the version arrives if that is within the second
   (modelling that would need reads that wait for the version clock);
-* ``Database.get_client_status()`` (the binding's, API 720 on: a JSON document of the
-  client's connections) is absent: an in-memory database has no coordinators or
-  connections to report on;
+* ``Database.get_client_status()`` (:meth:`Database.get_client_status`, and the binding's
+  under :func:`install`) reports a healthy, initialized client (``"Healthy": true``) with
+  empty ``Coordinators`` and ``Connections``: an in-memory database has none to report on,
+  nor upstream's other fields (protocol version, available clients, errors);
 * the cache of reads holds point reads only: re-reading a range goes to the database (and may
   raise 1007) where upstream's ``SnapshotCache`` may answer it;
 * a read is computed when it is issued, not when its request reaches a storage server: the

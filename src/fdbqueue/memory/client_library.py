@@ -32,8 +32,10 @@ How the C API's rules are kept (upstream ``bindings/c/fdb_c.cpp`` and ``fdb_c.h`
   the next read or commit.
 
 Not served: tenants (``fdb_database_open_tenant`` fails with 2136, ``tenants_disabled``),
-``get_estimated_range_size_bytes``, ``get_range_split_points``, ``get_addresses_for_key``,
-client status and change feeds: each fails with 2000 (``client_invalid_operation``). The
+``get_estimated_range_size_bytes``, ``get_range_split_points``, ``get_addresses_for_key``
+and change feeds: each fails with 2000 (``client_invalid_operation``). The client status
+(``fdb_database_get_client_status``) is a small report of a healthy client with no
+coordinators or connections. The
 cluster file is only a name: no file needs to exist, and the same name (after
 ``os.path.abspath``) is the same in-memory cluster.
 """
@@ -199,6 +201,13 @@ class DatabaseFunctions:
     def fdb_database_open_tenant(self, handle: Any, name: Any, length: int, out: Any) -> int:
         return TENANTS_DISABLED
 
+    def fdb_database_get_client_status(self, handle: Any) -> Any:
+        """A future of the client's status report, a JSON document
+        (:meth:`fdbqueue.memory.Database.get_client_status`, naming the cluster file)."""
+        database = self.handles.get(handle)
+        record = self.library.cluster_file_of(database)
+        return self.handles.future(lambda: database.get_client_status(record), bytes)
+
 
 class ClientLibrary:
     """The object ``ctypes.CDLL("libfdb_c...")`` returns once :func:`memory.install` ran.
@@ -250,6 +259,11 @@ class ClientLibrary:
                 database = Database(latency=self.latency, faults=self.faults, seed=self.seed)
                 self._clusters[name] = database
             return database
+
+    def cluster_file_of(self, database: Database) -> str:
+        """The cluster file name :meth:`cluster` made ``database`` for."""
+        with self._lock:
+            return next(name for name, known in self._clusters.items() if known is database)
 
     # -- the C functions ----------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ test hooks, composed of the parts that hold each concept:
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections import Counter
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 from fdbqueue.memory.atomic import AtomicOperations
 from fdbqueue.memory.errors import FDBError
 from fdbqueue.memory.faults import Faults
-from fdbqueue.memory.futures import Future, Value
+from fdbqueue.memory.futures import Future, Key, Value
 from fdbqueue.memory.injection import FaultInjector
 from fdbqueue.memory.keys import KeySelector, KeyValue
 from fdbqueue.memory.options import DEFAULT_MAX_WATCHES, DatabaseOptions
@@ -185,6 +186,18 @@ class Database(AtomicOperations):
         (see :class:`Faults` and :meth:`settle`)."""
         with self._lock:
             return self._injector.in_flight()
+
+    def get_client_status(self, connection_record: str | None = None) -> Key:
+        """The client's status report, as the binding's ``Database.get_client_status()``: a
+        ready :class:`Key` future of a JSON document with ``Healthy`` true,
+        ``InitializationState`` ``"initialized"``, ``ConnectionRecord`` (the cluster file's
+        name, when given) and empty ``Coordinators`` and ``Connections`` (an in-memory
+        database has neither). Costs no read."""
+        report: dict[str, Any] = {"Healthy": True, "InitializationState": "initialized"}
+        if connection_record is not None:
+            report["ConnectionRecord"] = connection_record
+        report.update(Coordinators=[], Connections=[])
+        return Key(json.dumps(report).encode())
 
     def settle(self) -> int:
         """Resolve now every commit left in flight by an injected ``timed_out`` fault (a test

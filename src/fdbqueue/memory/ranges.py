@@ -105,11 +105,12 @@ class RangeResult:
     """The result of ``get_range``: iterable over KeyValue, fetched in batches as it is
     iterated (see the module docstring), with ``to_list()``.
 
-    The first batch is read when ``get_range`` is called, so its errors (and those of the
-    arguments) are raised by that call; later batches are read as the iteration reaches them.
-    Its latency runs from then: iterating waits for what is left of it (see the module
-    docstring). Like the binding's ``FDBRange``, it has no ``len()``: use ``list(...)`` or
-    ``to_list()``.
+    The first batch is read when ``get_range`` is called; its FoundationDB errors (and those of
+    the arguments, such as 2004 or 2012) are raised where the result is first iterated, as the
+    binding's ``FDBRange`` reports the future of its first batch; later batches are read as
+    the iteration reaches them. Its latency runs from the call: iterating waits for what is
+    left of it, an error included (see the module docstring). Like the binding's
+    ``FDBRange``, it has no ``len()``: use ``list(...)`` or ``to_list()``.
     """
 
     def __init__(
@@ -121,17 +122,24 @@ class RangeResult:
         reverse: bool,
         mode: int,
         ready: float = 0.0,
+        failed: FDBError | None = None,
     ) -> None:
         """``ready``: when the range's endpoints are resolved (0: now); the first batch is
-        ready no sooner."""
+        ready no sooner. ``failed``: the read's error (its arguments'), raised on iteration."""
         self._reader = reader
         self._snapshot = snapshot
         self._begin, self._end = span
         self._limit = limit
         self._reverse = reverse
         self._mode = mode
-        rows, full, first_ready = self._fetch(self._begin, self._end, limit, mode, 1)
-        self._first: Batch = rows, full, max(first_ready, ready)
+        self._failed = failed
+        self._first: Batch = [], False, 0.0
+        if failed is None:
+            try:
+                rows, full, first_ready = self._fetch(self._begin, self._end, limit, mode, 1)
+                self._first = rows, full, max(first_ready, ready)
+            except FDBError as error:  # the first batch's future reports it, when waited on
+                self._failed = error
 
     def _fetch(self, begin: bytes, end: bytes, limit: int, mode: int, iteration: int) -> Batch:
         rows, byte_target = batch_limits(limit, mode, iteration)
@@ -143,6 +151,9 @@ class RangeResult:
         return self._iterate(self._mode)
 
     def _iterate(self, mode: int) -> Iterator[KeyValue]:
+        if self._failed is not None:
+            sleep_until(self._failed.ready_at)
+            raise self._failed
         begin, end, limit = self._begin, self._end, self._limit
         rows, full, ready = self._first
         iteration = 1
@@ -165,6 +176,7 @@ class RangeResult:
                 following = self._fetch(begin, end, limit, mode, iteration)
             except FDBError as error:
                 yield rows[-1]
+                sleep_until(error.ready_at)
                 raise error
             yield rows[-1]
             rows, full, ready = following

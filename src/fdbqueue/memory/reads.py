@@ -267,8 +267,11 @@ class Reads:
         """``get_range``: check the arguments, resolve KeySelector endpoints and issue the
         first batch (see :class:`RangeResult`; the endpoints are resolved in the same round
         trip, as the storage server resolves a range request's selectors)."""
-        begin_key, end_key, limit, ready = self._span(begin, end, limit, snapshot)
         mode = StreamingMode.iterator if mode is None else int(mode)
+        try:
+            begin_key, end_key, limit, ready = self._span(begin, end, limit, snapshot)
+        except FDBError as error:  # reported where the range is iterated, as the binding's
+            return RangeResult(self, snapshot, (b"", b""), limit, reverse, mode, failed=error)
         return RangeResult(self, snapshot, (begin_key, end_key), limit, reverse, mode, ready)
 
     def batch(
@@ -331,11 +334,7 @@ class Reads:
                     return found, True
             return found, False
 
-        try:
-            (pairs, full), ready = self._with_view(read)
-        except FDBError as error:
-            sleep_until(error.ready_at)  # a range read raises where it is iterated
-            raise
+        (pairs, full), ready = self._with_view(read)  # an error carries its ready_at
         if not snapshot:
             if not full:
                 self._conflicts.add_read(begin, end)

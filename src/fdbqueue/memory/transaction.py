@@ -102,9 +102,12 @@ class _Reader:
         :mod:`fdbqueue.memory.client_library` serves the binding's ``FDBRange`` with). Returns
         a Future of the rows and whether the batch stopped at a limit (more may follow), ready
         once the read latency has run. Its read conflict range covers only what it read."""
-        rows, more, ready = self._transaction._reads.batch(
-            begin, end, limit, target_bytes, mode, iteration, reverse, self._snapshot
-        )
+        try:
+            rows, more, ready = self._transaction._reads.batch(
+                begin, end, limit, target_bytes, mode, iteration, reverse, self._snapshot
+            )
+        except FDBError as error:  # the batch's future reports it, once its latency has run
+            return Future.failed(error, error.ready_at)
         return Future.completed((rows, more), ready)
 
     def get_range_startswith(self, prefix: Any, *args: Any, **kwargs: Any) -> RangeResult:
