@@ -249,3 +249,49 @@ def test_concurrency_below_one_is_refused(db, subspace, concurrency):
 
     with pytest.raises(ValueError, match="concurrency must be >= 1"):
         run(main())
+
+
+def test_until_empty_waits_for_items_failing_to_their_dead_letters(db, subspace):
+    queue = aq.Queue(subspace, max_deliveries=2)
+    queue.sync.enqueue(db, "poison job")
+
+    async def always_fails(value: Any) -> None:
+        raise ValueError("never works")
+
+    async def main() -> Any:
+        return await queue.work(
+            db, always_fails, lease=10, backoff=0.1, handle_signals=False, until_empty=True
+        )
+
+    summary = run(main())
+    assert (summary.retried, summary.dead_lettered) == (1, 1)
+    assert [letter.value for letter in queue.sync.dead_letters(db)] == ["poison job"]
+
+
+def test_a_backoff_above_the_release_cap_is_capped(db, subspace):
+    """Finding 4, with tasks: a backoff over 12 hours crashed the loop at the first failure."""
+    queue = aq.Queue(subspace)
+    queue.sync.enqueue(db, "x")
+
+    async def main() -> Any:
+        stop = asyncio.Event()
+
+        async def fail_then_stop(value: Any) -> None:
+            stop.set()
+            raise RuntimeError("fails")
+
+        return await queue.work(
+            db,
+            fail_then_stop,
+            lease=10,
+            backoff=100_000,
+            max_backoff=100_000,
+            stop=stop,
+            handle_signals=False,
+        )
+
+    summary = run(main())
+    assert summary.retried == 1
+    [lease] = queue.sync.leases(db)
+    read_version = db.create_transaction().get_read_version().wait()
+    assert lease.expiry_version - read_version <= 12 * 3600 * 1_000_000

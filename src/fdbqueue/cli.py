@@ -904,7 +904,11 @@ def import_handler(reference: str) -> Any:
     show_default=True,
     help="Deliveries before a failing item becomes a dead letter.",
 )
-@click.option("--until-empty", is_flag=True, help="Stop once nothing is claimable.")
+@click.option(
+    "--until-empty",
+    is_flag=True,
+    help="Stop once nothing is claimable and each failed item was retried to an end.",
+)
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),

@@ -295,15 +295,16 @@ class LeasedQueue(StoredQueue[T]):
                 done (the lease is acknowledged), raising means failed.
             lease: seconds each claim's lease lasts (> 0, at most 12 hours); a heartbeat
                 extends the lease of a running job every ``lease / 3`` seconds.
-            concurrency: worker threads, each running one job at a time.
+            concurrency: worker threads (>= 1), each running one job at a time.
             stop: a ``threading.Event``; once set, no new item is claimed, running jobs
                 finish, and ``work`` returns. None: run until SIGINT or SIGTERM.
             backoff: seconds before the first retry of a failed item; doubled per delivery
-                (jittered) up to ``max_backoff``.
+                (jittered) up to ``max_backoff``, and at most 12 hours.
             handle_signals: in the main thread, SIGINT and SIGTERM set ``stop`` (the first
                 one; a second acts as usual).
-            until_empty: return once a claim finds nothing claimable (no waiting), after
-                the running jobs finish: a batch run, like rq's burst mode.
+            until_empty: return once nothing is claimable and each item this run failed
+                was retried to an end (waiting at most ``max_backoff`` + 0.25 s for it):
+                a batch run, like rq's burst mode.
 
         Returns:
             A :class:`~fdbqueue.worker.WorkSummary`: jobs succeeded, retried, dead-lettered,
