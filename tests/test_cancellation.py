@@ -542,3 +542,42 @@ def test_transactional_functions_never_block_the_event_loop(
     assert ticks > 50
     assert longest < 0.02, f"the event loop stalled {longest * 1000:.0f} ms"
     assert remaining(queue, target.db) == ["item"] * 3
+
+
+# -- under faults ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("high_contention", [False, True])
+def test_random_cancellations_under_every_fault_lose_and_duplicate_nothing(
+    target: Backend, space: Subspace, high_contention: bool
+) -> None:
+    """Consumer tasks cancelled at random moments while commits fail with 1020, 1021
+    (applied or not), 1007 and recoveries between and inside their transactions: every item
+    is taken once, by a call that returned it, or is still in the queue."""
+    queue = fa.Queue(space, high_contention=high_contention)
+    items = list(range(120))
+    queue.sync.enqueue_many(target.db, items)
+    target.engine.faults = memory.Faults(
+        not_committed=0.05, commit_unknown_result=0.1, transaction_too_old=0.05, recovery=0.03
+    )
+    randomness = random.Random(17)
+    taken: list[int] = []
+
+    async def drain() -> None:
+        while True:
+            value = await queue.dequeue(target.db)
+            if value is None:
+                return
+            taken.append(value)
+
+    async def main() -> None:
+        for _ in range(40):
+            await cancelled_after(randomness.uniform(0.0, 0.03), drain())
+
+    try:
+        target.run(main())
+    finally:
+        target.engine.faults = memory.Faults()
+    assert len(taken) == len(set(taken))  # nothing delivered twice
+    assert sorted(taken + remaining(queue, target.db)) == items  # nothing lost
+    assert queue.sync.requests_in_line(target.db) == 0
