@@ -268,3 +268,53 @@ def test_after_the_first_check_a_take_reads_no_codec_record(db, subspace):
     db.reset_stats()
     assert fresh.dequeue(db) == "c"
     assert db.stats()["reads"] == reads_then + 1  # only the first take of an object reads it
+
+
+def test_the_asyncio_priority_queue_and_sessions_refuse_another_codec(db, subspace):
+    import asyncio
+
+    import fdbqueue.asyncio as fa
+
+    written_with_json(db, subspace, PriorityQueue)
+    before = state(db, subspace)
+    wrong = fa.PriorityQueue(subspace)
+
+    async def in_async_session(call):
+        async with wrong.consumer(db, prefetch=1) as consumer:
+            return await call(consumer)
+
+    async def main():
+        for call in (
+            lambda: wrong.push(db, 1, 1),
+            lambda: wrong.pop(db),
+            lambda: wrong.pop_max(db),
+            lambda: wrong.claim_many(db, 2, 30),
+            lambda: wrong.peek_min(db),
+            lambda: in_async_session(lambda consumer: consumer.pop()),
+            lambda: in_async_session(lambda consumer: consumer.claim(30)),
+        ):
+            with pytest.raises(QueueTypeError, match="codec 'json'"):
+                await call()
+
+    asyncio.run(main())
+    assert state(db, subspace) == before
+
+
+def test_the_asyncio_worker_ends_with_the_codec_error_instead_of_retrying(db, subspace):
+    import asyncio
+    import time
+
+    import fdbqueue.asyncio as fa
+
+    written_with_json(db, subspace, Queue)
+    wrong = fa.Queue(subspace)
+
+    async def main():
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(5, stop.set)  # a loop retrying would stop here
+        await wrong.work(db, lambda value: None, lease=30, stop=stop, handle_signals=False)
+
+    started = time.monotonic()
+    with pytest.raises(QueueTypeError):
+        asyncio.run(main())
+    assert time.monotonic() - started < 4
