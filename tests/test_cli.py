@@ -229,7 +229,7 @@ def test_cluster_is_opened_through_fdbqueue_binding_with_the_api_version_chosen(
         calls.append((cluster_file, api_version))
         raise RuntimeError("stop here")
 
-    monkeypatch.setattr(fdbqueue.cli, "open_cluster", open_cluster)
+    monkeypatch.setattr(fdbqueue.cli._context, "open_cluster", open_cluster)
     for args, api_version in (([], None), (["--api-version", "630"], 630)):
         result = CliRunner().invoke(
             cli, ["--cluster-file", str(cluster_file), *args, "--queue", "q", "info"], obj={}
@@ -245,7 +245,9 @@ def test_the_transaction_timeout_is_set_on_the_opened_cluster(monkeypatch):
     import fdbqueue.cli
 
     opened = OpenedCluster()
-    monkeypatch.setattr(fdbqueue.cli, "open_cluster", lambda cluster_file, api_version: opened)
+    monkeypatch.setattr(
+        fdbqueue.cli._context, "open_cluster", lambda cluster_file, api_version: opened
+    )
     context = fdbqueue.cli.Context(
         {"cluster_file": "c", "api_version": None, "use_memory": False, "timeout": 2.5}, None
     )
@@ -266,7 +268,7 @@ def test_a_binding_newer_than_libfdb_c_is_one_line_saying_what_to_install(monkey
             'binding series of your client library: pip install "fdbqueue[fdb71]"'
         )
 
-    monkeypatch.setattr(fdbqueue.cli, "open_cluster", open_cluster)
+    monkeypatch.setattr(fdbqueue.cli._context, "open_cluster", open_cluster)
     result = CliRunner().invoke(
         cli, ["--cluster-file", str(cluster_file), "--queue", "q", "info"], obj={}
     )

@@ -1,0 +1,50 @@
+"""The ``fdbqueue`` command line: look inside a queue (info, peek, leases, dead letters),
+push, pop, follow (tail), clear, requeue or purge dead letters, run a worker, and benchmark.
+
+Shared options go before or after the command (``fdbqueue --queue app,jobs info --json`` is
+``fdbqueue --json info --queue app,jobs``; given in both places, the command's wins)::
+
+    fdbqueue [--cluster-file PATH] [--api-version N] [--memory] [--timeout S] [--json]
+             (--queue PREFIX | --directory PATH) [--priority-queue] [--codec tuple|raw|json]
+             COMMAND ...
+
+A queue is named by a tuple prefix (``--queue app,jobs`` is the subspace ``("app", "jobs")``)
+or by a directory path (``--directory app/jobs``, opened with FoundationDB's directory layer,
+which needs ``libfdb_c``). Output is lines and tables for people, or one JSON document with
+``--json`` (bytes appear as ``{"base64": ...}``, tuples as lists; ``tail`` prints one per
+item). Errors are one line on stderr, ``fdbqueue: error: ...``, and exit status 1 (2 for a
+usage error). Commands that
+read a queue (info, peek, pop, leases, dead-letters, tail) say so when nothing at all is
+stored under its prefix (exit status 1): a mistyped name.
+
+The commands live in one module per group: :mod:`fdbqueue.cli._looking` (info, peek,
+leases, dead-letters), :mod:`fdbqueue.cli._changing` (push, pop, tail, clear) and
+:mod:`fdbqueue.cli._running` (work, bench); what they share is in
+:mod:`fdbqueue.cli._context` and :mod:`fdbqueue.cli._group`.
+
+Tests hand the command a database: ``CliRunner().invoke(cli, args, obj={"database": db})``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from fdbqueue.cli import _changing, _looking, _running  # noqa: F401 - they add the commands
+from fdbqueue.cli._context import Context, first_line, jsonable, open_database
+from fdbqueue.cli._group import cli
+from fdbqueue.cli_arguments import PROGRAM
+
+__all__ = ["Context", "cli", "jsonable", "main", "open_database"]
+
+
+def main() -> None:
+    """The console script's entry point: every error is one line on stderr, ``fdbqueue:
+    error: ...`` (usage errors: exit status 2; the others: 1; :class:`CommandLine`), never a
+    traceback."""
+    try:
+        cli(obj={}, prog_name=PROGRAM)
+    except Exception as error:  # a bug or an unforeseen failure: still one line
+        click.echo(f"{PROGRAM}: error: {type(error).__name__}: {first_line(error)}", err=True)
+        sys.exit(1)

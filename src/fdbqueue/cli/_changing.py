@@ -1,0 +1,212 @@
+"""The commands that change a queue's items: ``push``, ``pop``, ``tail`` and ``clear``."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from typing import Any
+
+import click
+
+from fdbqueue.cli._context import (
+    TAIL_WAIT,
+    Context,
+    first_line,
+    guarded,
+    jsonable,
+)
+from fdbqueue.cli._group import cli, positive_seconds, shared_options
+from fdbqueue.delays import check_delay
+from fdbqueue.priority import PriorityQueue
+from fdbqueue.queue import Queue
+
+# -- changing --------------------------------------------------------------------------------
+
+
+@cli.command(short_help="Add a value to the queue.")
+@click.argument("value")
+@click.option("--priority", type=int, help="The priority (priority queues only; required there).")
+@click.option("--int", "as_int", is_flag=True, help="Push VALUE as an integer.")
+@click.option(
+    "--delay",
+    type=float,
+    default=None,
+    show_default="none",
+    help="Seconds before consumers may take it.",
+)
+@shared_options()
+@click.pass_obj
+def push(
+    context: Context, value: str, priority: int | None, as_int: bool, delay: float | None
+) -> None:
+    """Add VALUE to the queue (a string; bytes with --codec raw; --int for an integer;
+    with --codec json, VALUE is parsed as JSON). Creates the queue."""
+    queue = context.queue()
+    item = parsed_value(value, as_int, context.codec)
+    for check, what in (
+        (lambda: queue.codec.encode(item), "VALUE"),
+        (lambda: check_delay(delay), "--delay"),
+    ):
+        try:  # checked before anything is read or written
+            check()
+        except (TypeError, ValueError) as error:
+            raise click.BadParameter(first_line(error), param_hint=what) from None
+    if isinstance(queue, PriorityQueue):
+        if priority is None:
+            raise click.UsageError("a priority queue needs --priority")
+        guarded(lambda: queue.push(context.database(), item, priority=priority, delay=delay))
+    else:
+        if priority is not None:
+            raise click.UsageError("--priority applies to priority queues (--priority-queue)")
+        guarded(lambda: queue.enqueue(context.database(), item, delay=delay))
+    context.emit(
+        {"pushed": item, "priority": priority, "delay": delay},
+        f"pushed {item!r}" + (f", due in {delay:g}s" if delay else ""),
+    )
+
+
+def parsed_value(value: str, as_int: bool, codec: str) -> Any:
+    """VALUE as the codec stores it: an int with ``--int``; bytes with the raw codec (the
+    argument's bytes as given, UTF-8 or not); a JSON document with the json codec (strict:
+    no NaN or Infinity); else the string.
+
+    Raises:
+        click.BadParameter, click.UsageError: VALUE is none of those (exit status 2).
+    """
+    if as_int:
+        if codec == "raw":
+            raise click.UsageError("--int does not apply to --codec raw (values are bytes)")
+        try:
+            return int(value)
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not an integer", param_hint="VALUE") from None
+    if codec == "raw":
+        return os.fsencode(value)  # the bytes given, even when they are not UTF-8
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise click.BadParameter(
+            f"is not valid UTF-8, which the {codec} codec stores strings as: use --codec raw "
+            "for bytes (when creating the queue)",
+            param_hint="VALUE",
+        ) from None
+    if codec != "json":
+        return value
+    try:
+        return json.loads(value, parse_constant=_refuse_constant)
+    except ValueError as error:
+        raise click.BadParameter(f"{value!r} is not JSON ({error})", param_hint="VALUE") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON: JSON has no NaN or infinity")
+
+
+MAX_OPTION = click.option(
+    "--max", "max_end", is_flag=True, help="From the highest priority (priority queues only)."
+)
+
+
+def check_max(queue: Queue[Any] | PriorityQueue[Any], max_end: bool) -> None:
+    if max_end and not isinstance(queue, PriorityQueue):
+        raise click.UsageError("--max applies to priority queues (--priority-queue)")
+
+
+@cli.command(short_help="Remove and show up to N items.")
+@click.option(
+    "-n", "--limit", "count", type=click.IntRange(min=1), default=1, help="At most N items."
+)
+@MAX_OPTION
+@shared_options()
+@click.pass_obj
+def pop(context: Context, count: int, max_end: bool) -> None:
+    """Remove and show up to N items ("(empty)" when there is none: exit status 0)."""
+    queue = context.queue()
+    check_max(queue, max_end)
+    context.existing_queue(queue)
+
+    def take() -> list[Any]:
+        db = context.database()
+        if isinstance(queue, Queue):
+            return queue.dequeue_many(db, count)
+        taken = []
+        for _ in range(count):
+            value = queue.pop(db, max=max_end)
+            if value is None:
+                break
+            taken.append(value)
+        return taken
+
+    values = guarded(take)
+    context.emit(values, "\n".join(repr(value) for value in values) or "(empty)")
+
+
+@cli.command(short_help="Remove and print items as they arrive.")
+@click.option(
+    "-n",
+    "--limit",
+    "count",
+    type=click.IntRange(min=1),
+    default=None,
+    show_default="no limit",
+    help="Stop after N items.",
+)
+@click.option(
+    "--idle-timeout",
+    type=float,
+    default=None,
+    callback=positive_seconds,
+    show_default="wait forever",
+    help="Stop after S seconds without an item.",
+)
+@MAX_OPTION
+@shared_options()
+@click.pass_obj
+def tail(context: Context, count: int | None, idle_timeout: float | None, max_end: bool) -> None:
+    """Remove items as they arrive and print each (a blocking dequeue: a watch, no
+    polling), until Ctrl-C (exit status 0), -n items or --idle-timeout. With --json, one
+    JSON document per line. An item taken as Ctrl-C arrives may be lost; use "work" for
+    at-least-once processing."""
+    queue = context.queue()
+    check_max(queue, max_end)
+    context.existing_queue(queue)
+    database = context.database()
+
+    def take(wait: float) -> Any:
+        if isinstance(queue, Queue):
+            return queue.dequeue(database, block=True, timeout=wait)
+        return queue.pop(database, max=max_end, block=True, timeout=wait)
+
+    taken = 0
+    try:
+        idle_until = None if idle_timeout is None else time.monotonic() + idle_timeout
+        while count is None or taken < count:
+            wait = (
+                TAIL_WAIT if idle_until is None else min(TAIL_WAIT, idle_until - time.monotonic())
+            )
+            if wait <= 0:
+                break
+            value = guarded(functools.partial(take, wait))
+            if value is None:
+                continue
+            taken += 1
+            click.echo(json.dumps(jsonable(value)) if context.as_json else repr(value))
+            if idle_timeout is not None:
+                idle_until = time.monotonic() + idle_timeout
+    except KeyboardInterrupt:
+        pass  # Ctrl-C: the way to stop; exit status 0
+
+
+@cli.command(short_help="Remove everything in the queue (needs --yes).")
+@click.option("--yes", is_flag=True, help="Confirm: really remove every item and all metadata.")
+@shared_options()
+@click.pass_obj
+def clear(context: Context, yes: bool) -> None:
+    """Remove every item, lease, dead letter and counter of the queue."""
+    queue = context.queue()
+    if not yes:
+        raise click.ClickException("clear removes everything in the queue: add --yes to do it")
+    guarded(lambda: queue.clear(context.database()))
+    context.emit({"cleared": True}, "cleared")

@@ -1,0 +1,292 @@
+"""What every command of :mod:`fdbqueue.cli` shares: the options chosen (:class:`Context`), the
+database and the queue they name, and how errors become one line."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import importlib
+import importlib.metadata
+import json
+import sys
+from typing import Any
+
+import click
+import fdb.tuple
+from fdb.subspace_impl import Subspace
+
+from fdbqueue import __version__, memory
+from fdbqueue.binding import (
+    BindingMismatchError,
+    ClientLibraryMissingError,
+    describe_fdb_error,
+)
+from fdbqueue.binding import open_database as open_cluster
+from fdbqueue.priority import PriorityQueue
+from fdbqueue.queue import Queue
+from fdbqueue.store import prefix_end
+from fdbqueue.transactional import run_in_retry_loop
+
+TIMED_OUT = 1031
+#: Stands for "no limit" where a library call takes an int (``requeue_dead_letters``).
+EVERYTHING = sys.maxsize
+#: Longest wait of one blocking take in ``tail``, so Ctrl-C is seen within a second.
+TAIL_WAIT = 1.0
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` in a form ``json.dumps`` takes: bytes as ``{"base64": ...}``, tuples as lists."""
+    if isinstance(value, (bytes, bytearray)):
+        return {"base64": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def package_version() -> str:
+    """The installed fdbqueue's version (``importlib.metadata``), else the module's."""
+    try:
+        return importlib.metadata.version("fdbqueue")
+    except importlib.metadata.PackageNotFoundError:
+        return __version__
+
+
+#: The codecs the command line knows, by the names queues record.
+CODECS = ("tuple", "raw", "json")
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """What :meth:`Context.record` found under a queue's prefix."""
+
+    found: bool
+    type: str | None
+    codec: str | None
+
+
+class Context:
+    """What the shared options chose; opens the database and the queue on first use."""
+
+    def __init__(self, options: dict[str, Any], database: Any) -> None:
+        self.options = options
+        self._database = database
+        self._record: Record | None = None
+        #: the codec of the queue :meth:`queue` opened (its record's, else --codec's)
+        self.codec = "tuple"
+
+    @property
+    def as_json(self) -> bool:
+        return bool(self.options["as_json"])
+
+    def check(self) -> None:
+        """Refuse options that contradict each other (a usage error, exit status 2)."""
+        if self.options.get("use_memory") and self.options.get("cluster_file") is not None:
+            raise click.UsageError(
+                "--memory and --cluster-file exclude each other: --memory uses a fresh "
+                "in-memory database, --cluster-file a cluster"
+            )
+
+    def database(self) -> Any:
+        if self._database is None:
+            self._database = open_database(
+                self.options["cluster_file"],
+                self.options["api_version"],
+                self.options["use_memory"],
+                self.options["timeout"],
+            )
+        return self._database
+
+    def queue_name(self) -> str:
+        """How messages name the queue: ``queue ('app', 'jobs')`` or ``directory 'app/jobs'``."""
+        if self.options.get("queue") is not None:
+            return f"queue {tuple(self.options['queue'].split(','))!r}"
+        return f"directory {self.options.get('directory')!r}"
+
+    def queue(self, **options: Any) -> Queue[Any] | PriorityQueue[Any]:
+        """The queue the options name, with the codec on its record (``--codec`` when it has
+        none yet; the default, tuple, when neither says).
+
+        Raises:
+            click.UsageError: neither or both of --queue and --directory.
+            click.ClickException: ``--codec`` contradicts the codec on record, or the record
+                names a codec the command line does not know.
+        """
+        prefix, directory = self.options["queue"], self.options["directory"]
+        if (prefix is None) == (directory is None):
+            raise click.UsageError("name the queue with exactly one of --queue or --directory")
+        if prefix is not None:
+            subspace: Any = prefix_subspace(prefix)
+        else:
+            subspace = open_directory(self.database(), directory)
+        kind = PriorityQueue if self.options["priority_queue"] else Queue
+        given, recorded = self.options["codec"], self.record(subspace).codec
+        if recorded is not None and recorded not in CODECS:
+            raise click.ClickException(
+                f"{self.queue_name()} was written with codec {recorded!r}, a codec of its "
+                "application's own: read it with that application"
+            )
+        if given is not None and recorded is not None and given != recorded:
+            raise click.ClickException(
+                f"{self.queue_name()} was written with codec {recorded!r}: drop --codec "
+                f"{given} (an existing queue's codec is read from its record)"
+            )
+        self.codec = given or recorded or "tuple"
+        try:
+            return kind(subspace, codec=self.codec, **options)
+        except ValueError as error:  # a prefix too long for FoundationDB's keys
+            raise click.UsageError(first_line(error)) from None
+
+    def record(self, subspace: Subspace) -> Record:
+        """What is stored under the queue's prefix: whether anything is, and the type and
+        codec recorded (read once, then remembered). Cost: one snapshot range read
+        (``limit=1``) and two snapshot point reads, in one transaction."""
+        if self._record is None:
+            prefix = subspace.key()
+            metadata = prefix + b"\xff"
+            type_key = metadata + fdb.tuple.pack(("type",))
+            codec_key = metadata + fdb.tuple.pack(("codec",))
+
+            def look(tr: Any) -> Record:
+                recorded_type = tr.snapshot.get(type_key)
+                recorded_codec = tr.snapshot.get(codec_key)
+                found = bool(list(tr.snapshot.get_range(prefix, prefix_end(prefix), limit=1)))
+                return Record(
+                    found,
+                    bytes(recorded_type).decode(errors="replace")
+                    if recorded_type.present()
+                    else None,
+                    bytes(recorded_codec).decode(errors="replace")
+                    if recorded_codec.present()
+                    else None,
+                )
+
+            self._record = guarded(lambda: run_in_retry_loop(self.database(), look))
+        return self._record
+
+    def existing_queue(
+        self, queue: Queue[Any] | PriorityQueue[Any], *, must_exist: bool = True
+    ) -> Queue[Any] | PriorityQueue[Any]:
+        """``queue`` (:meth:`queue`), for a command that reads it.
+
+        Raises:
+            click.ClickException: nothing at all is stored under the queue's prefix (items
+                and metadata; only when ``must_exist``): the name is probably mistyped; or the
+                queue's metadata records the other queue type.
+        """
+        record = self.record(queue.subspace)
+        if must_exist and not record.found:
+            raise click.ClickException(
+                f"{self.queue_name()} does not exist (nothing stored under its prefix)"
+            )
+        wanted = type(queue).__name__
+        if record.type is not None and record.type != wanted:
+            add = record.type == "PriorityQueue"
+            hint = "add --priority-queue" if add else "drop --priority-queue"
+            raise click.ClickException(
+                f"{self.queue_name()} holds a {record.type}, not a {wanted}: {hint}"
+            )
+        return queue
+
+    def emit(self, document: Any, text: str) -> None:
+        click.echo(json.dumps(jsonable(document)) if self.as_json else text)
+
+
+def open_database(
+    cluster_file: str | None, api_version: int | None, use_memory: bool, timeout: float
+) -> Any:
+    """Open the in-memory database, or a cluster through the ``fdb`` binding.
+
+    ``api_version`` None lets :func:`fdbqueue.binding.choose_api_version` choose.
+
+    Raises:
+        click.ClickException: libfdb_c is missing, the binding does not suit it, the API
+            version is out of range, or the cluster file cannot be used.
+    """
+    if use_memory:
+        return memory.open()
+    try:
+        database = open_cluster(cluster_file, api_version)
+        database.options.set_transaction_timeout(int(timeout * 1000))
+    except (ClientLibraryMissingError, BindingMismatchError, ValueError) as error:
+        # the message says what to install or which versions are possible
+        raise click.ClickException(
+            f"cannot open the FoundationDB cluster: {first_line(error)}"
+        ) from None
+    except Exception as error:  # the binding raises several types here
+        raise click.ClickException(
+            f"cannot open the FoundationDB cluster ({first_line(error)}); is the cluster file "
+            "right? --memory uses an in-memory database"
+        ) from None
+    return database
+
+
+def prefix_subspace(prefix: str) -> Subspace:
+    """The Subspace that ``--queue`` names: its comma-separated elements, as strings.
+
+    Raises:
+        click.UsageError: an empty element (``--queue ""``, ``a,,b``), or bytes that are not
+            UTF-8 (the tuple layer stores strings as UTF-8).
+    """
+    elements = prefix.split(",")
+    if not all(elements):
+        raise click.UsageError(
+            f"--queue {prefix!r} has an empty element: name the queue's prefix with "
+            "comma-separated non-empty strings, e.g. --queue app,jobs"
+        )
+    try:
+        for element in elements:
+            element.encode("utf-8")
+    except UnicodeEncodeError:
+        raise click.UsageError(
+            "--queue is not valid UTF-8: the tuple layer stores its elements as UTF-8 strings"
+        ) from None
+    return Subspace(tuple(elements))
+
+
+def open_directory(database: Any, path: str) -> Any:
+    """Open the directory ``path`` (``a/b``) with FoundationDB's directory layer.
+
+    Raises:
+        click.ClickException: the directory layer cannot be loaded (it needs libfdb_c) or
+            the directory does not exist.
+    """
+    if isinstance(database, memory.Database):
+        raise click.ClickException(
+            "--directory needs FoundationDB's directory layer, which needs libfdb_c and a "
+            "cluster; name the queue with --queue on the in-memory database"
+        )
+    try:
+        import fdb
+
+        return fdb.directory.open(database, tuple(part for part in path.split("/") if part))
+    except Exception as error:
+        raise click.ClickException(f"cannot open directory {path!r}: {first_line(error)}") from None
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of the error's text; FoundationDB errors as ``description (code)``."""
+    text = describe_fdb_error(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+def guarded(action: Any) -> Any:
+    """Run ``action()``, turning database and data errors into one-line ClickExceptions."""
+    try:
+        return action()
+    except click.ClickException:
+        raise
+    except (ValueError, TypeError) as error:  # keys that are not a queue's items, say: the
+        raise click.ClickException(first_line(error)) from None  # message names the fix
+    except Exception as error:
+        code = getattr(error, "code", None)
+        if code == TIMED_OUT:
+            raise click.ClickException(
+                "the cluster did not answer in time (is it running, and the cluster file right?)"
+            ) from None
+        if code is not None:
+            raise click.ClickException(f"FoundationDB error {code}: {first_line(error)}") from None
+        raise

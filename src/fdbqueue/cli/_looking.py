@@ -1,0 +1,228 @@
+"""The commands that look inside a queue: ``info``, ``peek``, ``leases`` and ``dead-letters``
+(which also requeues or purges them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from fdbqueue.cli._context import (
+    EVERYTHING,
+    Context,
+    guarded,
+)
+from fdbqueue.cli._group import cli, shared_options
+from fdbqueue.cli_arguments import plural
+from fdbqueue.deadletters import DeadLetter
+from fdbqueue.leases import VERSIONS_PER_SECOND, Lease
+from fdbqueue.transactional import run_in_retry_loop
+
+# -- looking ---------------------------------------------------------------------------------
+
+
+def given(name: str) -> bool:
+    """Whether the current command's option ``name`` was given on its command line."""
+    return click.get_current_context().get_parameter_source(name) not in (
+        None,
+        ParameterSource.DEFAULT,
+    )
+
+
+def chosen_limit(limit: int | None, everything: bool, default: int) -> int | None:
+    """The limit a listing uses: None with ``--all``, else ``-n`` (``default`` when absent).
+
+    Raises:
+        click.UsageError: both ``-n`` and ``--all``.
+    """
+    if everything:
+        if limit is not None:
+            raise click.UsageError("give -n/--limit or --all, not both")
+        return None
+    return default if limit is None else limit
+
+
+def listed(read: Callable[[int | None], list[Any]], limit: int | None) -> tuple[list[Any], bool]:
+    """Up to ``limit`` results of ``read`` (None: all), and whether more exist (it reads
+    one more than ``limit`` to tell)."""
+    if limit is None:
+        return guarded(lambda: read(None)), False
+    found = guarded(lambda: read(limit + 1))
+    return found[:limit], len(found) > limit
+
+
+def note_more(shown: int, what: str) -> None:
+    """Say on stderr that a listing stopped at its limit (stdout keeps one JSON document)."""
+    click.echo(
+        f"(the first {plural(shown, what)}; more exist: -n N for more, --all for all)", err=True
+    )
+
+
+def limit_option(default: str) -> Callable[[Any], Any]:
+    return click.option(
+        "-n",
+        "--limit",
+        type=click.IntRange(min=0),
+        default=None,
+        help=f"At most N. Default: {default}.",
+    )
+
+
+ALL_OPTION = click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="All of them, without a limit (read a page of 1,000 per transaction).",
+)
+
+
+def shown(fact: Any) -> str:
+    """A fact of ``info`` as text: numbers and names as they are, ``-`` for none, other
+    values (an oldest item) as Python shows them."""
+    if fact is None:
+        return "-"
+    if isinstance(fact, (int, str)) and not isinstance(fact, bool):
+        return str(fact)
+    return repr(fact)
+
+
+@cli.command(short_help="Size, oldest item, leases, dead letters, delayed items.")
+@shared_options()
+@click.pass_obj
+def info(context: Context) -> None:
+    """Size, oldest item, requests in line, leases (in flight, expired), dead letters and
+    delayed items, read at one read version.
+
+    The counts are exact: info reads every lease, dead letter, delayed and request record
+    (not their values), so it takes longer on a queue with millions of them.
+    """
+    queue = context.existing_queue(context.queue())
+    facts = dataclasses.asdict(guarded(lambda: queue.info(context.database())))
+    facts["codec"] = context.record(queue.subspace).codec  # None: none recorded
+    width = max(len(name) for name in facts)
+    lines = [f"{name.replace('_', ' '):<{width}}  {shown(facts[name])}" for name in facts]
+    context.emit(facts, "\n".join(lines))
+
+
+@cli.command(short_help="Show the next items without removing them.")
+@limit_option("10")
+@ALL_OPTION
+@shared_options()
+@click.pass_obj
+def peek(context: Context, limit: int | None, everything: bool) -> None:
+    """Show the next items without removing them (for a priority queue, in pop_min order)."""
+    wanted = chosen_limit(limit, everything, 10)
+    queue = context.existing_queue(context.queue())
+    values, more = listed(lambda n: queue.peek_many(context.database(), n), wanted)
+    context.emit(values, "\n".join(repr(value) for value in values) or "(empty)")
+    if more:
+        note_more(len(values), "item")
+
+
+def lease_document(lease: Lease[Any], read_version: int) -> dict[str, Any]:
+    seconds_left = (lease.expiry_version - read_version) / VERSIONS_PER_SECOND
+    return {
+        "id": lease.id,
+        "deliveries": lease.deliveries,
+        "expiry_version": lease.expiry_version,
+        "released": lease.expiry_version == 0,
+        "expired": lease.expiry_version < read_version,
+        "seconds_left": round(seconds_left, 3),
+        "value": lease.value,
+    }
+
+
+def lease_line(document: dict[str, Any]) -> str:
+    if document["released"]:
+        state = "released"
+    elif document["expired"]:
+        state = f"expired {-document['seconds_left']:.1f}s ago"
+    else:
+        state = f"{document['seconds_left']:.1f}s left"
+    return f"{document['id']}  {document['deliveries']:>3}  {state:<20}  {document['value']!r}"
+
+
+@cli.command(short_help="List leases in flight, with seconds left.")
+@limit_option("100")
+@ALL_OPTION
+@shared_options()
+@click.pass_obj
+def leases(context: Context, limit: int | None, everything: bool) -> None:
+    """List leases in flight, soonest expiry first: id, deliveries, seconds left (from a
+    read version taken just before), value. Expired and released leases are listed too:
+    the next claims take their items first."""
+    wanted = chosen_limit(limit, everything, 100)
+    queue = context.existing_queue(context.queue())
+    database = context.database()
+    version = guarded(lambda: run_in_retry_loop(database, lambda tr: tr.get_read_version().wait()))
+    found, more = listed(lambda n: queue.leases(database, n), wanted)
+    documents = [lease_document(lease, version) for lease in found]
+    header = f"{'id':<32}  {'del':>3}  {'expiry':<20}  value"
+    context.emit(
+        {"read_version": version, "leases": documents},
+        "\n".join([header, *map(lease_line, documents)]) if documents else "(no leases)",
+    )
+    if more:
+        note_more(len(found), "lease")
+
+
+def dead_letter_document(letter: DeadLetter[Any]) -> dict[str, Any]:
+    return {
+        "id": letter.id,
+        "deliveries": letter.deliveries,
+        "reason": letter.reason,
+        "value": letter.value,
+    }
+
+
+@cli.command("dead-letters", short_help="List, requeue or purge dead letters.")
+@limit_option("list 100; --requeue and --purge: all")
+@ALL_OPTION
+@click.option(
+    "--requeue", is_flag=True, help="Enqueue them again at the back of the queue, oldest first."
+)
+@click.option(
+    "--purge", is_flag=True, help="Remove them for good, with their values (needs --yes)."
+)
+@click.option("--yes", is_flag=True, help="Confirm --purge.")
+@shared_options()
+@click.pass_obj
+def dead_letters(
+    context: Context,
+    limit: int | None,
+    everything: bool,
+    requeue: bool,
+    purge: bool,
+    yes: bool,
+) -> None:
+    """List dead letters, oldest first (id, deliveries, reason, value); or requeue them, or
+    purge them. Each requeue or purge transaction takes effect exactly once."""
+    if requeue and purge:
+        raise click.UsageError("give --requeue or --purge, not both")
+    if yes and not purge:
+        raise click.UsageError("--yes confirms --purge")
+    acting = requeue or purge
+    wanted = chosen_limit(limit, everything, EVERYTHING if acting else 100)
+    queue = context.existing_queue(context.queue())
+    database = context.database()
+    if purge:
+        if not yes:
+            raise click.ClickException("--purge removes dead letters for good: add --yes to do it")
+        purged = guarded(lambda: queue.purge_dead_letters(database, wanted))
+        context.emit({"purged": purged}, f"purged {plural(purged, 'dead letter')}")
+        return
+    if requeue:
+        count = EVERYTHING if wanted is None else wanted
+        requeued = guarded(lambda: queue.requeue_dead_letters(database, count))
+        context.emit({"requeued": requeued}, f"requeued {plural(requeued, 'dead letter')}")
+        return
+    found, more = listed(lambda n: queue.dead_letters(database, n), wanted)
+    documents = [dead_letter_document(letter) for letter in found]
+    lines = [f"{d['id']}  {d['deliveries']:>3}  {d['reason']}  {d['value']!r}" for d in documents]
+    header = f"{'id':<32}  {'del':>3}  reason  value"
+    context.emit(documents, "\n".join([header, *lines]) if lines else "(no dead letters)")
+    if more:
+        note_more(len(found), "dead letter")

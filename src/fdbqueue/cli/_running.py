@@ -1,0 +1,194 @@
+"""The commands that run something on a queue: ``work`` (the worker loop) and ``bench`` (the
+consumer-scaling benchmark)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import importlib.metadata
+import logging
+import os
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from fdbqueue import benchmark, memory, worker
+from fdbqueue.cli._context import (
+    Context,
+    first_line,
+    guarded,
+)
+from fdbqueue.cli._group import cli, shared_options
+from fdbqueue.cli_arguments import argparse_help
+
+
+def import_handler(reference: str) -> Any:
+    """The callable named ``module:function`` (``package.module:object.method`` too),
+    imported with the current directory on ``sys.path`` as ``python -m`` would have it.
+
+    Raises:
+        click.BadParameter: not of that form, the module cannot be imported, or the name is
+            not found or not callable.
+    """
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise click.BadParameter(
+            f"{reference!r} is not module:function (e.g. jobs:handle)", param_hint="HANDLER"
+        )
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as error:
+        raise click.BadParameter(
+            f"cannot load {reference!r}: {first_line(error)}", param_hint="HANDLER"
+        ) from None
+    if not callable(found):
+        raise click.BadParameter(f"{reference!r} is not callable", param_hint="HANDLER")
+    return found
+
+
+@cli.command(short_help="Run the worker loop with a handler.")
+@click.argument("handler")
+@click.option("--lease", type=float, default=30.0, show_default=True, help="Seconds per lease.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Jobs run at once (threads).",
+)
+@click.option(
+    "--backoff", type=float, default=1.0, show_default=True, help="Seconds before the first retry."
+)
+@click.option(
+    "--max-backoff",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="The longest delay before a retry, in seconds.",
+)
+@click.option(
+    "--max-deliveries",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Deliveries before a failing item becomes a dead letter.",
+)
+@click.option(
+    "--until-empty",
+    is_flag=True,
+    help="Stop once nothing is claimable and each failed item was retried to an end.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    help="What the worker logs to stderr.",
+)
+@shared_options()
+@click.pass_obj
+def work(
+    context: Context,
+    handler: str,
+    lease: float,
+    concurrency: int,
+    backoff: float,
+    max_backoff: float,
+    max_deliveries: int,
+    until_empty: bool,
+    log_level: str,
+) -> None:
+    """Run the worker loop: claim items and call HANDLER (module:function) with each value;
+    acknowledge on success, retry with backoff on an exception, dead-letter on the last
+    delivery (fdbqueue.worker). Stops on SIGINT or SIGTERM after running jobs finish."""
+    function = import_handler(handler)
+    try:
+        worker.check_work_arguments(function, lease, concurrency, backoff, max_backoff)
+    except (TypeError, ValueError) as error:
+        raise click.UsageError(first_line(error)) from None
+    queue = context.existing_queue(context.queue(max_deliveries=max_deliveries), must_exist=False)
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    summary = guarded(
+        lambda: queue.work(
+            context.database(),
+            function,
+            lease=lease,
+            concurrency=concurrency,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            until_empty=until_empty,
+        )
+    )
+    facts = dataclasses.asdict(summary)
+    context.emit(
+        facts, ", ".join(f"{name.replace('_', ' ')} {count}" for name, count in facts.items())
+    )
+
+
+class BenchArgumentParser(argparse.ArgumentParser):
+    """The benchmark's options: a bad one is a one-line click usage error (exit status 2),
+    not argparse's usage block; its help is laid out as click's (``argparse_help``)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise click.UsageError(message)
+
+    def format_help(self) -> str:
+        return argparse_help(self)
+
+
+def bench_parser() -> BenchArgumentParser:
+    parser = BenchArgumentParser(
+        prog="fdbqueue bench",
+        description=(
+            "The consumer-scaling benchmark (fdbqueue.benchmark): items per second of each "
+            "mode against the number of consumers, on the in-memory database unless "
+            "--cluster-file is given. Prints a table per phase and the ratios, or one JSON "
+            "document with --json. The shared options --cluster-file, --api-version, "
+            "--memory, --timeout and --json go before or after bench."
+        ),
+    )
+    benchmark.add_arguments(parser)
+    return parser
+
+
+@cli.command(
+    context_settings={"ignore_unknown_options": True, "help_option_names": []},
+    short_help="Run the consumer-scaling benchmark.",
+)
+@click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
+@shared_options(queue=False)
+@click.pass_obj
+def bench(context: Context, arguments: tuple[str, ...]) -> None:
+    """Run the consumer-scaling benchmark; "fdbqueue bench --help" lists its options."""
+    parser = bench_parser()
+    parsed = parser.parse_args(list(arguments))  # a bad option: usage error, exit status 2
+    try:
+        benchmark.check_arguments(parsed)
+    except benchmark.BenchmarkError as error:
+        raise click.UsageError(str(error)) from None
+    options = context.options
+    if options["cluster_file"] is None or context._database is not None:
+        given = context._database
+
+        def fresh(latency: memory.Latency) -> Any:
+            return given if given is not None else memory.open(latency=latency)
+
+        where = "the in-memory FoundationDB (fdbqueue.memory)"
+    else:
+        cluster = context.database()
+
+        def fresh(latency: memory.Latency) -> Any:
+            return cluster
+
+        where = "a FoundationDB cluster"
+    try:  # run_all checks --plot's matplotlib before it runs anything
+        results = benchmark.run_all(parsed, fresh, where, as_json=context.as_json)
+    except benchmark.BenchmarkError as error:
+        raise click.ClickException(str(error)) from None
+    benchmark.check(results)
