@@ -71,6 +71,17 @@ TakeAt = Callable[[Any, int], "tuple[str, Any] | None"]
 TAKEN, WAITING, REGISTERED, WITHDRAWN = "taken", "waiting", "registered", "withdrawn"
 
 
+def check_prefetch(prefetch: Any) -> None:
+    """Raise TypeError unless ``prefetch`` is an int, ValueError unless it is in 0-255 (a
+    session's requests in line are numbered by one byte: :data:`~fdbqueue.line.MAX_PREFETCH`)."""
+    check_count(prefetch, "prefetch")
+    if prefetch > MAX_PREFETCH:
+        raise ValueError(
+            f"prefetch must be <= {MAX_PREFETCH} (a session's requests in line are numbered "
+            f"by one byte), not {prefetch}"
+        )
+
+
 def check_abandon_after(abandon_after: Any) -> float:
     """``abandon_after`` as seconds; raises TypeError (not a number) or ValueError (NaN,
     not > 0, or over :data:`MAX_ABANDON_AFTER`)."""
@@ -130,12 +141,7 @@ class Consumer:
     ) -> None:
         if not is_database(database):
             raise TypeError("a consumer session needs a Database: it runs its own transactions")
-        check_count(prefetch, "prefetch")
-        if prefetch > MAX_PREFETCH:
-            raise ValueError(
-                f"prefetch must be <= {MAX_PREFETCH} (a session's requests in line are "
-                f"numbered by one byte), not {prefetch}"
-            )
+        check_prefetch(prefetch)
         seconds = check_abandon_after(abandon_after)
         self.store = store
         self.leases = leases
@@ -280,8 +286,7 @@ class Consumer:
     def _attempt(self, tr: Any, take_at: TakeAt, wait: bool, fast: bool) -> tuple[str, Any]:
         if not fast and not self._may_hold:
             # No request of ours can be in line, and the head is not for us to take: register
-            # at once, without reading the line (a versionstamped key needs no read). Whether
-            # others are in line is learnt by the next attempt, which reads it.
+            # at once, without reading the line (the next attempt reads it, and who is there).
             self._others_in_line = False
             self.line.register(tr, max(1, self.prefetch))
             return REGISTERED, None

@@ -423,14 +423,11 @@ class ItemStore:
                 tr[self.codec_key] = self.codec_name
 
     def recorded_codec(self, tr: AnyContext, *, again: bool = False) -> Any:
-        """Start reading the codec recorded in the metadata (a snapshot point read, no
-        conflict); pass the future to :meth:`check_codec` before the values are decoded.
-
-        Once this store found its own codec on record, it does not read it again (None):
-        only :meth:`clear` can take a record away, and writes check it every time
-        (:meth:`check_type`); ``again`` reads it all the same (a value the codec cannot
-        decode: is the record another codec's now?). Cost: one snapshot point read until the
-        record was found to match; then none."""
+        """Start reading the codec on record (a snapshot point read, no conflict) for
+        :meth:`check_codec`; None once this store found its own codec there (only a clear
+        takes a record away, and writes check it every time), unless ``again`` (a value
+        that does not decode: is the record another codec's now?). Cost: one snapshot point
+        read until the record was found to match; then none."""
         if self._codec_verified and not again:
             return None
         reader: Any = getattr(tr, "snapshot", tr)  # tr may be a snapshot view already
@@ -445,11 +442,8 @@ class ItemStore:
         if recorded is None or self.codec_name is None or not recorded.present():
             return
         found = bytes(recorded)
-        if found == self.codec_name:
-            self._codec_verified = True
-            return
-        self._codec_verified = False
-        if found != self.codec_name:
+        self._codec_verified = found == self.codec_name
+        if not self._codec_verified:
             written_with = found.decode(errors="replace")
             raise QueueTypeError(
                 f"{self.subspace} was written with codec {written_with!r} and opened with "

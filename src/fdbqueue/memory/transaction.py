@@ -342,11 +342,9 @@ class Transaction(_Reader, AtomicOperations):
                 self._commit_failed(error)
             return Future.failed(error)
         lifecycle.start_commit()
-        # Upstream RYW commit first waits for the reads still running (``reading``), and fails
-        # with the error of one that failed; a timeout that runs out meanwhile ends the wait.
-        deadline = lifecycle.deadline
-        outstanding = self._reads.outstanding
-        sleep_until(min(outstanding, deadline) if deadline is not None else outstanding)
+        # Upstream RYW commit waits for the reads still running (``reading``) and fails with
+        # the error of one that failed; a timeout that runs out meanwhile ends the wait.
+        sleep_until(min(self._reads.outstanding, lifecycle.deadline or float("inf")))
         failure = lifecycle.reset_error_now() or self._reads.failed
         if failure is not None:
             self._commit_failed(failure)
