@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from fdbqueue.transactional import run_in_retry_loop
+from fdbqueue._transactions.transactional import run_in_retry_loop
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""The asyncio worker loop (fdbqueue.async_worker through fdbqueue.asyncio.Queue.work): ack,
+"""The asyncio worker loop (fdbqueue.asyncio._worker through fdbqueue.asyncio.Queue.work): ack,
 retry, dead letters, heartbeat, shutdown, cancellation, signals and faults."""
 
 from __future__ import annotations

@@ -22,7 +22,9 @@ from helpers import installed_fdb
 
 import fdbqueue
 import fdbqueue.asyncio as fa
-from fdbqueue import Subspace, bridge, memory, suspension
+from fdbqueue import Subspace, memory
+from fdbqueue._transactions import suspension
+from fdbqueue.asyncio import _bridge as bridge
 
 FAULTS = memory.Faults(not_committed=0.1, commit_unknown_result=0.3, transaction_too_old=0.1)
 

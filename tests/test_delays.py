@@ -1,4 +1,5 @@
-"""Delayed delivery: enqueue/push with ``delay=``, release with ``delay=`` (fdbqueue.delays)."""
+"""Delayed delivery: enqueue/push with ``delay=``, release with ``delay=``
+(fdbqueue._delivery.delays)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from helpers import all_keys, despite_timeouts, installed_fdb
 
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
-from fdbqueue.delays import MAX_DELAY_SECONDS, PROMOTE_RECORDS
+from fdbqueue._delivery.delays import MAX_DELAY_SECONDS, PROMOTE_RECORDS
 
 SHORT = 0.3  # seconds: long enough to see an item is not early, short enough for a test
 

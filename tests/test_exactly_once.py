@@ -8,7 +8,8 @@ import pytest
 from helpers import PoisonCodec, all_keys, despite_timeouts
 
 from fdbqueue import LeaseError, PriorityQueue, Queue, Subspace, memory
-from fdbqueue.receipts import RECEIPT_LIFETIME, Receipts, UnknownResultError
+from fdbqueue._transactions.receipts import RECEIPT_LIFETIME, Receipts
+from fdbqueue.errors import UnknownResultError
 
 FAULTS = memory.Faults(not_committed=0.1, commit_unknown_result=0.3, transaction_too_old=0.1)
 

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from fdbqueue import memory
-from fdbqueue.transactional import run_in_retry_loop
+from fdbqueue._transactions.transactional import run_in_retry_loop
 
 
 def commit_one(db, key, value=b"v"):

@@ -7,8 +7,8 @@ import pytest
 from helpers import run
 
 from fdbqueue import PriorityQueue, Queue, memory
-from fdbqueue.queue_info import QueueInfo
-from fdbqueue.stored_queue import PAGE_SIZE
+from fdbqueue._queues.stored_queue import PAGE_SIZE
+from fdbqueue._storage.queue_info import QueueInfo
 
 
 def add_dead_letters(db, queue, count, per_transaction=500):

@@ -38,7 +38,7 @@ from fdbqueue import (
     Undecodable,
     memory,
 )
-from fdbqueue.transactional import run_in_retry_loop
+from fdbqueue._transactions.transactional import run_in_retry_loop
 
 FAULTS = memory.Faults(
     not_committed=0.1,

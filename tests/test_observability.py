@@ -206,7 +206,7 @@ def test_logs_name_the_queue_as_a_tuple_not_a_subspace_repr(caplog):
 def test_a_queue_metadata_key_reads_as_its_prefix_and_the_tuple_after_0xff():
     import fdb.tuple
 
-    from fdbqueue.store import describe_key
+    from fdbqueue._keys import describe_key
 
     assert describe_key(fdb.tuple.pack(("app", "jobs", 7))) == "('app', 'jobs', 7)"
     metadata = fdb.tuple.pack(("app", "jobs")) + b"\xff" + fdb.tuple.pack(("type",))

@@ -35,7 +35,7 @@ import fdb.tuple
 from helpers import despite_timeouts
 
 from fdbqueue import LeaseError, Queue, Subspace, UnknownResultError, memory
-from fdbqueue.consumers import REGISTERED, Consumer
+from fdbqueue._consuming.sessions import REGISTERED, Consumer
 
 ITEMS = int(os.environ.get("FDBQUEUE_SOAK_ITEMS", "400"))
 FAULTS = memory.Faults(

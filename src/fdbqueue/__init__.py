@@ -20,21 +20,21 @@ from __future__ import annotations
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import memory
+from fdbqueue._consuming.sessions import Consumer
+from fdbqueue._delivery.leases import Lease
+from fdbqueue._storage.dead_letters import DeadLetter
+from fdbqueue._storage.queue_info import QueueInfo
+from fdbqueue._transactions.transactional import TransactionContext, transactional
 from fdbqueue.codecs import Codec, JsonCodec, RawCodec, TupleCodec, Undecodable
-from fdbqueue.consumers import Consumer
-from fdbqueue.deadletters import DeadLetter
-from fdbqueue.leases import (
-    Lease,
+from fdbqueue.errors import (
     LeaseError,
     LeaseExpiredError,
     LeaseNotHeldError,
+    QueueTypeError,
+    UnknownResultError,
 )
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
-from fdbqueue.queue_info import QueueInfo
-from fdbqueue.receipts import UnknownResultError
-from fdbqueue.store import QueueTypeError
-from fdbqueue.transactional import TransactionContext, transactional
 
 __version__ = "0.1.0"
 

@@ -37,6 +37,8 @@ import importlib.metadata
 import re
 from typing import Any
 
+from fdbqueue.errors import BindingMismatchError, ClientLibraryMissingError
+
 __all__ = [
     "EXTRAS",
     "MIN_API_VERSION",
@@ -62,14 +64,6 @@ EXTRAS = {630: "fdb63", 710: "fdb71", 730: "fdb73", 740: "fdb74", 800: "fdb80"}
 #: of every binding from 6.3 to 8.0: "Latest known FDB API version is %d").
 _LATEST_KNOWN = re.compile(r"Latest known FDB API version is (\d+)")
 _PROBE_VERSION = 1_000_000  # above any header version, so api_version() refuses it at once
-
-
-class ClientLibraryMissingError(RuntimeError):
-    """The binding cannot load libfdb_c (FoundationDB's C client library) in this process."""
-
-
-class BindingMismatchError(RuntimeError):
-    """The ``foundationdb`` binding is newer than libfdb_c (or libfdb_c is older than 6.3)."""
 
 
 def binding_version() -> str | None:

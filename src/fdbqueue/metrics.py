@@ -36,9 +36,12 @@ the global provider; counters and a histogram; no SDK dependency).
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import contextvars
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from fdbqueue._keys import describe_key
 
 __all__ = ["COUNTERS", "add", "committed", "pending", "queue_name", "record_wait"]
 
@@ -49,7 +52,11 @@ COUNTERS: dict[str, tuple[str, str, str]] = {
     "dequeued": ("fdbqueue.items.dequeued", "{item}", "Items dequeued or popped"),
     "claimed": ("fdbqueue.items.claimed", "{item}", "Leases granted"),
     "acknowledged": ("fdbqueue.items.acknowledged", "{item}", "Leases acknowledged"),
-    "expired": ("fdbqueue.leases.expired", "{lease}", "Expired or released leases delivered"),
+    "expired": (
+        "fdbqueue.leases.expired",
+        "{lease}",
+        "Expired or released leases delivered",
+    ),
     "dead_lettered": ("fdbqueue.items.dead_lettered", "{item}", "Items moved to dead letters"),
     "conflicts": ("fdbqueue.transactions.conflicts", "{transaction}", "Attempts that conflicted"),
     "retries": ("fdbqueue.transactions.retries", "{transaction}", "Attempts retried"),
@@ -77,9 +84,16 @@ def _meter() -> Any:
         from opentelemetry import metrics
     except ImportError:
         return None
-    from fdbqueue import __version__
+    return metrics.get_meter("fdbqueue", _version())
 
-    return metrics.get_meter("fdbqueue", __version__)
+
+def _version() -> str | None:
+    """fdbqueue's version as installed (``importlib.metadata``; the package root, which holds
+    ``__version__``, is above every layer), or None when it is not installed."""
+    try:
+        return importlib.metadata.version("fdbqueue")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _instrument(key: str) -> Any:
@@ -98,9 +112,7 @@ def _instrument(key: str) -> Any:
 
 def queue_name(prefix: bytes) -> str:
     """The ``fdbqueue.queue`` attribute of a queue: its subspace prefix as a tuple when it is
-    one (``('app', 'jobs')``), else as bytes (:func:`fdbqueue.store.describe_key`)."""
-    from fdbqueue.store import describe_key  # store imports this module
-
+    one (``('app', 'jobs')``), else as bytes (:func:`fdbqueue._keys.describe_key`)."""
     return describe_key(prefix)
 
 

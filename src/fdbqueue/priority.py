@@ -24,19 +24,20 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from fdbqueue import taking
+from fdbqueue._checks import check_count, check_flag
+from fdbqueue._consuming.ends import End
+from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
+from fdbqueue._delivery.delays import DelayedItems, check_delay
+from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_seconds
+from fdbqueue._queues.leased_queue import LeasedQueue
+from fdbqueue._queues.stored_queue import QueueOptions, T, check_queue_arguments
+from fdbqueue._storage import taking
+from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
+from fdbqueue._storage.store import ItemStore
+from fdbqueue._transactions.receipts import exactly_once
+from fdbqueue._transactions.transactional import TransactionContext, require_writable, transactional
+from fdbqueue._transactions.waiting import check_blocking_arguments
 from fdbqueue.codecs import Codec
-from fdbqueue.consumers import DEFAULT_ABANDON_AFTER, Consumer
-from fdbqueue.delays import DelayedItems, check_delay
-from fdbqueue.ends import End
-from fdbqueue.leased_queue import LeasedQueue
-from fdbqueue.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_seconds
-from fdbqueue.priority_ends import max_end_candidates, max_end_items, min_end_items
-from fdbqueue.receipts import exactly_once
-from fdbqueue.store import ItemStore, check_count, check_flag
-from fdbqueue.stored_queue import QueueOptions, T, check_queue_arguments
-from fdbqueue.transactional import TransactionContext, require_writable, transactional
-from fdbqueue.waiting import check_blocking_arguments
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -58,23 +59,24 @@ class PriorityQueue(LeasedQueue[T]):
     Args:
         subspace: a ``Subspace``, ``DirectorySubspace`` or tuple prefix (``("P",)``) dedicated
             to this queue. Items live in ``subspace.range()``; the size counter at
-            ``subspace.key() + b"\\xff"`` (see :mod:`fdbqueue.store`).
+            ``subspace.key() + b"\\xff"`` (see :mod:`fdbqueue._storage.store`).
         codec: ``"tuple"`` (default; the Java recipe's value layout), ``"raw"`` or a codec
             object (:mod:`fdbqueue.codecs`).
         high_contention: pops and claims given a Database take in line
-            (:mod:`fdbqueue.consumers`), one line of requests per end.
+            (:mod:`fdbqueue._consuming.sessions`), one line of requests per end.
         abandon_after: with ``high_contention``, seconds after which the request of a
             consumer that died stops holding the line (default 5).
         max_deliveries: how many times :meth:`claim` delivers an item whose leases keep
             expiring before it becomes a dead letter (default 5; None: no limit).
         exactly_once: operations given a Database write a receipt with their effect, so
             that a retry after a commit with an unknown result (1021) neither applies them
-            twice nor loses what they took (:mod:`fdbqueue.receipts`); default True. False
-            gives the recipes' behaviour, one set and one range clear cheaper per operation.
+            twice nor loses what they took (:mod:`fdbqueue._transactions.receipts`); default True.
+            False gives the recipes' behaviour, one set and one range clear cheaper per operation.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of range (see
-            :func:`fdbqueue.stored_queue.check_queue_arguments`); nothing is read or written.
+            :func:`fdbqueue._queues.stored_queue.check_queue_arguments`); nothing is read or
+            written.
 
     Recipe compatibility: with ``codec="tuple"``, items pushed by FoundationDB's Java recipe
     (``MicroPriority``) into the same subspace are popped by this queue in priority order and
@@ -156,7 +158,7 @@ class PriorityQueue(LeasedQueue[T]):
                 :meth:`pop_max`.
             delay: seconds (at most 30 days) before consumers may pop the item; None or 0:
                 at once. Once due, it joins the back of its priority when the next consumer
-                looks (:mod:`fdbqueue.delays`).
+                looks (:mod:`fdbqueue._delivery.delays`).
 
         Raises:
             TypeError: ``priority`` is not an int (bools are refused too), the codec cannot
@@ -212,7 +214,7 @@ class PriorityQueue(LeasedQueue[T]):
             tr: a Database, Tenant or Transaction.
             max: take from the highest priority instead of the lowest.
             block: wait until an item is available (needs a Database; a watch, no polling,
-                see :mod:`fdbqueue.waiting`).
+                see :mod:`fdbqueue._transactions.waiting`).
             timeout: with ``block=True``, the most seconds to wait; None (or ``math.inf``)
                 waits without limit.
 
@@ -252,7 +254,7 @@ class PriorityQueue(LeasedQueue[T]):
 
         ``block`` and ``timeout`` as for :meth:`pop`. Cost: two range reads (a snapshot
         reverse read, then a forward read within the top priority), one clear, one atomic
-        add; read conflict ranges as :mod:`fdbqueue.priority_ends` describes: a concurrent
+        add; read conflict ranges as :mod:`fdbqueue._storage.priority_ends` describes: a concurrent
         push of a higher priority makes it retry.
         """
         return self.pop(tr, max=True, block=block, timeout=timeout)
@@ -359,7 +361,7 @@ def _push_at_back(
 ) -> None:
     """Write ``encoded`` after the last item of the priority ``where[0]`` (a push, a delayed
     item falling due, a requeued dead letter); ``check_type(record)``
-    (:meth:`~fdbqueue.store.ItemStore.check_type`) runs before any write."""
+    (:meth:`~fdbqueue._storage.store.ItemStore.check_type`) runs before any write."""
     priority = where[0]
     try:
         count = _next_count(store, tr, priority)

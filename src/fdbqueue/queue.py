@@ -25,18 +25,19 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from fdbqueue import taking
+from fdbqueue._checks import check_count
+from fdbqueue._consuming.ends import End
+from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
+from fdbqueue._delivery.delays import DelayedItems, check_delay
+from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_seconds
+from fdbqueue._queues.leased_queue import LeasedQueue
+from fdbqueue._queues.stored_queue import QueueOptions, T, check_queue_arguments
+from fdbqueue._storage import taking
+from fdbqueue._storage.store import ItemStore
+from fdbqueue._transactions.receipts import exactly_once
+from fdbqueue._transactions.transactional import TransactionContext, require_writable, transactional
+from fdbqueue._transactions.waiting import check_blocking_arguments
 from fdbqueue.codecs import Codec
-from fdbqueue.consumers import DEFAULT_ABANDON_AFTER, Consumer
-from fdbqueue.delays import DelayedItems, check_delay
-from fdbqueue.ends import End
-from fdbqueue.leased_queue import LeasedQueue
-from fdbqueue.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_seconds
-from fdbqueue.receipts import exactly_once
-from fdbqueue.store import ItemStore, check_count
-from fdbqueue.stored_queue import QueueOptions, T, check_queue_arguments
-from fdbqueue.transactional import TransactionContext, require_writable, transactional
-from fdbqueue.waiting import check_blocking_arguments
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -56,12 +57,12 @@ class Queue(LeasedQueue[T]):
     Args:
         subspace: a ``Subspace``, ``DirectorySubspace`` or tuple prefix (``("Q",)``) dedicated
             to this queue. Items live in ``subspace.range()``; the size counter lives just
-            after it, at ``subspace.key() + b"\\xff"`` (see :mod:`fdbqueue.store`).
+            after it, at ``subspace.key() + b"\\xff"`` (see :mod:`fdbqueue._storage.store`).
         codec: ``"tuple"`` (default, as the Java recipe stores values), ``"raw"`` (bytes, as
             the Python recipe), ``"json"``, or a :class:`~fdbqueue.Codec` (its value type is
             the queue's ``T``); see :mod:`fdbqueue.codecs`.
         high_contention: dequeues and claims given a Database take in line
-            (:mod:`fdbqueue.consumers`, each call a session with ``prefetch=0``): many
+            (:mod:`fdbqueue._consuming.sessions`, each call a session with ``prefetch=0``): many
             consumers then share the queue without conflicting, FIFO in the order their
             requests committed. Given a Transaction, they stay plain.
         abandon_after: with ``high_contention``, seconds after which the request of a
@@ -70,12 +71,13 @@ class Queue(LeasedQueue[T]):
             expiring before it becomes a dead letter (default 5; None: no limit).
         exactly_once: operations given a Database write a receipt with their effect, so
             that a retry after a commit with an unknown result (1021) neither applies them
-            twice nor loses what they took (:mod:`fdbqueue.receipts`); default True. False
-            gives the recipes' behaviour, one set and one range clear cheaper per operation.
+            twice nor loses what they took (:mod:`fdbqueue._transactions.receipts`); default True.
+            False gives the recipes' behaviour, one set and one range clear cheaper per operation.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of range (see
-            :func:`fdbqueue.stored_queue.check_queue_arguments`); nothing is read or written.
+            :func:`fdbqueue._queues.stored_queue.check_queue_arguments`); nothing is read or
+            written.
 
     Recipe compatibility: with ``codec="raw"``, this queue and FoundationDB's Python recipe
     over the same subspace read each other's items in order; with ``codec="tuple"`` the same
@@ -133,7 +135,7 @@ class Queue(LeasedQueue[T]):
             tr: a Database, Tenant or Transaction.
             value: any value the queue's codec encodes, except None.
             delay: seconds (at most 30 days) before consumers may take the item (None or 0: at
-                once); it then joins the back of the queue (:mod:`fdbqueue.delays`).
+                once); it then joins the back of the queue (:mod:`fdbqueue._delivery.delays`).
 
         Raises:
             ValueError: ``value`` is None or over 100,000 bytes encoded, a bad ``delay``, or
@@ -185,7 +187,8 @@ class Queue(LeasedQueue[T]):
         Args:
             tr: a Database, Tenant or Transaction.
             block: wait until an item is available (needs a Database), on a watch of the
-                signal key that every enqueue bumps: no polling (:mod:`fdbqueue.waiting`).
+                signal key that every enqueue bumps: no polling
+                (:mod:`fdbqueue._transactions.waiting`).
             timeout: with ``block=True``, the most seconds to wait; None (or ``math.inf``)
                 waits without limit.
 
@@ -201,8 +204,8 @@ class Queue(LeasedQueue[T]):
 
         An item whose value the codec cannot decode is moved to the dead letters (a warning
         is logged) and the next item is taken instead, in the same transaction. Delayed items
-        that fell due join the back of the queue first (:mod:`fdbqueue.delays`). Given a
-        Database, it takes effect exactly once (:mod:`fdbqueue.receipts`).
+        that fell due join the back of the queue first (:mod:`fdbqueue._delivery.delays`). Given a
+        Database, it takes effect exactly once (:mod:`fdbqueue._transactions.receipts`).
 
         Cost (plain, or any Transaction): one range read (``limit=1``), a snapshot point read
         (the delayed items' hint, issued alongside), one clear and one atomic add; its read
@@ -210,7 +213,7 @@ class Queue(LeasedQueue[T]):
         concurrent dequeues conflict (one retries) and enqueues do not. With
         ``high_contention=True`` and a Database: one transaction while nobody else is in
         line, else two (register, then take the item matched with the request), without
-        conflicts between consumers (:mod:`fdbqueue.consumers`).
+        conflicts between consumers (:mod:`fdbqueue._consuming.sessions`).
         """
         taken: T | None = self._end.take(tr, block, check_blocking_arguments(tr, block, timeout))
         return taken
@@ -252,7 +255,7 @@ class Queue(LeasedQueue[T]):
         The item leaves the queue into a lease. Acknowledge it with :meth:`ack` once
         processed; if the lease expires first, the next claim delivers it again with its
         delivery count raised, and after ``max_deliveries`` expiries it becomes a dead letter
-        (:mod:`fdbqueue.leases`). An expired or released item is claimed before the front.
+        (:mod:`fdbqueue._delivery.leases`). An expired or released item is claimed before the front.
 
         Args:
             tr: a Database, Tenant or Transaction.
@@ -273,8 +276,8 @@ class Queue(LeasedQueue[T]):
             ValueError: ``lease`` is out of range, ``timeout`` is NaN or negative, or a
                 ``timeout`` without ``block=True``. Nothing is read or written then.
 
-        Given a Database, it takes effect exactly once (:mod:`fdbqueue.receipts`). Cost: a
-        read version, a range read of the expired leases, then the dequeue's read and clear,
+        Given a Database, it takes effect exactly once (:mod:`fdbqueue._transactions.receipts`).
+        Cost: a read version, a range read of the expired leases, then the dequeue's read and clear,
         and two sets (lease record, held value); claims conflict as plain dequeues do, unless
         ``high_contention`` takes them in line. Blocking, per further attempt a read-only
         transaction creating the watch. Source followed: the "Queues" recipe, "Watches".
@@ -291,7 +294,7 @@ class Queue(LeasedQueue[T]):
         Returns:
             A list of :class:`~fdbqueue.Lease`, in claim order; fewer than ``n`` (possibly
             none) when fewer are claimable, or when the writes reached
-            :data:`~fdbqueue.transaction_bytes.LIBRARY_TRANSACTION_BUDGET` (about 5,000,000
+            :data:`~fdbqueue._storage.transaction_bytes.LIBRARY_TRANSACTION_BUDGET` (about 5,000,000
             bytes, values included; claim again for the rest).
 
         Raises:
@@ -299,8 +302,9 @@ class Queue(LeasedQueue[T]):
             ValueError: ``n`` is negative or ``lease`` out of range; or the key at the front
                 is not one of this queue's items. Nothing changes then.
 
-        Given a Database, it takes effect exactly once (:mod:`fdbqueue.receipts`). Cost: one
-        transaction, with the reads and writes of ``n`` claims, their reads issued together.
+        Given a Database, it takes effect exactly once (:mod:`fdbqueue._transactions.receipts`).
+        Cost: one transaction, with the reads and writes of ``n`` claims, their reads issued
+        together.
         """
         check_count(n)
         seconds = check_lease_seconds(lease)
@@ -310,8 +314,8 @@ class Queue(LeasedQueue[T]):
         self, database: Any, *, prefetch: int = 0, abandon_after: float = DEFAULT_ABANDON_AFTER
     ) -> Consumer:
         """Open a consumer session that dequeues and claims in line, without conflicts, FIFO
-        in request order (:mod:`fdbqueue.consumers`); use it in a ``with`` block, whose end
-        closes it and returns its reserved places.
+        in request order (:mod:`fdbqueue._consuming.sessions`); use it in a ``with`` block, whose
+        end closes it and returns its reserved places.
 
         Args:
             database: a Database or Tenant (the session runs its own transactions).
@@ -339,14 +343,14 @@ class Queue(LeasedQueue[T]):
         queue's items, QueueTypeError when the queue records another codec.
 
         Cost: one range read (``limit=1``), more only past poison items, and the codec
-        record's read (:mod:`fdbqueue.store`); its read conflict range covers the front of
+        record's read (:mod:`fdbqueue._storage.store`); its read conflict range covers the front of
         the queue up to just past the first item (the whole queue range when empty)."""
         first: T | None = taking.peek_first(self._store, tr)  # the front, with a conflict range
         return first
 
 
 def _read_front(store: ItemStore, tr: TransactionContext, n: int, snapshot: bool) -> list[Any]:
-    """The queue's first ``n`` items (a :data:`~fdbqueue.ends.ReadEnd`)."""
+    """The queue's first ``n`` items (a :data:`~fdbqueue._consuming.ends.ReadEnd`)."""
     return store.read(tr, limit=n, snapshot=snapshot)
 
 
@@ -366,8 +370,8 @@ def _append_at_back(
     check_type: Callable[[bool], None] = lambda record: None,
 ) -> None:
     """Write ``encoded`` values after the last item, in order, as the recipe's enqueue does;
-    ``check_type(record)`` (:meth:`~fdbqueue.store.ItemStore.check_type`) runs once the last
-    index is read, before any write."""
+    ``check_type(record)`` (:meth:`~fdbqueue._storage.store.ItemStore.check_type`) runs once the
+    last index is read, before any write."""
     try:
         index = _last_index(store, tr)
     except ValueError:  # a foreign key: say first if a queue of another type is stored here
@@ -380,5 +384,5 @@ def _append_at_back(
 
 
 def _append_due(store: ItemStore, tr: TransactionContext, encoded: bytes, _where: object) -> None:
-    """Append a delayed item that fell due (a :data:`~fdbqueue.delays.Append`)."""
+    """Append a delayed item that fell due (a :data:`~fdbqueue._delivery.delays.Append`)."""
     _append_at_back(store, tr, [encoded])

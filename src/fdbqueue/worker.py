@@ -37,7 +37,7 @@ logged and the worker tries again after a backoff, so a worker survives a cluste
 unavailability. Everything is logged to the ``fdbqueue.worker`` logger: starts and stops at
 INFO, each job at DEBUG, failures at WARNING (with the traceback), dead letters at ERROR.
 
-The asynchronous twin is :func:`fdbqueue.async_worker.work` (``fdbqueue.asyncio.Queue.work``);
+The asynchronous twin is :func:`fdbqueue.asyncio._worker.work` (``fdbqueue.asyncio.Queue.work``);
 both share this module's decisions (:func:`settlement`, :func:`retry_delay`).
 
 Source followed: the worker loops of rq and Celery (acknowledge late, retry with exponential
@@ -60,8 +60,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fdbqueue import metrics
-from fdbqueue.leases import MAX_LEASE_SECONDS, Lease, LeaseError, check_lease_seconds
-from fdbqueue.store import QueueTypeError, check_flag, check_seconds
+from fdbqueue._checks import check_flag, check_seconds
+from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seconds
+from fdbqueue.errors import LeaseError, QueueTypeError
 
 __all__ = [
     "Retries",
@@ -126,7 +127,8 @@ def check_work_arguments(
 
     Raises:
         TypeError: ``handler`` is not callable, or an argument has the wrong type.
-        ValueError: ``lease`` out of range (see :func:`~fdbqueue.leases.check_lease_seconds`;
+        ValueError: ``lease`` out of range (see
+        :func:`~fdbqueue._delivery.leases.check_lease_seconds`;
             also refused: infinite), ``concurrency`` < 1, a backoff that is not a finite
             number > 0, or ``max_backoff`` < ``backoff``.
     """
@@ -149,7 +151,7 @@ def check_work_arguments(
 def retry_delay(deliveries: int, backoff: float, max_backoff: float) -> float:
     """Seconds to wait before the next delivery of an item that failed on its
     ``deliveries``-th: ``backoff * 2 ** (deliveries - 1)``, at most ``max_backoff`` and at
-    most :data:`~fdbqueue.leases.MAX_LEASE_SECONDS` (12 hours, the longest delay a release
+    most :data:`~fdbqueue._delivery.leases.MAX_LEASE_SECONDS` (12 hours, the longest delay a release
     takes), times a random factor in [0.5, 1] so that items failing together do not retry
     together."""
     exponent = min(deliveries - 1, 64)

@@ -32,9 +32,9 @@ import sys
 import click
 
 from fdbqueue.cli import _changing, _looking, _running  # noqa: F401 - they add the commands
+from fdbqueue.cli._arguments import PROGRAM
 from fdbqueue.cli._context import Context, first_line, jsonable, open_database
 from fdbqueue.cli._group import cli
-from fdbqueue.cli_arguments import PROGRAM
 
 __all__ = ["Context", "cli", "jsonable", "main", "open_database"]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from fdbqueue._delivery.delays import check_delay
 from fdbqueue.cli._context import (
     TAIL_WAIT,
     Context,
@@ -18,7 +19,6 @@ from fdbqueue.cli._context import (
     jsonable,
 )
 from fdbqueue.cli._group import cli, positive_seconds, shared_options
-from fdbqueue.delays import check_delay
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
 

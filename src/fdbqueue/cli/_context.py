@@ -16,16 +16,13 @@ import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import __version__, memory
-from fdbqueue.binding import (
-    BindingMismatchError,
-    ClientLibraryMissingError,
-    describe_fdb_error,
-)
+from fdbqueue._storage.store import prefix_end
+from fdbqueue._transactions.transactional import run_in_retry_loop
+from fdbqueue.binding import describe_fdb_error
 from fdbqueue.binding import open_database as open_cluster
+from fdbqueue.errors import BindingMismatchError, ClientLibraryMissingError
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
-from fdbqueue.store import prefix_end
-from fdbqueue.transactional import run_in_retry_loop
 
 TIMED_OUT = 1031
 #: Stands for "no limit" where a library call takes an int (``requeue_dead_letters``).

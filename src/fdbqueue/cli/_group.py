@@ -11,12 +11,12 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from fdbqueue.cli._arguments import CommandLine
 from fdbqueue.cli._context import (
     CODECS,
     Context,
     package_version,
 )
-from fdbqueue.cli_arguments import CommandLine
 
 # -- shared options: on the group and on every command -------------------------------------
 

@@ -10,16 +10,16 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from fdbqueue._delivery.leases import VERSIONS_PER_SECOND, Lease
+from fdbqueue._storage.dead_letters import DeadLetter
+from fdbqueue._transactions.transactional import run_in_retry_loop
+from fdbqueue._wording import plural
 from fdbqueue.cli._context import (
     EVERYTHING,
     Context,
     guarded,
 )
 from fdbqueue.cli._group import cli, shared_options
-from fdbqueue.cli_arguments import plural
-from fdbqueue.deadletters import DeadLetter
-from fdbqueue.leases import VERSIONS_PER_SECOND, Lease
-from fdbqueue.transactional import run_in_retry_loop
 
 # -- looking ---------------------------------------------------------------------------------
 

@@ -15,13 +15,13 @@ from typing import Any, NoReturn
 import click
 
 from fdbqueue import benchmark, memory, worker
+from fdbqueue.cli._arguments import argparse_help
 from fdbqueue.cli._context import (
     Context,
     first_line,
     guarded,
 )
 from fdbqueue.cli._group import cli, shared_options
-from fdbqueue.cli_arguments import argparse_help
 
 
 def import_handler(reference: str) -> Any:

@@ -7,16 +7,16 @@ the rest, the same way for every queue type:
 
 * plain takes (:meth:`End.take`, :meth:`End.take_many`): FoundationDB's recipe, a ``limit``
   range read of the first items with a read conflict range over them, then a clear;
-* takes in line (:mod:`fdbqueue.consumers`): with ``high_contention=True`` a take given a
+* takes in line (:mod:`fdbqueue._consuming.sessions`): with ``high_contention=True`` a take given a
   Database runs as a one-call consumer session (``prefetch=0``), so that many consumers take
   without conflicting; :meth:`End.consumer` opens a longer session, with prefetch if asked;
-* claims under leases (:mod:`fdbqueue.leases`), plain or in line in the same way;
-* blocking (:mod:`fdbqueue.waiting`): on a watch of the queue's signal key.
+* claims under leases (:mod:`fdbqueue._delivery.leases`), plain or in line in the same way;
+* blocking (:mod:`fdbqueue._transactions.waiting`): on a watch of the queue's signal key.
 
-Every take given a Database takes effect exactly once (:mod:`fdbqueue.receipts`).
+Every take given a Database takes effect exactly once (:mod:`fdbqueue._transactions.receipts`).
 
 Source followed: FoundationDB's "Queues" and "Priority Queues" recipes (plain takes); the
-rank-matched line of :mod:`fdbqueue.consumers` for high contention.
+rank-matched line of :mod:`fdbqueue._consuming.sessions` for high contention.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fdbqueue import taking
-from fdbqueue.consumers import Consumer
-from fdbqueue.delays import DelayedItems, soonest
-from fdbqueue.leases import Lease, Leases, claimed_something
-from fdbqueue.receipts import exactly_once
-from fdbqueue.store import ItemStore
-from fdbqueue.taking import MOVED_ASIDE, Taken
-from fdbqueue.transactional import AnyContext, is_database, require_writable
-from fdbqueue.waiting import take_blocking
+from fdbqueue._consuming.sessions import Consumer
+from fdbqueue._delivery.delays import DelayedItems, soonest
+from fdbqueue._delivery.leases import Lease, Leases, claimed_something
+from fdbqueue._storage import taking
+from fdbqueue._storage.store import ItemStore
+from fdbqueue._storage.taking import MOVED_ASIDE, Taken
+from fdbqueue._transactions.receipts import exactly_once
+from fdbqueue._transactions.transactional import AnyContext, is_database, require_writable
+from fdbqueue._transactions.waiting import take_blocking
 
 __all__ = ["End", "ReadEnd"]
 
@@ -55,7 +55,7 @@ class End:
             at ``metadata[("line", name)]``.
         high_contention: takes and claims given a Database go through the line.
         abandon_after: seconds after which the line's requests of a dead consumer are
-            cleared (:mod:`fdbqueue.consumers`).
+            cleared (:mod:`fdbqueue._consuming.sessions`).
         action: the verb error messages use (``"dequeue"``, ``"pop"``).
     """
 
@@ -80,11 +80,12 @@ class End:
         self.abandon_after = abandon_after
         self.action = action
         #: Whether the last one-call session met other consumers (a hint, see
-        #: :attr:`fdbqueue.consumers.Consumer.contended`).
+        #: :attr:`fdbqueue._consuming.sessions.Consumer.contended`).
         self.contended = False
 
     def front(self, tr: AnyContext, n: int) -> list[Any]:
-        """The :data:`~fdbqueue.taking.Front` of a plain take: read with conflict ranges."""
+        """The :data:`~fdbqueue._storage.taking.Front` of a plain take: read with conflict
+        ranges."""
         return self.read(tr, n, False)
 
     def consumer(self, database: Any, prefetch: int, abandon_after: float) -> Consumer:
@@ -204,10 +205,10 @@ class End:
     def _take_items(
         self, tr: AnyContext, n: int, budget: int | None, *, moving: bool = True
     ) -> Taken:
-        """Take up to ``n`` items at this end (:func:`fdbqueue.taking.take`), after promoting
-        the delayed items due (:mod:`fdbqueue.delays`), so that a due item is taken in its
-        place (before the queued items of a worse priority, at a PriorityQueue's ends). The
-        hint's read, the codec record's and the read of the first ``n`` items are issued
+        """Take up to ``n`` items at this end (:func:`fdbqueue._storage.taking.take`), after
+        promoting the delayed items due (:mod:`fdbqueue._delivery.delays`), so that a due item is
+        taken in its place (before the queued items of a worse priority, at a PriorityQueue's ends).
+        The hint's read, the codec record's and the read of the first ``n`` items are issued
         together; when the hint says nothing is due, the take goes on with the items read,
         else it promotes (within half the budget: its bytes and the take's stay within
         FoundationDB's limit) and reads the end again."""

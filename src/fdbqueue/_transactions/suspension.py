@@ -4,7 +4,8 @@ The queues' code waits in three ways: on a FoundationDB future (``wait()``, ``va
 iterating a range read: all go through ``Future.block_until_ready``), on the first of several
 futures with a timeout (:func:`wait_for_any`, the watch wait of a blocking take) and by
 sleeping (:func:`sleep`, the backoff after a watch that failed). Each of them blocks the thread,
-except inside an :class:`OperationGreenlet`, the greenlet in which :func:`fdbqueue.bridge.run`
+except inside an :class:`OperationGreenlet`, the greenlet in which
+:func:`fdbqueue.asyncio._bridge.run`
 runs one synchronous operation for a coroutine: there the wait becomes a :class:`WaitRequest`
 handed to the greenlet's parent (the coroutine driving it on the event loop's thread), which
 awaits it and switches back with the answer. No thread per call.
@@ -12,10 +13,10 @@ awaits it and switches back with the answer. No thread per call.
 A wait is *interruptible* when the driver may throw ``asyncio.CancelledError`` into the
 greenlet there: always between transactions (:func:`wait_for_any`, :func:`sleep`), and on a
 future (a read, an ``on_error`` backoff) as long as no commit of the operation may have taken
-effect. The core marks its commits (:func:`fdbqueue.transactional.commit` sets
+effect. The core marks its commits (:func:`fdbqueue._transactions.transactional.commit` sets
 :attr:`OperationGreenlet.may_have_committed` before it sends one): from then on the operation's
 waits on futures are no longer interruptible, so that it finishes and reports what it did (see
-:mod:`fdbqueue.bridge`).
+:mod:`fdbqueue.asyncio._bridge`).
 
 :func:`install` replaces ``block_until_ready`` on :class:`fdbqueue.memory.futures.Future` and,
 once the binding is loaded, on ``fdb.impl.Future``, as the binding's own
@@ -72,8 +73,8 @@ class OperationGreenlet(greenlet.greenlet):  # type: ignore[misc]
     Attributes:
         may_have_committed: True once a commit of the operation was sent and did not fail
             with an error that means "not applied" (set by
-            :func:`fdbqueue.transactional.commit`); from then on its waits on futures are not
-            interruptible.
+            :func:`fdbqueue._transactions.transactional.commit`); from then on its waits on futures
+            are not interruptible.
     """
 
     may_have_committed = False
@@ -146,7 +147,7 @@ def install() -> None:
 
     Patches :class:`fdbqueue.memory.futures.Future` and, when ``fdb.impl`` is loaded (it is
     once ``fdb.api_version()`` ran), ``fdb.impl.Future``; call it again after loading the
-    binding (:func:`fdbqueue.bridge.run` does, on every call). Cost: two dictionary lookups
+    binding (:func:`fdbqueue.asyncio._bridge.run` does, on every call). Cost: two dictionary lookups
     once done.
     """
     from fdbqueue.memory.futures import Future as MemoryFuture

@@ -77,7 +77,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import metrics
-from fdbqueue.transactional import (
+from fdbqueue._transactions.transactional import (
     NOT_COMMITTED,
     commit,
     is_database,
@@ -86,6 +86,7 @@ from fdbqueue.transactional import (
     surely_not_applied,
     transactional,
 )
+from fdbqueue.errors import UnknownResultError
 
 __all__ = [
     "RECEIPT_LIFETIME",
@@ -109,12 +110,6 @@ RESOLVE_ATTEMPTS = 10
 FINISHED_PER_ATTEMPT = 64
 
 
-class UnknownResultError(Exception):
-    """An operation's commit outcome is unknown and cannot be found out any more: the attempt
-    is older than :data:`RECEIPT_LIFETIME` seconds of versions, or the transactions that look
-    it up kept failing. The operation may or may not have taken effect."""
-
-
 def _always(_result: Any) -> bool:
     return True
 
@@ -129,7 +124,7 @@ class _Attempt(Generic[R]):
     finished: tuple[bytes, ...]  # the finished receipts it cleared
 
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("fdbqueue.receipts")  # a documented logger name, whatever the module
 
 
 def _note_unknown_result(code: int, applied: bool) -> None:

@@ -13,8 +13,8 @@
 :class:`Queue` and :class:`PriorityQueue` take the arguments of :class:`fdbqueue.Queue` and
 :class:`fdbqueue.PriorityQueue` and wrap one such synchronous queue (``.sync``); every
 operation is a coroutine with the synchronous method's signature and contract, run by
-:func:`fdbqueue.bridge.run`: in a greenlet on the event loop's thread, which hands every wait
-(reads, commits, retries' backoffs, watches) to the event loop instead of blocking the thread.
+:func:`fdbqueue.asyncio._bridge.run`: in a greenlet on the event loop's thread, which hands every
+wait (reads, commits, retries' backoffs, watches) to the event loop instead of blocking the thread.
 No thread per call, and the very code of the synchronous queues, so both APIs share a subspace.
 
 Cancelling a task ends the call it awaits with ``CancelledError`` within about one commit's
@@ -22,7 +22,7 @@ time: at once before the call sends a commit (nothing took effect) and in a bloc
 (``block=True``: its watch cancelled, its place in line withdrawn); a cancellation that arrives
 while a commit is in flight waits for it, and a call whose commit landed returns its value
 (nothing taken is lost) while the task is cancelled again at its next suspension. The
-guarantees page states the contract; :mod:`fdbqueue.bridge` has the mechanics.
+guarantees page states the contract; :mod:`fdbqueue.asyncio._bridge` has the mechanics.
 
 Inside your own coroutines, :func:`transactional` is ``fdb.transactional`` for ``async def``
 functions and :func:`wait_future` awaits a raw future of either backend.
@@ -36,8 +36,8 @@ instance (``queue.dequeue``), not through the class (``Queue.dequeue`` is ambigu
 
 Importing this module replaces ``block_until_ready`` of the futures of
 :mod:`fdbqueue.memory` and (once loaded) of the ``fdb`` binding by a greenlet-aware one
-(:func:`fdbqueue.suspension.install`); outside fdbqueue's greenlets it calls the original
-unchanged. This is why ``import fdbqueue`` does not import this module.
+(:func:`fdbqueue._transactions.suspension.install`); outside fdbqueue's greenlets it calls the
+original unchanged. This is why ``import fdbqueue`` does not import this module.
 """
 
 from __future__ import annotations
@@ -58,15 +58,14 @@ from typing import (
     overload,
 )
 
-import fdbqueue.consumers
+import fdbqueue._consuming.sessions
 import fdbqueue.priority
 import fdbqueue.queue
-from fdbqueue import async_worker, bridge, suspension, worker
-from fdbqueue.bridge import wait_future
-from fdbqueue.codecs import Codec
-from fdbqueue.leased_queue import LeasedQueue
-from fdbqueue.stored_queue import QueueOptions, StoredQueue, T
-from fdbqueue.transactional import (
+from fdbqueue import worker
+from fdbqueue._queues.leased_queue import LeasedQueue
+from fdbqueue._queues.stored_queue import QueueOptions, StoredQueue, T
+from fdbqueue._transactions import suspension
+from fdbqueue._transactions.transactional import (
     ContextParameter,
     First,
     TransactionContext,
@@ -75,6 +74,10 @@ from fdbqueue.transactional import (
     is_fdb_error,
     is_transaction,
 )
+from fdbqueue.asyncio import _bridge as bridge
+from fdbqueue.asyncio import _worker as async_worker
+from fdbqueue.asyncio._bridge import wait_future
+from fdbqueue.codecs import Codec
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -93,7 +96,7 @@ def _twin(
     method: Callable[Concatenate[Any, P], R], owner: str
 ) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
     """The coroutine twin of a synchronous ``method``: it calls ``method`` of ``self.sync``
-    (looked up by name, so overrides count) through :func:`fdbqueue.bridge.run`, with every
+    (looked up by name, so overrides count) through :func:`fdbqueue.asyncio._bridge.run`, with every
     argument forwarded; ``owner`` is the public class named in its docstring."""
     name = method.__name__
 
@@ -112,18 +115,18 @@ class Consumer:
     """A consumer session with coroutine calls (:class:`fdbqueue.Consumer` underneath, as
     ``.sync``). Use it with ``async with``: leaving closes it, withdrawing its requests."""
 
-    def __init__(self, session: fdbqueue.consumers.Consumer) -> None:
+    def __init__(self, session: fdbqueue._consuming.sessions.Consumer) -> None:
         self._session = session
 
     @property
-    def sync(self) -> fdbqueue.consumers.Consumer:
+    def sync(self) -> fdbqueue._consuming.sessions.Consumer:
         """The synchronous session this one runs."""
         return self._session
 
-    take = _twin(fdbqueue.consumers.Consumer.take, "Consumer")
+    take = _twin(fdbqueue._consuming.sessions.Consumer.take, "Consumer")
     dequeue = take
     pop = take
-    claim = _twin(fdbqueue.consumers.Consumer.claim, "Consumer")
+    claim = _twin(fdbqueue._consuming.sessions.Consumer.claim, "Consumer")
 
     async def close(self) -> None:
         """Coroutine twin of :meth:`fdbqueue.Consumer.close`, run to its end: a cancellation
@@ -140,8 +143,8 @@ class Consumer:
 
 class _StoredQueue(Generic[S, T]):
     """What both async queues share: the synchronous queue, its properties and the coroutine
-    twins of the operations of :class:`~fdbqueue.stored_queue.StoredQueue` and
-    :class:`~fdbqueue.leased_queue.LeasedQueue`, and the worker loop. ``S`` is the
+    twins of the operations of :class:`~fdbqueue._queues.stored_queue.StoredQueue` and
+    :class:`~fdbqueue._queues.leased_queue.LeasedQueue`, and the worker loop. ``S`` is the
     synchronous queue's class, ``T`` the type of its values (as for :class:`fdbqueue.Queue`:
     ``fdbqueue.asyncio.Queue[str]`` for a ``Codec[str]``)."""
 
@@ -222,11 +225,11 @@ class _StoredQueue(Generic[S, T]):
         handle_signals: bool = True,
         until_empty: bool = False,
     ) -> worker.WorkSummary:
-        """The worker loop with tasks (:mod:`fdbqueue.async_worker`): :meth:`fdbqueue.Queue.work`'s
-        arguments and contract, with ``stop`` an ``asyncio.Event``, ``concurrency`` tasks,
-        and ``handler`` a coroutine function (awaited) or a plain function (run in the loop's
-        default executor). Cancelling the awaiting task cancels running jobs; their items are
-        released.
+        """The worker loop with tasks (:mod:`fdbqueue.asyncio._worker`):
+        :meth:`fdbqueue.Queue.work`'s arguments and contract, with ``stop`` an ``asyncio.Event``,
+        ``concurrency`` tasks, and ``handler`` a coroutine function (awaited) or a plain function
+        (run in the loop's default executor). Cancelling the awaiting task cancels running jobs;
+        their items are released.
 
         Raises:
             TypeError, ValueError: a bad argument (nothing is read or written).
@@ -409,7 +412,7 @@ def transactional(
     operations of this module with ``tr`` and raw futures with :func:`wait_future`.
 
     The wrapper never blocks the event loop: it fetches the read version, commits and backs
-    off through futures awaited on the loop (:func:`fdbqueue.bridge.run`). Cancellation: a
+    off through futures awaited on the loop (:func:`fdbqueue.asyncio._bridge.run`). Cancellation: a
     cancellation of the task before the commit is sent ends the call with CancelledError and
     nothing committed; one that arrives while the commit is in flight waits for it: if it
     landed, the body's result is returned and the task is cancelled again at its next
@@ -464,8 +467,8 @@ def transactional(
 
 
 def _fetch_read_version(tr: Any) -> None:
-    """Fetch ``tr``'s read version (a future, awaited by :func:`fdbqueue.bridge.run`), so that
-    the body's reads, issued on the loop's thread, need not fetch it: the in-memory database
+    """Fetch ``tr``'s read version (a future, awaited by :func:`fdbqueue.asyncio._bridge.run`), so
+    that the body's reads, issued on the loop's thread, need not fetch it: the in-memory database
     decides a read version when the first read is issued, after half a GRV latency."""
     tr.get_read_version().wait()
 

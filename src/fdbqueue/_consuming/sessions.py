@@ -28,9 +28,9 @@ first wins). A session waiting for an item refreshes its requests every third of
 ``abandon_after``; a prefetching session idle for longer than ``abandon_after`` between calls
 loses its reservation (its next call registers again).
 
-Exactly once: each take runs through the queue's receipts (:mod:`fdbqueue.receipts`). The
-line's keys and how a request is registered, refreshed, found abandoned and withdrawn:
-:mod:`fdbqueue.line`.
+Exactly once: each take runs through the queue's receipts (:mod:`fdbqueue._transactions.receipts`).
+The line's keys and how a request is registered, refreshed, found abandoned and withdrawn:
+:mod:`fdbqueue._consuming.line`.
 
 Source followed: FoundationDB's "Queues" recipe for the items; versionstamps
 (``set_versionstamped_key``, developer guide "Versionstamps") for a line that sorts in commit
@@ -45,18 +45,20 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from fdbqueue import metrics, taking
-from fdbqueue.delays import DelayedItems, soonest
-from fdbqueue.leases import Leases, check_lease_seconds
-from fdbqueue.line import MAX_PREFETCH, OWNER_BYTES, Line
-from fdbqueue.store import ItemStore, check_count, check_seconds
-from fdbqueue.taking import MOVED_ASIDE
-from fdbqueue.transactional import is_database
-from fdbqueue.waiting import check_blocking_arguments, take_blocking
+from fdbqueue import metrics
+from fdbqueue._checks import check_count, check_seconds
+from fdbqueue._consuming.line import MAX_PREFETCH, OWNER_BYTES, Line
+from fdbqueue._delivery.delays import DelayedItems, soonest
+from fdbqueue._delivery.leases import Leases, check_lease_seconds
+from fdbqueue._storage import taking
+from fdbqueue._storage.store import ItemStore
+from fdbqueue._storage.taking import MOVED_ASIDE
+from fdbqueue._transactions.transactional import is_database
+from fdbqueue._transactions.waiting import check_blocking_arguments, take_blocking
 
 __all__ = ["DEFAULT_ABANDON_AFTER", "MAX_ABANDON_AFTER", "Consumer", "check_abandon_after"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("fdbqueue.consumers")  # a documented logger name, whatever the module
 
 #: Seconds of versions after which a request nobody refreshed counts as abandoned.
 DEFAULT_ABANDON_AFTER = 5.0
@@ -73,7 +75,8 @@ TAKEN, WAITING, REGISTERED, WITHDRAWN = "taken", "waiting", "registered", "withd
 
 def check_prefetch(prefetch: Any) -> None:
     """Raise TypeError unless ``prefetch`` is an int, ValueError unless it is in 0-255 (a
-    session's requests in line are numbered by one byte: :data:`~fdbqueue.line.MAX_PREFETCH`)."""
+    session's requests in line are numbered by one byte:
+    :data:`~fdbqueue._consuming.line.MAX_PREFETCH`)."""
     check_count(prefetch, "prefetch")
     if prefetch > MAX_PREFETCH:
         raise ValueError(
@@ -113,12 +116,12 @@ class Consumer:
         store: the queue's item store.
         database: a Database (a session runs its own transactions).
         line: the prefix of the line's keys (one line per end of a queue).
-        read: reads the first items of the end (:data:`fdbqueue.ends.ReadEnd`); the session
-            reads with ``snapshot=True``.
+        read: reads the first items of the end (:data:`fdbqueue._consuming.ends.ReadEnd`); the
+            session reads with ``snapshot=True``.
         leases: the queue's leases, for :meth:`claim`.
         delays: the queue's delayed items: each attempt promotes those due first.
         prefetch: requests kept registered between calls (an int, 0 to
-            :data:`~fdbqueue.line.MAX_PREFETCH`, 255).
+            :data:`~fdbqueue._consuming.line.MAX_PREFETCH`, 255).
         abandon_after: seconds of versions after which an unrefreshed request of a dead
             session is cleared by others (> 0, at most a day).
 
@@ -400,6 +403,6 @@ class Consumer:
         return front
 
     def _withdraw_all(self) -> None:
-        """Withdraw this session's requests (see :meth:`fdbqueue.line.Line.withdraw`)."""
+        """Withdraw this session's requests (see :meth:`fdbqueue._consuming.line.Line.withdraw`)."""
         self.line.withdraw(self.database)
         self._may_hold = False

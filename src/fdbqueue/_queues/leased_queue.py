@@ -3,11 +3,11 @@
 ``release``, ``dead_letter`` and ``extend``; ``dead_letters``, ``requeue_dead_letters`` and
 ``purge_dead_letters`` for what failed; and ``work``, the worker loop (:mod:`fdbqueue.worker`)
 that claims, runs a handler and does the rest. They act on the queue's leases whatever end
-the items were claimed from. Listing leases and ``info`` are :mod:`fdbqueue.stored_queue`'s.
+the items were claimed from. Listing leases and ``info`` are :mod:`fdbqueue._queues.stored_queue`'s.
 
 Source followed: FoundationDB's "Queues" recipe; ``fdb/subspace_impl.py`` for the layer's
 conventions (``tr`` first, ``@transactional``); message queues' visibility timeouts for the
-leases (:mod:`fdbqueue.leases`).
+leases (:mod:`fdbqueue._delivery.leases`).
 """
 
 from __future__ import annotations
@@ -17,19 +17,19 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from fdbqueue import worker
-from fdbqueue.codecs import Undecodable
-from fdbqueue.deadletters import DeadLetter
-from fdbqueue.leases import Lease, check_lease_seconds
-from fdbqueue.receipts import exactly_once
-from fdbqueue.store import check_count
-from fdbqueue.stored_queue import PAGE_SIZE, StoredQueue, T, check_limit, read_pages
-from fdbqueue.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
-from fdbqueue.transactional import (
+from fdbqueue._checks import check_count
+from fdbqueue._delivery.leases import Lease, check_lease_seconds
+from fdbqueue._queues.stored_queue import PAGE_SIZE, StoredQueue, T, check_limit, read_pages
+from fdbqueue._storage.dead_letters import DeadLetter
+from fdbqueue._storage.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
+from fdbqueue._transactions.receipts import exactly_once
+from fdbqueue._transactions.transactional import (
     TransactionContext,
     is_database,
     require_writable,
     transactional,
 )
+from fdbqueue.codecs import Undecodable
 
 __all__ = ["LeasedQueue"]
 
@@ -74,8 +74,8 @@ class LeasedQueue(StoredQueue[T]):
         Nothing changes when it raises: every lease is read and checked before anything is
         written, so inside your transaction too no acknowledgement is left half done. Given
         a Database, it takes effect exactly once even when a commit's outcome is unknown
-        (:mod:`fdbqueue.receipts`). Cost: one transaction; one point read per lease, issued
-        together (each a read conflict on its lease, so an ack and a claim of the same
+        (:mod:`fdbqueue._transactions.receipts`). Cost: one transaction; one point read per lease,
+        issued together (each a read conflict on its lease, so an ack and a claim of the same
         expired lease never both win), and two clears per lease.
 
         Source followed: FoundationDB's developer guide (one transaction for several
@@ -106,8 +106,8 @@ class LeasedQueue(StoredQueue[T]):
             LeaseExpiredError: the lease expired (the item will be delivered again).
 
         Nothing changes when it raises. Given a Database, it takes effect exactly once even
-        when a commit's outcome is unknown (:mod:`fdbqueue.receipts`). Cost: one point read
-        (a read conflict on the lease) and two clears.
+        when a commit's outcome is unknown (:mod:`fdbqueue._transactions.receipts`). Cost: one point
+        read (a read conflict on the lease) and two clears.
         """
         self._leases.holds.ack(tr, lease)
 
@@ -180,7 +180,7 @@ class LeasedQueue(StoredQueue[T]):
 
         The default, 100, is for a look: more dead letters may exist (:meth:`info` counts
         them). Given a Database, it reads pages of at most
-        :data:`~fdbqueue.stored_queue.PAGE_SIZE` dead letters, each in a transaction of its
+        :data:`~fdbqueue._queues.stored_queue.PAGE_SIZE` dead letters, each in a transaction of its
         own, each going on after the last record key the one before read: with ``limit`` up
         to that, one transaction; with more (or None), pages are read at different read
         versions, so dead letters requeued or purged meanwhile may still be listed, and new
@@ -205,9 +205,9 @@ class LeasedQueue(StoredQueue[T]):
         """Remove up to ``limit`` dead letters (None: all of them), oldest first, with their
         held values, for good. Returns how many.
 
-        Given a Database, it runs a transaction per :data:`~fdbqueue.stored_queue.PAGE_SIZE`
-        dead letters, each taking effect exactly once (:mod:`fdbqueue.receipts`), until
-        ``limit`` are removed or none is left; dead letters added meanwhile (they sort last)
+        Given a Database, it runs a transaction per :data:`~fdbqueue._queues.stored_queue.PAGE_SIZE`
+        dead letters, each taking effect exactly once (:mod:`fdbqueue._transactions.receipts`),
+        until ``limit`` are removed or none is left; dead letters added meanwhile (they sort last)
         may be removed too. Given a Transaction, it removes them all in it (a page at a
         time), and commits nothing.
 

@@ -12,14 +12,14 @@ Source followed: FoundationDB's developer guide, "Watches" (``tr.watch``; watche
 a change from the value the transaction read, are active once it commits, and callers re-read
 after they fire).
 
-Blocking claims (:mod:`fdbqueue.leases`) also wake when the first lease in flight expires:
+Blocking claims (:mod:`fdbqueue._delivery.leases`) also wake when the first lease in flight expires:
 an expired lease's item is claimable again without any write, so nothing bumps the signal key
-then (a ``release`` does bump it). Consumer sessions (:mod:`fdbqueue.consumers`) also wake to
-refresh their requests in line.
+then (a ``release`` does bump it). Consumer sessions (:mod:`fdbqueue._consuming.sessions`) also wake
+to refresh their requests in line.
 
 The waits themselves (:func:`wait_for_any`, the backoff's sleep) are
-:mod:`fdbqueue.suspension`'s, so that :mod:`fdbqueue.asyncio` can take them over: there a
-cancelled coroutine interrupts the watch wait, and the ``finally`` below cancels the watch.
+:mod:`fdbqueue._transactions.suspension`'s, so that :mod:`fdbqueue.asyncio` can take them over:
+there a cancelled coroutine interrupts the watch wait, and the ``finally`` below cancels the watch.
 """
 
 from __future__ import annotations
@@ -30,14 +30,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fdbqueue import metrics, suspension
-from fdbqueue.store import check_seconds
-from fdbqueue.suspension import wait_for_any
-from fdbqueue.transactional import AnyContext, is_database, run_in_retry_loop
+from fdbqueue import metrics
+from fdbqueue._checks import check_seconds
+from fdbqueue._transactions import suspension
+from fdbqueue._transactions.suspension import wait_for_any
+from fdbqueue._transactions.transactional import AnyContext, is_database, run_in_retry_loop
 
 __all__ = ["check_blocking_arguments", "take_blocking", "wait_for_any"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("fdbqueue.waiting")  # a documented logger name, whatever the module
 
 #: Backoff between attempts when a watch fails instead of firing (e.g. too many watches).
 FALLBACK_BACKOFF = (0.01, 1.0)
@@ -90,7 +91,8 @@ def take_blocking(
         signal_key: the key every enqueue changes with an atomic add.
         timeout: seconds to wait at most; None waits without limit.
         due_in: seconds until an item away from the queue falls due and an attempt would
-            make it takeable (:meth:`fdbqueue.leases.Leases.seconds_until_expiry`), or None.
+            make it takeable (:meth:`fdbqueue._delivery.leases.Leases.seconds_until_expiry`), or
+            None.
         queue: the queue's metric name: the seconds this call waited are recorded as
             ``fdbqueue.wait.duration`` (:mod:`fdbqueue.metrics`).
 

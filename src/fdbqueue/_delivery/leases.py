@@ -18,12 +18,12 @@ at-least-once processing allows (make processing idempotent).
 Key layout, under the queue's metadata prefix ``P + b"\\xff"``::
 
     pack(("leases", expiry version, lease id)) -> pack((item key, deliveries, held id))
-    pack(("held", held id))                    -> the encoded value (fdbqueue.held)
+    pack(("held", held id))                    -> the encoded value (fdbqueue._storage.held)
 
 The value moves once, unchanged, from the item to its held key, and stays there while the
 small lease record is re-keyed (release, extend, redelivery) or becomes a dead letter
-(:mod:`fdbqueue.deadletters`); so every value the queue accepted can be leased, whatever its
-size or bytes. Requeued dead letters are enqueued again as new items (at the back; for a
+(:mod:`fdbqueue._storage.dead_letters`); so every value the queue accepted can be leased, whatever
+its size or bytes. Requeued dead letters are enqueued again as new items (at the back; for a
 priority queue, at the back of their priority): the recipes' indexes start again at 1 when a
 queue empties, so an item's original key says nothing reliable about its place any more.
 
@@ -36,9 +36,9 @@ in the same order, within the library's transaction byte budget; ``ack_many`` ac
 several leases in one transaction, all of them or none.
 
 Blocking claims (``claim(db, lease=s, block=True, timeout=t)``) wait as a blocking dequeue
-does (:mod:`fdbqueue.waiting`): on a watch of the queue's signal key, which every enqueue and
-every ``release`` bumps, and, since an expired lease makes its item claimable without any
-write, also until the first lease in flight expires: a claim that finds nothing reads the
+does (:mod:`fdbqueue._transactions.waiting`): on a watch of the queue's signal key, which every
+enqueue and every ``release`` bumps, and, since an expired lease makes its item claimable without
+any write, also until the first lease in flight expires: a claim that finds nothing reads the
 first lease record (the soonest expiry) and the wait ends then. No polling.
 
 What conflicts: two claims conflict when they take the same expired lease or the same item
@@ -67,21 +67,24 @@ import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import metrics
-from fdbqueue.codecs import decode_or_undecodable, describe_error
-from fdbqueue.deadletters import DeadLetter
-from fdbqueue.store import RESERVED_TRANSACTION_BYTES, ItemStore, check_seconds, describe_key
-from fdbqueue.taking import MOVED_ASIDE, Taken
-from fdbqueue.transaction_bytes import (
+from fdbqueue._checks import check_seconds
+from fdbqueue._keys import describe_key
+from fdbqueue._storage.dead_letters import DeadLetter
+from fdbqueue._storage.store import RESERVED_TRANSACTION_BYTES, ItemStore
+from fdbqueue._storage.taking import MOVED_ASIDE, Taken
+from fdbqueue._storage.transaction_bytes import (
     LIBRARY_TRANSACTION_BUDGET,
     MAX_TRANSACTION_BYTES,
     clear_bytes,
     read_conflict_bytes,
     set_bytes,
 )
-from fdbqueue.transactional import (
+from fdbqueue._transactions.transactional import (
     AnyContext,
     require_writable,
 )
+from fdbqueue.codecs import decode_or_undecodable, describe_error
+from fdbqueue.errors import LeaseError, LeaseExpiredError, LeaseNotHeldError
 
 __all__ = [
     "DeadLetter",
@@ -93,7 +96,7 @@ __all__ = [
     "Leases",
 ]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("fdbqueue.leases")  # a documented logger name, whatever the module
 
 VERSIONS_PER_SECOND = 1_000_000
 #: Deliveries after which an item whose leases keep expiring becomes a dead letter.
@@ -107,27 +110,14 @@ LEASE_ID_BYTES = 16
 #: Enqueues a dead letter again: ``(tr, its original item key, its encoded value)``.
 Requeue = Callable[[Any, bytes, bytes], None]
 #: Takes up to ``n`` items from one end of a queue within a byte budget
-#: (:func:`fdbqueue.taking.take`).
+#: (:func:`fdbqueue._storage.taking.take`).
 TakeItems = Callable[[Any, int, "int | None"], Taken]
 
 
 def claimed_something(claimed: Any) -> bool:
     """Whether a claim batch wrote (leased something, or moved items to the dead letters):
-    the ``wrote`` of its :func:`~fdbqueue.receipts.exactly_once`."""
+    the ``wrote`` of its :func:`~fdbqueue._transactions.receipts.exactly_once`."""
     return claimed is MOVED_ASIDE or bool(claimed)
-
-
-class LeaseError(Exception):
-    """An ``ack`` or ``release`` refused: the lease is no longer held. Nothing was changed."""
-
-
-class LeaseExpiredError(LeaseError):
-    """The lease expired: its item is available to the next claim (or already claimed)."""
-
-
-class LeaseNotHeldError(LeaseError):
-    """The lease does not exist any more: it was acknowledged or released already, or it
-    expired and its item was claimed again or moved to the dead letters."""
 
 
 #: The type of a lease's value (covariant: a ``Lease[str]`` is a ``Lease[object]``).
@@ -214,7 +204,7 @@ class Leases:
         next item.
 
         Returns:
-            A Lease; None when there is neither; or :data:`~fdbqueue.store.MOVED_ASIDE`
+            A Lease; None when there is neither; or :data:`~fdbqueue._storage.store.MOVED_ASIDE`
             when it only moved items to the dead letters (poison items, or
             :data:`DEAD_LETTERS_PER_CLAIM` leases out of deliveries) and ran out of budget:
             commit, then claim again.
@@ -236,15 +226,15 @@ class Leases:
         queue's next items.
 
         It stops early, with what it leased so far, when the writes reach
-        :data:`~fdbqueue.transaction_bytes.LIBRARY_TRANSACTION_BUDGET` bytes (counted as
+        :data:`~fdbqueue._storage.transaction_bytes.LIBRARY_TRANSACTION_BUDGET` bytes (counted as
         FoundationDB counts them) or after ``DEAD_LETTERS_PER_CLAIM * n`` expired leases
         went to the dead letters; it then takes nothing from the queue, so that the expired
         leases still waiting keep their place ahead of it.
 
         Returns:
             A list of Leases (empty when there is nothing to claim), or
-            :data:`~fdbqueue.store.MOVED_ASIDE` when it leased nothing but moved items to the
-            dead letters and ran out of budget: commit, then claim again.
+            :data:`~fdbqueue._storage.store.MOVED_ASIDE` when it leased nothing but moved items to
+            the dead letters and ran out of budget: commit, then claim again.
 
         Cost: a read version; one range read of the expired leases per ``n`` of them (more
         only past dead letters), with one point read of each held value, all issued
@@ -591,8 +581,8 @@ class LeaseHolds:
         Its delivery count is kept (the next claim raises it). Raises as :meth:`ack`; nothing
         changes when it raises. Cost: one point read, one clear and one set of the small
         record (the value stays where it is held), and an atomic add to the signal key that
-        wakes blocked claims (:mod:`fdbqueue.waiting`; no conflict), which then sleep until
-        the record expires.
+        wakes blocked claims (:mod:`fdbqueue._transactions.waiting`; no conflict), which then sleep
+        until the record expires.
         """
         record = self._held(tr, lease, "release")
         del tr[lease.key]

@@ -30,7 +30,7 @@ promoted once, and a delayed enqueue that commits meanwhile makes the promotion 
 than lose its lowered hint.
 
 Blocked consumers wake when the first delayed item falls due, without any write: like an
-expired lease (:mod:`fdbqueue.leases`), a due item changes nothing a watch sees, so a
+expired lease (:mod:`fdbqueue._delivery.leases`), a due item changes nothing a watch sees, so a
 consumer that found nothing also sleeps at most until the hint's version.
 
 What is not delayed-aware: :meth:`~fdbqueue.Queue.size`, ``peek`` and the recipes' own
@@ -51,15 +51,16 @@ from collections.abc import Callable
 from typing import Any
 
 from fdbqueue import metrics
-from fdbqueue.store import MAX_KEY_BYTES, ItemStore, check_seconds
-from fdbqueue.transaction_bytes import set_bytes
-from fdbqueue.transactional import AnyContext
+from fdbqueue._checks import check_seconds
+from fdbqueue._storage.store import MAX_KEY_BYTES, ItemStore
+from fdbqueue._storage.transaction_bytes import set_bytes
+from fdbqueue._transactions.transactional import AnyContext
 
 __all__ = ["MAX_DELAY_SECONDS", "DelayedItems", "check_delay"]
 
 #: The longest delay, in seconds (30 days).
 MAX_DELAY_SECONDS = 30 * 24 * 60 * 60
-#: Versions per second of the shared clock (as :mod:`fdbqueue.leases`).
+#: Versions per second of the shared clock (as :mod:`fdbqueue._delivery.leases`).
 VERSIONS_PER_SECOND = 1_000_000
 #: The most delayed records one transaction promotes, and the most bytes their values may add
 #: (the rest waits for the next transaction: the hint stays due).

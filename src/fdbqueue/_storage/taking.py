@@ -5,7 +5,7 @@ items at the chosen end (a :data:`Front`), checks that each key is one of the qu
 foreign key raises ValueError naming it, before anything changes), decodes each value, and
 moves an item whose value the codec cannot decode (a *poison* item) to the dead letters with
 the reason, logging a warning, then goes on with the next item. It stops within a byte budget
-counted as FoundationDB counts a transaction (:mod:`fdbqueue.transaction_bytes`), so the
+counted as FoundationDB counts a transaction (:mod:`fdbqueue._storage.transaction_bytes`), so the
 transactions fdbqueue builds never exceed FoundationDB's limit. :func:`peek` and
 :func:`forward` look at the same items without taking them, skipping poison items.
 
@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from fdbqueue.store import ItemStore
-from fdbqueue.transaction_bytes import clear_bytes, set_bytes
-from fdbqueue.transactional import AnyContext, require_writable
+from fdbqueue._storage.store import ItemStore
+from fdbqueue._storage.transaction_bytes import clear_bytes, set_bytes
+from fdbqueue._transactions.transactional import AnyContext, require_writable
 
 __all__ = [
     "MOVED_ASIDE",
@@ -122,7 +122,7 @@ def take(
         moving: the caller writes each taken value elsewhere in this transaction (a
             lease, a served result), so the budget counts the values; False when it only
             returns them (a dequeue: the budget then counts clears and quarantines).
-        codec_record: the future of :meth:`~fdbqueue.store.ItemStore.recorded_codec`, when
+        codec_record: the future of :meth:`~fdbqueue._storage.store.ItemStore.recorded_codec`, when
             the caller issued it with its own reads (None: the take issues it).
 
     Cost: the reads ``front`` makes (one range read when no item is poison) and a snapshot

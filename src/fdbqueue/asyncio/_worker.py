@@ -37,8 +37,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fdbqueue import metrics
-from fdbqueue.leases import Lease, LeaseError
-from fdbqueue.store import QueueTypeError, check_flag
+from fdbqueue._checks import check_flag
+from fdbqueue._delivery.leases import Lease
+from fdbqueue.errors import LeaseError, QueueTypeError
 from fdbqueue.worker import (
     CLAIM_ERROR_BACKOFF,
     HOLDER_CALL_ATTEMPTS,

@@ -1,11 +1,12 @@
 """Run a synchronous fdbqueue call from a coroutine, on the event loop's thread, in a greenlet.
 
-:func:`run` starts the call in an :class:`fdbqueue.suspension.OperationGreenlet`. The call
-runs on the event loop's thread until it would block (:mod:`fdbqueue.suspension`): then the
-greenlet switches back to :func:`run` with a :class:`~fdbqueue.suspension.WaitRequest`, which
-awaits the futures through ``future.on_ready`` and ``loop.call_soon_threadsafe`` (the loop
-serves other tasks meanwhile) and switches back in. No thread per call; the synchronous
-core's retry loops, receipts and watches are the ones every caller uses.
+:func:`run` starts the call in an :class:`fdbqueue._transactions.suspension.OperationGreenlet`. The
+call runs on the event loop's thread until it would block
+(:mod:`fdbqueue._transactions.suspension`): then the greenlet switches back to :func:`run` with a
+:class:`~fdbqueue._transactions.suspension.WaitRequest`, which awaits the futures through
+``future.on_ready`` and ``loop.call_soon_threadsafe`` (the loop serves other tasks meanwhile) and
+switches back in. No thread per call; the synchronous core's retry loops, receipts and watches are
+the ones every caller uses.
 
 Cancellation of the awaiting task (the contract is stated in the guarantees page):
 
@@ -16,9 +17,9 @@ Cancellation of the awaiting task (the contract is stated in the guarantees page
   transactions (the watch wait and the backoff sleep of a blocking take) and every wait on a
   future (a read, an ``on_error`` backoff) until the operation sends a commit: nothing has
   taken effect then, and nothing does;
-* once a commit of the operation was sent (:func:`fdbqueue.transactional.commit`), its waits
-  on futures are no longer interrupted: the cancellation is remembered and the call goes on
-  (an item it took must reach the caller). At its next interruptible wait CancelledError is
+* once a commit of the operation was sent (:func:`fdbqueue._transactions.transactional.commit`),
+  its waits on futures are no longer interrupted: the cancellation is remembered and the call
+  goes on (an item it took must reach the caller). At its next interruptible wait CancelledError is
   thrown in instead of waiting. If the call fails, :func:`run` raises CancelledError (the
   failure chained as its cause). If it finishes with its result, :func:`run` returns it and
   delivers the cancellation at the task's next suspension instead (a callback scheduled with
@@ -40,8 +41,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
-from fdbqueue import suspension
-from fdbqueue.suspension import OperationGreenlet, WaitRequest
+from fdbqueue._transactions import suspension
+from fdbqueue._transactions.suspension import OperationGreenlet, WaitRequest
 
 __all__ = ["run", "run_to_end", "wait_future"]
 
@@ -98,8 +99,8 @@ async def run(function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) ->
 
     Args:
         function: a synchronous call of fdbqueue (or any code that blocks only through
-            :mod:`fdbqueue.suspension` and ``block_until_ready`` of either backend's futures;
-            other blocking calls block the event loop).
+            :mod:`fdbqueue._transactions.suspension` and ``block_until_ready`` of either backend's
+            futures; other blocking calls block the event loop).
 
     Returns:
         What the call returned.
@@ -134,7 +135,7 @@ async def _drive(call: Callable[[], R], interruptible: bool) -> R:
     """Run ``call`` in an operation greenlet, serving its waits (see the module docstring)."""
     if suspension.current_operation() is not None:
         raise RuntimeError(
-            "fdbqueue.bridge.run cannot be nested: it was called from inside a synchronous "
+            "fdbqueue.asyncio calls cannot be nested: this one was made from inside a synchronous "
             "call that fdbqueue.asyncio runs (call the synchronous API there)"
         )
     loop = asyncio.get_running_loop()

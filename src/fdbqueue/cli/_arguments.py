@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-__all__ = ["PROGRAM", "CommandLine", "argparse_help", "plural"]
+__all__ = ["PROGRAM", "CommandLine", "argparse_help"]
 
 PROGRAM = "fdbqueue"
 
@@ -42,11 +42,6 @@ class CommandLine(click.Group):
             click.echo(f"{PROGRAM}: error: aborted", err=True)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
-
-
-def plural(count: int, noun: str) -> str:
-    """``count`` and ``noun``, plural unless ``count`` is 1: ``1 dead letter``, ``2 items``."""
-    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 #: The metavariable an argparse option's type shows in help, as click names its own types.

@@ -10,7 +10,7 @@ The owner is the session's random id; the sequence tells apart the requests one 
 registers. A request is *abandoned* when neither its registration (the versionstamp's first 8
 bytes are the commit version) nor its last refresh is within ``abandon_after`` seconds of
 versions of a read version: its session died or stopped calling. How a session takes with
-its place in line is :mod:`fdbqueue.consumers`.
+its place in line is :mod:`fdbqueue._consuming.sessions`.
 
 Source followed: the developer guide's "Versionstamps" (``set_versionstamped_key``, the 10-byte
 versionstamp and the 4-byte little-endian offset appended to the key).
@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from fdbqueue.transactional import run_in_retry_loop
+from fdbqueue._transactions.transactional import run_in_retry_loop
 
 __all__ = ["MAX_PREFETCH", "OWNER_BYTES", "STAMP_BYTES", "Line"]
 

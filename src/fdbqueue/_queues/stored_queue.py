@@ -1,11 +1,11 @@
 """What every queue type shares: :class:`StoredQueue`, the base of
-:class:`~fdbqueue.leased_queue.LeasedQueue` and so of :class:`~fdbqueue.Queue` and
+:class:`~fdbqueue._queues.leased_queue.LeasedQueue` and so of :class:`~fdbqueue.Queue` and
 :class:`~fdbqueue.PriorityQueue` (``subspace``, ``codec``, ``size``, ``empty``, ``peek_many``,
 ``leases``, ``info`` and ``clear``, which look at or act on the whole subspace whatever the
 item layout). What a lease holder
-does is :mod:`fdbqueue.leased_queue`. The queue types compose the rest: an
-:class:`~fdbqueue.ends.End` per end for takes, claims and consumer sessions,
-:class:`~fdbqueue.leases.Leases` and :class:`~fdbqueue.delays.DelayedItems`.
+does is :mod:`fdbqueue._queues.leased_queue`. The queue types compose the rest: an
+:class:`~fdbqueue._consuming.ends.End` per end for takes, claims and consumer sessions,
+:class:`~fdbqueue._delivery.leases.Leases` and :class:`~fdbqueue._delivery.delays.DelayedItems`.
 
 Source followed: FoundationDB's "Queues" recipe; ``fdb/subspace_impl.py`` for the layer's
 conventions (``tr`` first, ``@transactional``).
@@ -18,20 +18,21 @@ from typing import Any, Generic, TypedDict, TypeVar
 
 from fdb.subspace_impl import Subspace
 
-from fdbqueue import taking
-from fdbqueue.codecs import Codec, Undecodable
-from fdbqueue.consumers import check_abandon_after
-from fdbqueue.delays import DelayedItems
-from fdbqueue.leases import Lease, Leases, check_max_deliveries
-from fdbqueue.queue_info import QueueInfo
-from fdbqueue.receipts import exactly_once
-from fdbqueue.store import ItemStore, check_count, check_flag
-from fdbqueue.transactional import (
+from fdbqueue._checks import check_count, check_flag
+from fdbqueue._consuming.sessions import check_abandon_after
+from fdbqueue._delivery.delays import DelayedItems
+from fdbqueue._delivery.leases import Lease, Leases, check_max_deliveries
+from fdbqueue._storage import taking
+from fdbqueue._storage.queue_info import QueueInfo
+from fdbqueue._storage.store import ItemStore
+from fdbqueue._transactions.receipts import exactly_once
+from fdbqueue._transactions.transactional import (
     TransactionContext,
     is_database,
     is_transaction,
     transactional,
 )
+from fdbqueue.codecs import Codec, Undecodable
 
 __all__ = ["PAGE_SIZE", "StoredQueue", "check_limit", "check_queue_arguments", "count_keys"]
 
@@ -76,8 +77,8 @@ def read_pages(tr: Any, limit: int | None, read_page: ReadPage[T]) -> list[T]:
     """Up to ``limit`` results (None: all) of ``read_page``, page after page of at most
     :data:`PAGE_SIZE`, each page going on after the last key the one before read.
 
-    ``read_page`` is :func:`~fdbqueue.transactional.transactional`: given a Database, each page
-    is a transaction of its own (so pages are read at different read versions); given a
+    ``read_page`` is :func:`~fdbqueue._transactions.transactional.transactional`: given a Database,
+    each page is a transaction of its own (so pages are read at different read versions); given a
     Transaction, every page is read in it.
     """
     if not is_database(tr) and not is_transaction(tr):
@@ -110,8 +111,8 @@ def count_keys(reader: Any, begin: bytes, end: bytes) -> int:
 
 def check_queue_arguments(high_contention: Any, abandon_after: Any, max_deliveries: Any) -> float:
     """Check the arguments :class:`~fdbqueue.Queue` and :class:`~fdbqueue.PriorityQueue` take
-    beside the subspace and codec (those are checked by :func:`fdbqueue.store.as_subspace` and
-    :func:`fdbqueue.codecs.resolve_codec`), before anything is read or written.
+    beside the subspace and codec (those are checked by :func:`fdbqueue._storage.store.as_subspace`
+    and :func:`fdbqueue.codecs.resolve_codec`), before anything is read or written.
 
     Returns:
         ``abandon_after`` as a float.
@@ -141,7 +142,8 @@ class StoredQueue(Generic[T]):
 
     @property
     def high_contention(self) -> bool:
-        """Whether takes and claims given a Database take in line (:mod:`fdbqueue.consumers`)."""
+        """Whether takes and claims given a Database take in line
+        (:mod:`fdbqueue._consuming.sessions`)."""
         return self._high_contention
 
     @property
@@ -224,7 +226,7 @@ class StoredQueue(Generic[T]):
     def requests_in_line(self, tr: TransactionContext, limit: int = 10_000) -> int:
         """Return how many requests of consumer sessions wait in line, at every end of the
         queue (at most ``limit``): places reserved by prefetch and takes waiting for an item
-        (:mod:`fdbqueue.consumers`).
+        (:mod:`fdbqueue._consuming.sessions`).
 
         Raises:
             TypeError, ValueError: ``limit`` is not an int >= 0.
@@ -245,7 +247,7 @@ class StoredQueue(Generic[T]):
 
         The default, 100, is for a look: more leases may exist (:meth:`info` counts them).
         Given a Database, it reads pages of at most
-        :data:`~fdbqueue.stored_queue.PAGE_SIZE` leases, each in a transaction of its own,
+        :data:`~fdbqueue._queues.stored_queue.PAGE_SIZE` leases, each in a transaction of its own,
         each going on after the last lease key the one before read: with ``limit`` up to
         that, one transaction; with more (or None), pages are read at different read
         versions, so a lease extended, released or redelivered meanwhile (which moves its
@@ -281,7 +283,7 @@ class StoredQueue(Generic[T]):
 
         Cost: a read version, a point read (the size), a range read of the front item, and
         range reads that count every request in line, lease record, dead letter record and
-        delayed record (:data:`~fdbqueue.stored_queue.COUNT_PAGE_SIZE` keys each; the
+        delayed record (:data:`~fdbqueue._queues.stored_queue.COUNT_PAGE_SIZE` keys each; the
         binding returns the small records with their keys; held values are not read). The
         counts are exact and uncapped, so the cost grows with those records, and
         FoundationDB's five-second transaction limit bounds how many one call can count
@@ -313,7 +315,7 @@ class StoredQueue(Generic[T]):
         """Remove every item, the counters, leases, dead letters and the lines of requests
         of consumer sessions (a session whose requests it removed registers again).
 
-        The receipts stay (:mod:`fdbqueue.receipts`: they expire by themselves), so an
+        The receipts stay (:mod:`fdbqueue._transactions.receipts`: they expire by themselves), so an
         operation in flight during a clear still takes effect exactly once: it happened before
         the clear, or after it. Prefer this to ``clear_range_startswith(prefix)``, which also
         removes the receipts. Given a Database it takes effect exactly once too, so a clear

@@ -29,9 +29,12 @@ import sys
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
-from fdbqueue import metrics, suspension
+from fdbqueue import metrics
+from fdbqueue._transactions import suspension
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(
+    "fdbqueue.transactional"
+)  # a documented logger name, whatever the module
 
 __all__ = [
     "AnyContext",
@@ -248,11 +251,11 @@ def commit(tr: Any) -> None:
     """Commit ``tr`` and wait for the outcome: how fdbqueue commits every transaction it runs.
 
     Inside an operation that :mod:`fdbqueue.asyncio` runs (an
-    :class:`~fdbqueue.suspension.OperationGreenlet`), the operation is marked as one whose
-    commit may have taken effect before the commit is sent, so that a cancellation of the
+    :class:`~fdbqueue._transactions.suspension.OperationGreenlet`), the operation is marked as one
+    whose commit may have taken effect before the commit is sent, so that a cancellation of the
     awaiting task no longer interrupts its waits on futures: the operation finishes and
-    returns what it did (see :mod:`fdbqueue.bridge`). A commit that fails with an error that
-    means "not applied" (:func:`surely_not_applied`) takes the mark back (unless an earlier
+    returns what it did (see :mod:`fdbqueue.asyncio._bridge`). A commit that fails with an error
+    that means "not applied" (:func:`surely_not_applied`) takes the mark back (unless an earlier
     commit of the operation set it). Outside such an operation, just ``tr.commit().wait()``.
 
     Raises:

@@ -1,15 +1,15 @@
 """Dead letters: items taken out of circulation, kept with the reason, until an operator acts.
 
 An item becomes a dead letter when its leases expired ``max_deliveries`` times
-(:mod:`fdbqueue.leases`), or when the queue's codec cannot decode its value (a *poison* item:
-it would otherwise stop every consumer at the head of the queue). Nothing is dropped: a dead
+(:mod:`fdbqueue._delivery.leases`), or when the queue's codec cannot decode its value (a *poison*
+item: it would otherwise stop every consumer at the head of the queue). Nothing is dropped: a dead
 letter keeps the stored bytes unchanged, the item's original key and the reason, and
 ``requeue_dead_letters`` puts it back at the end of the queue.
 
 Key layout, under the queue's metadata prefix ``P + b"\\xff"``::
 
     pack(("dead", version, id)) -> pack((item key, deliveries, reason))
-    pack(("held", id))          -> the encoded value (:mod:`fdbqueue.held`)
+    pack(("held", id))          -> the encoded value (:mod:`fdbqueue._storage.held`)
 
 ``version`` is the read version of the transaction that moved the item, so dead letters list
 oldest first; ``id`` is 16 random bytes (a lease's id when a lease ran out of deliveries).
@@ -28,9 +28,9 @@ from typing import Any, Generic, TypeVar
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
+from fdbqueue._storage.held import HeldValues
+from fdbqueue._storage.transaction_bytes import clear_bytes, set_bytes
 from fdbqueue.codecs import Codec, decode_or_undecodable
-from fdbqueue.held import HeldValues
-from fdbqueue.transaction_bytes import clear_bytes, set_bytes
 
 __all__ = ["DEAD_LETTER_ID_BYTES", "DeadLetter", "DeadLetters"]
 

@@ -72,8 +72,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
-from fdbqueue.cli_arguments import plural
-from fdbqueue.transactional import run_in_retry_loop
+from fdbqueue._transactions.transactional import run_in_retry_loop
+from fdbqueue._wording import plural
+from fdbqueue.errors import BenchmarkError
 
 __all__ = [
     "MODES",
@@ -103,10 +104,6 @@ BATCH = 10  # items per producer or loader transaction (PriorityQueue: pushes in
 Take = Callable[[float | None], Any]
 """Take one item: ``take(None)`` without waiting, ``take(seconds)`` waiting up to ``seconds``
 for one; the item's value, or None when there was none."""
-
-
-class BenchmarkError(Exception):
-    """The benchmark cannot run as asked (bad arguments, matplotlib missing for ``--plot``)."""
 
 
 # -- counting per role ----------------------------------------------------------------------

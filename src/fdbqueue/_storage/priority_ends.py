@@ -9,7 +9,7 @@ everything above that priority, and the priority's items up to the one taken, so
 concurrent push of a higher priority, or a concurrent pop of the same item, makes the taking
 transaction retry, while pushes of newer items of the same or lower priorities do not.
 
-Each function here is a :data:`fdbqueue.ends.ReadEnd` once given the queue's store.
+Each function here is a :data:`fdbqueue._consuming.ends.ReadEnd` once given the queue's store.
 
 Source followed: FoundationDB's "Priority Queues" recipe (``MicroPriority``: the first item
 of the lowest priority, the last priority found with a reverse ``limit=1`` read).
@@ -21,8 +21,8 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from fdbqueue.store import ItemStore
-from fdbqueue.transactional import AnyContext
+from fdbqueue._storage.store import ItemStore
+from fdbqueue._transactions.transactional import AnyContext
 
 __all__ = ["max_end_candidates", "max_end_items", "min_end_items"]
 

@@ -5,7 +5,7 @@ Key layout of a queue whose subspace has the prefix ``P`` (bytes)::
     P + pack(item key tuple)            -> encoded value   items: inside subspace.range()
     P + b"\\xff" + pack(("size",))       -> int64 LE        the size counter (atomic add)
     P + b"\\xff" + pack(("signal",))     -> int64 LE        bumped by every enqueue, for waiters
-    P + b"\\xff" + pack(("held", ...))   leased and dead-lettered values (fdbqueue.held)
+    P + b"\\xff" + pack(("held", ...))   leased and dead-lettered values (fdbqueue._storage.held)
     P + b"\\xff" + pack(("leases"|"dead", ...))              leases, dead letters
     P + b"\\xff" + pack(("line", end)) + stamp ...       consumer sessions' requests
     P + b"\\xff" + pack(("receipts", ...))                   exactly-once receipts
@@ -15,10 +15,10 @@ and nothing else. Everything else the library keeps lives under ``P + b"\\xff"``
 never starts a tuple-layer element, so it sorts after every item and lies outside
 ``subspace.range()`` (which ends at ``P + b"\\xff"``, exclusive), yet still inside the queue's
 prefix. :meth:`ItemStore.clear` removes all of it but the receipts, which operations still in
-flight may need (:mod:`fdbqueue.receipts`).
+flight may need (:mod:`fdbqueue._transactions.receipts`).
 
-Taking items from an end, with its checks of keys and values, is :mod:`fdbqueue.taking`;
-what every queue type offers on top of this store is :mod:`fdbqueue.stored_queue`.
+Taking items from an end, with its checks of keys and values, is :mod:`fdbqueue._storage.taking`;
+what every queue type offers on top of this store is :mod:`fdbqueue._queues.stored_queue`.
 
 Source followed: FoundationDB's "Queues" and "Priority Queues" recipes (key layout, first/last
 item by ``limit=1`` range reads), and ``fdb/subspace_impl.py`` (subspaces).
@@ -28,21 +28,22 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import os
 import struct
 from typing import Any
 
-import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import metrics
+from fdbqueue._checks import check_flag
+from fdbqueue._keys import describe_key
+from fdbqueue._storage.dead_letters import DeadLetters
+from fdbqueue._storage.held import HeldValues
+from fdbqueue._storage.transaction_bytes import MAX_TRANSACTION_BYTES, set_bytes
+from fdbqueue._transactions.receipts import Receipts
+from fdbqueue._transactions.transactional import AnyContext, require_writable
 from fdbqueue.codecs import Codec, describe_error, encode_value, resolve_codec
-from fdbqueue.deadletters import DeadLetters
-from fdbqueue.held import HeldValues
-from fdbqueue.receipts import Receipts
-from fdbqueue.transaction_bytes import MAX_TRANSACTION_BYTES, set_bytes
-from fdbqueue.transactional import AnyContext, require_writable
+from fdbqueue.errors import QueueTypeError
 
 __all__ = [
     "LONGEST_METADATA_SUFFIX",
@@ -50,15 +51,10 @@ __all__ = [
     "QUEUE_TYPES",
     "RANDOM_BYTES",
     "ItemStore",
-    "QueueTypeError",
     "as_subspace",
-    "check_count",
-    "check_flag",
-    "check_seconds",
-    "describe_key",
 ]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("fdbqueue.store")  # a documented logger name, whatever the module
 
 #: FoundationDB's limit on the size of a key, in bytes (error 2102 ``key_too_large``).
 MAX_KEY_BYTES = 10_000
@@ -82,11 +78,6 @@ _COUNTER = struct.Struct("<q")
 #: The queue type recorded in a queue's metadata, by the number of integers its item keys
 #: start with (a Queue's ``(index, random)``, a PriorityQueue's ``(priority, count, random)``).
 QUEUE_TYPES = {1: b"Queue", 2: b"PriorityQueue"}
-
-
-class QueueTypeError(ValueError):
-    """The subspace holds a queue of another type (a PriorityQueue opened as a Queue, or the
-    other way round): its metadata records the type its first write had. Nothing changed."""
 
 
 def as_subspace(subspace: Any) -> Subspace:
@@ -127,69 +118,6 @@ def as_subspace(subspace: Any) -> Subspace:
     return subspace
 
 
-def check_count(n: Any, name: str = "n") -> None:
-    """Raise TypeError unless ``n`` is an int (not a bool), ValueError if it is negative."""
-    if type(n) is bool or not isinstance(n, int):
-        raise TypeError(f"{name} must be an int, not {type(n).__name__}")
-    if n < 0:
-        raise ValueError(f"{name} must be >= 0, not {n}")
-
-
-def check_flag(flag: Any, name: str) -> bool:
-    """Return ``flag`` if it is a bool; raise TypeError otherwise (``"no"`` is truthy, so a
-    non-bool flag is refused rather than guessed)."""
-    if not isinstance(flag, bool):
-        raise TypeError(f"{name} must be True or False, not {flag!r}")
-    return flag
-
-
-def check_seconds(
-    seconds: Any, name: str, *, allow_infinity: bool = False, allow_zero: bool = False
-) -> float:
-    """Return ``seconds`` as a float > 0 (>= 0 with ``allow_zero``), or raise before anything
-    is read or written. Every seconds argument of fdbqueue goes through it.
-
-    Raises:
-        TypeError: not a number (bool included).
-        ValueError: NaN, not > 0 (negative with ``allow_zero``), infinite when
-            ``allow_infinity`` is False, or an int too large for a float (``10**400``).
-    """
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, not {type(seconds).__name__}")
-    try:
-        number = float(seconds)
-    except OverflowError:  # an int past a float's range: as good as infinite, and refused
-        raise ValueError(
-            f"{name} must be a number of seconds a float can hold, not an int of "
-            f"{len(str(abs(seconds)))} digits"
-        ) from None
-    lowest = "> 0" if not allow_zero else ">= 0"
-    if math.isnan(number) or number < 0 or (number == 0 and not allow_zero):
-        raise ValueError(f"{name} must be a number of seconds {lowest}, not {number}")
-    if math.isinf(number) and not allow_infinity:
-        raise ValueError(f"{name} must be finite, not {number}")
-    return number
-
-
-def describe_key(key: bytes) -> str:
-    """A key as people read it: the tuple it packs (``('app', 'jobs', 3, b'...')``); a queue's
-    metadata key as its prefix's tuple, ``0xff`` and the tuple after it (``('app', 'jobs') +
-    0xff + ('type',)``: the tuple layer would read the prefix's final NUL and the 0xff as an
-    escaped NUL inside its last string); or its bytes when it is not a packed tuple."""
-    marker = key.find(b"\x00\xff")
-    while marker >= 0:
-        try:
-            head, tail = fdb.tuple.unpack(key[: marker + 1]), fdb.tuple.unpack(key[marker + 2 :])
-        except Exception:  # an escaped NUL inside a string after all: look further
-            marker = key.find(b"\x00\xff", marker + 2)
-            continue
-        return f"{head!r} + 0xff + {tail!r}"
-    try:
-        return repr(fdb.tuple.unpack(key))
-    except Exception:  # the tuple layer raises several types on bytes it cannot read
-        return repr(key)
-
-
 def random_element() -> bytes:
     """Return the random element of a new item key: :data:`RANDOM_BYTES` bytes from os.urandom."""
     return os.urandom(RANDOM_BYTES)
@@ -209,7 +137,7 @@ class ItemStore:
         subspace: where the items live (see :func:`as_subspace`).
         codec: ``"tuple"``, ``"raw"`` or a codec object (see :mod:`fdbqueue.codecs`).
         exactly_once: write receipts so that operations given a Database take effect once
-            even when a commit's outcome is unknown (:mod:`fdbqueue.receipts`).
+            even when a commit's outcome is unknown (:mod:`fdbqueue._transactions.receipts`).
         leading_integers: how many integers start every item key of this queue type (1 for a
             Queue: ``(index, random)``; 2 for a PriorityQueue: ``(priority, count, random)``).
 
@@ -272,7 +200,7 @@ class ItemStore:
     def check_batch_fits(self, encoded: list[bytes], key_suffix: int = ITEM_KEY_SUFFIX) -> None:
         """Raise ValueError unless one transaction can enqueue all of ``encoded``.
 
-        Counts what FoundationDB will count (:mod:`fdbqueue.transaction_bytes`): per item a
+        Counts what FoundationDB will count (:mod:`fdbqueue._storage.transaction_bytes`): per item a
         set of a worst-case item key (the prefix plus ``key_suffix`` bytes) with its write
         conflict range, plus the counters and the receipt, kept free in
         :data:`RESERVED_TRANSACTION_BYTES`.
@@ -491,8 +419,8 @@ class ItemStore:
 
     def clear(self, tr: AnyContext) -> None:
         """Remove every item and all metadata except the receipts, which calls still in flight
-        may look up (:mod:`fdbqueue.receipts`; they expire by themselves). Cost: two range
-        clears, no reads."""
+        may look up (:mod:`fdbqueue._transactions.receipts`; they expire by themselves). Cost: two
+        range clears, no reads."""
         require_writable(tr, "clear")
         self._codec_verified = False  # the next queue here may record another codec
         prefix: bytes = self.subspace.key()

@@ -1,0 +1,53 @@
+"""Checks of the arguments every layer takes (counts, flags, seconds), made before anything is
+read or written, with the messages users see."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["check_count", "check_flag", "check_seconds"]
+
+
+def check_count(n: Any, name: str = "n") -> None:
+    """Raise TypeError unless ``n`` is an int (not a bool), ValueError if it is negative."""
+    if type(n) is bool or not isinstance(n, int):
+        raise TypeError(f"{name} must be an int, not {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"{name} must be >= 0, not {n}")
+
+
+def check_flag(flag: Any, name: str) -> bool:
+    """Return ``flag`` if it is a bool; raise TypeError otherwise (``"no"`` is truthy, so a
+    non-bool flag is refused rather than guessed)."""
+    if not isinstance(flag, bool):
+        raise TypeError(f"{name} must be True or False, not {flag!r}")
+    return flag
+
+
+def check_seconds(
+    seconds: Any, name: str, *, allow_infinity: bool = False, allow_zero: bool = False
+) -> float:
+    """Return ``seconds`` as a float > 0 (>= 0 with ``allow_zero``), or raise before anything
+    is read or written. Every seconds argument of fdbqueue goes through it.
+
+    Raises:
+        TypeError: not a number (bool included).
+        ValueError: NaN, not > 0 (negative with ``allow_zero``), infinite when
+            ``allow_infinity`` is False, or an int too large for a float (``10**400``).
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(seconds).__name__}")
+    try:
+        number = float(seconds)
+    except OverflowError:  # an int past a float's range: as good as infinite, and refused
+        raise ValueError(
+            f"{name} must be a number of seconds a float can hold, not an int of "
+            f"{len(str(abs(seconds)))} digits"
+        ) from None
+    lowest = "> 0" if not allow_zero else ">= 0"
+    if math.isnan(number) or number < 0 or (number == 0 and not allow_zero):
+        raise ValueError(f"{name} must be a number of seconds {lowest}, not {number}")
+    if math.isinf(number) and not allow_infinity:
+        raise ValueError(f"{name} must be finite, not {number}")
+    return number

@@ -1,0 +1,71 @@
+"""Every exception fdbqueue raises of its own, in one place.
+
+Each is also importable from :mod:`fdbqueue` itself. Besides these, operations raise the
+standard ``TypeError`` and ``ValueError`` for bad arguments (before anything is read or
+written), and FoundationDB's own ``fdb.FDBError`` (``fdbqueue.memory.FDBError`` on the
+in-memory database) for database errors that a retry loop does not absorb.
+
+=============================  ===============================================================
+Exception                      Raised when
+=============================  ===============================================================
+:class:`QueueTypeError`        the subspace holds another queue type, or a queue written with
+                               another codec (its metadata records both). Nothing changed.
+:class:`LeaseError`            ``ack``, ``release``, ``extend`` or ``dead_letter`` on a lease
+                               that is no longer held; its two subclasses say why.
+:class:`UnknownResultError`    a commit's outcome is unknown and can no longer be found out.
+:class:`ClientLibraryMissingError`  opening a real cluster without ``libfdb_c``.
+:class:`BindingMismatchError`  the ``foundationdb`` binding is newer than ``libfdb_c``.
+:class:`BenchmarkError`        ``fdbqueue bench`` cannot run as asked.
+=============================  ===============================================================
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BenchmarkError",
+    "BindingMismatchError",
+    "ClientLibraryMissingError",
+    "LeaseError",
+    "LeaseExpiredError",
+    "LeaseNotHeldError",
+    "QueueTypeError",
+    "UnknownResultError",
+]
+
+
+class QueueTypeError(ValueError):
+    """The subspace holds a queue of another type (a PriorityQueue opened as a Queue, or the
+    other way round), or one written with another codec: its metadata records the type and the
+    codec its first write had. Nothing changed."""
+
+
+class LeaseError(Exception):
+    """An ``ack`` or ``release`` refused: the lease is no longer held. Nothing was changed."""
+
+
+class LeaseExpiredError(LeaseError):
+    """The lease expired: its item is available to the next claim (or already claimed)."""
+
+
+class LeaseNotHeldError(LeaseError):
+    """The lease does not exist any more: it was acknowledged or released already, or it
+    expired and its item was claimed again or moved to the dead letters."""
+
+
+class UnknownResultError(Exception):
+    """An operation's commit outcome is unknown and cannot be found out any more: the attempt
+    is older than the receipts' lifetime (``RECEIPT_LIFETIME``, 86,400 seconds of versions), or
+    the transactions that look it up kept failing. The operation may or may not have taken
+    effect."""
+
+
+class ClientLibraryMissingError(RuntimeError):
+    """The binding cannot load libfdb_c (FoundationDB's C client library) in this process."""
+
+
+class BindingMismatchError(RuntimeError):
+    """The ``foundationdb`` binding is newer than libfdb_c (or libfdb_c is older than 6.3)."""
+
+
+class BenchmarkError(Exception):
+    """The benchmark cannot run as asked (bad arguments, matplotlib missing for ``--plot``)."""
