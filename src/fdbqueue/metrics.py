@@ -36,8 +36,8 @@ the global provider; counters and a histogram; no SDK dependency).
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import contextvars
+import importlib.metadata
 from collections.abc import Callable, Iterator
 from typing import Any
 

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from fdbqueue._checks import check_count
 from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
+from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.delays import DelayedItems, check_delay
-from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, Leases, check_lease_seconds
+from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
 from fdbqueue._queues.leased_queue import LeasedQueue
 from fdbqueue._queues.stored_queue import QueueOptions, T, check_queue_arguments
 from fdbqueue._storage import taking

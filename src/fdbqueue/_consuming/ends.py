@@ -25,8 +25,9 @@ from collections.abc import Callable
 from typing import Any
 
 from fdbqueue._consuming.sessions import Consumer
+from fdbqueue._delivery.claims import Leases, claimed_something
 from fdbqueue._delivery.delays import DelayedItems, soonest
-from fdbqueue._delivery.leases import Lease, Leases, claimed_something
+from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken

@@ -48,8 +48,9 @@ from typing import Any
 from fdbqueue import metrics
 from fdbqueue._checks import check_count, check_seconds
 from fdbqueue._consuming.line import MAX_PREFETCH, OWNER_BYTES, Line
+from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.delays import DelayedItems, soonest
-from fdbqueue._delivery.leases import Leases, check_lease_seconds
+from fdbqueue._delivery.leases import check_lease_seconds
 from fdbqueue._storage import taking
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._storage.taking import MOVED_ASIDE

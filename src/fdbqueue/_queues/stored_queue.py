@@ -5,7 +5,7 @@
 item layout). What a lease holder
 does is :mod:`fdbqueue._queues.leased_queue`. The queue types compose the rest: an
 :class:`~fdbqueue._consuming.ends.End` per end for takes, claims and consumer sessions,
-:class:`~fdbqueue._delivery.leases.Leases` and :class:`~fdbqueue._delivery.delays.DelayedItems`.
+:class:`~fdbqueue._delivery.claims.Leases` and :class:`~fdbqueue._delivery.delays.DelayedItems`.
 
 Source followed: FoundationDB's "Queues" recipe; ``fdb/subspace_impl.py`` for the layer's
 conventions (``tr`` first, ``@transactional``).
@@ -20,8 +20,9 @@ from fdb.subspace_impl import Subspace
 
 from fdbqueue._checks import check_count, check_flag
 from fdbqueue._consuming.sessions import check_abandon_after
+from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.delays import DelayedItems
-from fdbqueue._delivery.leases import Lease, Leases, check_max_deliveries
+from fdbqueue._delivery.leases import Lease, check_max_deliveries
 from fdbqueue._storage import taking
 from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._storage.store import ItemStore

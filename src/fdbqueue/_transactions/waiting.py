@@ -91,7 +91,7 @@ def take_blocking(
         signal_key: the key every enqueue changes with an atomic add.
         timeout: seconds to wait at most; None waits without limit.
         due_in: seconds until an item away from the queue falls due and an attempt would
-            make it takeable (:meth:`fdbqueue._delivery.leases.Leases.seconds_until_expiry`), or
+            make it takeable (:meth:`fdbqueue._delivery.claims.Leases.seconds_until_expiry`), or
             None.
         queue: the queue's metric name: the seconds this call waited are recorded as
             ``fdbqueue.wait.duration`` (:mod:`fdbqueue.metrics`).

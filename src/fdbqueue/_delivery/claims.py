@@ -1,0 +1,339 @@
+"""Claims: taking items, and expired leases, into leases (:class:`Leases`).
+
+Leases are ordered by expiry, so a claim finds the oldest expired lease with one range read
+(a released lease is re-keyed with expiry version 0: the next claim takes it first). A value
+the codec cannot decode (at the head of the queue, or in an expired lease) goes to the dead
+letters with the reason instead of being leased, and the claim goes on with the next item.
+``claim_many`` leases up to ``n`` items in one transaction, the ones ``n`` claims would take
+in the same order, within the library's transaction byte budget; ``ack_many`` acknowledges
+several leases in one transaction, all of them or none.
+
+Blocking claims (``claim(db, lease=s, block=True, timeout=t)``) wait as a blocking dequeue
+does (:mod:`fdbqueue._transactions.waiting`): on a watch of the queue's signal key, which every
+enqueue and every ``release`` bumps, and, since an expired lease makes its item claimable without
+any write, also until the first lease in flight expires: a claim that finds nothing reads the
+first lease record (the soonest expiry) and the wait ends then. No polling.
+
+What conflicts: two claims conflict when they take the same expired lease or the same item
+(one retries and takes the next); an ``ack`` or ``release`` conflicts with a claim that
+takes its (expired) lease at the same time, so exactly one of them wins.
+
+Source followed: FoundationDB's "Queues" recipe for the items, and its developer guide on
+versions (``get_read_version``) for the clock; the semantics follow message queues'
+visibility timeouts (for example Amazon SQS: receive count, redrive to a dead-letter queue).
+Blocking claims follow the developer guide's "Watches" and Amazon SQS's long polling
+(``ReceiveMessage`` with ``WaitTimeSeconds``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import fdb.tuple
+
+from fdbqueue import metrics
+from fdbqueue._delivery.leases import (
+    LEASE_ID_BYTES,
+    VERSIONS_PER_SECOND,
+    Lease,
+    LeaseHolds,
+    lease_versions,
+)
+from fdbqueue._keys import describe_key
+from fdbqueue._storage.store import ItemStore
+from fdbqueue._storage.taking import MOVED_ASIDE, Taken
+from fdbqueue._storage.transaction_bytes import (
+    LIBRARY_TRANSACTION_BUDGET,
+    clear_bytes,
+    set_bytes,
+)
+from fdbqueue._transactions.transactional import (
+    AnyContext,
+    require_writable,
+)
+from fdbqueue.codecs import decode_or_undecodable, describe_error
+
+__all__ = ["Leases", "claimed_something"]
+
+logger = logging.getLogger("fdbqueue.leases")  # a documented logger name, whatever the module
+
+#: Expired leases one claim moves to the dead letters before it gives up finding an item.
+DEAD_LETTERS_PER_CLAIM = 16
+
+#: Enqueues a dead letter again: ``(tr, its original item key, its encoded value)``.
+Requeue = Callable[[Any, bytes, bytes], None]
+#: Takes up to ``n`` items from one end of a queue within a byte budget
+#: (:func:`fdbqueue._storage.taking.take`).
+TakeItems = Callable[[Any, int, "int | None"], Taken]
+
+
+def claimed_something(claimed: Any) -> bool:
+    """Whether a claim batch wrote (leased something, or moved items to the dead letters):
+    the ``wrote`` of its :func:`~fdbqueue._transactions.receipts.exactly_once`."""
+    return claimed is MOVED_ASIDE or bool(claimed)
+
+
+class Leases:
+    """The leases of one queue, and the moves between leases and dead letters (see the module
+    docstring).
+
+    Args:
+        store: the queue's items and metadata.
+        max_deliveries: deliveries after which an expired item becomes a dead letter (None:
+            never).
+    """
+
+    def __init__(self, store: ItemStore, max_deliveries: int | None) -> None:
+        self.store = store
+        self.max_deliveries = max_deliveries
+        self.leases = store.metadata["leases"]
+        self.leases_begin: bytes = self.leases.range().start
+        self.leases_end: bytes = self.leases.range().stop
+        self.holds = LeaseHolds(store, self.leases)
+        # monotonic time the first lease the last empty-handed claim saw expires (a hint)
+        self._wake_at: float | None = None
+
+    def claim(self, tr: AnyContext, take_items: TakeItems, seconds: float) -> Any:
+        """Lease the next item: an expired or released lease's item first, else the queue's
+        next item.
+
+        Returns:
+            A Lease; None when there is neither; or :data:`~fdbqueue._storage.store.MOVED_ASIDE`
+            when it only moved items to the dead letters (poison items, or
+            :data:`DEAD_LETTERS_PER_CLAIM` leases out of deliveries) and ran out of budget:
+            commit, then claim again.
+
+        Cost: :meth:`claim_many` with ``n=1``: a read version, one range read of the expired
+        leases and a point read of the held value (plus one of each per item moved to the
+        dead letters, at most :data:`DEAD_LETTERS_PER_CLAIM`), the queue's take (one range
+        read and a clear) when no lease expired, and two sets (record and held value) for a
+        fresh item; when it finds nothing, one snapshot range read of the first lease.
+        """
+        claimed = self.claim_many(tr, take_items, seconds, 1)
+        if claimed is MOVED_ASIDE:
+            return MOVED_ASIDE
+        return claimed[0] if claimed else None
+
+    def claim_many(self, tr: AnyContext, take_items: TakeItems, seconds: float, n: int) -> Any:
+        """Lease up to ``n`` items in ``tr``, in the order ``n`` claims one after the other
+        would: expired or released leases' items first (soonest expiry first), then the
+        queue's next items.
+
+        It stops early, with what it leased so far, when the writes reach
+        :data:`~fdbqueue._storage.transaction_bytes.LIBRARY_TRANSACTION_BUDGET` bytes (counted as
+        FoundationDB counts them) or after ``DEAD_LETTERS_PER_CLAIM * n`` expired leases
+        went to the dead letters; it then takes nothing from the queue, so that the expired
+        leases still waiting keep their place ahead of it.
+
+        Returns:
+            A list of Leases (empty when there is nothing to claim), or
+            :data:`~fdbqueue._storage.store.MOVED_ASIDE` when it leased nothing but moved items to
+            the dead letters and ran out of budget: commit, then claim again.
+
+        Cost: a read version; one range read of the expired leases per ``n`` of them (more
+        only past dead letters), with one point read of each held value, all issued
+        together; per redelivered lease a clear and a set of the small record; per
+        expired lease out of deliveries a clear and a set (the dead letter); then, when
+        fewer than ``n`` leases had expired, the queue's take of the rest (one range read,
+        one clear per item, an atomic add) and two sets per fresh item (record and held
+        value). When it finds nothing at all, one snapshot range read of the first lease,
+        to learn when it expires (:meth:`seconds_until_expiry`). Read conflict ranges: the
+        expired leases read and the queue's front up to the last item taken, as for
+        ``n`` claims.
+        """
+        require_writable(tr, "claim")
+        codec_record = self.store.recorded_codec(tr)
+        read_version: int = tr.get_read_version().wait()
+        read_at = time.monotonic()
+        expired_end: bytes = self.leases.pack((read_version,))
+        leases: list[Lease[Any]] = []
+        spent = 0
+        dead_lettered = 0
+        most_dead = DEAD_LETTERS_PER_CLAIM * n
+        while len(leases) < n:
+            if dead_lettered >= most_dead or spent >= LIBRARY_TRANSACTION_BUDGET:
+                # More expired leases may wait: they come before the queue's items.
+                return leases or MOVED_ASIDE
+            limit = min(n - len(leases), most_dead - dead_lettered)
+            records = list(tr.get_range(self.leases_begin, expired_end, limit=limit))
+            self.store.check_codec(codec_record)  # before a held value is decoded
+            values = [
+                None
+                if self._out_of_deliveries(deliveries)
+                else self.store.held.get(tr.snapshot, held)
+                for _item, deliveries, held in (fdb.tuple.unpack(bytes(r.value)) for r in records)
+            ]
+            for record, stored in zip(records, values, strict=True):
+                lease, written = self._redeliver(tr, record, stored, read_version, seconds)
+                spent += written
+                if lease is None:
+                    dead_lettered += 1
+                else:
+                    leases.append(lease)
+            if len(records) < limit:
+                break  # no expired lease left
+        moved_aside = dead_lettered > 0
+        if len(leases) < n and spent < LIBRARY_TRANSACTION_BUDGET:
+            # Each lease record costs less than the move of the value it goes with (a longer
+            # key and the value): half of what is left lets the take's items and their
+            # records both fit.
+            taken = take_items(tr, n - len(leases), (LIBRARY_TRANSACTION_BUDGET - spent) // 2)
+            if taken.items:
+                self.store.add_to_size(tr, -len(taken.items))
+            for item in taken.items:
+                held_id = os.urandom(LEASE_ID_BYTES)
+                self.store.held.put(tr, held_id, item.encoded)
+                leases.append(
+                    self._grant(tr, item.key, item.value, 1, held_id, read_version, seconds)
+                )
+            moved_aside = moved_aside or taken.moved_aside
+        if not leases:
+            if moved_aside:
+                # Something moved to the dead letters is a write: commit it (with a receipt),
+                # then look again.
+                return MOVED_ASIDE
+            self._note_next_expiry(tr, read_version, read_at)
+        return leases
+
+    def _out_of_deliveries(self, deliveries: int) -> bool:
+        return self.max_deliveries is not None and deliveries >= self.max_deliveries
+
+    def _note_next_expiry(self, tr: AnyContext, read_version: int, read_at: float) -> None:
+        """Remember when the first lease (none of them expired at ``read_version``) expires,
+        as a ``time.monotonic()`` time: a blocked claim wakes then (one snapshot range read)."""
+        first = list(tr.snapshot.get_range(self.leases_begin, self.leases_end, limit=1))
+        if not first:
+            self._wake_at = None
+            return
+        expiry_version = self.leases.unpack(first[0].key)[0]
+        seconds = max(0, expiry_version - read_version) / VERSIONS_PER_SECOND
+        self._wake_at = read_at + seconds
+
+    def seconds_until_expiry(self) -> float | None:
+        """Seconds until the first lease the last claim that found nothing saw expires (0 if
+        it has), or None when that claim saw no lease: how long a blocked claim may sleep
+        at most before an expired lease makes an item claimable again.
+
+        A hint kept per queue object: a lease granted later comes from an item whose
+        enqueue bumped the signal key, and a released lease bumps it too, so a blocked
+        claim misses neither.
+        """
+        wake_at = self._wake_at
+        if wake_at is None:
+            return None
+        return max(0.0, wake_at - time.monotonic())
+
+    def _redeliver(
+        self,
+        tr: AnyContext,
+        record: Any,
+        stored: Any,
+        read_version: int,
+        seconds: float,
+    ) -> tuple[Lease[Any] | None, int]:
+        """Lease an expired lease's item again, or move it to the dead letters (max
+        deliveries reached, or its value cannot be decoded). ``stored`` is the held value's
+        read, started by the caller (None when out of deliveries).
+
+        Returns:
+            The new Lease, or None for a dead letter; and the bytes written, as FoundationDB
+            counts them.
+        """
+        del tr[record.key]
+        written = clear_bytes(len(record.key))
+        item_key, deliveries, held_id = fdb.tuple.unpack(bytes(record.value))
+        if self._out_of_deliveries(deliveries):
+            reason = (
+                f"max_deliveries: delivered {deliveries} times, each lease expired or was "
+                f"released (max_deliveries={self.max_deliveries})"
+            )
+            metrics.on_commit(
+                functools.partial(
+                    logger.info,
+                    "fdbqueue: item %s of %s is now a dead letter: %s",
+                    describe_key(item_key),
+                    self.store.metric_name,
+                    reason,
+                )
+            )
+            return None, written + self._dead_letter(tr, item_key, deliveries, held_id, reason)
+        try:
+            value = self.store.codec.decode(bytes(stored))
+        except Exception as error:  # a codec may raise anything on bytes it cannot read
+            self.store.check_codec(self.store.recorded_codec(tr, again=True))  # a wrong codec?
+            reason = f"undecodable: {describe_error(error)}"
+            metrics.on_commit(
+                functools.partial(
+                    logger.warning,
+                    "fdbqueue: moving leased item %s of %s to the dead letters: %s",
+                    describe_key(item_key),
+                    self.store.metric_name,
+                    reason,
+                )
+            )
+            return None, written + self._dead_letter(tr, item_key, deliveries, held_id, reason)
+        lease = self._grant(tr, item_key, value, deliveries + 1, held_id, read_version, seconds)
+        metrics.on_commit(
+            functools.partial(
+                logger.info,
+                "fdbqueue: delivering item %s of %s again (delivery %d): its lease expired or "
+                "was released",
+                describe_key(item_key),
+                self.store.metric_name,
+                deliveries + 1,
+            )
+        )
+        metrics.add("expired", queue=self.store.metric_name)
+        return lease, written + set_bytes(len(lease.key), len(record.value))
+
+    def _dead_letter(
+        self, tr: AnyContext, item_key: bytes, deliveries: int, held_id: bytes, reason: str
+    ) -> int:
+        """Move a lease's item to the dead letters; return the bytes written (about)."""
+        self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
+        metrics.add("dead_lettered", queue=self.store.metric_name)
+        return set_bytes(len(self.leases_begin) + 32, len(item_key) + len(reason.encode()) + 16)
+
+    def _grant(
+        self,
+        tr: AnyContext,
+        item_key: bytes,
+        value: Any,
+        deliveries: int,
+        held_id: bytes,
+        read_version: int,
+        seconds: float,
+    ) -> Lease[Any]:
+        lease_id = os.urandom(LEASE_ID_BYTES)
+        expiry_version = read_version + lease_versions(seconds)
+        key: bytes = self.leases.pack((expiry_version, lease_id))
+        tr[key] = fdb.tuple.pack((item_key, deliveries, held_id))
+        metrics.add("claimed", queue=self.store.metric_name)
+        return Lease(value, lease_id.hex(), deliveries, expiry_version, key)
+
+    def in_flight(self, tr: AnyContext, limit: int, after: bytes | None = None) -> list[Lease[Any]]:
+        """Up to ``limit`` leases, soonest expiry first (expired and released ones included),
+        starting after the lease key ``after`` (None: from the first).
+
+        A value the codec cannot decode is shown as an :class:`~fdbqueue.Undecodable`.
+        Cost: one snapshot range read and one snapshot point read per lease (issued
+        together); no conflicts.
+        """
+        reader: Any = getattr(tr, "snapshot", tr)
+        begin = self.leases_begin if after is None else after + b"\x00"
+        records = list(reader.get_range(begin, self.leases_end, limit=limit))
+        unpacked = [fdb.tuple.unpack(bytes(kv.value)) for kv in records]
+        values = [self.store.held.get(reader, held_id) for _key, _n, held_id in unpacked]
+        found = []
+        for kv, (_item_key, deliveries, _held_id), stored in zip(
+            records, unpacked, values, strict=True
+        ):
+            expiry_version, lease_id = self.leases.unpack(kv.key)
+            value = decode_or_undecodable(self.store.codec, bytes(stored))
+            found.append(Lease(value, lease_id.hex(), deliveries, expiry_version, kv.key))
+        return found
