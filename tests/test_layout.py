@@ -1,0 +1,150 @@
+"""The package's shape: a small public surface, every exception in fdbqueue.errors, small
+modules and classes, and a library import path free of the command line and asyncio.
+
+The layers themselves are import-linter's to check (``lint-imports``, run by ``.ci/run``);
+docs/architecture.rst draws them.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pathlib
+import pkgutil
+import re
+import subprocess
+import sys
+
+import pytest
+
+import fdbqueue
+import fdbqueue.errors
+
+PACKAGE = pathlib.Path(fdbqueue.__file__).parent
+DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
+
+#: The public modules and packages at the top of fdbqueue: everything else there is private.
+PUBLIC = {
+    "asyncio",
+    "benchmark",
+    "binding",
+    "cli",
+    "codecs",
+    "errors",
+    "memory",
+    "metrics",
+    "priority",
+    "queue",
+    "worker",
+}
+MAX_MODULE_LINES = 500
+MAX_CLASS_LINES = 300
+
+
+def top_level_names() -> set[str]:
+    """Module and package names directly inside fdbqueue, dunder modules left out."""
+    return {
+        info.name
+        for info in pkgutil.iter_modules([str(PACKAGE)])
+        if not (info.name.startswith("__") and info.name.endswith("__"))
+    }
+
+
+def test_the_top_level_holds_at_most_fourteen_public_names() -> None:
+    public = {name for name in top_level_names() if not name.startswith("_")}
+    assert public == PUBLIC
+    assert len(public) <= 14
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_each_public_module_is_in_the_api_reference(name: str) -> None:
+    reference = (DOCS / "api.rst").read_text()
+    assert re.search(rf"fdbqueue\.{name}\b", reference), f"fdbqueue.{name} is not in docs/api.rst"
+
+
+def test_the_api_reference_documents_no_private_module() -> None:
+    for page in DOCS.glob("*.rst"):
+        directives = re.findall(r"^\.\. auto\w+:: (\S+)", page.read_text(), re.MULTILINE)
+        private = [name for name in directives if "._" in name]
+        assert private == [], f"{page.name} documents private names: {private}"
+
+
+def all_modules() -> list[str]:
+    names = ["fdbqueue"]
+    for info in pkgutil.walk_packages([str(PACKAGE)], "fdbqueue."):
+        if not info.name.endswith("__main__"):
+            names.append(info.name)
+    return names
+
+
+def test_every_exception_of_fdbqueue_lives_in_fdbqueue_errors() -> None:
+    found = {}
+    for name in all_modules():
+        if name.startswith("fdbqueue.memory"):  # FoundationDB's own errors, imitated there
+            continue
+        module = importlib.import_module(name)
+        for _attribute, value in inspect.getmembers(module, inspect.isclass):
+            if issubclass(value, BaseException) and value.__module__.startswith("fdbqueue"):
+                found[value.__name__] = value.__module__
+    assert found and set(found.values()) == {"fdbqueue.errors"}
+    assert set(found) == set(fdbqueue.errors.__all__)
+
+
+def test_the_exceptions_fdbqueue_exported_are_still_there() -> None:
+    for name in [
+        "LeaseError",
+        "LeaseExpiredError",
+        "LeaseNotHeldError",
+        "QueueTypeError",
+        "UnknownResultError",
+    ]:
+        assert getattr(fdbqueue, name) is getattr(fdbqueue.errors, name)
+        assert name in fdbqueue.__all__
+
+
+def test_no_module_is_longer_than_five_hundred_lines_nor_a_class_than_three_hundred() -> None:
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{path.relative_to(PACKAGE)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno
+                if lines > MAX_CLASS_LINES:
+                    too_long.append(f"{path.relative_to(PACKAGE)}: class {node.name}, {lines}")
+    assert too_long == []
+
+
+def test_import_fdbqueue_loads_neither_the_command_line_nor_the_benchmark_nor_asyncio() -> None:
+    """asyncio patches the futures' block_until_ready when imported; the command line and
+    the benchmark bring click and argparse machinery a library user does not need."""
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, fdbqueue; print(' '.join(sorted(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for name in ["fdbqueue.cli", "fdbqueue.benchmark", "fdbqueue.asyncio", "click"]:
+        assert name not in loaded
+    assert "matplotlib" not in loaded
+
+
+def test_every_logger_name_is_documented() -> None:
+    """Logger names are public (applications configure them): each one fdbqueue logs to is
+    listed in docs/observability.rst, whatever module logs to it."""
+    names = set()
+    for path in PACKAGE.rglob("*.py"):
+        names |= set(re.findall(r'getLogger\("([\w.]+)"\)', path.read_text()))
+    page = (DOCS / "observability.rst").read_text()
+    assert names and {name for name in names if f"``{name}``" not in page} == set()
+    assert not any(
+        re.search(r"getLogger\(__name__\)", path.read_text())
+        for path in PACKAGE.rglob("*.py")
+        if "memory" not in path.parts
+    )
