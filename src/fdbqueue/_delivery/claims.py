@@ -5,8 +5,7 @@ Leases are ordered by expiry, so a claim finds the oldest expired lease with one
 the codec cannot decode (at the head of the queue, or in an expired lease) goes to the dead
 letters with the reason instead of being leased, and the claim goes on with the next item.
 ``claim_many`` leases up to ``n`` items in one transaction, the ones ``n`` claims would take
-in the same order, within the library's transaction byte budget; ``ack_many`` acknowledges
-several leases in one transaction, all of them or none.
+in the same order, within the library's transaction byte budget.
 
 Blocking claims (``claim(db, lease=s, block=True, timeout=t)``) wait as a blocking dequeue
 does (:mod:`fdbqueue._transactions.waiting`): on a watch of the queue's signal key, which every
@@ -18,11 +17,9 @@ What conflicts: two claims conflict when they take the same expired lease or the
 (one retries and takes the next); an ``ack`` or ``release`` conflicts with a claim that
 takes its (expired) lease at the same time, so exactly one of them wins.
 
-Source followed: FoundationDB's "Queues" recipe for the items, and its developer guide on
-versions (``get_read_version``) for the clock; the semantics follow message queues'
-visibility timeouts (for example Amazon SQS: receive count, redrive to a dead-letter queue).
-Blocking claims follow the developer guide's "Watches" and Amazon SQS's long polling
-(``ReceiveMessage`` with ``WaitTimeSeconds``).
+Source followed: FoundationDB's "Queues" recipe for taking the items; Amazon SQS's receive
+count and redrive to a dead-letter queue for redelivery; the developer guide's "Watches" and
+SQS's long polling (``ReceiveMessage`` with ``WaitTimeSeconds``) for blocking claims.
 """
 
 from __future__ import annotations

@@ -29,13 +29,12 @@ queue empties, so an item's original key says nothing reliable about its place a
 
 Claiming (the lease records' other side: ``claim``, ``claim_many``, redelivery and the
 moves to the dead letters) is :mod:`fdbqueue._delivery.claims`; this module has the
-:class:`Lease` a claim returns and :class:`LeaseHolds`, what its holder does with it.
+:class:`Lease` a claim returns and :class:`LeaseHolds`, what its holder does with it
+(``ack_many`` acknowledges several leases in one transaction, all of them or none).
 
-Source followed: FoundationDB's "Queues" recipe for the items, and its developer guide on
-versions (``get_read_version``) for the clock; the semantics follow message queues'
-visibility timeouts (for example Amazon SQS: receive count, redrive to a dead-letter queue).
-Blocking claims follow the developer guide's "Watches" and Amazon SQS's long polling
-(``ReceiveMessage`` with ``WaitTimeSeconds``).
+Source followed: FoundationDB's developer guide on versions (``get_read_version``) for the
+clock; message queues' visibility timeouts (Amazon SQS's ``ChangeMessageVisibility`` for
+``release`` and ``extend``, ``DeleteMessage`` for ``ack``) for the semantics.
 """
 
 from __future__ import annotations
