@@ -112,7 +112,7 @@ def _instrument(key: str) -> Any:
 
 def queue_name(prefix: bytes) -> str:
     """The ``fdbqueue.queue`` attribute of a queue: its subspace prefix as a tuple when it is
-    one (``('app', 'jobs')``), else as bytes (:func:`fdbqueue._keys.describe_key`)."""
+    one (``('app', 'jobs')``), else as bytes (the tuple it packs)."""
     return describe_key(prefix)
 
 

@@ -60,24 +60,23 @@ class PriorityQueue(LeasedQueue[T]):
     Args:
         subspace: a ``Subspace``, ``DirectorySubspace`` or tuple prefix (``("P",)``) dedicated
             to this queue. Items live in ``subspace.range()``; the size counter at
-            ``subspace.key() + b"\\xff"`` (see :mod:`fdbqueue._storage.store`).
+            ``subspace.key() + b"\\xff"`` (see :doc:`concepts`).
         codec: ``"tuple"`` (default; the Java recipe's value layout), ``"raw"`` or a codec
             object (:mod:`fdbqueue.codecs`).
         high_contention: pops and claims given a Database take in line
-            (:mod:`fdbqueue._consuming.sessions`), one line of requests per end.
+            (:doc:`high-contention`), one line of requests per end.
         abandon_after: with ``high_contention``, seconds after which the request of a
             consumer that died stops holding the line (default 5).
         max_deliveries: how many times :meth:`claim` delivers an item whose leases keep
             expiring before it becomes a dead letter (default 5; None: no limit).
         exactly_once: operations given a Database write a receipt with their effect, so
             that a retry after a commit with an unknown result (1021) neither applies them
-            twice nor loses what they took (:mod:`fdbqueue._transactions.receipts`); default True.
+            twice nor loses what they took (:doc:`guarantees`); default True.
             False gives the recipes' behaviour, one set and one range clear cheaper per operation.
 
     Raises:
-        TypeError, ValueError: an argument is of the wrong type or out of range (see
-            :func:`fdbqueue._queues.stored_queue.check_queue_arguments`); nothing is read or
-            written.
+        TypeError, ValueError: an argument is of the wrong type or out of its range (as
+            given above); nothing is read or written.
 
     Recipe compatibility: with ``codec="tuple"``, items pushed by FoundationDB's Java recipe
     (``MicroPriority``) into the same subspace are popped by this queue in priority order and
@@ -159,7 +158,7 @@ class PriorityQueue(LeasedQueue[T]):
                 :meth:`pop_max`.
             delay: seconds (at most 30 days) before consumers may pop the item; None or 0:
                 at once. Once due, it joins the back of its priority when the next consumer
-                looks (:mod:`fdbqueue._delivery.delays`).
+                looks (:doc:`delayed-delivery`).
 
         Raises:
             TypeError: ``priority`` is not an int (bools are refused too), the codec cannot
@@ -215,7 +214,7 @@ class PriorityQueue(LeasedQueue[T]):
             tr: a Database, Tenant or Transaction.
             max: take from the highest priority instead of the lowest.
             block: wait until an item is available (needs a Database; a watch, no polling,
-                see :mod:`fdbqueue._transactions.waiting`).
+                see :doc:`high-contention`).
             timeout: with ``block=True``, the most seconds to wait; None (or ``math.inf``)
                 waits without limit.
 
@@ -255,7 +254,7 @@ class PriorityQueue(LeasedQueue[T]):
 
         ``block`` and ``timeout`` as for :meth:`pop`. Cost: two range reads (a snapshot
         reverse read, then a forward read within the top priority), one clear, one atomic
-        add; read conflict ranges as :mod:`fdbqueue._storage.priority_ends` describes: a concurrent
+        add; read conflict ranges as :doc:`concepts` describes: a concurrent
         push of a higher priority makes it retry.
         """
         return self.pop(tr, max=True, block=block, timeout=timeout)

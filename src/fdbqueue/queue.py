@@ -58,12 +58,12 @@ class Queue(LeasedQueue[T]):
     Args:
         subspace: a ``Subspace``, ``DirectorySubspace`` or tuple prefix (``("Q",)``) dedicated
             to this queue. Items live in ``subspace.range()``; the size counter lives just
-            after it, at ``subspace.key() + b"\\xff"`` (see :mod:`fdbqueue._storage.store`).
+            after it, at ``subspace.key() + b"\\xff"`` (see :doc:`concepts`).
         codec: ``"tuple"`` (default, as the Java recipe stores values), ``"raw"`` (bytes, as
             the Python recipe), ``"json"``, or a :class:`~fdbqueue.Codec` (its value type is
             the queue's ``T``); see :mod:`fdbqueue.codecs`.
         high_contention: dequeues and claims given a Database take in line
-            (:mod:`fdbqueue._consuming.sessions`, each call a session with ``prefetch=0``): many
+            (:doc:`high-contention`, each call a session with ``prefetch=0``): many
             consumers then share the queue without conflicting, FIFO in the order their
             requests committed. Given a Transaction, they stay plain.
         abandon_after: with ``high_contention``, seconds after which the request of a
@@ -72,13 +72,12 @@ class Queue(LeasedQueue[T]):
             expiring before it becomes a dead letter (default 5; None: no limit).
         exactly_once: operations given a Database write a receipt with their effect, so
             that a retry after a commit with an unknown result (1021) neither applies them
-            twice nor loses what they took (:mod:`fdbqueue._transactions.receipts`); default True.
+            twice nor loses what they took (:doc:`guarantees`); default True.
             False gives the recipes' behaviour, one set and one range clear cheaper per operation.
 
     Raises:
-        TypeError, ValueError: an argument is of the wrong type or out of range (see
-            :func:`fdbqueue._queues.stored_queue.check_queue_arguments`); nothing is read or
-            written.
+        TypeError, ValueError: an argument is of the wrong type or out of its range (as
+            given above); nothing is read or written.
 
     Recipe compatibility: with ``codec="raw"``, this queue and FoundationDB's Python recipe
     over the same subspace read each other's items in order; with ``codec="tuple"`` the same
@@ -136,7 +135,7 @@ class Queue(LeasedQueue[T]):
             tr: a Database, Tenant or Transaction.
             value: any value the queue's codec encodes, except None.
             delay: seconds (at most 30 days) before consumers may take the item (None or 0: at
-                once); it then joins the back of the queue (:mod:`fdbqueue._delivery.delays`).
+                once); it then joins the back of the queue (:doc:`delayed-delivery`).
 
         Raises:
             ValueError: ``value`` is None or over 100,000 bytes encoded, a bad ``delay``, or
@@ -188,8 +187,7 @@ class Queue(LeasedQueue[T]):
         Args:
             tr: a Database, Tenant or Transaction.
             block: wait until an item is available (needs a Database), on a watch of the
-                signal key that every enqueue bumps: no polling
-                (:mod:`fdbqueue._transactions.waiting`).
+                signal key that every enqueue bumps: no polling (:doc:`high-contention`).
             timeout: with ``block=True``, the most seconds to wait; None (or ``math.inf``)
                 waits without limit.
 
@@ -205,8 +203,8 @@ class Queue(LeasedQueue[T]):
 
         An item whose value the codec cannot decode is moved to the dead letters (a warning
         is logged) and the next item is taken instead, in the same transaction. Delayed items
-        that fell due join the back of the queue first (:mod:`fdbqueue._delivery.delays`). Given a
-        Database, it takes effect exactly once (:mod:`fdbqueue._transactions.receipts`).
+        that fell due join the back of the queue first (:doc:`delayed-delivery`). Given a
+        Database, it takes effect exactly once (:doc:`guarantees`).
 
         Cost (plain, or any Transaction): one range read (``limit=1``), a snapshot point read
         (the delayed items' hint, issued alongside), one clear and one atomic add; its read
@@ -214,7 +212,7 @@ class Queue(LeasedQueue[T]):
         concurrent dequeues conflict (one retries) and enqueues do not. With
         ``high_contention=True`` and a Database: one transaction while nobody else is in
         line, else two (register, then take the item matched with the request), without
-        conflicts between consumers (:mod:`fdbqueue._consuming.sessions`).
+        conflicts between consumers (:doc:`high-contention`).
         """
         taken: T | None = self._end.take(tr, block, check_blocking_arguments(tr, block, timeout))
         return taken
@@ -256,7 +254,7 @@ class Queue(LeasedQueue[T]):
         The item leaves the queue into a lease. Acknowledge it with :meth:`ack` once
         processed; if the lease expires first, the next claim delivers it again with its
         delivery count raised, and after ``max_deliveries`` expiries it becomes a dead letter
-        (:mod:`fdbqueue._delivery.leases`). An expired or released item is claimed before the front.
+        (:doc:`guarantees`). An expired or released item is claimed before the front.
 
         Args:
             tr: a Database, Tenant or Transaction.
@@ -277,7 +275,7 @@ class Queue(LeasedQueue[T]):
             ValueError: ``lease`` is out of range, ``timeout`` is NaN or negative, or a
                 ``timeout`` without ``block=True``. Nothing is read or written then.
 
-        Given a Database, it takes effect exactly once (:mod:`fdbqueue._transactions.receipts`).
+        Given a Database, it takes effect exactly once (:doc:`guarantees`).
         Cost: a read version, a range read of the expired leases, then the dequeue's read and clear,
         and two sets (lease record, held value); claims conflict as plain dequeues do, unless
         ``high_contention`` takes them in line. Blocking, per further attempt a read-only
@@ -295,7 +293,7 @@ class Queue(LeasedQueue[T]):
         Returns:
             A list of :class:`~fdbqueue.Lease`, in claim order; fewer than ``n`` (possibly
             none) when fewer are claimable, or when the writes reached
-            :data:`~fdbqueue._storage.transaction_bytes.LIBRARY_TRANSACTION_BUDGET` (about 5,000,000
+            the library's transaction budget (about 5,000,000
             bytes, values included; claim again for the rest).
 
         Raises:
@@ -303,7 +301,7 @@ class Queue(LeasedQueue[T]):
             ValueError: ``n`` is negative or ``lease`` out of range; or the key at the front
                 is not one of this queue's items. Nothing changes then.
 
-        Given a Database, it takes effect exactly once (:mod:`fdbqueue._transactions.receipts`).
+        Given a Database, it takes effect exactly once (:doc:`guarantees`).
         Cost: one transaction, with the reads and writes of ``n`` claims, their reads issued
         together.
         """
@@ -315,7 +313,7 @@ class Queue(LeasedQueue[T]):
         self, database: Any, *, prefetch: int = 0, abandon_after: float = DEFAULT_ABANDON_AFTER
     ) -> Consumer:
         """Open a consumer session that dequeues and claims in line, without conflicts, FIFO
-        in request order (:mod:`fdbqueue._consuming.sessions`); use it in a ``with`` block, whose
+        in request order (:doc:`high-contention`); use it in a ``with`` block, whose
         end closes it and returns its reserved places.
 
         Args:
@@ -344,7 +342,7 @@ class Queue(LeasedQueue[T]):
         queue's items, QueueTypeError when the queue records another codec.
 
         Cost: one range read (``limit=1``), more only past poison items, and the codec
-        record's read (:mod:`fdbqueue._storage.store`); its read conflict range covers the front of
+        record's read (:doc:`concepts`); its read conflict range covers the front of
         the queue up to just past the first item (the whole queue range when empty)."""
         first: T | None = taking.peek_first(self._store, tr)  # the front, with a conflict range
         return first

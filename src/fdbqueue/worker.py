@@ -128,7 +128,7 @@ def check_work_arguments(
     Raises:
         TypeError: ``handler`` is not callable, or an argument has the wrong type.
         ValueError: ``lease`` out of range (see
-        :func:`~fdbqueue._delivery.leases.check_lease_seconds`;
+        ``check_lease_seconds``;
             also refused: infinite), ``concurrency`` < 1, a backoff that is not a finite
             number > 0, or ``max_backoff`` < ``backoff``.
     """
@@ -151,7 +151,7 @@ def check_work_arguments(
 def retry_delay(deliveries: int, backoff: float, max_backoff: float) -> float:
     """Seconds to wait before the next delivery of an item that failed on its
     ``deliveries``-th: ``backoff * 2 ** (deliveries - 1)``, at most ``max_backoff`` and at
-    most :data:`~fdbqueue._delivery.leases.MAX_LEASE_SECONDS` (12 hours, the longest delay a release
+    most ``MAX_LEASE_SECONDS`` (12 hours, the longest delay a release
     takes), times a random factor in [0.5, 1] so that items failing together do not retry
     together."""
     exponent = min(deliveries - 1, 64)

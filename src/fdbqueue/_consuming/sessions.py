@@ -28,7 +28,7 @@ first wins). A session waiting for an item refreshes its requests every third of
 ``abandon_after``; a prefetching session idle for longer than ``abandon_after`` between calls
 loses its reservation (its next call registers again).
 
-Exactly once: each take runs through the queue's receipts (:mod:`fdbqueue._transactions.receipts`).
+Exactly once: each take runs through the queue's receipts (:doc:`guarantees`).
 The line's keys and how a request is registered, refreshed, found abandoned and withdrawn:
 :mod:`fdbqueue._consuming.line`.
 

@@ -7,7 +7,7 @@ the items were claimed from. Listing leases and ``info`` are :mod:`fdbqueue._que
 
 Source followed: FoundationDB's "Queues" recipe; ``fdb/subspace_impl.py`` for the layer's
 conventions (``tr`` first, ``@transactional``); message queues' visibility timeouts for the
-leases (:mod:`fdbqueue._delivery.leases`).
+leases (:doc:`guarantees`).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class LeasedQueue(StoredQueue[T]):
         Nothing changes when it raises: every lease is read and checked before anything is
         written, so inside your transaction too no acknowledgement is left half done. Given
         a Database, it takes effect exactly once even when a commit's outcome is unknown
-        (:mod:`fdbqueue._transactions.receipts`). Cost: one transaction; one point read per lease,
+        (:doc:`guarantees`). Cost: one transaction; one point read per lease,
         issued together (each a read conflict on its lease, so an ack and a claim of the same
         expired lease never both win), and two clears per lease.
 
@@ -106,7 +106,7 @@ class LeasedQueue(StoredQueue[T]):
             LeaseExpiredError: the lease expired (the item will be delivered again).
 
         Nothing changes when it raises. Given a Database, it takes effect exactly once even
-        when a commit's outcome is unknown (:mod:`fdbqueue._transactions.receipts`). Cost: one point
+        when a commit's outcome is unknown (:doc:`guarantees`). Cost: one point
         read (a read conflict on the lease) and two clears.
         """
         self._leases.holds.ack(tr, lease)
@@ -180,7 +180,7 @@ class LeasedQueue(StoredQueue[T]):
 
         The default, 100, is for a look: more dead letters may exist (:meth:`info` counts
         them). Given a Database, it reads pages of at most
-        :data:`~fdbqueue._queues.stored_queue.PAGE_SIZE` dead letters, each in a transaction of its
+        1,000 dead letters, each in a transaction of its
         own, each going on after the last record key the one before read: with ``limit`` up
         to that, one transaction; with more (or None), pages are read at different read
         versions, so dead letters requeued or purged meanwhile may still be listed, and new
@@ -205,8 +205,8 @@ class LeasedQueue(StoredQueue[T]):
         """Remove up to ``limit`` dead letters (None: all of them), oldest first, with their
         held values, for good. Returns how many.
 
-        Given a Database, it runs a transaction per :data:`~fdbqueue._queues.stored_queue.PAGE_SIZE`
-        dead letters, each taking effect exactly once (:mod:`fdbqueue._transactions.receipts`),
+        Given a Database, it runs a transaction per 1,000
+        dead letters, each taking effect exactly once (:doc:`guarantees`),
         until ``limit`` are removed or none is left; dead letters added meanwhile (they sort last)
         may be removed too. Given a Transaction, it removes them all in it (a page at a
         time), and commits nothing.

@@ -144,7 +144,7 @@ class StoredQueue(Generic[T]):
     @property
     def high_contention(self) -> bool:
         """Whether takes and claims given a Database take in line
-        (:mod:`fdbqueue._consuming.sessions`)."""
+        (:doc:`high-contention`)."""
         return self._high_contention
 
     @property
@@ -227,7 +227,7 @@ class StoredQueue(Generic[T]):
     def requests_in_line(self, tr: TransactionContext, limit: int = 10_000) -> int:
         """Return how many requests of consumer sessions wait in line, at every end of the
         queue (at most ``limit``): places reserved by prefetch and takes waiting for an item
-        (:mod:`fdbqueue._consuming.sessions`).
+        (:doc:`high-contention`).
 
         Raises:
             TypeError, ValueError: ``limit`` is not an int >= 0.
@@ -248,7 +248,7 @@ class StoredQueue(Generic[T]):
 
         The default, 100, is for a look: more leases may exist (:meth:`info` counts them).
         Given a Database, it reads pages of at most
-        :data:`~fdbqueue._queues.stored_queue.PAGE_SIZE` leases, each in a transaction of its own,
+        1,000 leases, each in a transaction of its own,
         each going on after the last lease key the one before read: with ``limit`` up to
         that, one transaction; with more (or None), pages are read at different read
         versions, so a lease extended, released or redelivered meanwhile (which moves its
@@ -284,7 +284,7 @@ class StoredQueue(Generic[T]):
 
         Cost: a read version, a point read (the size), a range read of the front item, and
         range reads that count every request in line, lease record, dead letter record and
-        delayed record (:data:`~fdbqueue._queues.stored_queue.COUNT_PAGE_SIZE` keys each; the
+        delayed record (10,000 keys each; the
         binding returns the small records with their keys; held values are not read). The
         counts are exact and uncapped, so the cost grows with those records, and
         FoundationDB's five-second transaction limit bounds how many one call can count
@@ -316,7 +316,7 @@ class StoredQueue(Generic[T]):
         """Remove every item, the counters, leases, dead letters and the lines of requests
         of consumer sessions (a session whose requests it removed registers again).
 
-        The receipts stay (:mod:`fdbqueue._transactions.receipts`: they expire by themselves), so an
+        The receipts stay (:doc:`guarantees`: they expire by themselves), so an
         operation in flight during a clear still takes effect exactly once: it happened before
         the clear, or after it. Prefer this to ``clear_range_startswith(prefix)``, which also
         removes the receipts. Given a Database it takes effect exactly once too, so a clear
