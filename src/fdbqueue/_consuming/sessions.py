@@ -59,7 +59,8 @@ from fdbqueue._transactions.waiting import check_blocking_arguments, take_blocki
 
 __all__ = ["DEFAULT_ABANDON_AFTER", "MAX_ABANDON_AFTER", "Consumer", "check_abandon_after"]
 
-logger = logging.getLogger("fdbqueue.consumers")  # a documented logger name, whatever the module
+#: The logger, by its documented name (docs/observability.rst), whatever the module.
+logger = logging.getLogger("fdbqueue.consumers")
 
 #: Seconds of versions after which a request nobody refreshed counts as abandoned.
 DEFAULT_ABANDON_AFTER = 5.0

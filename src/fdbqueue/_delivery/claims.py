@@ -57,7 +57,8 @@ from fdbqueue.codecs import decode_or_undecodable, describe_error
 
 __all__ = ["Leases", "claimed_something"]
 
-logger = logging.getLogger("fdbqueue.leases")  # a documented logger name, whatever the module
+#: The logger, by its documented name (docs/observability.rst), whatever the module.
+logger = logging.getLogger("fdbqueue.leases")
 
 #: Expired leases one claim moves to the dead letters before it gives up finding an item.
 DEAD_LETTERS_PER_CLAIM = 16

@@ -39,7 +39,6 @@ clock; message queues' visibility timeouts (Amazon SQS's ``ChangeMessageVisibili
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -71,7 +70,6 @@ __all__ = [
     "lease_versions",
 ]
 
-logger = logging.getLogger("fdbqueue.leases")  # a documented logger name, whatever the module
 
 VERSIONS_PER_SECOND = 1_000_000
 #: Deliveries after which an item whose leases keep expiring becomes a dead letter.

@@ -54,7 +54,8 @@ __all__ = [
     "as_subspace",
 ]
 
-logger = logging.getLogger("fdbqueue.store")  # a documented logger name, whatever the module
+#: The logger, by its documented name (docs/observability.rst), whatever the module.
+logger = logging.getLogger("fdbqueue.store")
 
 #: FoundationDB's limit on the size of a key, in bytes (error 2102 ``key_too_large``).
 MAX_KEY_BYTES = 10_000

@@ -124,7 +124,8 @@ class _Attempt(Generic[R]):
     finished: tuple[bytes, ...]  # the finished receipts it cleared
 
 
-logger = logging.getLogger("fdbqueue.receipts")  # a documented logger name, whatever the module
+#: The logger, by its documented name (docs/observability.rst), whatever the module.
+logger = logging.getLogger("fdbqueue.receipts")
 
 
 def _note_unknown_result(code: int, applied: bool) -> None:

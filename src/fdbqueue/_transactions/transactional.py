@@ -32,9 +32,8 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeAlias, TypeVar, ov
 from fdbqueue import metrics
 from fdbqueue._transactions import suspension
 
-logger = logging.getLogger(
-    "fdbqueue.transactional"
-)  # a documented logger name, whatever the module
+#: The logger, by its documented name (docs/observability.rst), whatever the module.
+logger = logging.getLogger("fdbqueue.transactional")
 
 __all__ = [
     "AnyContext",

@@ -38,7 +38,8 @@ from fdbqueue._transactions.transactional import AnyContext, is_database, run_in
 
 __all__ = ["check_blocking_arguments", "take_blocking", "wait_for_any"]
 
-logger = logging.getLogger("fdbqueue.waiting")  # a documented logger name, whatever the module
+#: The logger, by its documented name (docs/observability.rst), whatever the module.
+logger = logging.getLogger("fdbqueue.waiting")
 
 #: Backoff between attempts when a watch fails instead of firing (e.g. too many watches).
 FALLBACK_BACKOFF = (0.01, 1.0)
