@@ -1,22 +1,25 @@
 """Every exception fdbqueue raises of its own, in one place.
 
-Each is also importable from :mod:`fdbqueue` itself. Besides these, operations raise the
+The queue errors (all but the last three) are also importable from :mod:`fdbqueue`. Besides
+these, operations raise the
 standard ``TypeError`` and ``ValueError`` for bad arguments (before anything is read or
 written), and FoundationDB's own ``fdb.FDBError`` (``fdbqueue.memory.FDBError`` on the
 in-memory database) for database errors that a retry loop does not absorb.
 
-=============================  ===============================================================
-Exception                      Raised when
-=============================  ===============================================================
-:class:`QueueTypeError`        the subspace holds another queue type, or a queue written with
-                               another codec (its metadata records both). Nothing changed.
-:class:`LeaseError`            ``ack``, ``release``, ``extend`` or ``dead_letter`` on a lease
-                               that is no longer held; its two subclasses say why.
-:class:`UnknownResultError`    a commit's outcome is unknown and can no longer be found out.
+==================================  ==========================================================
+Exception                           Raised when
+==================================  ==========================================================
+:class:`QueueTypeError`             the subspace holds another queue type, or a queue written
+                                    with another codec (its metadata records both). Nothing
+                                    changed.
+:class:`LeaseError`                 ``ack``, ``release``, ``extend`` or ``dead_letter`` on a
+                                    lease that is no longer held; its two subclasses say why.
+:class:`UnknownResultError`         a commit's outcome is unknown and can no longer be found
+                                    out.
 :class:`ClientLibraryMissingError`  opening a real cluster without ``libfdb_c``.
-:class:`BindingMismatchError`  the ``foundationdb`` binding is newer than ``libfdb_c``.
-:class:`BenchmarkError`        ``fdbqueue bench`` cannot run as asked.
-=============================  ===============================================================
+:class:`BindingMismatchError`       the ``foundationdb`` binding is newer than ``libfdb_c``.
+:class:`BenchmarkError`             ``fdbqueue bench`` cannot run as asked.
+==================================  ==========================================================
 """
 
 from __future__ import annotations
