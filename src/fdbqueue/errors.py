@@ -1,9 +1,8 @@
 """Every exception fdbqueue raises of its own, in one place.
 
-The queue errors (all but the last three) are also importable from :mod:`fdbqueue`. Besides
-these, operations raise the
-standard ``TypeError`` and ``ValueError`` for bad arguments (before anything is read or
-written), and FoundationDB's own ``fdb.FDBError`` (``fdbqueue.memory.FDBError`` on the
+The queue errors (all but the last three below) are also importable from :mod:`fdbqueue`.
+Besides these, operations raise the standard ``TypeError`` and ``ValueError`` for bad
+arguments (before anything is read or written), and FoundationDB's own ``fdb.FDBError`` (``fdbqueue.memory.FDBError`` on the
 in-memory database) for database errors that a retry loop does not absorb.
 
 ==================================  ==========================================================
