@@ -2,8 +2,9 @@
 
 The queue errors (all but the last three below) are also importable from :mod:`fdbqueue`.
 Besides these, operations raise the standard ``TypeError`` and ``ValueError`` for bad
-arguments (before anything is read or written), and FoundationDB's own ``fdb.FDBError`` (``fdbqueue.memory.FDBError`` on the
-in-memory database) for database errors that a retry loop does not absorb.
+arguments (before anything is read or written), and FoundationDB's own ``fdb.FDBError``
+(``fdbqueue.memory.FDBError`` on the in-memory database) for database errors that a retry
+loop does not absorb.
 
 ==================================  ==========================================================
 Exception                           Raised when

@@ -87,13 +87,13 @@ def _meter() -> Any:
     return metrics.get_meter("fdbqueue", _version())
 
 
-def _version() -> str | None:
+def _version() -> str:
     """fdbqueue's version as installed (``importlib.metadata``; the package root, which holds
-    ``__version__``, is above every layer), or None when it is not installed."""
+    ``__version__``, is above every layer), or "" when it is not installed."""
     try:
         return importlib.metadata.version("fdbqueue")
     except importlib.metadata.PackageNotFoundError:
-        return None
+        return ""
 
 
 def _instrument(key: str) -> Any:
