@@ -158,7 +158,9 @@ class Database(AtomicOperations):
           database, snapshot or not, and their bytes. A point read counts one key, present or
           absent, and its value's bytes (not its key's); a range read counts each pair it
           returned, key and value; ``get_key`` counts nothing (upstream counts none), nor do
-          reads answered by the transaction's own writes or from the values it read before.
+          reads answered by the transaction's own writes or from the values it read before
+          (a range read over keys the transaction wrote: see the known differences in
+          :mod:`fdbqueue.memory`).
         * ``keys_written`` and ``bytes_written``: the mutations of successful writing commits
           as the client sends them (merged as its write map merges them: a clear range is one
           mutation, repeated sets of a key one set) and their bytes, 40 a mutation

@@ -314,9 +314,9 @@ class Transaction(_Reader, AtomicOperations):
 
         It is upstream's ``Transaction::getSize()`` of what the read-your-writes layer sends,
         merged as it merges them: the mutations (:meth:`Mutations.size`) and the read and
-        write conflict ranges (:class:`ConflictRanges`); see :mod:`fdbqueue.memory.size`. Upstream's own
-        ``get_approximate_size`` is a cheaper running sum that merges nothing; this one is the
-        exact figure of the commit check.
+        write conflict ranges (:class:`ConflictRanges`); see :mod:`fdbqueue.memory.size`.
+        Upstream's own ``get_approximate_size`` is a cheaper running sum that merges nothing;
+        this one is the exact figure of the commit check.
         """
         return Future.completed(self._approximate_size())
 

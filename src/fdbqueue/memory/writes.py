@@ -6,10 +6,11 @@ the database, and reading them adds no read conflict range (upstream
 *dependent*: reading them reads the database value and applies the operations on top.
 
 The write map also counts the mutations its writes send, and what they add to the
-transaction's size, as upstream's client sends them at commit (``ReadYourWritesTransaction::writeRangeToNativeTransaction``): one
-mutation per key for its last set (or its set with later atomic operations folded in), its
-atomic operations merged as ``WriteMap::coalesceOver`` merges them, and one clear-range
-mutation per maximal cleared range, split around the keys written after the clear.
+transaction's size, as upstream's client sends them at commit
+(``ReadYourWritesTransaction::writeRangeToNativeTransaction``): one mutation per key for its
+last set (or its set with later atomic operations folded in), its atomic operations merged as
+``WriteMap::coalesceOver`` merges them, and one clear-range mutation per maximal cleared
+range, split around the keys written after the clear.
 """
 
 from __future__ import annotations
