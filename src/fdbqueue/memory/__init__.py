@@ -104,6 +104,13 @@ Known differences from a real cluster:
   call that fetches it sleeps that half; upstream's depends on where the proxy's answer
   falls), and 1007 is decided at issue; a second read of a key whose first read is still running is
   answered from the cache, ready with the first (upstream sends a second request);
+* ``keys_read`` and ``bytes_read`` (:meth:`Database.stats`) count what upstream's
+  ``NativeAPI`` reads return, except that a range read over keys the transaction itself wrote
+  counts the pairs it returns (its own writes among them, not the database pairs they hide)
+  where upstream counts the database pairs its read-your-writes layer fetched around them, and
+  a range read again counts again (see the cache of reads above); ``bytes_written`` counts 40
+  bytes a mutation, ``sizeof(MutationRef)`` in 7.1 and 7.3.0 (releases that add checksum
+  fields to the structure count a few bytes more a mutation);
 * conflict detection is exact per key range (a real resolver may also report conflicts for
   transactions whose read version fell out of its window, and keeps no more than ~5 s);
 * versionstamps' 2-byte batch order is always 0 (every commit is its own batch);

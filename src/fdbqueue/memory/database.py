@@ -60,6 +60,10 @@ STAT_NAMES = (
     "too_old",
     "retries",
     "watches",
+    "keys_read",
+    "bytes_read",
+    "keys_written",
+    "bytes_written",
     "injected_not_committed",
     "injected_commit_unknown_result",
     "injected_commit_unknown_result_applied",
@@ -146,7 +150,26 @@ class Database(AtomicOperations):
         database (point, range and ``get_key`` reads not served entirely from the
         transaction's own writes); ``commits`` that wrote (read-only commits are not counted);
         ``conflicts`` (1020 at commit); ``too_old`` (1007); ``retries`` (``on_error`` calls
-        that retried); ``watches`` registered; and the injected faults (:class:`Faults`):
+        that retried); ``watches`` registered; what a cluster would bill, as FoundationDB's
+        client transaction metrics count it (``KeysRead``, ``BytesRead``,
+        ``CommittedMutations``, ``CommittedMutationBytes``):
+
+        * ``keys_read`` and ``bytes_read``: key-value pairs returned by reads that reached the
+          database, snapshot or not, and their bytes. A point read counts one key, present or
+          absent, and its value's bytes (not its key's); a range read counts each pair it
+          returned, key and value; ``get_key`` counts nothing (upstream counts none), nor do
+          reads answered by the transaction's own writes or from the values it read before
+          (a range read over keys the transaction wrote: see the known differences in
+          :mod:`fdbqueue.memory`).
+        * ``keys_written`` and ``bytes_written``: the mutations of successful writing commits
+          as the client sends them (merged as its write map merges them: a clear range is one
+          mutation, repeated sets of a key one set) and their bytes, 40 a mutation
+          (``sizeof(MutationRef)``) plus its two parameters (a single-key clear is
+          ``[key, key + b"\\x00")``), the figure of :mod:`fdbqueue.memory.size`. A commit that
+          fails (1020, 1007, 2101) counts none, nor does one whose result the client does not
+          learn (1021, 1031), applied or not.
+
+        And the injected faults (:class:`Faults`):
 
         * ``injected_not_committed`` (1020) and ``injected_transaction_too_old`` (1007);
         * ``injected_commit_unknown_result`` (1021), of which

@@ -18,6 +18,7 @@ from fdbqueue.memory.conflicts import ConflictRanges
 from fdbqueue.memory.errors import FDBError
 from fdbqueue.memory.keys import key_after, to_key, to_value
 from fdbqueue.memory.lifecycle import Lifecycle
+from fdbqueue.memory.size import MUTATION_BYTES
 from fdbqueue.memory.storage import Range
 from fdbqueue.memory.watches import PendingWatches
 from fdbqueue.memory.writes import WriteMap
@@ -49,15 +50,33 @@ class Mutations:
         self._conflicts = conflicts
         self._watches = watches
         self.mutations: list[Mutation] = []  # in order, for the commit
+        self._stamped_count = 0  # versionstamped operations: never merged, each sent once
+        self._stamped_bytes = 0
 
     def size(self) -> int:
-        """What the sets, clears and atomic operations add to the size (merged as upstream's
-        write map merges them: :meth:`WriteMap.mutation_bytes`)."""
-        return self._writes.mutation_bytes()
+        """What the mutations add to the size: the sets, clears and atomic operations merged
+        as upstream's write map merges them (:meth:`WriteMap.mutation_bytes`), and each
+        versionstamped operation."""
+        return self._writes.mutation_bytes() + self._stamped_bytes
 
-    def append(self, mutation: Mutation) -> None:
-        """Record ``mutation`` with no write conflict range (a versionstamped key's)."""
-        self.mutations.append(mutation)
+    def written(self) -> tuple[int, int]:
+        """The mutations a commit sends and their bytes, as upstream counts a committed
+        transaction's ``CommittedMutations`` and ``CommittedMutationBytes``
+        (``mutations.expectedSize()``: 40 bytes a mutation plus its two parameters; see
+        :mod:`fdbqueue.memory.size`). Cost: O(1) until a clear, then once O(keys written in
+        the cleared ranges)."""
+        return self._writes.mutation_count() + self._stamped_count, self.size()
+
+    def stamped(self, mutation: Mutation, write_range: Range | None) -> None:
+        """Record a versionstamped operation ``(kind, key, param)`` and count its mutation;
+        its write conflict range ``write_range`` (None: a versionstamped key's, which the
+        commit adds)."""
+        self._stamped_count += 1
+        self._stamped_bytes += MUTATION_BYTES + len(mutation[1]) + len(mutation[2])
+        if write_range is None:
+            self.mutations.append(mutation)
+        else:
+            self.record(mutation, write_range)
 
     def record(self, mutation: Mutation, write_range: Range) -> None:
         """Record ``mutation`` and its write conflict range, unless

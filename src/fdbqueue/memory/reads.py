@@ -171,12 +171,19 @@ class Reads:
         if cached is not None:
             database_value, ready = cached
         else:
-            database_value, ready = self._with_view(lambda view: view.get(key))
+            database_value, ready = self._with_view(lambda view: self._counted_get(view, key))
             self._cache[key] = database_value, ready
         if not snapshot:
             self._conflicts.add_read_range(key, key_after(key))
         value = entry.resolve(database_value) if entry is not None else database_value
         return value, ready
+
+    def _counted_get(self, view: VersionView, key: bytes) -> bytes | None:
+        """The database value of ``key``, counted as upstream's ``getValue`` counts it: one
+        key read, the value's bytes (none when absent; the key's not counted)."""
+        value = view.get(key)
+        self._server.count_read(1, 0 if value is None else len(value))
+        return value
 
     def _scan(
         self, view: VersionView, begin: bytes, end: bytes, reverse: bool
@@ -327,12 +334,16 @@ class Reads:
         def read(view: VersionView) -> tuple[list[tuple[bytes, bytes]], bool]:
             found: list[tuple[bytes, bytes]] = []
             spent = 0
+            full = False
             for key, value in self._scan(view, begin, end, reverse):
                 found.append((key, value))
                 spent += ROW_OVERHEAD_BYTES + len(key) + len(value)
                 if len(found) == limit or (byte_target and spent >= byte_target):
-                    return found, True
-            return found, False
+                    full = True
+                    break
+            # upstream getRangeFinished: the pairs returned and their keys' and values' bytes
+            self._server.count_read(len(found), spent - ROW_OVERHEAD_BYTES * len(found))
+            return found, full
 
         (pairs, full), ready = self._with_view(read)  # an error carries its ready_at
         if not snapshot:

@@ -28,12 +28,16 @@ __all__ = ["CommitRequest", "Resolver"]
 
 @dataclass(frozen=True)
 class CommitRequest:
-    """What a commit hands to the resolver: kept as is while a timed-out commit is in flight."""
+    """What a commit hands to the resolver: kept as is while a timed-out commit is in flight.
+    ``keys_written`` and ``bytes_written``: the mutations as upstream's client sends them
+    (merged) and their bytes, counted in the stats once the commit succeeds."""
 
     read_version: int | None
     read_ranges: list[Range]
     write_ranges: list[Range]
     mutations: list[Mutation]
+    keys_written: int = 0
+    bytes_written: int = 0
 
     @property
     def read_only(self) -> bool:
@@ -47,6 +51,8 @@ class CommitRequest:
             list(self.read_ranges),
             list(self.write_ranges),
             list(self.mutations),
+            self.keys_written,
+            self.bytes_written,
         )
 
 

@@ -93,6 +93,13 @@ class Server:
         with self._lock:
             self._stats[name] += amount
 
+    def count_read(self, pairs: int, size: int) -> None:
+        """Count ``pairs`` key-value pairs of ``size`` bytes returned by a read: called by
+        the read that :meth:`read` runs, under the database's lock (cost: O(1))."""
+        stats = self._stats
+        stats["keys_read"] += pairs
+        stats["bytes_read"] += size
+
     def random_fraction(self) -> float:
         """A seeded draw in ``[0, 1)`` (``on_error``'s backoff jitter)."""
         with self._lock:
@@ -156,6 +163,9 @@ class Server:
                     self._injector.resolve_in_flight(fired)
                     version = self._injector.commit(request, fired)
                     versionstamp = versionstamp_bytes(version)
+                    # Upstream counts a commit's mutations once its client hears it succeeded.
+                    self._stats["keys_written"] += request.keys_written
+                    self._stats["bytes_written"] += request.bytes_written
                 self._watches.register(watches.take_all(), fired)
         except FDBError:
             for future in fired:  # other transactions' watches, fired by what did land

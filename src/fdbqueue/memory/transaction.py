@@ -313,16 +313,15 @@ class Transaction(_Reader, AtomicOperations):
         figure a commit compares with the 10,000,000-byte limit, error 2101).
 
         It is upstream's ``Transaction::getSize()`` of what the read-your-writes layer sends,
-        merged as it merges them: the mutations (:meth:`WriteMap.mutation_bytes`, plus each
-        versionstamped operation once) and the read and write conflict ranges
-        (:class:`ConflictRanges`); see :mod:`fdbqueue.memory.size`. Upstream's own
-        ``get_approximate_size`` is a cheaper running sum that merges nothing; this one is the
-        exact figure of the commit check.
+        merged as it merges them: the mutations (:meth:`Mutations.size`) and the read and
+        write conflict ranges (:class:`ConflictRanges`); see :mod:`fdbqueue.memory.size`.
+        Upstream's own ``get_approximate_size`` is a cheaper running sum that merges nothing;
+        this one is the exact figure of the commit check.
         """
         return Future.completed(self._approximate_size())
 
     def _approximate_size(self) -> int:
-        return self._mutations.size() + self._versionstamps.size_bytes + self._conflicts.size()
+        return self._mutations.size() + self._conflicts.size()
 
     def commit(self) -> Future:
         """Commit: a Future that is ready once the mutations are applied, or fails with
@@ -354,6 +353,7 @@ class Transaction(_Reader, AtomicOperations):
             self._conflicts.read_ranges,
             self._conflicts.write_ranges,
             self._mutations.mutations,
+            *self._mutations.written(),
         )
         try:
             if not request.read_only and self._approximate_size() > self.options.size_limit:

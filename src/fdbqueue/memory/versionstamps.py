@@ -23,7 +23,6 @@ from fdbqueue.memory.futures import Key
 from fdbqueue.memory.keys import key_after, to_key, to_value
 from fdbqueue.memory.lifecycle import Lifecycle
 from fdbqueue.memory.mutations import Mutation, Mutations
-from fdbqueue.memory.size import MUTATION_BYTES
 from fdbqueue.memory.storage import Range
 from fdbqueue.memory.watches import PendingWatches
 from fdbqueue.memory.writes import WriteMap
@@ -65,7 +64,6 @@ class Versionstamps:
         self._writes = writes
         self._watches = watches
         self._read_version = read_version
-        self.size_bytes = 0  # what the versionstamped operations' mutations add to the size
         self.committed_version = -1
         self.future = Key()  # the versionstamp, ready after a successful commit
 
@@ -91,8 +89,7 @@ class Versionstamps:
         begin = body[:offset] + lowest + body[offset + 10 :]
         end = key_after(body[:offset] + b"\xff" * 10 + body[offset + 10 :])
         self._writes.mark_unreadable(begin, min(end, self._access.read_top()))
-        self.size_bytes += MUTATION_BYTES + len(key) + len(param)
-        self._mutations.append(("versionstamped_key", key, param))
+        self._mutations.stamped(("versionstamped_key", key, param), None)
 
     def set_value(self, key: Any, param: Any) -> None:
         """``set_versionstamped_value``: the key becomes unreadable in this transaction."""
@@ -104,8 +101,7 @@ class Versionstamps:
             self._lifecycle.defer(error)
             return
         self._writes.mark_unreadable(key, key_after(key))
-        self.size_bytes += MUTATION_BYTES + len(key) + len(param)
-        self._mutations.record(("versionstamped_value", key, param), (key, key_after(key)))
+        self._mutations.stamped(("versionstamped_value", key, param), (key, key_after(key)))
         self._watches.changed(key, key_after(key), known=False)
 
     def committed(self, version: int, versionstamp: bytes | None) -> None:

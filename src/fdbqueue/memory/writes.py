@@ -5,11 +5,12 @@ the database, and reading them adds no read conflict range (upstream
 ``fdbclient/ReadYourWrites.cpp``, ``updateConflictMap``). Keys with only atomic operations are
 *dependent*: reading them reads the database value and applies the operations on top.
 
-The write map also counts what its writes add to the transaction's size as upstream's client
-sends them at commit (``ReadYourWritesTransaction::writeRangeToNativeTransaction``): one
-mutation per key for its last set (or its set with later atomic operations folded in), its
-atomic operations merged as ``WriteMap::coalesceOver`` merges them, and one clear-range
-mutation per maximal cleared range, split around the keys written after the clear.
+The write map also counts the mutations its writes send, and what they add to the
+transaction's size, as upstream's client sends them at commit
+(``ReadYourWritesTransaction::writeRangeToNativeTransaction``): one mutation per key for its
+last set (or its set with later atomic operations folded in), its atomic operations merged as
+``WriteMap::coalesceOver`` merges them, and one clear-range mutation per maximal cleared
+range, split around the keys written after the clear.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ class Entry:
             return MUTATION_BYTES + len(key) + len(self.value)
         return sum(MUTATION_BYTES + len(key) + len(param) for _, param in self.stack)
 
+    def count(self) -> int:
+        """How many mutations this key sends at commit: one for a known value (a set, or a
+        clear of the key), else one per merged atomic operation."""
+        return 1 if self.independent else len(self.stack)
+
     def resolve(self, database_value: bytes | None) -> bytes | None:
         """The value the transaction sees, given the database value (for dependent keys)."""
         if self.independent:
@@ -67,7 +73,8 @@ class WriteMap:
         self.cleared_begins: list[bytes] = []
         self.unreadable: list[Range] = []
         self.entry_bytes = 0  # the sum of the entries' sizes
-        self._clear_bytes: int | None = 0  # None: to be counted again
+        self.entry_mutations = 0  # the sum of the entries' mutation counts
+        self._clears: tuple[int, int] | None = (0, 0)  # clear mutations, bytes; None: recount
 
     def _in_cleared(self, key: bytes) -> bool:
         index = bisect.bisect_right(self.cleared_begins, key) - 1
@@ -92,19 +99,23 @@ class WriteMap:
         previous: Entry | None = entries.get(key)
         if previous is not None:
             self.entry_bytes -= previous.size(key)
-        elif self._clear_bytes is not None and self._in_cleared(key):
-            self._clear_bytes = None  # the key splits a cleared range
+            self.entry_mutations -= previous.count()
+        elif self._clears is not None and self._in_cleared(key):
+            self._clears = None  # the key splits a cleared range
         entries[key] = entry
         self.entry_bytes += entry.size(key)
+        self.entry_mutations += entry.count()
 
     def set(self, key: bytes, value: bytes) -> None:
         self._put(key, Entry(independent=True, value=value))
 
     def clear_range(self, begin: bytes, end: bytes) -> None:
         for key in list(self.entries.irange(begin, end, inclusive=(True, False))):
-            self.entry_bytes -= self.entries.pop(key).size(key)
+            entry = self.entries.pop(key)
+            self.entry_bytes -= entry.size(key)
+            self.entry_mutations -= entry.count()
         self._merge_cleared(begin, end)
-        self._clear_bytes = None
+        self._clears = None
 
     def _merge_cleared(self, begin: bytes, end: bytes) -> None:
         """Merge ``[begin, end)`` into the sorted, merged cleared ranges: a bisection, not a
@@ -128,9 +139,11 @@ class WriteMap:
             self._put(key, Entry(True, apply_atomic(operation, entry.value, param)))
         elif entry is not None:
             self.entry_bytes -= entry.size(key)
+            self.entry_mutations -= entry.count()
             entry.operations.append((operation, param))
             coalesce_over(entry.stack, operation, param)
             self.entry_bytes += entry.size(key)
+            self.entry_mutations += entry.count()
         else:
             operations = [(operation, param)]
             self._put(key, Entry(False, operations=operations, stack=list(operations)))
@@ -139,18 +152,30 @@ class WriteMap:
         """What the sets, clears and atomic operations add to the transaction's size: each
         key's mutations (:meth:`Entry.size`) plus one clear-range mutation per piece of the
         cleared ranges left between the keys written after the clear."""
-        if self._clear_bytes is None:
-            total = 0
+        return self.entry_bytes + self._clear_totals()[1]
+
+    def mutation_count(self) -> int:
+        """How many mutations the sets, clears and atomic operations send at commit: each
+        key's (:meth:`Entry.count`) plus one per piece of the cleared ranges."""
+        return self.entry_mutations + self._clear_totals()[0]
+
+    def _clear_totals(self) -> tuple[int, int]:
+        """The clear-range mutations sent at commit and their bytes, counted again only after
+        a clear or a write into a cleared range."""
+        if self._clears is None:
+            count = total = 0
             for begin, end in self.cleared:
                 cursor = begin
                 for key in self.entries.irange(begin, end, inclusive=(True, False)):
                     if cursor < key:
+                        count += 1
                         total += clear_bytes(cursor, key)
                     cursor = key + b"\x00"
                 if cursor < end:
+                    count += 1
                     total += clear_bytes(cursor, end)
-            self._clear_bytes = total
-        return self.entry_bytes + self._clear_bytes
+            self._clears = count, total
+        return self._clears
 
     def mark_unreadable(self, begin: bytes, end: bytes) -> None:
         self.unreadable = merge_ranges([*self.unreadable, (begin, end)])
