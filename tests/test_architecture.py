@@ -25,7 +25,7 @@ def load_toml(path: pathlib.Path) -> dict[str, Any]:
 
 def declared_layers() -> list[str]:
     contracts = load_toml(ROOT / "pyproject.toml")["tool"]["importlinter"]["contracts"]
-    (layers,) = [contract for contract in contracts if contract["type"] == "layers"]
+    (layers,) = [contract for contract in contracts if contract.get("containers") == ["fdbqueue"]]
     return [" | ".join(part.strip() for part in layer.split("|")) for layer in layers["layers"]]
 
 

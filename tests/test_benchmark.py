@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from fdbqueue import Queue, benchmark, memory
+from fdbqueue.benchmark import measurement, report, workload
 from fdbqueue.cli import cli
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "contention_benchmark.py"
@@ -202,14 +203,14 @@ def test_transaction_times_count_the_consumers_only_from_the_database_counters()
     assert result.transactions_per_item == 1
     assert 1.0 - 1e-9 <= result.transaction_times_per_item < 1.3
     assert stats["read_versions"] > 20  # the loaders' transactions too, not counted above
-    assert type(database._stats) is not benchmark._RoleStats  # put back after the run
+    assert type(database._stats) is not measurement._RoleStats  # put back after the run
 
 
 def test_a_consumer_that_never_gets_an_item_ends_the_run_as_not_exactly_once(monkeypatch):
-    monkeypatch.setattr(benchmark, "STALL_SECONDS", 0.2)
-    monkeypatch.setattr(benchmark, "WAIT_SECONDS", 0.01)
+    monkeypatch.setattr(measurement, "STALL_SECONDS", 0.2)
+    monkeypatch.setattr(measurement, "WAIT_SECONDS", 0.01)
     broken = benchmark.Mode(
-        "broken", Queue, benchmark.enqueue_batch, benchmark.calls(lambda q, db, wait: None), None
+        "broken", Queue, workload.enqueue_batch, benchmark.calls(lambda q, db, wait: None), None
     )
     result = benchmark.run(
         broken, "drain", 2, items=5, producers=1, warmup=0, latency=ZERO, open_db=memory.open
@@ -242,8 +243,8 @@ def test_a_mode_with_a_consumer_session_is_one_entry():
     mode = benchmark.Mode(
         "session",
         Queue,
-        benchmark.enqueue_batch,
-        benchmark.session(Session, benchmark.dequeue),
+        workload.enqueue_batch,
+        benchmark.session(Session, workload.dequeue),
         "plain",
     )
     result = benchmark.run(
@@ -258,9 +259,9 @@ def test_a_mode_the_queue_does_not_support_is_skipped_with_its_reason(monkeypatc
         raise NotImplementedError("no such thing yet")
 
     unsupported = benchmark.Mode(
-        "unsupported", refuse, benchmark.enqueue_batch, benchmark.calls(benchmark.dequeue), "plain"
+        "unsupported", refuse, workload.enqueue_batch, benchmark.calls(workload.dequeue), "plain"
     )
-    monkeypatch.setattr(benchmark, "MODES", [*benchmark.MODES, unsupported])
+    monkeypatch.setattr(workload, "MODES", [*workload.MODES, unsupported])
     given = arguments(modes=["plain", "unsupported"], consumers=[1], items=3, phases=["drain"])
     results = benchmark.run_all(given, lambda latency: memory.open(), "memory")
     assert [r.mode for r in results] == ["plain"]
@@ -272,9 +273,7 @@ def test_a_consumer_that_raises_ends_the_run_as_not_exactly_once_without_hanging
     def explode(queue, db, wait):
         raise RuntimeError("boom")
 
-    broken = benchmark.Mode(
-        "broken", Queue, benchmark.enqueue_batch, benchmark.calls(explode), None
-    )
+    broken = benchmark.Mode("broken", Queue, workload.enqueue_batch, benchmark.calls(explode), None)
     for phase in benchmark.PHASES:
         result = benchmark.run(
             broken, phase, 2, items=5, producers=1, warmup=0, latency=ZERO, open_db=memory.open
@@ -301,7 +300,7 @@ def test_the_median_run_is_the_middle_one_and_any_failed_repetition_shows():
             ideal_per_second=None, producer_conflicts=0, empty_takes=0, exactly_once=once,
         )  # fmt: skip
 
-    assert benchmark.median_run([result(3), result(1), result(2)]).items_per_second == 2
-    assert benchmark.median_run([result(4), result(1), result(2), result(3)]).items_per_second == 2
-    chosen = benchmark.median_run([result(3), result(1, once=False), result(2)])
+    assert report.median_run([result(3), result(1), result(2)]).items_per_second == 2
+    assert report.median_run([result(4), result(1), result(2), result(3)]).items_per_second == 2
+    chosen = report.median_run([result(3), result(1, once=False), result(2)])
     assert chosen.items_per_second == 2 and not chosen.exactly_once

@@ -1,0 +1,189 @@
+"""The benchmark's command-line arguments: parsing and checking them before anything runs."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from fdbqueue import memory
+from fdbqueue.benchmark import workload
+from fdbqueue.benchmark.workload import (
+    DEFAULT_CONSUMERS,
+    DEFAULT_MODES,
+    GROUPS,
+    MAX_CONSUMERS,
+    PHASES,
+)
+from fdbqueue.errors import BenchmarkError
+
+# -- arguments ------------------------------------------------------------------------------
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, not {text!r}")
+    return value
+
+
+def latency_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, not {text!r}")
+    return value
+
+
+def consumer_counts(text: str) -> list[int]:
+    """``1,2,4``: a comma-separated list of consumer counts, each in 1..MAX_CONSUMERS."""
+    counts = []
+    for part in text.split(","):
+        try:
+            count = int(part)
+        except ValueError:
+            count = 0
+        if not 1 <= count <= MAX_CONSUMERS:
+            raise argparse.ArgumentTypeError(
+                f"must be comma-separated integers from 1 to {MAX_CONSUMERS}, not {text!r}"
+            )
+        counts.append(count)
+    return list(dict.fromkeys(counts))
+
+
+def mode_names(text: str) -> list[str]:
+    """Mode names and groups (``queue``, ``priority``, ``receipts``, ``all``), comma-separated,
+    as the list of mode names in :data:`MODES` order."""
+    known = [mode.name for mode in workload.MODES]
+    chosen: set[str] = set()
+    for part in text.split(","):
+        if part in GROUPS:
+            chosen.update(GROUPS[part])
+        elif part in known:
+            chosen.add(part)
+        else:
+            raise argparse.ArgumentTypeError(
+                f"unknown mode {part!r}; choose from {', '.join(known)} "
+                f"or the groups {', '.join(sorted(GROUPS))}"
+            )
+    return [name for name in known if name in chosen]
+
+
+def phase_names(text: str) -> list[str]:
+    chosen: set[str] = set()
+    for part in text.split(","):
+        if part == "all":
+            chosen.update(PHASES)
+        elif part in PHASES:
+            chosen.add(part)
+        else:
+            raise argparse.ArgumentTypeError(
+                f"unknown phase {part!r}; choose from {', '.join(PHASES)} or all"
+            )
+    return [phase for phase in PHASES if phase in chosen]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the benchmark's options (not the database's) to ``parser``; each is checked as it
+    is parsed, so a bad one is a usage error (exit status 2)."""
+    parser.add_argument(
+        "--phases",
+        type=phase_names,
+        default=list(PHASES),
+        help="comma-separated: drain, steady or all (default: both)",
+    )
+    parser.add_argument(
+        "--modes",
+        type=mode_names,
+        default=mode_names(DEFAULT_MODES),
+        help=(
+            f"comma-separated modes ({', '.join(mode.name for mode in workload.MODES)}) or groups "
+            f"({', '.join(sorted(GROUPS))}); default: {DEFAULT_MODES}"
+        ),
+    )
+    parser.add_argument(
+        "--consumers",
+        type=consumer_counts,
+        default=consumer_counts(DEFAULT_CONSUMERS),
+        help=f"comma-separated consumer counts (default {DEFAULT_CONSUMERS})",
+    )
+    parser.add_argument(
+        "--items", type=positive_int, default=200, help="items measured per run (default 200)"
+    )
+    parser.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=1,
+        help="runs per phase, mode and consumer count; the median by items/s is shown (default 1)",
+    )
+    parser.add_argument(
+        "--producers",
+        type=positive_int,
+        default=4,
+        help="producer threads in steady, loader threads for the preload (default 4)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=non_negative_int,
+        default=None,
+        help="steady: items taken before measuring (default: items / 4)",
+    )
+    parser.add_argument(
+        "--grv", type=latency_seconds, default=0.001, help="read version latency, s (default 0.001)"
+    )
+    parser.add_argument(
+        "--read", type=latency_seconds, default=0.0005, help="read latency, s (default 0.0005)"
+    )
+    parser.add_argument(
+        "--commit", type=latency_seconds, default=0.003, help="commit latency, s (default 0.003)"
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="draw items/s against consumers (needs matplotlib)"
+    )
+
+
+def check_arguments(arguments: argparse.Namespace) -> None:
+    """Check options given other than through :func:`add_arguments`' parser.
+
+    Raises:
+        BenchmarkError: an option is out of range or unknown.
+    """
+    problems = []
+    counts = arguments.consumers
+    if not counts or not all(
+        isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= MAX_CONSUMERS for c in counts
+    ):
+        problems.append(f"consumers must be integers from 1 to {MAX_CONSUMERS}")
+    for name in ("items", "producers", "repeat"):
+        value = getattr(arguments, name, 1)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            problems.append(f"{name} must be a positive integer, not {value!r}")
+    if arguments.warmup is not None and (
+        not isinstance(arguments.warmup, int) or arguments.warmup < 0
+    ):
+        problems.append(f"warmup must be an integer >= 0, not {arguments.warmup!r}")
+    known = {mode.name for mode in workload.MODES}
+    if not arguments.modes or not set(arguments.modes) <= known:
+        problems.append(f"modes must be among {sorted(known)}, not {arguments.modes!r}")
+    if not arguments.phases or not set(arguments.phases) <= set(PHASES):
+        problems.append(f"phases must be among {list(PHASES)}, not {arguments.phases!r}")
+    try:
+        memory.Latency(grv=arguments.grv, read=arguments.read, commit=arguments.commit)
+    except ValueError as error:
+        problems.append(str(error))
+    if problems:
+        raise BenchmarkError("; ".join(problems))
