@@ -31,6 +31,7 @@ from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.delays import DelayedItems, check_delay
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
 from fdbqueue._queues.leased_queue import LeasedQueue
+from fdbqueue._queues.shards import Parts, check_shards
 from fdbqueue._queues.stored_queue import QueueOptions, T, check_queue_arguments
 from fdbqueue._storage import taking
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
@@ -71,8 +72,9 @@ class PriorityQueue(LeasedQueue[T]):
             expiring before it becomes a dead letter (default 5; None: no limit).
         exactly_once: operations given a Database write a receipt with their effect, so
             that a retry after a commit with an unknown result (1021) neither applies them
-            twice nor loses what they took (:doc:`guarantees`); default True.
-            False gives the recipes' behaviour, one set and one range clear cheaper per operation.
+            twice nor loses what they took (:doc:`guarantees`); default True. False gives
+            the recipes' behaviour, one set and one range clear cheaper per operation.
+        shards: 1 (the default); sharded priority queues are not built yet.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of its range (as
@@ -83,6 +85,8 @@ class PriorityQueue(LeasedQueue[T]):
     the other way round (its ``pop(max=true)`` takes the newest item of the top priority,
     this queue the oldest). Their items are not counted by :meth:`size`.
     """
+
+    _ends: dict[bool, End]  # by max_end: the min end (False) and the max end (True)
 
     @overload
     def __init__(
@@ -116,27 +120,15 @@ class PriorityQueue(LeasedQueue[T]):
         abandon_after: float = DEFAULT_ABANDON_AFTER,
         max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
         exactly_once: bool = True,
+        shards: int = 1,
     ) -> None:
         seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
+        if check_shards(shards) != 1:
+            raise NotImplementedError("sharded priority queues are not available yet")
         self._high_contention = high_contention
-        self._store = ItemStore(subspace, codec, exactly_once, leading_integers=2)
-        self._leases = Leases(self._store, max_deliveries)
-        self._delays = DelayedItems(self._store, functools.partial(_push_at_back, self._store))
-        self._ends = {
-            max_end: End(
-                self._store,
-                self._leases,
-                self._delays,
-                functools.partial(max_end_items, self._store)
-                if max_end
-                else functools.partial(min_end_items, self._store),
-                name="max" if max_end else "min",
-                high_contention=high_contention,
-                abandon_after=seconds,
-                action="pop",
-            )
-            for max_end in (False, True)
-        }
+        self._store = ItemStore(subspace, codec, exactly_once, 2)
+        compose = functools.partial(_compose, max_deliveries=max_deliveries, abandon_after=seconds)
+        self._parts = Parts(self, 1, compose)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -350,6 +342,30 @@ class PriorityQueue(LeasedQueue[T]):
     def peek_max(self, tr: TransactionContext) -> T | None:
         """Return the oldest value of the highest priority, or None when empty (two range reads)."""
         return self.peek(tr, max=True)
+
+
+def _compose(
+    queue: PriorityQueue[Any], store: ItemStore, *, max_deliveries: int | None, abandon_after: float
+) -> None:
+    """Give ``queue`` what takes from ``store``: its leases, delayed items and two ends."""
+    queue._store = store
+    queue._leases = Leases(store, max_deliveries)
+    queue._delays = DelayedItems(store, functools.partial(_push_at_back, store))
+    queue._ends = {
+        max_end: End(
+            store,
+            queue._leases,
+            queue._delays,
+            functools.partial(max_end_items, store)
+            if max_end
+            else functools.partial(min_end_items, store),
+            name="max" if max_end else "min",
+            high_contention=queue._high_contention,
+            abandon_after=abandon_after,
+            action="pop",
+        )
+        for max_end in (False, True)
+    }
 
 
 def _push_at_back(

@@ -32,6 +32,8 @@ from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.delays import DelayedItems, check_delay
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
 from fdbqueue._queues.leased_queue import LeasedQueue
+from fdbqueue._queues.sharded_end import ShardedEnd
+from fdbqueue._queues.shards import Parts, check_shards
 from fdbqueue._queues.stored_queue import QueueOptions, T, check_queue_arguments
 from fdbqueue._storage import taking
 from fdbqueue._storage.store import ItemStore
@@ -72,8 +74,11 @@ class Queue(LeasedQueue[T]):
             expiring before it becomes a dead letter (default 5; None: no limit).
         exactly_once: operations given a Database write a receipt with their effect, so
             that a retry after a commit with an unknown result (1021) neither applies them
-            twice nor loses what they took (:doc:`guarantees`); default True.
-            False gives the recipes' behaviour, one set and one range clear cheaper per operation.
+            twice nor loses what they took (:doc:`guarantees`); default True. False gives
+            the recipes' behaviour, one set and one range clear cheaper per operation.
+        shards: how many key ranges the queue spreads over (1 to 256; default 1, the recipe's
+            layout). Each shard is FIFO; takes start at a random shard (no order across
+            shards). Recorded at the first write: another count raises QueueTypeError.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of its range (as
@@ -84,6 +89,8 @@ class Queue(LeasedQueue[T]):
     holds for the Java recipe (``MicroQueue``). Items the recipes write are not counted by
     :meth:`size`, which counts what fdbqueue enqueued minus what it dequeued (never below 0).
     """
+
+    _end: End | ShardedEnd
 
     @overload
     def __init__(
@@ -109,22 +116,16 @@ class Queue(LeasedQueue[T]):
         abandon_after: float = DEFAULT_ABANDON_AFTER,
         max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
         exactly_once: bool = True,
+        shards: int = 1,
     ) -> None:
         seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
+        count = check_shards(shards)
         self._high_contention = high_contention
-        self._store = ItemStore(subspace, codec, exactly_once, leading_integers=1)
-        self._leases = Leases(self._store, max_deliveries)
-        self._delays = DelayedItems(self._store, functools.partial(_append_due, self._store))
-        self._end = End(
-            self._store,
-            self._leases,
-            self._delays,
-            functools.partial(_read_front, self._store),
-            name="front",
-            high_contention=high_contention,
-            abandon_after=seconds,
-            action="dequeue",
-        )
+        self._store = ItemStore(subspace, codec, exactly_once, 1, shards=count)
+        compose = functools.partial(_compose, max_deliveries=max_deliveries, abandon_after=seconds)
+        self._parts = Parts(self, count, compose)
+        if self._parts.sharded:
+            self._end = ShardedEnd([part._end for part in self._parts], self._store.metric_name)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -146,7 +147,7 @@ class Queue(LeasedQueue[T]):
         snapshot point read (no read conflict range), one set and two atomic adds (delayed:
         no range read): no conflicts with enqueues or dequeues.
         """
-        self._append(tr, [self._store.encode(value)], check_delay(delay))
+        self._parts.writer()._append(tr, [self._store.encode(value)], check_delay(delay))
 
     def enqueue_many(
         self, tr: TransactionContext, values: Iterable[T], *, delay: float | None = None
@@ -165,7 +166,7 @@ class Queue(LeasedQueue[T]):
         encoded = self._store.encode_many(values)
         self._store.check_batch_fits(encoded)
         if encoded:
-            self._append(tr, encoded, seconds)
+            self._parts.writer()._append(tr, encoded, seconds)
 
     @exactly_once
     def _append(self, tr: TransactionContext, encoded: list[bytes], delay: float = 0.0) -> None:
@@ -344,8 +345,30 @@ class Queue(LeasedQueue[T]):
         Cost: one range read (``limit=1``), more only past poison items, and the codec
         record's read (:doc:`concepts`); its read conflict range covers the front of
         the queue up to just past the first item (the whole queue range when empty)."""
+        if self._parts.sharded:  # the front of the first shard (in shard order) holding one
+            return next((v for part in self._parts if (v := part.peek(tr)) is not None), None)
         first: T | None = taking.peek_first(self._store, tr)  # the front, with a conflict range
         return first
+
+
+def _compose(
+    queue: Queue[Any], store: ItemStore, *, max_deliveries: int | None, abandon_after: float
+) -> None:
+    """Give ``queue`` (or one shard's part) what takes from ``store``: its leases, delayed
+    items and front end."""
+    queue._store = store
+    queue._leases = Leases(store, max_deliveries)
+    queue._delays = DelayedItems(store, functools.partial(_append_due, store))
+    queue._end = End(
+        store,
+        queue._leases,
+        queue._delays,
+        functools.partial(_read_front, store),
+        name="front",
+        high_contention=queue._high_contention,
+        abandon_after=abandon_after,
+        action="dequeue",
+    )
 
 
 def _read_front(store: ItemStore, tr: TransactionContext, n: int, snapshot: bool) -> list[Any]:

@@ -40,6 +40,7 @@ clock; message queues' visibility timeouts (Amazon SQS's ``ChangeMessageVisibili
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -150,7 +151,9 @@ class LeaseHolds:
         self.store = store
         self.leases = leases
 
-    def check(self, lease: Any, action: str) -> None:
+    def check(
+        self, lease: Any, action: str, belongs: Callable[[bytes], bool] | None = None
+    ) -> None:
         """Check that ``lease`` is a Lease of this queue (no database access).
 
         Raises:
@@ -159,11 +162,14 @@ class LeaseHolds:
         """
         if not isinstance(lease, Lease):
             raise TypeError(f"{action} needs a Lease from claim(), not {type(lease).__name__}")
-        if not self.leases.contains(lease.key):
+        if not (self.leases.contains(lease.key) if belongs is None else belongs(lease.key)):
             raise ValueError(f"lease {lease.id} belongs to another queue")
 
-    def check_many(self, leases: Any, action: str) -> list[Lease[Any]]:
-        """``leases`` as a list, each a Lease of this queue, none twice, small enough for one
+    def check_many(
+        self, leases: Any, action: str, belongs: Callable[[bytes], bool] | None = None
+    ) -> list[Lease[Any]]:
+        """``leases`` as a list, each a Lease of this queue (of the queue whose lease keys
+        ``belongs`` accepts, when given: a sharded queue's), none twice, small enough for one
         transaction (no database access).
 
         Raises:
@@ -182,7 +188,7 @@ class LeaseHolds:
         seen: set[bytes] = set()
         size = 0
         for lease in batch:
-            self.check(lease, action)
+            self.check(lease, action, belongs)
             if lease.key in seen:
                 raise ValueError(f"{action}: lease {lease.id} is given twice")
             seen.add(lease.key)

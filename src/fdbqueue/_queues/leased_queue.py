@@ -1,9 +1,11 @@
 """What a lease holder does, whatever the queue type: :class:`LeasedQueue`, the base of
 :class:`~fdbqueue.Queue` and :class:`~fdbqueue.PriorityQueue` for ``ack``, ``ack_many``,
-``release``, ``dead_letter`` and ``extend``; ``dead_letters``, ``requeue_dead_letters`` and
-``purge_dead_letters`` for what failed; and ``work``, the worker loop (:mod:`fdbqueue.worker`)
-that claims, runs a handler and does the rest. They act on the queue's leases whatever end
-the items were claimed from. Listing leases and ``info`` are :mod:`fdbqueue._queues.stored_queue`'s.
+``release``, ``dead_letter`` and ``extend``, and ``work``, the worker loop
+(:mod:`fdbqueue.worker`) that claims, runs a handler and does the rest. They act on the
+queue's leases whatever end the items were claimed from (on a sharded queue, in the shard
+that holds the lease). What happens to dead letters is
+:mod:`fdbqueue._queues.dead_lettered_queue`'s; listing leases and ``info`` are
+:mod:`fdbqueue._queues.stored_queue`'s.
 
 Source followed: FoundationDB's "Queues" recipe; ``fdb/subspace_impl.py`` for the layer's
 conventions (``tr`` first, ``@transactional``); message queues' visibility timeouts for the
@@ -17,19 +19,14 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from fdbqueue import worker
-from fdbqueue._checks import check_count
 from fdbqueue._delivery.leases import Lease, check_lease_seconds
-from fdbqueue._queues.stored_queue import PAGE_SIZE, StoredQueue, T, check_limit, read_pages
-from fdbqueue._storage.dead_letters import DeadLetter
-from fdbqueue._storage.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
+from fdbqueue._queues.dead_lettered_queue import DeadLetteredQueue
+from fdbqueue._queues.stored_queue import T
 from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import (
     TransactionContext,
     is_database,
-    require_writable,
-    transactional,
 )
-from fdbqueue.codecs import Undecodable
 
 __all__ = ["LeasedQueue"]
 
@@ -37,18 +34,27 @@ __all__ = ["LeasedQueue"]
 V = TypeVar("V")
 
 
-class LeasedQueue(StoredQueue[T]):
+class LeasedQueue(DeadLetteredQueue[T]):
     """The lease holder's calls and the worker loop, shared by every queue type."""
 
     @property
     def max_deliveries(self) -> int | None:
         """Deliveries after which an item whose leases keep expiring (or that is released
         each time) becomes a dead letter; None: no limit."""
-        return self._leases.max_deliveries
+        max_deliveries: int | None = self._parts[0]._leases.max_deliveries
+        return max_deliveries
 
-    def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
-        """Enqueue a dead letter's value again (each queue type says where)."""
-        raise NotImplementedError
+    def _holder(self, lease: Any, action: str) -> LeasedQueue[Any]:
+        """The part (shard) whose keys hold ``lease``: this queue when unsharded.
+
+        Raises:
+            TypeError: ``lease`` is not a Lease.
+            ValueError: a lease of another queue.
+        """
+        if not isinstance(lease, Lease):
+            raise TypeError(f"{action} needs a Lease from claim(), not {type(lease).__name__}")
+        holder: LeasedQueue[Any] = self._parts.holding(lease.key)
+        return holder
 
     # -- held leases ------------------------------------------------------------
 
@@ -81,15 +87,23 @@ class LeasedQueue(StoredQueue[T]):
         Source followed: FoundationDB's developer guide (one transaction for several
         changes that must happen together; reads issued before waiting on them).
         """
-        batch = self._leases.holds.check_many(leases, "ack_many")
-        if batch:
-            self._ack_many(tr, batch)
+        holds = self._parts[0]._leases.holds
+        batch = holds.check_many(leases, "ack_many", self._parts.holds_key)
+        groups: dict[int, tuple[LeasedQueue[Any], list[Lease[Any]]]] = {}
+        for lease in batch:  # by the part (shard) that holds each: this queue when unsharded
+            part: LeasedQueue[Any] = self._parts.holding(lease.key)
+            groups.setdefault(id(part), (part, []))[1].append(lease)
+        if groups:
+            batches = list(groups.values())
+            batches[0][0]._ack_many(tr, batches)
 
     @exactly_once
-    def _ack_many(self, tr: TransactionContext, leases: list[Lease[Any]]) -> None:
-        self._leases.holds.ack_many(tr, leases)
+    def _ack_many(
+        self, tr: TransactionContext, batches: list[tuple[LeasedQueue[Any], list[Lease[Any]]]]
+    ) -> None:
+        for part, leases in batches:  # one part (shard) each: exactly once in this one's receipts
+            part._leases.holds.ack_many(tr, leases)
 
-    @exactly_once
     def ack(self, tr: TransactionContext, lease: Lease[Any]) -> None:
         """Remove a claimed item for good: its processing is done.
 
@@ -109,6 +123,10 @@ class LeasedQueue(StoredQueue[T]):
         when a commit's outcome is unknown (:doc:`guarantees`). Cost: one point
         read (a read conflict on the lease) and two clears.
         """
+        self._holder(lease, "ack")._ack(tr, lease)
+
+    @exactly_once
+    def _ack(self, tr: TransactionContext, lease: Lease[Any]) -> None:
         self._leases.holds.ack(tr, lease)
 
     def release(
@@ -127,7 +145,7 @@ class LeasedQueue(StoredQueue[T]):
         """
         plain = delay is None or (type(delay) in (int, float) and delay == 0)
         seconds = 0.0 if plain else check_lease_seconds(delay)
-        self._release(tr, lease, seconds)
+        self._holder(lease, "release")._release(tr, lease, seconds)
 
     @exactly_once
     def _release(self, tr: TransactionContext, lease: Lease[Any], seconds: float) -> None:
@@ -143,7 +161,7 @@ class LeasedQueue(StoredQueue[T]):
         """
         if not isinstance(reason, str):
             raise TypeError(f"reason must be a str, not {type(reason).__name__}")
-        self._dead_letter(tr, lease, reason)
+        self._holder(lease, "dead_letter")._dead_letter(tr, lease, reason)
 
     @exactly_once
     def _dead_letter(self, tr: TransactionContext, lease: Lease[Any], reason: str) -> None:
@@ -164,111 +182,11 @@ class LeasedQueue(StoredQueue[T]):
         Nothing changes when it raises. Given a Database, it takes effect exactly once.
         Cost: one point read, one clear, one set.
         """
-        return self._extend(tr, lease, check_lease_seconds(seconds))
+        return self._holder(lease, "extend")._extend(tr, lease, check_lease_seconds(seconds))
 
     @exactly_once
     def _extend(self, tr: TransactionContext, lease: Lease[V], seconds: float) -> Lease[V]:
         return self._leases.holds.extend(tr, lease, seconds)
-
-    def dead_letters(
-        self, tr: TransactionContext, limit: int | None = 100
-    ) -> list[DeadLetter[T | Undecodable]]:
-        """Return up to ``limit`` dead letters (None: all of them), oldest first: items whose
-        leases expired ``max_deliveries`` times, and poison items whose values the codec
-        cannot decode (their ``value`` is an :class:`~fdbqueue.Undecodable` and ``reason``
-        says why).
-
-        The default, 100, is for a look: more dead letters may exist (:meth:`info` counts
-        them). Given a Database, it reads pages of at most
-        1,000 dead letters, each in a transaction of its
-        own, each going on after the last record key the one before read: with ``limit`` up
-        to that, one transaction; with more (or None), pages are read at different read
-        versions, so dead letters requeued or purged meanwhile may still be listed, and new
-        ones (which sort last) may be listed too. Given a Transaction, every page is read in
-        it.
-
-        Raises:
-            TypeError, ValueError: ``limit`` is not an int >= 0 or None.
-
-        Cost per page: one range read and a point read per dead letter (issued together).
-        """
-        return read_pages(tr, check_limit(limit), self._dead_letters_page)
-
-    @transactional
-    def _dead_letters_page(
-        self, tr: TransactionContext, after: bytes | None, count: int
-    ) -> tuple[list[DeadLetter[T | Undecodable]], bytes | None, bool]:
-        found = self._store.dead_letters.read(tr, count, after) if count else []
-        return found, found[-1].key if found else None, len(found) == count
-
-    def purge_dead_letters(self, tr: TransactionContext, limit: int | None = None) -> int:
-        """Remove up to ``limit`` dead letters (None: all of them), oldest first, with their
-        held values, for good. Returns how many.
-
-        Given a Database, it runs a transaction per 1,000
-        dead letters, each taking effect exactly once (:doc:`guarantees`),
-        until ``limit`` are removed or none is left; dead letters added meanwhile (they sort last)
-        may be removed too. Given a Transaction, it removes them all in it (a page at a
-        time), and commits nothing.
-
-        Raises:
-            TypeError, ValueError: ``limit`` is not an int >= 0 or None.
-
-        Cost per page: one range read of the dead letter records (a read conflict on what it
-        read, so a concurrent requeue or purge of the same dead letters makes one of them
-        retry) and two clears per dead letter; the held values are not read.
-        """
-        wanted = check_limit(limit)
-        purged = 0
-        while wanted is None or purged < wanted:
-            count = PAGE_SIZE if wanted is None else min(PAGE_SIZE, wanted - purged)
-            removed = self._purge_batch(tr, count)
-            purged += removed
-            if removed < count:
-                break
-        return purged
-
-    @exactly_once(wrote=bool)
-    def _purge_batch(self, tr: TransactionContext, limit: int) -> int:
-        require_writable(tr, "purge_dead_letters")
-        return self._store.dead_letters.drop(tr, limit)
-
-    def requeue_dead_letters(self, tr: TransactionContext, limit: int = 1000) -> int:
-        """Enqueue up to ``limit`` dead letters again, oldest first, as new items at the back
-        of the queue (of their priority, for a PriorityQueue), with their stored bytes
-        unchanged; their delivery counts start again. Returns how many.
-
-        Given a Database, it runs as many transactions as the bytes need (each holds at most
-        about 5,000,000 bytes of values, and each takes effect exactly once). Given a
-        Transaction, it requeues what fits in that budget and returns how many it did.
-
-        Raises:
-            TypeError, ValueError: ``limit`` is not an int >= 0.
-
-        Cost per transaction: one range read, a point read per dead letter; per item two
-        clears and an enqueue's snapshot read, set and two atomic adds.
-        """
-        check_count(limit, "limit")
-        if not is_database(tr):
-            return self._requeue_batch(tr, limit)
-        moved = 0
-        while moved < limit:
-            batch = self._requeue_batch(tr, limit - moved)
-            if batch == 0:
-                break
-            moved += batch
-        return moved
-
-    @exactly_once(wrote=bool)
-    def _requeue_batch(self, tr: TransactionContext, limit: int) -> int:
-        if limit == 0:
-            return 0
-        require_writable(tr, "requeue_dead_letters")
-        self._store.check_type(tr, self._store.recorded_type(tr))
-        taken = self._store.dead_letters.take(tr, limit, LIBRARY_TRANSACTION_BUDGET)
-        for letter in taken:
-            self._requeue(tr, letter.item_key, letter.encoded)
-        return len(taken)
 
     # -- the worker loop --------------------------------------------------------------------
 

@@ -23,6 +23,8 @@ from fdbqueue._consuming.sessions import check_abandon_after
 from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.delays import DelayedItems
 from fdbqueue._delivery.leases import Lease, check_max_deliveries
+from fdbqueue._queues import sharded_views
+from fdbqueue._queues.shards import Parts
 from fdbqueue._storage import taking
 from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._storage.store import ItemStore
@@ -54,6 +56,7 @@ class QueueOptions(TypedDict, total=False):
     abandon_after: float
     max_deliveries: int | None
     exactly_once: bool
+    shards: int
 
 
 #: Reads one page: ``(tr, after, count)`` -> (up to ``count`` results, the last key read, or
@@ -140,6 +143,7 @@ class StoredQueue(Generic[T]):
     _leases: Leases
     _delays: DelayedItems
     _high_contention: bool
+    _parts: Parts[Any]  # the shards' queue objects; this queue itself when unsharded
 
     @property
     def high_contention(self) -> bool:
@@ -170,6 +174,8 @@ class StoredQueue(Generic[T]):
         the start of the queue up to just past its first item (the whole item range when
         empty).
         """
+        if self._parts.sharded:
+            return all(part.empty(tr) for part in self._parts)
         return not self._store.read(tr, limit=1)
 
     @transactional
@@ -186,6 +192,8 @@ class StoredQueue(Generic[T]):
         the counter, so your transaction conflicts with any enqueue or dequeue that commits
         first; pass ``tr.snapshot`` to read the size without that conflict.
         """
+        if self._parts.sharded:
+            return sharded_views.size(self._parts, tr)
         return self._store.size(tr)
 
     def peek_many(self, tr: TransactionContext, n: int | None) -> list[T]:
@@ -210,7 +218,12 @@ class StoredQueue(Generic[T]):
         Cost: one snapshot range read per page (``limit`` the values still wanted, at most
         :data:`PAGE_SIZE`), more only past poison items; no conflicts.
         """
-        return read_pages(tr, check_limit(n, "n"), self._peek_page)
+        limit = check_limit(n, "n")
+        if self._parts.sharded:
+            return sharded_views.concatenated(
+                self._parts, limit, lambda part, left: part.peek_many(tr, left)
+            )
+        return read_pages(tr, limit, self._peek_page)
 
     @transactional
     def _peek_page(
@@ -235,6 +248,10 @@ class StoredQueue(Generic[T]):
         Cost: one snapshot range read of up to ``limit`` keys; no conflicts.
         """
         check_count(limit, "limit")
+        if self._parts.sharded:
+            return sharded_views.summed(
+                self._parts, limit, lambda part, left: part.requests_in_line(tr, left)
+            )
         lines = self._store.metadata.range(("line",))
         reader: Any = getattr(tr, "snapshot", tr)  # a snapshot view has no .snapshot
         return len(list(reader.get_range(lines.start, lines.stop, limit=limit))) if limit else 0
@@ -260,6 +277,10 @@ class StoredQueue(Generic[T]):
         Cost per page: one snapshot range read and a snapshot point read per lease (issued
         together); no conflicts.
         """
+        if self._parts.sharded:
+            return sharded_views.concatenated(
+                self._parts, check_limit(limit), lambda part, left: part.leases(tr, left)
+            )
         return read_pages(tr, check_limit(limit), self._leases_page)
 
     @transactional
@@ -290,6 +311,8 @@ class StoredQueue(Generic[T]):
         FoundationDB's five-second transaction limit bounds how many one call can count
         (then it raises error 1007, ``transaction_too_old``).
         """
+        if self._parts.sharded:
+            return sharded_views.info(self._parts, tr)
         context: Any = tr
         reader: Any = getattr(context, "snapshot", context)
         read_version: int = context.get_read_version().wait()
@@ -324,4 +347,7 @@ class StoredQueue(Generic[T]):
         Cost: two range clears; no reads, so it never conflicts, but concurrent consumers that
         read the cleared items do.
         """
-        self._store.clear(tr)
+        for part in self._parts:
+            part._store.clear(tr)
+        if self._parts.sharded:
+            self._store.clear(tr, items=False)

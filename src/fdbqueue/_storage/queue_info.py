@@ -30,6 +30,8 @@ class QueueInfo:
         dead_letters: dead letters.
         delayed: delayed items not promoted into the queue yet (due or not).
         read_version: the read version the figures were read at.
+        shards: a sharded queue's figures per shard, shard 0 first (the fields above are
+            their sums); empty for a queue of one shard.
     """
 
     size: int
@@ -40,3 +42,4 @@ class QueueInfo:
     dead_letters: int
     delayed: int
     read_version: int
+    shards: tuple[QueueInfo, ...] = ()

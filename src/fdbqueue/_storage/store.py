@@ -40,15 +40,14 @@ from fdbqueue._keys import describe_key
 from fdbqueue._storage.dead_letters import DeadLetters
 from fdbqueue._storage.held import HeldValues
 from fdbqueue._storage.transaction_bytes import MAX_TRANSACTION_BYTES, set_bytes
+from fdbqueue._storage.type_records import TypeRecords, type_name
 from fdbqueue._transactions.receipts import Receipts
 from fdbqueue._transactions.transactional import AnyContext, require_writable
 from fdbqueue.codecs import Codec, describe_error, encode_value, resolve_codec
-from fdbqueue.errors import QueueTypeError
 
 __all__ = [
     "LONGEST_METADATA_SUFFIX",
     "MAX_KEY_BYTES",
-    "QUEUE_TYPES",
     "RANDOM_BYTES",
     "ItemStore",
     "as_subspace",
@@ -76,9 +75,6 @@ ITEM_KEY_SUFFIX = 1 + 9 + 1 + 2 * RANDOM_BYTES + 1
 RESERVED_TRANSACTION_BYTES = 64_000
 
 _COUNTER = struct.Struct("<q")
-#: The queue type recorded in a queue's metadata, by the number of integers its item keys
-#: start with (a Queue's ``(index, random)``, a PriorityQueue's ``(priority, count, random)``).
-QUEUE_TYPES = {1: b"Queue", 2: b"PriorityQueue"}
 
 
 def as_subspace(subspace: Any) -> Subspace:
@@ -131,7 +127,7 @@ def prefix_end(prefix: bytes) -> bytes:
     return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
-class ItemStore:
+class ItemStore(TypeRecords):
     """Items, their values, the size counter, and the held values and dead letters of one queue.
 
     Args:
@@ -141,6 +137,9 @@ class ItemStore:
             even when a commit's outcome is unknown (:mod:`fdbqueue._transactions.receipts`).
         leading_integers: how many integers start every item key of this queue type (1 for a
             Queue: ``(index, random)``; 2 for a PriorityQueue: ``(priority, count, random)``).
+        shards: how many shards the queue has; recorded with its type (:func:`type_name`).
+        parent: for one shard of a sharded queue, the queue's own store: the first write into
+            this shard also checks and records the queue's type there (:meth:`check_type`).
 
     Raises:
         TypeError: ``exactly_once`` is not a bool (and see :func:`as_subspace`).
@@ -152,6 +151,8 @@ class ItemStore:
         codec: str | Codec[Any],
         exactly_once: bool = True,
         leading_integers: int = 1,
+        shards: int = 1,
+        parent: ItemStore | None = None,
     ) -> None:
         self.subspace: Subspace = as_subspace(subspace)
         self.codec: Codec[Any] = resolve_codec(codec)
@@ -162,7 +163,8 @@ class ItemStore:
         self.metadata = Subspace((), self.subspace.key() + METADATA_MARKER)
         #: the queue's ``fdbqueue.queue`` attribute in metrics (:mod:`fdbqueue.metrics`)
         self.metric_name = metrics.queue_name(self.subspace.key())
-        self.type_name = QUEUE_TYPES[leading_integers]
+        self.type_name = type_name(leading_integers, shards)
+        self.parent = parent
         self.type_key: bytes = self.metadata.pack(("type",))
         self.codec_key: bytes = self.metadata.pack(("codec",))
         self._codec_verified = False  # this codec was found on record (see recorded_codec)
@@ -315,71 +317,6 @@ class ItemStore:
         self.signal(tr)
         metrics.add("enqueued", queue=self.metric_name)
 
-    def recorded_type(self, tr: AnyContext) -> tuple[Any, Any]:
-        """Start reading the queue type and the codec recorded in the metadata (two snapshot
-        point reads, issued together, no conflict); pass the futures to :meth:`check_type`
-        once the other reads are issued."""
-        return tr.snapshot.get(self.type_key), tr.snapshot.get(self.codec_key)
-
-    def check_type(self, tr: AnyContext, recorded: tuple[Any, Any], record: bool = True) -> None:
-        """Raise :class:`QueueTypeError` when ``recorded`` (:meth:`recorded_type`) names
-        another queue type or another codec (:meth:`check_codec`); record this type and codec
-        when the subspace has no type yet (the first write; not when ``record`` is False). Call
-        it before the first write of an operation, so that nothing changes when it raises.
-
-        A queue whose type was recorded before codecs were (fdbqueue 0.x before issue 21) has
-        no codec record: it is never checked, and none is recorded later (a wrong codec's
-        write would otherwise lock the right one out).
-
-        Cost: nothing more while the type is recorded; on the first write, two sets (blind,
-        so that concurrent first enqueues still never conflict: two first writes of
-        different types racing each other could both commit, the later type recorded).
-        """
-        type_record, codec_record = recorded
-        if type_record.present():
-            found = bytes(type_record)
-            if found != self.type_name:
-                raise QueueTypeError(
-                    f"{self.subspace} holds a {found.decode(errors='replace')}, not a "
-                    f"{self.type_name.decode()}: open it as fdbqueue.{found.decode()} (nothing "
-                    "was written)"
-                )
-            self.check_codec(codec_record)
-            return
-        if record:
-            tr[self.type_key] = self.type_name
-            if self.codec_name is not None:
-                tr[self.codec_key] = self.codec_name
-
-    def recorded_codec(self, tr: AnyContext, *, again: bool = False) -> Any:
-        """Start reading the codec on record (a snapshot point read, no conflict) for
-        :meth:`check_codec`; None once this store found its own codec there (only a clear
-        takes a record away, and writes check it every time), unless ``again`` (a value
-        that does not decode: is the record another codec's now?). Cost: one snapshot point
-        read until the record was found to match; then none."""
-        if self._codec_verified and not again:
-            return None
-        reader: Any = getattr(tr, "snapshot", tr)  # tr may be a snapshot view already
-        return reader.get(self.codec_key)
-
-    def check_codec(self, recorded: Any) -> None:
-        """Raise :class:`QueueTypeError` when ``recorded`` (:meth:`recorded_codec`) names
-        another codec than this queue's, so that a queue opened with the wrong codec changes
-        nothing (a take would otherwise move every item to the dead letters as undecodable).
-        No record (a queue written before codecs were recorded, or by a codec without a
-        name) and a codec without a name are not checked. Cost: waits for ``recorded``."""
-        if recorded is None or self.codec_name is None or not recorded.present():
-            return
-        found = bytes(recorded)
-        self._codec_verified = found == self.codec_name
-        if not self._codec_verified:
-            written_with = found.decode(errors="replace")
-            raise QueueTypeError(
-                f"{self.subspace} was written with codec {written_with!r} and opened with "
-                f"{self.codec_name.decode()!r}: open it with codec={written_with!r} (nothing "
-                "was changed)"
-            )
-
     def signal(self, tr: AnyContext) -> None:
         """Bump the signal key that blocked consumers watch (an atomic add: no conflict)."""
         tr.add(self.signal_key, _COUNTER.pack(1))
@@ -413,17 +350,22 @@ class ItemStore:
 
     def size(self, tr: AnyContext) -> int:
         """Return the size counter, never below zero. Cost: one point read of one key."""
-        raw = tr.get(self.size_key)
-        if not raw.present():
-            return 0
-        return max(0, int(_COUNTER.unpack(bytes(raw))[0]))
+        return self.counter_value(tr.get(self.size_key))
 
-    def clear(self, tr: AnyContext) -> None:
+    @staticmethod
+    def counter_value(read: Any) -> int:
+        """The size counter's value from its read (a future of ``tr.get``), never below 0."""
+        if not read.present():
+            return 0
+        return max(0, int(_COUNTER.unpack(bytes(read))[0]))
+
+    def clear(self, tr: AnyContext, *, items: bool = True) -> None:
         """Remove every item and all metadata except the receipts, which calls still in flight
-        may look up (:mod:`fdbqueue._transactions.receipts`; they expire by themselves). Cost: two
-        range clears, no reads."""
+        may look up (:mod:`fdbqueue._transactions.receipts`; they expire by themselves); only
+        the metadata with ``items=False`` (a sharded queue's own store, whose shards clear
+        theirs). Cost: two range clears, no reads."""
         require_writable(tr, "clear")
         self._codec_verified = False  # the next queue here may record another codec
         prefix: bytes = self.subspace.key()
-        tr.clear_range(prefix, self.receipts.begin)
+        tr.clear_range(prefix if items else self.metadata.key(), self.receipts.begin)
         tr.clear_range(self.receipts.end, prefix_end(prefix))

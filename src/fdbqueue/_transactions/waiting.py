@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fdbqueue import metrics
@@ -71,14 +71,15 @@ def check_blocking_arguments(tr: AnyContext, block: Any, timeout: Any) -> float 
     return None if timeout is None else float(timeout)
 
 
-def _watch(database: Any, key: bytes) -> Any:
-    return run_in_retry_loop(database, lambda tr: tr.watch(key))
+def _watch(database: Any, keys: Sequence[bytes]) -> list[Any]:
+    """One watch per key, created in one read-only transaction."""
+    return run_in_retry_loop(database, lambda tr: [tr.watch(key) for key in keys])
 
 
 def take_blocking(
     database: Any,
     take: Callable[[Any, float | None], Any],
-    signal_key: bytes,
+    signal_key: bytes | Sequence[bytes],
     timeout: float | None,
     due_in: Callable[[], float | None] = lambda: None,
     queue: str | None = None,
@@ -89,7 +90,8 @@ def take_blocking(
         database: a Database or Tenant.
         take: one attempt, returning a value or None; ``deadline`` is the
             ``time.monotonic()`` time by which it must give up waiting (None: no limit).
-        signal_key: the key every enqueue changes with an atomic add.
+        signal_key: the key every enqueue changes with an atomic add, or several such keys
+            (a sharded queue's, one per shard: the wait ends when any of them changes).
         timeout: seconds to wait at most; None waits without limit.
         due_in: seconds until an item away from the queue falls due and an attempt would
             make it takeable (:meth:`fdbqueue._delivery.claims.Leases.seconds_until_expiry`), or
@@ -101,12 +103,13 @@ def take_blocking(
         The value taken, or None when the timeout ran out first.
 
     Cost: one attempt when an item is there; otherwise, per further attempt, one read-only
-    transaction creating the watch (a read version and one point read) plus the attempt;
+    transaction creating the watches (a read version and one point read per key) plus the attempt;
     while waiting, nothing. The watch is cancelled on every way out, exceptions included.
     """
     started = time.monotonic()
     try:
-        return _take_blocking(database, take, signal_key, timeout, due_in, started)
+        keys = [signal_key] if isinstance(signal_key, bytes) else list(signal_key)
+        return _take_blocking(database, take, keys, timeout, due_in, started)
     finally:
         if queue is not None:
             metrics.record_wait(time.monotonic() - started, queue)
@@ -115,7 +118,7 @@ def take_blocking(
 def _take_blocking(
     database: Any,
     take: Callable[[Any, float | None], Any],
-    signal_key: bytes,
+    signal_keys: list[bytes],
     timeout: float | None,
     due_in: Callable[[], float | None],
     started: float,
@@ -126,7 +129,7 @@ def _take_blocking(
         return value
     backoff = FALLBACK_BACKOFF[0]
     while value is None:
-        watch = _watch(database, signal_key)
+        watches = _watch(database, signal_keys)
         try:  # cancelled on every way out, KeyboardInterrupt included: no watch left behind
             value = take(database, deadline)
             if value is not None:
@@ -136,15 +139,18 @@ def _take_blocking(
                 return None
             due = due_in()
             wake_for_due = due is not None and (remaining is None or due < remaining)
-            fired = wait_for_any([watch], (due or 0.0) + 0.001 if wake_for_due else remaining)
+            fired = wait_for_any(watches, (due or 0.0) + 0.001 if wake_for_due else remaining)
+            ready = [watch for watch in watches if watch.is_ready()]  # before any is cancelled
         finally:
-            watch.cancel()
+            for watch in watches:
+                watch.cancel()
         if not fired:
             if wake_for_due:
                 continue  # an item away from the queue fell due: the next attempt gives it back
             return None
         try:
-            watch.wait()
+            for watch in ready:
+                watch.wait()  # raises when the watch failed rather than fired
             backoff = FALLBACK_BACKOFF[0]
         except Exception as error:  # the watch failed rather than fired: back off, bounded
             pause = backoff if remaining is None else min(backoff, max(0.0, remaining))

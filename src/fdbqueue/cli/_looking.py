@@ -101,6 +101,8 @@ def info(context: Context) -> None:
     """
     queue = context.existing_queue(context.queue())
     facts = dataclasses.asdict(guarded(lambda: queue.info(context.database())))
+    if not facts["shards"]:  # a queue of one shard: no figures per shard
+        del facts["shards"]
     facts["codec"] = context.record(queue.subspace).codec  # None: none recorded
     width = max(len(name) for name in facts)
     lines = [f"{name.replace('_', ' '):<{width}}  {shown(facts[name])}" for name in facts]

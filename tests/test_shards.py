@@ -1,0 +1,245 @@
+"""Sharded queues (``Queue(subspace, shards=N)``): the key layout, the shard count on record,
+every item taken exactly once whatever shard it went to, takes that find an item in any
+shard, leases routed back to their shard, and figures summed over the shards."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import fdb.tuple
+import pytest
+from helpers import all_keys
+
+from fdbqueue import PriorityQueue, Queue, QueueTypeError, memory, transactional
+from fdbqueue._queues.shards import MAX_SHARDS
+
+
+def is_item(suffix: bytes) -> bool:
+    """Whether a key after the queue's prefix is a shard's item: ``pack((shard, index,
+    random))`` (a shard's metadata key has 0xff after the shard and does not unpack)."""
+    try:
+        return len(fdb.tuple.unpack(suffix)) == 3
+    except ValueError:
+        return False
+
+
+def test_items_and_metadata_live_under_their_shard(db, subspace):
+    queue = Queue(subspace, shards=4)
+    for value in range(8):
+        queue.enqueue(db, value)
+    prefix = subspace.key()
+    keys = dict(all_keys(db, subspace))
+    assert keys[prefix + b"\xff" + fdb.tuple.pack(("type",))] == b"Queue/4"
+    items = [key for key in keys if key < prefix + b"\xff" and is_item(key[len(prefix) :])]
+    shards = {fdb.tuple.unpack(key[len(prefix) :])[0] for key in items}
+    assert len(items) == 8
+    assert shards == {0, 1, 2, 3}  # enqueues go to the shards in turn
+    for key in items:
+        shard, index, random = fdb.tuple.unpack(key[len(prefix) :])
+        assert index >= 1 and len(random) == 20
+        size_key = prefix + fdb.tuple.pack((shard,)) + b"\xff" + fdb.tuple.pack(("size",))
+        assert size_key in keys  # each shard counts its own items
+        assert keys[prefix + fdb.tuple.pack((shard,)) + b"\xff" + fdb.tuple.pack(("type",))] == (
+            b"Queue/4"
+        )
+
+
+def test_every_item_is_taken_once_and_the_figures_add_up(db, subspace):
+    queue = Queue(subspace, shards=4)
+    queue.enqueue_many(db, ["a", "b", "c"])  # one batch: one shard, in order
+    for value in range(20):
+        queue.enqueue(db, value)
+    assert queue.size(db) == 23
+    assert not queue.empty(db)
+    info = queue.info(db)
+    assert info.size == 23 and len(info.shards) == 4
+    assert sum(shard.size for shard in info.shards) == 23
+    assert sorted(map(str, queue.peek_many(db, None))) == sorted(
+        map(str, ["a", "b", "c", *range(20)])
+    )
+    taken = [queue.dequeue(db) for _ in range(23)]
+    assert sorted(map(str, taken)) == sorted(map(str, ["a", "b", "c", *range(20)]))
+    assert taken.index("a") < taken.index("b") < taken.index("c")  # FIFO within a shard
+    assert queue.dequeue(db) is None
+    assert queue.empty(db) and queue.size(db) == 0 and queue.peek(db) is None
+
+
+@pytest.mark.parametrize("attempt", range(12))
+def test_a_take_finds_the_one_item_whatever_shard_it_starts_at(db, subspace, attempt):
+    queue = Queue(subspace, shards=8)
+    queue.enqueue(db, f"only-{attempt}")
+    assert queue.dequeue(db) == f"only-{attempt}"
+    queue.enqueue(db, "claimed")
+    lease = queue.claim(db, 30)
+    assert lease is not None and lease.value == "claimed"
+    queue.ack(db, lease)
+    queue.enqueue_many(db, ["x", "y"])
+    assert queue.dequeue_many(db, 5) == ["x", "y"]
+    assert queue.dequeue(db) is None
+
+
+def test_a_take_inside_a_transaction_looks_at_every_shard(db, subspace):
+    queue = Queue(subspace, shards=8)
+    queue.enqueue(db, "inside")
+
+    @transactional
+    def take(tr):
+        return queue.dequeue(tr)
+
+    assert take(db) == "inside"
+    assert take(db) is None
+
+
+def test_leases_go_back_to_their_shard(db, subspace):
+    queue = Queue(subspace, shards=4)
+    for value in range(8):
+        queue.enqueue(db, value)
+    leases = queue.claim_many(db, 3, 30)
+    assert len(leases) >= 1
+    others = [queue.claim(db, 30) for _ in range(8 - len(leases))]
+    leases += [lease for lease in others if lease is not None]
+    assert sorted(lease.value for lease in leases) == list(range(8))
+    assert len(queue.leases(db, None)) == 8
+    queue.ack_many(db, leases[:5])  # leases of several shards, one transaction
+    queue.release(db, leases[5])
+    extended = queue.extend(db, leases[6], 60)
+    queue.dead_letter(db, extended, "broken")
+    again = queue.claim(db, 30)
+    assert again is not None and again.value == leases[5].value and again.deliveries == 2
+    queue.ack(db, again)
+    queue.ack(db, leases[7])
+    assert [letter.reason for letter in queue.dead_letters(db)] == ["broken"]
+    assert queue.requeue_dead_letters(db) == 1
+    assert queue.dequeue(db) == leases[6].value
+    assert queue.leases(db) == [] and queue.size(db) == 0
+
+
+def test_a_lease_of_another_queue_is_refused(db, subspace):
+    queue = Queue(subspace, shards=4)
+    other = Queue(subspace["other"], shards=4)
+    other.enqueue(db, "theirs")
+    lease = other.claim(db, 30)
+    with pytest.raises(ValueError, match="another queue"):
+        queue.ack(db, lease)
+    with pytest.raises(ValueError, match="another queue"):
+        queue.ack_many(db, [lease])
+    with pytest.raises(TypeError, match="Lease"):
+        queue.release(db, "not a lease")
+    other.ack(db, lease)
+
+
+def test_another_shard_count_is_refused_before_anything_is_written(db, subspace):
+    Queue(subspace, shards=4).enqueue(db, "x")
+    before = all_keys(db, subspace)
+    with pytest.raises(QueueTypeError, match=r"a Queue of 4 shards, not a Queue of 2 shards"):
+        Queue(subspace, shards=2).enqueue(db, "y")
+    with pytest.raises(QueueTypeError, match=r"shards=4"):
+        Queue(subspace).enqueue(db, "y")
+    assert all_keys(db, subspace) == before
+
+
+def test_an_unsharded_queue_is_not_opened_as_a_sharded_one(db, subspace):
+    Queue(subspace).enqueue(db, "x")
+    before = all_keys(db, subspace)
+    with pytest.raises(QueueTypeError, match=r"holds a Queue, not a Queue of 3 shards"):
+        Queue(subspace, shards=3).enqueue(db, "y")
+    assert all_keys(db, subspace) == before
+
+
+def test_clear_removes_every_shard_but_the_receipts(db, subspace):
+    queue = Queue(subspace, shards=4)
+    for value in range(8):
+        queue.enqueue(db, value)
+    lease = queue.claim(db, 30)
+    queue.clear(db)
+    left = [key for key, _value in all_keys(db, subspace)]
+    assert all(b"receipts" in key for key in left)
+    assert queue.size(db) == 0 and queue.dequeue(db) is None
+    with pytest.raises(Exception, match=r"no longer|not held|does not exist"):
+        queue.ack(db, lease)
+    Queue(subspace, shards=2).enqueue(db, "a new queue")  # the shard count went with it
+
+
+def test_delayed_items_fall_due_in_any_shard(db, subspace):
+    queue = Queue(subspace, shards=8)
+    queue.enqueue(db, "later", delay=0.2)
+    assert queue.dequeue(db) is None
+    deadline = time.monotonic() + 10
+    value = None
+    while value is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        value = queue.dequeue(db)
+    assert value == "later"
+
+
+def test_a_blocked_take_wakes_on_an_enqueue_into_any_shard(db, subspace):
+    queue = Queue(subspace, shards=8)
+    got = []
+    taker = threading.Thread(target=lambda: got.append(queue.dequeue(db, block=True, timeout=20)))
+    taker.start()
+    time.sleep(0.2)
+    for value in range(3):  # three shards in turn: one of them is where the taker looks last
+        Queue(subspace, shards=8).enqueue(db, f"wake-{value}")
+    taker.join(25)
+    assert not taker.is_alive() and got and got[0].startswith("wake-")
+    assert queue.dequeue(db, block=True, timeout=0.2) is not None
+
+
+def test_concurrent_producers_and_consumers_take_each_item_once(db, subspace):
+    queue = Queue(subspace, shards=4)
+    count, producers, consumers = 120, 3, 4
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def produce(offset: int) -> None:
+        for value in range(offset, count, producers):
+            queue.enqueue(db, value)
+
+    def consume() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with lock:
+                if len(taken) == count:
+                    return
+            value = queue.dequeue(db, block=True, timeout=0.5)
+            if value is not None:
+                with lock:
+                    taken.append(value)
+
+    threads = [threading.Thread(target=produce, args=(n,)) for n in range(producers)]
+    threads += [threading.Thread(target=consume) for _ in range(consumers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(90)
+    assert sorted(taken) == list(range(count))
+    assert queue.size(db) == 0
+
+
+def test_faults_between_transactions_lose_and_repeat_nothing():
+    db = memory.open(faults=memory.Faults(not_committed=0.1, commit_unknown_result=0.1), seed=7)
+    queue = Queue(("faulty",), shards=4)
+    for value in range(40):
+        queue.enqueue(db, value)
+    taken = [queue.dequeue(db) for _ in range(40)]
+    assert sorted(taken) == list(range(40))
+    assert queue.dequeue(db) is None
+
+
+@pytest.mark.parametrize(
+    ("shards", "error"),
+    [(0, ValueError), (MAX_SHARDS + 1, ValueError), (True, TypeError), ("4", TypeError)],
+)
+def test_a_bad_shard_count_is_refused_before_anything_is_written(db, subspace, shards, error):
+    with pytest.raises(error, match="shards"):
+        Queue(subspace, shards=shards)
+    assert all_keys(db, subspace) == []
+
+
+def test_what_is_not_built_yet_says_so(db, subspace):
+    queue = Queue(subspace, shards=2)
+    with pytest.raises(NotImplementedError, match="consumer sessions"):
+        queue.consumer(db)
+    with pytest.raises(NotImplementedError, match="priority"):
+        PriorityQueue(subspace["priority"], shards=2)
