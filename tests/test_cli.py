@@ -864,3 +864,31 @@ def test_listing_notes_count_in_words(db, subspace):
     Queue(subspace["jobs"]).enqueue_many(db, ["a", "b"])
     result = invoke(db, "--queue", jobs, "peek", "-n", "1")
     assert "(the first 1 item; more exist" in result.output
+
+
+# -- sharded queues -----------------------------------------------------------------------
+
+
+def test_push_creates_a_sharded_queue_and_info_shows_each_shard(db, subspace):
+    jobs = queue_path(subspace, "sharded")
+    for value in ["a", "b", "c", "d", "e"]:
+        ok(db, "--queue", jobs, "push", "--shards", "4", value)
+    ok(db, "--queue", jobs, "push", "f")  # the count is read from the record
+    queue = Queue(subspace["sharded"], shards=4)
+    assert queue.size(db) == 6
+    facts = json.loads(ok(db, "--json", "--queue", jobs, "info"))
+    assert facts["size"] == 6 and len(facts["shards"]) == 4
+    assert sum(shard["size"] for shard in facts["shards"]) == 6
+    text = ok(db, "--queue", jobs, "info")
+    assert "shard 3" in text and "size" in text
+    popped = json.loads(ok(db, "--json", "--queue", jobs, "pop", "-n", "10"))
+    assert sorted(popped) == ["a", "b", "c", "d", "e", "f"]
+
+
+def test_another_shard_count_is_refused_in_one_line(db, subspace):
+    jobs = queue_path(subspace, "sharded")
+    ok(db, "--queue", jobs, "push", "--shards", "4", "a")
+    (line,) = fails(db, "--queue", jobs, "push", "--shards", "2", "b")
+    assert "has 4 shards: drop --shards 2" in line
+    assert fails(db, "--queue", jobs, "push", "--shards", "0", "b", code=2)
+    assert Queue(subspace["sharded"], shards=4).size(db) == 1

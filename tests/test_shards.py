@@ -238,8 +238,63 @@ def test_a_bad_shard_count_is_refused_before_anything_is_written(db, subspace, s
 
 
 def test_what_is_not_built_yet_says_so(db, subspace):
-    queue = Queue(subspace, shards=2)
     with pytest.raises(NotImplementedError, match="consumer sessions"):
-        queue.consumer(db)
-    with pytest.raises(NotImplementedError, match="priority"):
-        PriorityQueue(subspace["priority"], shards=2)
+        Queue(subspace, shards=2).consumer(db)
+    with pytest.raises(NotImplementedError, match="consumer sessions"):
+        PriorityQueue(subspace["priority"], shards=2).consumer(db)
+
+
+def test_a_sharded_priority_queue_pops_the_best_priority_of_every_shard(db, subspace):
+    queue = PriorityQueue(subspace, shards=4)
+    pushed = [(priority * 7) % 10 for priority in range(30)]  # priorities 0-9, mixed order
+    for number, priority in enumerate(pushed):
+        queue.push(db, (priority, number), priority)
+    assert queue.size(db) == 30
+    assert queue.peek_min(db)[0] == 0 and queue.peek_max(db)[0] == 9
+    lows = [queue.pop_min(db)[0] for _ in range(15)]
+    highs = [queue.pop_max(db)[0] for _ in range(15)]
+    assert lows == sorted(pushed)[:15]  # exactly the order an unsharded queue gives
+    assert highs == sorted(pushed, reverse=True)[:15]
+    assert queue.pop_min(db) is None and queue.peek_max(db) is None
+    queue.push(db, "claimed", 5)
+    lease = queue.claim(db, 30, max=True)
+    assert lease is not None and lease.value == "claimed"
+    queue.ack(db, lease)
+    assert queue.info(db).leases_in_flight == 0
+
+
+def test_a_sharded_priority_queue_records_its_shards(db, subspace):
+    PriorityQueue(subspace, shards=3).push(db, "x", 1)
+    with pytest.raises(QueueTypeError, match=r"a PriorityQueue of 3 shards, not a PriorityQueue"):
+        PriorityQueue(subspace).push(db, "y", 1)
+    with pytest.raises(QueueTypeError, match=r"PriorityQueue of 3 shards, not a Queue of 3"):
+        Queue(subspace, shards=3).enqueue(db, "y")
+
+
+def test_the_worker_loop_and_asyncio_run_on_a_sharded_queue(db, subspace):
+    import asyncio
+
+    import fdbqueue.asyncio as fa
+
+    queue = Queue(subspace, shards=4)
+    for value in range(12):
+        queue.enqueue(db, value)
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def handler(value: int) -> None:
+        seen.append(value)
+        if len(seen) == 12:
+            stop.set()
+
+    summary = queue.work(db, handler, lease=30, concurrency=3, stop=stop)
+    assert sorted(seen) == list(range(12)) and summary.succeeded == 12
+
+    async def twin() -> list[object]:
+        queue = fa.Queue(subspace, shards=4)
+        await queue.enqueue_many(db, ["p", "q"])
+        waiting = asyncio.create_task(queue.dequeue(db, block=True, timeout=10))
+        first = await waiting
+        return [first, await queue.dequeue(db), await queue.dequeue(db)]
+
+    assert asyncio.run(twin()) == ["p", "q", None]

@@ -31,6 +31,7 @@ from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.delays import DelayedItems, check_delay
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
 from fdbqueue._queues.leased_queue import LeasedQueue
+from fdbqueue._queues.sharded_end import ShardedEnd
 from fdbqueue._queues.shards import Parts, check_shards
 from fdbqueue._queues.stored_queue import QueueOptions, T, check_queue_arguments
 from fdbqueue._storage import taking
@@ -74,7 +75,9 @@ class PriorityQueue(LeasedQueue[T]):
             that a retry after a commit with an unknown result (1021) neither applies them
             twice nor loses what they took (:doc:`guarantees`); default True. False gives
             the recipes' behaviour, one set and one range clear cheaper per operation.
-        shards: 1 (the default); sharded priority queues are not built yet.
+        shards: how many key ranges the queue spreads over (1 to 256; default 1, the recipe's
+            layout). Pops take from the shard whose first item has the best priority at their
+            read version. Recorded at the first write: another count raises QueueTypeError.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of its range (as
@@ -86,7 +89,7 @@ class PriorityQueue(LeasedQueue[T]):
     this queue the oldest). Their items are not counted by :meth:`size`.
     """
 
-    _ends: dict[bool, End]  # by max_end: the min end (False) and the max end (True)
+    _ends: dict[bool, End] | dict[bool, ShardedEnd]  # by max_end: min (False), max (True)
 
     @overload
     def __init__(
@@ -123,12 +126,13 @@ class PriorityQueue(LeasedQueue[T]):
         shards: int = 1,
     ) -> None:
         seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
-        if check_shards(shards) != 1:
-            raise NotImplementedError("sharded priority queues are not available yet")
+        count = check_shards(shards)
         self._high_contention = high_contention
-        self._store = ItemStore(subspace, codec, exactly_once, 2)
+        self._store = ItemStore(subspace, codec, exactly_once, 2, shards=count)
         compose = functools.partial(_compose, max_deliveries=max_deliveries, abandon_after=seconds)
-        self._parts = Parts(self, 1, compose)
+        self._parts = Parts(self, count, compose)
+        if self._parts.sharded:
+            self._ends = _sharded_ends(self)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -169,7 +173,7 @@ class PriorityQueue(LeasedQueue[T]):
         self._store.item_key((priority, 0))  # checks the priority packs and the key fits
         if seconds:
             self._delays.check_key((priority,))
-        self._push(tr, encoded, priority, seconds)
+        self._parts.writer()._push(tr, encoded, priority, seconds)
 
     @exactly_once
     def _push(
@@ -327,6 +331,10 @@ class PriorityQueue(LeasedQueue[T]):
         queue's items. Cost: as :meth:`pop` without the writes.
         """
         check_flag(max, "max")
+        end = self._ends[max]
+        if isinstance(end, ShardedEnd):  # the shard whose first item has the best priority
+            shard = end.best_shard(tr)
+            return None if shard is None else self._parts[shard].peek(tr, max)
         candidates = (
             max_end_candidates(self._store, tr, snapshot=False)
             if max
@@ -363,6 +371,19 @@ def _compose(
             high_contention=queue._high_contention,
             abandon_after=abandon_after,
             action="pop",
+        )
+        for max_end in (False, True)
+    }
+
+
+def _sharded_ends(queue: PriorityQueue[Any]) -> dict[bool, ShardedEnd]:
+    """A sharded queue's two ends, each over the same end of every shard: pops go to the
+    shard whose first item has the best priority."""
+    return {
+        max_end: ShardedEnd(
+            [part._ends[max_end] for part in queue._parts],
+            queue._store.metric_name,
+            best="max" if max_end else "min",
         )
         for max_end in (False, True)
     }

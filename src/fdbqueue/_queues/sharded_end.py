@@ -1,21 +1,31 @@
 """One end of a sharded queue: the same end of every shard, taken from as one.
 
-A take first tries one shard chosen at random, as an unsharded queue's take would (plainly,
-or in the shard's line with ``high_contention=True``): consumers that start at different
-shards never meet. When that shard is empty, one more transaction reads every shard's size
-counter and delayed-items hint (snapshot point reads, issued together: one round trip, no
-conflict) and takes from the shards that hold items, in random order, in that same
+A FIFO queue's take first tries one shard chosen at random, as an unsharded queue's take
+would (plainly, or in the shard's line with ``high_contention=True``): consumers that start at
+different shards never meet. When that shard is empty, one more transaction reads every
+shard's size counter and delayed-items hint (snapshot point reads, issued together: one round
+trip, no conflict) and takes from the shards that hold items, in random order, in that same
 transaction. So a take returns None only when every shard was empty at that transaction's
 read version (delayed items not yet due aside, as for an unsharded queue).
 
-Claims look at every shard in the second transaction (a shard whose items are all leased
-holds no item by its counter, yet an expired lease makes one claimable).
+A priority queue's pop first reads the first (``min``) or last (``max``) item of every shard
+(snapshot range reads with ``limit=1``, all issued before any is waited on) and takes from the
+shard whose item has the best priority, so it takes the best priority among the items
+committed before its read version. Unlike an unsharded pop it does not conflict with a push
+of a better priority into another shard that commits meanwhile: that item is simply the next
+pop's.
 
-Ordering: each shard is FIFO; across shards there is no order (an item of one shard may be
-taken before an older item of another). Every item is taken exactly once, as from one shard.
+``take_many`` and ``claim_many`` take from the shards in those orders, in one transaction,
+until they have ``n``. Claims look at every shard (a shard whose items are all leased holds no
+item by its counter, yet an expired lease makes one claimable).
 
-Source followed: FoundationDB's "Queues" recipe within each shard; sharding as QuiCK (CloudKit's
-queues on FoundationDB) and Amazon SQS partitions do it: consumers pick a partition.
+Ordering: each shard is FIFO (a priority queue's shard: by priority, then FIFO); across shards
+a FIFO queue has no order (an item of one shard may be taken before an older item of
+another). Every item is taken exactly once, as from one shard.
+
+Source followed: FoundationDB's "Queues" and "Priority Queues" recipes within each shard;
+sharding as QuiCK (CloudKit's queues on FoundationDB) and Amazon SQS partitions do it:
+consumers pick a partition.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.delays import soonest
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage.taking import MOVED_ASIDE
-from fdbqueue._transactions.transactional import AnyContext, is_database
+from fdbqueue._transactions.transactional import AnyContext, is_database, run_in_retry_loop
 from fdbqueue._transactions.waiting import take_blocking
 
 __all__ = ["ShardedEnd"]
@@ -45,11 +55,14 @@ class ShardedEnd:
     Args:
         ends: the same end of each shard, shard 0 first.
         metric_name: the queue's name in metrics (blocking waits are recorded under it).
+        best: for a priority queue's end, ``"min"`` or ``"max"``: takes go to the shard whose
+            first item has the best priority (:meth:`_ranked`); None for a FIFO queue.
     """
 
-    def __init__(self, ends: Sequence[End], metric_name: str) -> None:
+    def __init__(self, ends: Sequence[End], metric_name: str, best: str | None = None) -> None:
         self.ends = list(ends)
         self.metric_name = metric_name
+        self.best = best
 
     # -- taking -----------------------------------------------------------------------------
 
@@ -60,15 +73,14 @@ class ShardedEnd:
         return self._blocking(tr, lambda database, _deadline: self._take_one(database), seconds)
 
     def take_many(self, tr: AnyContext, n: int) -> list[Any]:
-        """Take up to ``n`` values from one shard (a shard with items, when there is one)."""
-        first = self._start()
-        values: list[Any] = first.take_many(tr, n)
-        if values:
-            return values
-        found: list[Any] = self._run(tr, first, lambda tr, end: end.take_many(tr, n) or None)
-        return found or []
+        """Take up to ``n`` values in one transaction: from one shard, then from the other
+        shards holding items (in the order :meth:`_order` gives) until ``n`` are taken."""
+        values: list[Any] = self._gather(tr, lambda tr, end, left: end.take_many(tr, left), n)
+        return values
 
     def _take_one(self, tr: AnyContext) -> Any:
+        if self.best is not None:
+            return self._by_rank(tr, lambda tr, end: end.take(tr, False, None))
         first = self._start()
         value = first.take(tr, False, None)
         if value is not None:
@@ -89,15 +101,12 @@ class ShardedEnd:
         return lease
 
     def claim_many(self, tr: AnyContext, n: int, seconds: float) -> list[Lease[Any]]:
-        """Claim up to ``n`` items from one shard (one with items, when there is one)."""
-        first = self._start()
-        leases: list[Lease[Any]] = first.claim_many(tr, n, seconds)
-        if leases:
-            return leases
-        found: list[Lease[Any]] = self._run(
-            tr, first, lambda tr, end: end.claim_many(tr, n, seconds) or None, every_shard=True
+        """Claim up to ``n`` items in one transaction, from the shards in turn (every shard:
+        an expired lease makes an item claimable where the size counter says none is)."""
+        leases: list[Lease[Any]] = self._gather(
+            tr, lambda tr, end, left: end.claim_many(tr, left, seconds), n, every_shard=True
         )
-        return found or []
+        return leases
 
     def _claim_one(self, tr: AnyContext, seconds: float) -> Lease[Any] | None:
         claimed = self.claim_many(tr, 1, seconds)
@@ -159,6 +168,92 @@ class ShardedEnd:
             if held or due:
                 found.append(end)
         return found
+
+    def _gather(
+        self,
+        tr: AnyContext,
+        take: Callable[[Any, End, int], list[Any]],
+        n: int,
+        *,
+        every_shard: bool = False,
+    ) -> list[Any]:
+        """``take(tr, end, left)`` from the shards in :meth:`_order`, in one transaction,
+        until ``n`` are taken; given a Database, exactly once (a random shard's receipts)."""
+
+        def body(tr: Any) -> list[Any]:
+            found: list[Any] = []
+            for end in self._order(tr, every_shard):
+                found.extend(take(tr, end, n - len(found)))
+                if len(found) >= n:
+                    break
+            return found
+
+        if not is_database(tr):
+            return body(tr)
+        found: list[Any] = self._start()._store.receipts.run(tr, body, wrote=bool)
+        return found
+
+    def _order(self, tr: Any, every_shard: bool) -> list[End]:
+        """The shards to take from: by priority for a priority queue's end (:meth:`_ranked`),
+        else those holding items in random order (:meth:`_candidates`)."""
+        if self.best is not None:
+            return self._ranked(tr, every_shard)
+        return self._candidates(tr, every_shard)
+
+    def _by_rank(
+        self, tr: AnyContext, take: Callable[[Any, End], Any], *, every_shard: bool = False
+    ) -> Any:
+        """``take(tr, end)`` from the shards in :meth:`_ranked` order (then, with
+        ``every_shard``, the others: an expired lease there is claimable too) until one
+        returns something other than None. Given a Database, the ranking is read in a
+        read-only transaction and each take runs as the shard's own (in its line with
+        ``high_contention``), ranked again until a ranking finds every shard empty; given a
+        Transaction, all of it runs in it."""
+        if not is_database(tr):
+            for end in self._ranked(tr, every_shard):
+                found = take(tr, end)
+                if found is not None:
+                    return found
+            return None
+        while True:
+            ranked = run_in_retry_loop(tr, lambda tr: self._ranked(tr, every_shard))
+            if not ranked:
+                return None
+            for end in ranked:
+                found = take(tr, end)
+                if found is not None:
+                    return found
+            if every_shard:
+                return None
+
+    def best_shard(self, tr: Any) -> int | None:
+        """The index of the shard whose first item has the best priority at ``tr``'s read
+        version, None when every shard is empty (see :meth:`_ranked`)."""
+        ranked = self._ranked(tr, False)
+        return self.ends.index(ranked[0]) if ranked else None
+
+    def _ranked(self, tr: Any, every_shard: bool) -> list[End]:
+        """The shards holding items at ``tr``'s read version, the best first item first (the
+        lowest priority for ``"min"``, the highest for ``"max"``; ties in random order); with
+        ``every_shard``, the others after them. Cost: one snapshot range read (``limit=1``)
+        per shard, all issued before any is waited on (one round trip)."""
+        reverse = self.best == "max"
+        reader = tr.snapshot
+        heads = [
+            reader.get_range(end._store.begin, end._store.end, limit=1, reverse=reverse)
+            for end in self.ends
+        ]
+        ranked = []
+        empty = []
+        for end, head in zip(self.ends, heads, strict=True):
+            first = list(head)
+            if first:
+                priority = end._store.unpack_position(bytes(first[0].key))[0]
+                ranked.append((-priority if reverse else priority, random.random(), end))
+            else:
+                empty.append(end)
+        ranked.sort(key=lambda entry: entry[:2])
+        return [end for *_rank, end in ranked] + (empty if every_shard else [])
 
     def _blocking(
         self, database: Any, take: Callable[[Any, float | None], Any], seconds: float | None

@@ -17,6 +17,7 @@ from fdb.subspace_impl import Subspace
 
 from fdbqueue import __version__, memory
 from fdbqueue._storage.store import prefix_end
+from fdbqueue._storage.type_records import parse_type
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue.binding import describe_fdb_error
 from fdbqueue.binding import open_database as open_cluster
@@ -132,10 +133,28 @@ class Context:
                 f"{given} (an existing queue's codec is read from its record)"
             )
         self.codec = given or recorded or "tuple"
+        shards = self.shards(self.record(subspace))
         try:
-            return kind(subspace, codec=self.codec, **options)
+            return kind(subspace, codec=self.codec, shards=shards, **options)
         except ValueError as error:  # a prefix too long for FoundationDB's keys
             raise click.UsageError(first_line(error)) from None
+
+    def shards(self, record: Record) -> int:
+        """The queue's shard count: its record's, else ``--shards``, else 1.
+
+        Raises:
+            click.ClickException: ``--shards`` contradicts the record.
+        """
+        given = self.options.get("shards")
+        if record.type is None:
+            return int(given or 1)
+        _name, recorded = parse_type(record.type.encode())
+        if given is not None and given != recorded:
+            raise click.ClickException(
+                f"{self.queue_name()} has {recorded} shard{'s' if recorded > 1 else ''}: drop "
+                f"--shards {given} (an existing queue's shard count is read from its record)"
+            )
+        return recorded
 
     def record(self, subspace: Subspace) -> Record:
         """What is stored under the queue's prefix: whether anything is, and the type and
@@ -180,11 +199,12 @@ class Context:
                 f"{self.queue_name()} does not exist (nothing stored under its prefix)"
             )
         wanted = type(queue).__name__
-        if record.type is not None and record.type != wanted:
-            add = record.type == "PriorityQueue"
+        recorded = None if record.type is None else parse_type(record.type.encode())[0]
+        if recorded is not None and recorded != wanted:
+            add = recorded == "PriorityQueue"
             hint = "add --priority-queue" if add else "drop --priority-queue"
             raise click.ClickException(
-                f"{self.queue_name()} holds a {record.type}, not a {wanted}: {hint}"
+                f"{self.queue_name()} holds a {recorded}, not a {wanted}: {hint}"
             )
         return queue
 

@@ -11,6 +11,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from fdbqueue._queues.shards import MAX_SHARDS
 from fdbqueue.cli._arguments import CommandLine
 from fdbqueue.cli._context import (
     CODECS,
@@ -72,9 +73,15 @@ QUEUE_OPTIONS: list[Callable[[Any], Any]] = [
         help="How values are stored, for a new queue (default: tuple); an existing queue's "
         "codec is read from its record.",
     ),
+    click.option(
+        "--shards",
+        type=click.IntRange(1, MAX_SHARDS),
+        help="Key ranges a new queue spreads over (default: 1); an existing queue's count is "
+        "read from its record.",
+    ),
 ]
 CONNECTION_NAMES = ("cluster_file", "api_version", "use_memory", "timeout", "as_json")
-QUEUE_NAMES = ("queue", "directory", "priority_queue", "codec")
+QUEUE_NAMES = ("queue", "directory", "priority_queue", "codec", "shards")
 
 
 def with_options(

@@ -101,12 +101,20 @@ def info(context: Context) -> None:
     """
     queue = context.existing_queue(context.queue())
     facts = dataclasses.asdict(guarded(lambda: queue.info(context.database())))
-    if not facts["shards"]:  # a queue of one shard: no figures per shard
-        del facts["shards"]
+    shards = facts.pop("shards")  # empty for a queue of one shard
     facts["codec"] = context.record(queue.subspace).codec  # None: none recorded
     width = max(len(name) for name in facts)
     lines = [f"{name.replace('_', ' '):<{width}}  {shown(facts[name])}" for name in facts]
+    for number, shard in enumerate(shards):  # each shard's figures, one line each
+        figures = (f"{name.replace('_', ' ')} {shard[name]}" for name in SHARD_FIGURES)
+        lines.append(f"{f'shard {number}':<{width}}  {', '.join(figures)}")
+    if shards:
+        facts["shards"] = [{name: shard[name] for name in SHARD_FIGURES} for shard in shards]
     context.emit(facts, "\n".join(lines))
+
+
+#: What ``info`` shows of each shard of a sharded queue.
+SHARD_FIGURES = ("size", "leases_in_flight", "dead_letters", "delayed", "requests_in_line")
 
 
 @cli.command(short_help="Show the next items without removing them.")
