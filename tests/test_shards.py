@@ -237,11 +237,53 @@ def test_a_bad_shard_count_is_refused_before_anything_is_written(db, subspace, s
     assert all_keys(db, subspace) == []
 
 
-def test_what_is_not_built_yet_says_so(db, subspace):
-    with pytest.raises(NotImplementedError, match="consumer sessions"):
-        Queue(subspace, shards=2).consumer(db)
-    with pytest.raises(NotImplementedError, match="consumer sessions"):
-        PriorityQueue(subspace["priority"], shards=2).consumer(db)
+def test_sessions_take_every_item_once_moving_to_shards_that_hold_items(db, subspace):
+    queue = Queue(subspace, shards=4)
+    for value in range(40):
+        queue.enqueue(db, value)
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def consume() -> None:
+        with queue.consumer(db, prefetch=2) as session:
+            while (value := session.take()) is not None:
+                with lock:
+                    taken.append(value)
+
+    threads = [threading.Thread(target=consume) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(taken) == list(range(40))
+    assert queue.requests_in_line(db) == 0  # every session withdrew its places
+
+
+def test_a_session_blocks_on_every_shard_and_claims(db, subspace):
+    queue = Queue(subspace, shards=4)
+    with queue.consumer(db) as session:
+        timer = threading.Timer(0.2, lambda: Queue(subspace, shards=4).enqueue(db, "late"))
+        timer.start()
+        assert session.take(block=True, timeout=20) == "late"
+        queue.enqueue(db, "leased")
+        lease = session.claim(30)
+        assert lease is not None and lease.value == "leased"
+        queue.ack(db, lease)
+        assert session.take(block=True, timeout=0.1) is None
+    with pytest.raises(RuntimeError, match="closed"):
+        session.take()
+    with pytest.raises(ValueError, match="prefetch"):
+        queue.consumer(db, prefetch=256)
+
+
+def test_a_priority_session_takes_the_best_priority_first(db, subspace):
+    queue = PriorityQueue(subspace, shards=3)
+    for number in range(9):
+        queue.push(db, number, number % 3)
+    with queue.consumer(db) as session:
+        taken = [session.pop() for _ in range(10)]
+    assert [number % 3 for number in taken[:9]] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert taken[9] is None
 
 
 def test_a_sharded_priority_queue_pops_the_best_priority_of_every_shard(db, subspace):

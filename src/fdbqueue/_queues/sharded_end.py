@@ -39,6 +39,7 @@ from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.delays import soonest
 from fdbqueue._delivery.leases import Lease
+from fdbqueue._queues.sharded_consumer import ShardedConsumer
 from fdbqueue._storage.taking import MOVED_ASIDE
 from fdbqueue._transactions.transactional import AnyContext, is_database, run_in_retry_loop
 from fdbqueue._transactions.waiting import take_blocking
@@ -74,7 +75,7 @@ class ShardedEnd:
 
     def take_many(self, tr: AnyContext, n: int) -> list[Any]:
         """Take up to ``n`` values in one transaction: from one shard, then from the other
-        shards holding items (in the order :meth:`_order` gives) until ``n`` are taken."""
+        shards holding items (in the order :meth:`order` gives) until ``n`` are taken."""
         values: list[Any] = self._gather(tr, lambda tr, end, left: end.take_many(tr, left), n)
         return values
 
@@ -113,11 +114,9 @@ class ShardedEnd:
         return claimed[0] if claimed else None
 
     def consumer(self, database: Any, prefetch: int, abandon_after: float) -> Consumer:
-        """Consumer sessions on sharded queues are not built yet."""
-        raise NotImplementedError(
-            "consumer sessions on a sharded queue are not available yet: use plain takes "
-            "(high_contention=True takes in line within each shard)"
-        )
+        """A consumer session over every shard, in one shard's line at a time
+        (:class:`~fdbqueue._queues.sharded_consumer.ShardedConsumer`)."""
+        return ShardedConsumer(self, database, prefetch, abandon_after)
 
     # -- the shards -------------------------------------------------------------------------
 
@@ -177,12 +176,12 @@ class ShardedEnd:
         *,
         every_shard: bool = False,
     ) -> list[Any]:
-        """``take(tr, end, left)`` from the shards in :meth:`_order`, in one transaction,
+        """``take(tr, end, left)`` from the shards in :meth:`order`, in one transaction,
         until ``n`` are taken; given a Database, exactly once (a random shard's receipts)."""
 
         def body(tr: Any) -> list[Any]:
             found: list[Any] = []
-            for end in self._order(tr, every_shard):
+            for end in self.order(tr, every_shard):
                 found.extend(take(tr, end, n - len(found)))
                 if len(found) >= n:
                     break
@@ -193,7 +192,7 @@ class ShardedEnd:
         found: list[Any] = self._start()._store.receipts.run(tr, body, wrote=bool)
         return found
 
-    def _order(self, tr: Any, every_shard: bool) -> list[End]:
+    def order(self, tr: Any, every_shard: bool) -> list[End]:
         """The shards to take from: by priority for a priority queue's end (:meth:`_ranked`),
         else those holding items in random order (:meth:`_candidates`)."""
         if self.best is not None:
@@ -235,25 +234,36 @@ class ShardedEnd:
     def _ranked(self, tr: Any, every_shard: bool) -> list[End]:
         """The shards holding items at ``tr``'s read version, the best first item first (the
         lowest priority for ``"min"``, the highest for ``"max"``; ties in random order); with
-        ``every_shard``, the others after them. Cost: one snapshot range read (``limit=1``)
-        per shard, all issued before any is waited on (one round trip)."""
+        ``every_shard``, the others after them."""
+        heads = self._heads(tr)
+        ranked = sorted(heads, key=lambda head: (head[0], random.random()))
+        found = [end for _rank, end in ranked]
+        return found + [end for end in self.ends if end not in found] if every_shard else found
+
+    def best_ends(self, tr: Any) -> list[End]:
+        """The shards whose first item has the best priority at ``tr``'s read version (ties
+        all listed; none when every shard is empty). Cost: as :meth:`_heads`."""
+        heads = self._heads(tr)
+        best = min((rank for rank, _end in heads), default=None)
+        return [end for rank, end in heads if rank == best]
+
+    def _heads(self, tr: Any) -> list[tuple[int, End]]:
+        """Each non-empty shard with the rank of its first item's priority (lower is better:
+        the priority for ``"min"``, minus it for ``"max"``). Cost: one snapshot range read
+        (``limit=1``) per shard, all issued before any is waited on (one round trip)."""
         reverse = self.best == "max"
         reader = tr.snapshot
-        heads = [
+        reads = [
             reader.get_range(end._store.begin, end._store.end, limit=1, reverse=reverse)
             for end in self.ends
         ]
-        ranked = []
-        empty = []
-        for end, head in zip(self.ends, heads, strict=True):
-            first = list(head)
+        heads = []
+        for end, read in zip(self.ends, reads, strict=True):
+            first = list(read)
             if first:
-                priority = end._store.unpack_position(bytes(first[0].key))[0]
-                ranked.append((-priority if reverse else priority, random.random(), end))
-            else:
-                empty.append(end)
-        ranked.sort(key=lambda entry: entry[:2])
-        return [end for *_rank, end in ranked] + (empty if every_shard else [])
+                priority: int = end._store.unpack_position(bytes(first[0].key))[0]
+                heads.append((-priority if reverse else priority, end))
+        return heads
 
     def _blocking(
         self, database: Any, take: Callable[[Any, float | None], Any], seconds: float | None

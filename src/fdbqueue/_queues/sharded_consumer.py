@@ -1,0 +1,151 @@
+"""Consumer sessions on a sharded queue: a session in one shard's line at a time.
+
+A :class:`ShardedConsumer` holds a session (:class:`~fdbqueue.Consumer`) in the line of one
+shard, chosen at random when it opens, and takes there, in line, with its prefetch, for as
+long as that shard has items: consumers spread over the shards and stay, so C consumers on
+N >= C shards rarely share a line. When its shard is empty, it reads every shard's size
+counter in one round trip (:meth:`~fdbqueue._queues.sharded_end.ShardedEnd.order`: the
+best priority first for a priority queue), closes its session (withdrawing its requests, so
+its reserved places return to the shard) and opens one in a shard that holds items. A
+blocking take waits on every shard's signal key. It returns None only when every shard was
+empty at a read version (or the timeout ran out).
+
+A priority queue's session first reads every shard's first item (one round trip) and moves to
+a shard whose first item has the best priority unless its own has, so that it takes the best
+priority at that read version, as a plain pop does; a queue whose shards' best priorities
+keep changing makes its sessions move often, each move a withdrawal and a registration.
+
+Source followed: the consumer sessions of :doc:`high-contention`, one per shard at a time;
+consumers pinned to partitions as Kafka's consumer groups and QuiCK's consumers pin them,
+without a coordinator.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from fdbqueue._consuming.ends import End
+from fdbqueue._consuming.sessions import Consumer
+from fdbqueue._delivery.delays import soonest
+from fdbqueue._delivery.leases import check_lease_seconds
+from fdbqueue._transactions.transactional import run_in_retry_loop
+from fdbqueue._transactions.waiting import check_blocking_arguments, take_blocking
+
+__all__ = ["ShardedConsumer"]
+
+
+class ShardedEnd(Protocol):
+    """What a session needs of :class:`~fdbqueue._queues.sharded_end.ShardedEnd` (which
+    opens the sessions, so this module does not import it)."""
+
+    ends: list[End]
+    metric_name: str
+    best: str | None
+
+    def order(self, tr: Any, every_shard: bool) -> list[End]: ...
+
+    def best_ends(self, tr: Any) -> list[End]: ...
+
+
+#: Takes ``session`` once, without blocking: its value, its Lease, or None.
+Act = Callable[[Consumer], Any]
+
+
+class ShardedConsumer(Consumer):
+    """A consumer session over every shard of a queue (see the module docstring); the same
+    calls as :class:`~fdbqueue.Consumer`.
+
+    Args:
+        end: the sharded end it takes from.
+        database: a Database (a session runs its own transactions).
+        prefetch, abandon_after: as for :class:`~fdbqueue.Consumer`, for each session.
+
+    Raises:
+        TypeError, ValueError: as :class:`~fdbqueue.Consumer` (checked by opening the first
+            session, before anything is written).
+    """
+
+    def __init__(self, end: ShardedEnd, database: Any, prefetch: int, abandon_after: float):
+        # Consumer.__init__ is not called: this object holds a Consumer, it is not one.
+        self._end = end
+        self._database = database
+        self._prefetch = prefetch
+        self._abandon_after = abandon_after
+        self._shard = random.choice(end.ends)  # a priority queue's moves to the best on its take
+        self._session = self._shard.consumer(database, prefetch, abandon_after)
+        self._shut = False
+        self.contended = False
+
+    def take(self, *, block: bool = False, timeout: float | None = None) -> Any:
+        seconds = check_blocking_arguments(self._database, block, timeout)
+        return self._serve(lambda session: session.take(), block, seconds, every_shard=False)
+
+    def claim(self, lease: float, *, block: bool = False, timeout: float | None = None) -> Any:
+        seconds = check_blocking_arguments(self._database, block, timeout)
+        lease_seconds = check_lease_seconds(lease)
+        return self._serve(
+            lambda session: session.claim(lease_seconds), block, seconds, every_shard=True
+        )
+
+    take.__doc__ = Consumer.take.__doc__
+    claim.__doc__ = Consumer.claim.__doc__
+    dequeue = take
+    pop = take
+
+    def close(self) -> None:
+        """Withdraw the current session's requests (its reserved places return to its shard)."""
+        self._shut = True
+        self._session.close()
+
+    def __enter__(self) -> ShardedConsumer:
+        return self
+
+    def _serve(self, act: Act, block: bool, seconds: float | None, *, every_shard: bool) -> Any:
+        if self._shut:
+            raise RuntimeError("this consumer session is closed")
+        value = self._once(act, every_shard)
+        if value is not None or not block:
+            return value
+        end = self._end
+        return take_blocking(
+            self._database,
+            lambda _database, _deadline: self._once(act, every_shard),
+            [shard._store.signal_key for shard in end.ends],
+            seconds,
+            lambda: soonest(
+                *(shard.leases.seconds_until_expiry() for shard in end.ends),
+                *(shard.delays.seconds_until_due() for shard in end.ends),
+            ),
+            queue=end.metric_name,
+        )
+
+    def _once(self, act: Act, every_shard: bool) -> Any:
+        """``act`` on the current session (a priority queue's: after moving to a shard whose
+        first item has the best priority, unless this one's has); when it finds nothing, on a
+        session in each other shard holding items, moving there (the last one tried stays
+        current)."""
+        if self._end.best is not None:
+            best = run_in_retry_loop(self._database, self._end.best_ends)
+            if best and self._shard not in best:
+                self._move(random.choice(best))
+        value = act(self._session)
+        if value is not None:
+            return value
+        order = run_in_retry_loop(self._database, lambda tr: self._end.order(tr, every_shard))
+        for shard in order:
+            if shard is self._shard:
+                continue
+            self._move(shard)
+            value = act(self._session)
+            if value is not None:
+                return value
+        return None
+
+    def _move(self, shard: End) -> None:
+        """Close the current session (withdrawing its requests before holding places
+        elsewhere) and open one in ``shard``'s line."""
+        self._session.close()
+        self._shard = shard
+        self._session = shard.consumer(self._database, self._prefetch, self._abandon_after)
