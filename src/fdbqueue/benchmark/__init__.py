@@ -71,6 +71,7 @@ from fdbqueue import memory
 from fdbqueue._wording import plural
 from fdbqueue.benchmark import workload
 from fdbqueue.benchmark.arguments import add_arguments, check_arguments
+from fdbqueue.benchmark.ideal import PRIVATE, compare_with_ideal
 from fdbqueue.benchmark.measurement import Result, run, unsupported
 from fdbqueue.benchmark.plot import load_pyplot, plot
 from fdbqueue.benchmark.report import (
@@ -110,8 +111,9 @@ def run_all(
     where: str,
     as_json: bool = False,
 ) -> list[Result]:
-    """Run every selected phase, consumer count and mode (modes of one consumer count back to
-    back); print the tables and the ratios, or one JSON document with ``as_json``.
+    """Run every selected phase, consumer count and mode (for each consumer count the private
+    run, :data:`~fdbqueue.benchmark.ideal.PRIVATE`, then the modes, back to back); print the
+    tables and the ratios, or one JSON document with ``as_json``.
 
     Args:
         arguments: the options :func:`add_arguments` defines.
@@ -121,7 +123,8 @@ def run_all(
         as_json: print one JSON document instead of tables.
 
     Returns:
-        The results, one per phase, mode and consumer count.
+        The results, one per phase, mode and consumer count, the private runs (mode
+        ``private``) among them, each before the modes of its phase and C.
 
     Raises:
         BenchmarkError: a bad option, or ``--plot`` without matplotlib.
@@ -132,6 +135,7 @@ def run_all(
     latency = memory.Latency(grv=arguments.grv, read=arguments.read, commit=arguments.commit)
     warmup = arguments.items // 4 if arguments.warmup is None else arguments.warmup
     repeat_count = getattr(arguments, "repeat", 1)
+    hot_ranges = bool(getattr(arguments, "hot_ranges", False))
     settings = {
         "database": where,
         "latency": {"grv": latency.grv, "read": latency.read, "commit": latency.commit},
@@ -142,6 +146,7 @@ def run_all(
         "modes": arguments.modes,
         "consumers": arguments.consumers,
         "repeat": repeat_count,
+        "hot_ranges": hot_ranges,
     }
     describe = (
         f"{where}; latency grv={latency.grv}s read={latency.read}s commit={latency.commit}s; "
@@ -161,12 +166,13 @@ def run_all(
             del modes[name]
             print(f"  skipped: {name} ({reason})", file=sys.stderr)
     results: list[Result] = []
-    repeat = repeat_count
     for phase in arguments.phases:
         for consumers in arguments.consumers:
-            runs: dict[str, list[Result]] = {name: [] for name in modes}
-            for repetition in range(repeat):  # every mode once, then again: alike conditions
-                for mode in modes.values():
+            # the private run first, then the modes: every one once, then again (alike
+            # conditions)
+            runs: dict[str, list[Result]] = {name: [] for name in [PRIVATE.name, *modes]}
+            for repetition in range(repeat_count):
+                for mode in [PRIVATE, *modes.values()]:
                     runs[mode.name].append(
                         run(
                             mode,
@@ -177,14 +183,17 @@ def run_all(
                             warmup=warmup,
                             latency=latency,
                             open_db=lambda: open_db(latency),
+                            private=mode is PRIVATE,
+                            hot_ranges=hot_ranges,
                         )
                     )
-                    of = f" (run {repetition + 1} of {repeat})" if repeat > 1 else ""
+                    of = f" (run {repetition + 1} of {repeat_count})" if repeat_count > 1 else ""
                     print(
                         f"  done: {phase}, {mode.name}, {plural(consumers, 'consumer')}{of}",
                         file=sys.stderr,
                     )
-            results.extend(median_run(runs[name]) for name in modes)
+            results.extend(median_run(chosen) for chosen in runs.values())
+    compare_with_ideal(results)
     add_ratios(results)
     if as_json:
         document = {
