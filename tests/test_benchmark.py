@@ -474,7 +474,7 @@ class OtherDatabase:
 
 def test_on_another_database_counting_wraps_transactions_and_keys_read_are_not_known():
     result = benchmark.run(
-        workload.MODES[2],  # high-contention-prefetch: versionstamped keys, watches, sessions
+        workload.MODES[[m.name for m in workload.MODES].index("high-contention-prefetch")],
         "steady", 2, items=20, producers=2, warmup=5, latency=ZERO,
         open_db=lambda: OtherDatabase(memory.open()), hot_ranges=True,
     )  # fmt: skip
