@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from fdbqueue import Queue, benchmark, memory
-from fdbqueue.benchmark import measurement, report, workload
+from fdbqueue.benchmark import counting, hot_ranges, ideal, measurement, report, workload
 from fdbqueue.cli import cli
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "contention_benchmark.py"
@@ -25,12 +25,16 @@ COLUMNS = [
     "items/s",
     "ratio",
     "ideal/s",
+    "of ideal",
     "p50 ms",
     "p99 ms",
+    "p99/p50",
     "confl/item",
     "tx/item",
     "tx-times/item",
+    "keys/item",
     "cpu ms/item",
+    "cpu vs ideal",
     "cpu s/s",
     "enq confl",
     "once",
@@ -149,7 +153,9 @@ def test_a_tiny_run_of_every_mode_delivers_exactly_once_and_prints_every_column(
         line.split() for line in lines if line.split()[:1] in [[m.name] for m in benchmark.MODES]
     ]
     assert len(rows) == len(benchmark.MODES) * 2 * len(benchmark.PHASES)
-    assert all(row[-1] == "yes" for row in rows), result.output
+    private = [line.split() for line in lines if line.startswith("private ")]
+    assert len(private) == 2 * len(benchmark.PHASES)  # C = 1 and 2, each phase
+    assert all(row[-1] == "yes" for row in rows + private), result.output
     assert "drain: high-contention / plain,  2 consumers = " in result.output
     assert "steady: claims-high-contention / claims,  1 consumer = " in result.output
 
@@ -167,16 +173,26 @@ def test_json_reports_every_figure_per_phase_mode_and_consumer_count():
     assert {(r["phase"], r["mode"], r["consumers"]) for r in results} == {
         (phase, mode, c)
         for phase in ("drain", "steady")
-        for mode in ("plain", "claims")
+        for mode in ("private", "plain", "claims")
         for c in (1, 2)
     }
+    ideals = {(r["phase"], r["consumers"]): r for r in results if r["mode"] == "private"}
     for r in results:
         assert r["exactly_once"] is True
         assert r["items"] == 10
         assert r["producer_conflicts"] == 0
-        assert r["ratio"] == 1.0  # each is its own baseline
-        assert r["ideal_per_second"] == pytest.approx(r["consumers"] / 0.0045)
+        private = ideals[r["phase"], r["consumers"]]
+        assert r["ideal_per_second"] == private["items_per_second"]
+        assert r["of_ideal"] == pytest.approx(r["items_per_second"] / r["ideal_per_second"])
+        assert r["cpu_vs_ideal"] == pytest.approx(r["cpu_ms_per_item"] / private["cpu_ms_per_item"])
+        assert r["keys_read_per_item"] > 0
+        assert r["p99_over_p50"] == pytest.approx(r["p99_ms"] / r["p50_ms"])
+        assert r["hot_range_share"] is None  # not asked for
         assert r["p50_ms"] is not None and r["p99_ms"] >= r["p50_ms"]
+        if r["mode"] == "private":
+            assert r["ratio"] is None and r["of_ideal"] == 1.0
+            continue
+        assert r["ratio"] == 1.0  # each is its own baseline
         # one consumer takes one item per transaction (claims: claim + ack), no conflicts
         if r["consumers"] == 1:
             assert r["conflicts_per_item"] == 0
@@ -203,7 +219,7 @@ def test_transaction_times_count_the_consumers_only_from_the_database_counters()
     assert result.transactions_per_item == 1
     assert 1.0 - 1e-9 <= result.transaction_times_per_item < 1.3
     assert stats["read_versions"] > 20  # the loaders' transactions too, not counted above
-    assert type(database._stats) is not measurement._RoleStats  # put back after the run
+    assert type(database._stats) is not counting._RoleStats  # put back after the run
 
 
 def test_a_consumer_that_never_gets_an_item_ends_the_run_as_not_exactly_once(monkeypatch):
@@ -264,7 +280,7 @@ def test_a_mode_the_queue_does_not_support_is_skipped_with_its_reason(monkeypatc
     monkeypatch.setattr(workload, "MODES", [*workload.MODES, unsupported])
     given = arguments(modes=["plain", "unsupported"], consumers=[1], items=3, phases=["drain"])
     results = benchmark.run_all(given, lambda latency: memory.open(), "memory")
-    assert [r.mode for r in results] == ["plain"]
+    assert [r.mode for r in results] == ["private", "plain"]
     output = capsys.readouterr()
     assert "skipped unsupported: NotImplementedError: no such thing yet" in output.out
 
@@ -288,7 +304,8 @@ def test_repeat_runs_each_mode_that_many_times_and_shows_the_median():
     )
     assert result.exit_code == 0, result.output
     assert "median of 3 runs" in result.output
-    assert result.output.count("(run ") == 3
+    assert result.output.count("drain, plain, 1 consumer (run ") == 3
+    assert result.output.count("drain, private, 1 consumer (run ") == 3  # the ideal too
 
 
 def test_the_median_run_is_the_middle_one_and_any_failed_repetition_shows():
@@ -304,3 +321,163 @@ def test_the_median_run_is_the_middle_one_and_any_failed_repetition_shows():
     assert report.median_run([result(4), result(1), result(2), result(3)]).items_per_second == 2
     chosen = report.median_run([result(3), result(1, once=False), result(2)])
     assert chosen.items_per_second == 2 and not chosen.exactly_once
+
+
+# -- the side-by-side ideal, keys read, and the hot-range figure -------------------------------
+
+
+def test_a_tiny_run_sets_every_mode_against_its_private_ideal_and_records_hot_ranges():
+    given = arguments(
+        modes=["plain", "high-contention-prefetch"],
+        consumers=[1, 2],
+        items=30,
+        producers=2,
+        hot_ranges=True,
+    )
+    results = benchmark.run_all(given, lambda latency: memory.open(latency=latency), "memory")
+    assert [(r.phase, r.consumers, r.mode) for r in results] == [
+        (phase, c, mode)
+        for phase in ("drain", "steady")
+        for c in (1, 2)
+        for mode in ("private", "plain", "high-contention-prefetch")
+    ]
+    for r in results:
+        assert r.exactly_once, r.notes
+        [private] = [
+            p
+            for p in results
+            if p.mode == "private" and (p.phase, p.consumers) == (r.phase, r.consumers)
+        ]
+        assert r.ideal_per_second == private.items_per_second > 0
+        assert r.of_ideal > 0
+        assert r.cpu_vs_ideal > 0
+        assert r.keys_read_per_item > 0  # counted by the in-memory database
+        assert r.p99_over_p50 >= 1
+        if r.phase == "steady":
+            assert 0 < r.hot_range_share <= 1
+        else:
+            assert r.hot_range_share is None  # steady only
+    # one consumer: the private queue is a plain queue with its one consumer
+    [private_one] = [
+        r for r in results if (r.phase, r.mode, r.consumers) == ("drain", "private", 1)
+    ]
+    assert private_one.of_ideal == 1.0 and private_one.cpu_vs_ideal == 1.0
+    assert private_one.conflicts_per_item == 0
+
+
+def test_the_tables_show_the_hot_range_column_only_when_recorded(capsys):
+    given = arguments(modes=["plain"], consumers=[1], items=20, phases=["steady"], hot_ranges=True)
+    benchmark.run_all(given, lambda latency: memory.open(), "memory")
+    header = capsys.readouterr().out.splitlines()
+    header = header[header.index("steady phase") + 1]
+    assert "hot range" in header and "of ideal" in header
+    given = arguments(modes=["plain"], consumers=[1], items=20, phases=["steady"])
+    benchmark.run_all(given, lambda latency: memory.open(), "memory")
+    header = capsys.readouterr().out.splitlines()
+    assert "hot range" not in header[header.index("steady phase") + 1]
+
+
+@pytest.mark.parametrize("phase", benchmark.PHASES)
+def test_the_private_run_gives_each_consumer_a_queue_of_its_own(phase):
+    made = []
+
+    def make(subspace):
+        made.append(subspace.key())
+        return Queue(subspace)
+
+    private = benchmark.Mode("private", make, workload.enqueue_batch, ideal.PRIVATE.consumer, None)
+    result = benchmark.run(
+        private, phase, 3, items=30, producers=2, warmup=5, latency=ZERO, open_db=memory.open,
+        private=True,
+    )  # fmt: skip
+    assert result.exactly_once, result.notes
+    assert len(made) == len(set(made)) == 3
+    assert result.conflicts_per_item == 0  # no two consumers share a key
+
+
+def test_hottest_range_share_cuts_the_distinct_keys_into_ranges_of_equal_key_count():
+    # 32 distinct keys: 16 ranges of 2 keys each; keys 0 and 1 share the first range
+    keys = [bytes([n]) for n in range(32)]
+    writes = keys + [b"\x00"] * 5 + [b"\x01"] * 3 + [b"\x1f"] * 2
+    # 42 mutations: range 0 has keys 0 and 1 with 6 + 4 = 10, range 15 has 1 + 3 = 4
+    assert hot_ranges.hottest_range_share(writes) == pytest.approx(10 / 42)
+    # an even spread: 1/16
+    assert hot_ranges.hottest_range_share(keys) == pytest.approx(1 / 16)
+    # every write on one key
+    assert hot_ranges.hottest_range_share([b"k"] * 7) == 1.0
+    # fewer distinct keys than ranges: each key is a range of its own
+    assert hot_ranges.hottest_range_share([b"a", b"b", b"b", b"c"]) == pytest.approx(2 / 4)
+    # 20 distinct keys in 4 ranges: 5 keys each
+    assert hot_ranges.hottest_range_share(
+        [bytes([n]) for n in range(20)] + [bytes([19])] * 5, ranges=4
+    ) == pytest.approx(10 / 25)
+    assert hot_ranges.hottest_range_share([]) is None
+
+
+def test_the_recorder_keeps_the_keys_of_committed_mutations_only():
+    database = memory.open()
+    recorder = hot_ranges.MutationRecorder()
+    tr = recorder.wrap(database.create_transaction())
+    tr.set(b"p/set", b"1")
+    tr[b"p/item"] = b"2"
+    tr.clear(b"p/clear")
+    del tr[b"p/range-begin":b"p/range-end"]
+    tr.clear_range_startswith(b"p/prefix")
+    tr.add(b"p/counter", (1).to_bytes(8, "little"))
+    tr.set_versionstamped_key(b"p/line/" + b"\x00" * 10 + (7).to_bytes(4, "little"), b"")
+    tr.set(b"elsewhere", b"")
+    versionstamp = tr.get_versionstamp()  # the recorder asks for it too
+    tr.commit().wait()
+    versionstamp = versionstamp.wait()
+    keys = recorder.keys(b"p/", 0, float("inf"))
+    assert sorted(keys) == sorted(
+        [
+            b"p/set",
+            b"p/item",
+            b"p/clear",
+            b"p/range-begin",
+            b"p/prefix",
+            b"p/counter",
+            b"p/line/" + bytes(versionstamp),  # resolved, as the database stored it
+        ]
+    )
+    assert database.get(b"p/line/" + bytes(versionstamp)) == b""
+    # a transaction that conflicts, or is retried, records nothing of that attempt
+    first = recorder.wrap(database.create_transaction())
+    second = database.create_transaction()
+    first.get(b"p/set").wait()
+    second.set(b"p/set", b"3")
+    second.commit().wait()
+    first.set(b"p/lost", b"")
+    with pytest.raises(memory.FDBError):
+        first.commit().wait()
+    retried = recorder.wrap(database.create_transaction())
+    retried.set(b"p/before-retry", b"")
+    retried.on_error(memory.FDBError(1020)).wait()
+    retried.set(b"p/after-retry", b"")
+    retried.commit().wait()
+    later = recorder.keys(b"p/", 0, float("inf"))
+    assert b"p/lost" not in later and b"p/before-retry" not in later
+    assert b"p/after-retry" in later
+    assert recorder.keys(b"p/", 0, 0) == []  # outside the window
+
+
+class OtherDatabase:
+    """A database the benchmark does not know as the in-memory one (as a real cluster)."""
+
+    def __init__(self, database):
+        self._database = database
+
+    def create_transaction(self):
+        return self._database.create_transaction()
+
+
+def test_on_another_database_counting_wraps_transactions_and_keys_read_are_not_known():
+    result = benchmark.run(
+        workload.MODES[[m.name for m in workload.MODES].index("high-contention-prefetch")],
+        "steady", 2, items=20, producers=2, warmup=5, latency=ZERO,
+        open_db=lambda: OtherDatabase(memory.open()), hot_ranges=True,
+    )  # fmt: skip
+    assert result.exactly_once, result.notes
+    assert result.keys_read_per_item is None and result.transaction_times_per_item is None
+    assert 0 < result.hot_range_share <= 1

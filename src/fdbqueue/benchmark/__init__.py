@@ -11,6 +11,12 @@ the same C back to back so that ratios compare runs made close in time:
     consumers take (they pause only while the backlog is above a high-water mark, so the queue
     never runs dry), while C consumers take. After ``--warmup`` items, N items are measured.
 
+Right before the modes of each phase and C runs the side-by-side ideal, the row ``private``
+(:mod:`~fdbqueue.benchmark.ideal`): C consumers each taking with plain dequeues from a queue
+of its own (drain: the N items spread evenly over the C queues; steady: the producers'
+batches to the C queues in turn), what a perfectly partitioned queue reaches on this machine
+under the same latency model and threads.
+
 Columns, per phase, mode and C (consumer threads only; producers and loaders are counted
 apart):
 
@@ -18,11 +24,10 @@ apart):
 * ``ratio``: items/s against the mode's baseline (``plain`` for the queue's modes, ``claims``
   for claims, ``priority-plain`` and ``priority-claims`` for priority queues) at the same C in
   the same run.
-* ``ideal/s``: the no-conflict ideal, C / (one transaction time), one transaction time being
-  ``grv + read + commit`` of the latency model: C consumers each taking an item per
-  transaction, without conflicts.
+* ``ideal/s``: the ``private`` run's items/s at the same phase and C.
+* ``of ideal``: items/s / ``ideal/s`` (1.0: as fast as C private queues).
 * ``p50 ms`` / ``p99 ms``: latency of one take (a ``dequeue``/``pop_min`` call, or a ``claim``
-  and its ``ack``) that returned an item.
+  and its ``ack``) that returned an item; ``p99/p50`` their quotient.
 * ``confl/item``: consumer commits that failed with 1020 (not committed), per item.
 * ``tx/item``: transactions created by consumers, per item (a retry through ``on_error``
   reuses its transaction, so retries show in ``confl/item`` and ``tx-times/item``, not here).
@@ -31,14 +36,23 @@ apart):
   commit), from the in-memory database's counters (``db.stats()``) split by thread role;
   commit attempts are the commits that wrote plus those that conflicted (both pay the commit
   latency). It does not depend on this machine's CPU. ``n/a`` on a real cluster.
+* ``keys/item``: key-value pairs the consumers' reads returned per item (the in-memory
+  database's ``keys_read`` counter, split by role as the others). ``n/a`` on a real cluster.
 * ``cpu ms/item``: this process's CPU time (all threads, the in-memory database's included)
   per item over the measured window. Every thread of the process shares one interpreter lock,
   so when ``items/s`` x ``cpu ms/item`` nears 1,000 the run is bound by this machine's CPU,
   not by the design.
+* ``cpu vs ideal``: ``cpu ms/item`` / the ``private`` run's ``cpu ms/item`` at the same C.
 * ``cpu s/s``: that product over 1,000, the CPU seconds this process used per second of the
   measured window (one interpreter lock: about 1.0 at most for Python code; below it, the
   threads spent the rest of the time waiting on latencies or conflicts).
 * ``enq confl``: producers' and loaders' conflicts (always 0: enqueues never conflict).
+* ``hot range`` (steady, with ``--hot-ranges``): the key of every mutation under the run's
+  subspace committed during the measured window (every role's) is recorded, the distinct
+  keys are cut into 16 ranges of equal key count, as a cluster cuts shards, and the largest
+  range's share of all the mutations is shown (an even spread: 1/16 = 0.06;
+  :mod:`~fdbqueue.benchmark.hot_ranges` says what is recorded). Recording wraps every
+  transaction, so it slows the run a little: compare figures with it on to each other.
 * ``empty`` (steady only): consumer takes that found the queue empty during the measured
   window; 0 shows the producers kept ahead.
 * ``once``: every item enqueued was delivered exactly once (taken, or in steady, still queued
@@ -48,10 +62,13 @@ A mode is one :class:`Mode` entry in :data:`MODES`; a mode the queue does not su
 probe take raises AttributeError, NotImplementedError, TypeError or ValueError) is skipped with
 a note.
 
-The parts: :mod:`~fdbqueue.benchmark.workload` (the modes), :mod:`~fdbqueue.benchmark.measurement`
-(one measured run), :mod:`~fdbqueue.benchmark.report` and :mod:`~fdbqueue.benchmark.plot`
-(what is printed and drawn), :mod:`~fdbqueue.benchmark.arguments` (the options); this module
-runs them all (:func:`run_all`). The library never imports the benchmark.
+The parts: :mod:`~fdbqueue.benchmark.workload` (the modes), :mod:`~fdbqueue.benchmark.hot_ranges`
+(the hot-range figure), :mod:`~fdbqueue.benchmark.counting` (counting per thread role),
+:mod:`~fdbqueue.benchmark.measurement` (one measured run), :mod:`~fdbqueue.benchmark.ideal`
+(the private runs and the columns set against them), :mod:`~fdbqueue.benchmark.report` and
+:mod:`~fdbqueue.benchmark.plot` (what is printed and drawn),
+:mod:`~fdbqueue.benchmark.arguments` (the options); this module runs them all
+(:func:`run_all`). The library never imports the benchmark.
 
 Run: ``fdbqueue bench`` or ``python examples/contention_benchmark.py`` (in-memory database with
 ``Latency(grv=0.001, read=0.0005, commit=0.003)``), ``--plot throughput.png`` for a chart
@@ -71,6 +88,7 @@ from fdbqueue import memory
 from fdbqueue._wording import plural
 from fdbqueue.benchmark import workload
 from fdbqueue.benchmark.arguments import add_arguments, check_arguments
+from fdbqueue.benchmark.ideal import PRIVATE, compare_with_ideal
 from fdbqueue.benchmark.measurement import Result, run, unsupported
 from fdbqueue.benchmark.plot import load_pyplot, plot
 from fdbqueue.benchmark.report import (
@@ -110,8 +128,9 @@ def run_all(
     where: str,
     as_json: bool = False,
 ) -> list[Result]:
-    """Run every selected phase, consumer count and mode (modes of one consumer count back to
-    back); print the tables and the ratios, or one JSON document with ``as_json``.
+    """Run every selected phase, consumer count and mode (for each consumer count the private
+    run, :data:`~fdbqueue.benchmark.ideal.PRIVATE`, then the modes, back to back); print the
+    tables and the ratios, or one JSON document with ``as_json``.
 
     Args:
         arguments: the options :func:`add_arguments` defines.
@@ -121,7 +140,8 @@ def run_all(
         as_json: print one JSON document instead of tables.
 
     Returns:
-        The results, one per phase, mode and consumer count.
+        The results, one per phase, mode and consumer count, the private runs (mode
+        ``private``) among them, each before the modes of its phase and C.
 
     Raises:
         BenchmarkError: a bad option, or ``--plot`` without matplotlib.
@@ -132,6 +152,7 @@ def run_all(
     latency = memory.Latency(grv=arguments.grv, read=arguments.read, commit=arguments.commit)
     warmup = arguments.items // 4 if arguments.warmup is None else arguments.warmup
     repeat_count = getattr(arguments, "repeat", 1)
+    hot_ranges = bool(getattr(arguments, "hot_ranges", False))
     settings = {
         "database": where,
         "latency": {"grv": latency.grv, "read": latency.read, "commit": latency.commit},
@@ -142,6 +163,7 @@ def run_all(
         "modes": arguments.modes,
         "consumers": arguments.consumers,
         "repeat": repeat_count,
+        "hot_ranges": hot_ranges,
     }
     describe = (
         f"{where}; latency grv={latency.grv}s read={latency.read}s commit={latency.commit}s; "
@@ -161,12 +183,13 @@ def run_all(
             del modes[name]
             print(f"  skipped: {name} ({reason})", file=sys.stderr)
     results: list[Result] = []
-    repeat = repeat_count
     for phase in arguments.phases:
         for consumers in arguments.consumers:
-            runs: dict[str, list[Result]] = {name: [] for name in modes}
-            for repetition in range(repeat):  # every mode once, then again: alike conditions
-                for mode in modes.values():
+            # the private run first, then the modes: every one once, then again (alike
+            # conditions)
+            runs: dict[str, list[Result]] = {name: [] for name in [PRIVATE.name, *modes]}
+            for repetition in range(repeat_count):
+                for mode in [PRIVATE, *modes.values()]:
                     runs[mode.name].append(
                         run(
                             mode,
@@ -177,14 +200,17 @@ def run_all(
                             warmup=warmup,
                             latency=latency,
                             open_db=lambda: open_db(latency),
+                            private=mode is PRIVATE,
+                            hot_ranges=hot_ranges,
                         )
                     )
-                    of = f" (run {repetition + 1} of {repeat})" if repeat > 1 else ""
+                    of = f" (run {repetition + 1} of {repeat_count})" if repeat_count > 1 else ""
                     print(
                         f"  done: {phase}, {mode.name}, {plural(consumers, 'consumer')}{of}",
                         file=sys.stderr,
                     )
-            results.extend(median_run(runs[name]) for name in modes)
+            results.extend(median_run(chosen) for chosen in runs.values())
+    compare_with_ideal(results)
     add_ratios(results)
     if as_json:
         document = {

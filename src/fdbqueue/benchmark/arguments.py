@@ -152,6 +152,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--commit", type=latency_seconds, default=0.003, help="commit latency, s (default 0.003)"
     )
     parser.add_argument(
+        "--hot-ranges",
+        action="store_true",
+        help=(
+            "steady: record every mutation's key under the queue's subspace and print the "
+            "largest share of them one of 16 ranges of equal key count takes (an even spread "
+            "is 0.06); slows the run a little"
+        ),
+    )
+    parser.add_argument(
         "--plot", metavar="FILE.png", help="draw items/s against consumers (needs matplotlib)"
     )
 

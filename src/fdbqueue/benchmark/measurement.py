@@ -1,141 +1,35 @@
-"""One measured run: counting per thread role (:class:`CountingDatabase`), the consumer
-and loader threads, the drain and steady phases, and their :class:`Result`."""
+"""One measured run: the consumer and loader threads, the drain and steady phases, on one
+shared queue or on private queues (one per consumer), and their :class:`Result`."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fdbqueue import Subspace, memory
 from fdbqueue._transactions.transactional import run_in_retry_loop
-from fdbqueue.benchmark.workload import BATCH, CONFLICT, STALL_SECONDS, WAIT_SECONDS, Mode
-
-# -- counting per role ----------------------------------------------------------------------
-
-
-class CountingDatabase:
-    """Wraps a database to count transactions and conflicts per role (the thread's
-    ``local.role``: consumer, producer, loader), and, on the in-memory database, its counters
-    (read versions, reads, commits, conflicts) per role as ``<role>_db_<counter>``.
-
-    Counting must cost the measured threads little: each thread counts into a Counter of its
-    own (no lock), and on the in-memory database, whose own counters include conflicts,
-    transactions are not wrapped at all.
-    """
-
-    def __init__(self, database: Any) -> None:
-        self.database = database
-        self.local = threading.local()
-        self.lock = threading.Lock()
-        self._counters: list[Counter[str]] = []  # one per thread that counted
-        self.direct = False  # the in-memory database counts conflicts: no wrapping
-
-    def role(self) -> str:
-        return getattr(self.local, "role", "other")
-
-    def count(self, name: str, amount: int = 1) -> None:
-        counts: Counter[str] | None = getattr(self.local, "counts", None)
-        if counts is None:
-            counts = self.local.counts = Counter()
-            with self.lock:
-                self._counters.append(counts)
-        counts[f"{self.role()}_{name}"] += amount
-
-    def snapshot(self) -> Counter[str]:
-        with self.lock:
-            counters = list(self._counters)
-        total: Counter[str] = Counter()
-        for counts in counters:
-            total.update(dict(counts))  # a dict copy is one step under the GIL
-        return total
-
-    def create_transaction(self) -> Any:
-        self.count("transactions")
-        if self.direct:
-            return self.database.create_transaction()
-        return CountingTransaction(self, self.database.create_transaction())
-
-    @contextlib.contextmanager
-    def database_counters(self) -> Iterator[bool]:
-        """While open, the in-memory database's counters also count per role here (and
-        conflicts are taken from them). Yields whether they do (False for any other
-        database)."""
-        stats = getattr(self.database, "_stats", None)
-        if not isinstance(self.database, memory.Database) or type(stats) is not Counter:
-            yield False
-            return
-        stats.__class__ = _RoleStats  # same layout: a Counter whose increments we see
-        stats.__dict__["_benchmark_sink"] = self
-        self.direct = True
-        try:
-            yield True
-        finally:
-            self.direct = False
-            stats.__dict__.pop("_benchmark_sink", None)
-            stats.__class__ = Counter
-
-
-class _RoleStats(Counter[str]):
-    """The in-memory database's counters, also reporting each increment to the benchmark."""
-
-    def __setitem__(self, key: str, value: int) -> None:
-        old = self.get(key, 0)
-        super().__setitem__(key, value)
-        sink = self.__dict__.get("_benchmark_sink")
-        if sink is not None and value > old:
-            sink.count(f"db_{key}", value - old)
-
-
-class CountingTransaction:
-    """Forwards everything to the real transaction; counts conflicts seen by ``on_error``."""
-
-    def __init__(self, owner: CountingDatabase, transaction: Any) -> None:
-        self._owner = owner
-        self._transaction = transaction
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transaction, name)
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._transaction[key]
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._transaction[key] = value
-
-    def __delitem__(self, key: Any) -> None:
-        del self._transaction[key]
-
-    def commit(self) -> Any:
-        return CountedCommit(self._owner, self._transaction.commit())
-
-
-class CountedCommit:
-    """A commit future whose ``wait`` counts a conflict against the committing role."""
-
-    def __init__(self, owner: CountingDatabase, future: Any) -> None:
-        self._owner = owner
-        self._future = future
-
-    def wait(self) -> Any:
-        try:
-            return self._future.wait()
-        except Exception as error:
-            if getattr(error, "code", None) == CONFLICT:
-                self._owner.count("conflicts")
-            raise
-
+from fdbqueue.benchmark.counting import CountingDatabase
+from fdbqueue.benchmark.hot_ranges import MutationRecorder
+from fdbqueue.benchmark.workload import BATCH, STALL_SECONDS, WAIT_SECONDS, Mode
 
 # -- one run --------------------------------------------------------------------------------
 
 
 @dataclass
 class Result:
+    """The figures of one run (the columns of :mod:`fdbqueue.benchmark`'s docstring).
+
+    ``ideal_per_second``, ``of_ideal`` and ``cpu_vs_ideal`` compare the run with the private
+    run of the same phase and C (:mod:`~fdbqueue.benchmark.ideal`), and ``ratio`` with the
+    mode's baseline; they are None until set. ``keys_read_per_item`` is None on a real
+    cluster, ``hot_range_share`` without ``--hot-ranges`` or outside the steady phase.
+    """
+
     phase: str
     mode: str
     consumers: int
@@ -148,10 +42,15 @@ class Result:
     transactions_per_item: float
     transaction_times_per_item: float | None
     cpu_ms_per_item: float
-    ideal_per_second: float | None
     producer_conflicts: int
     empty_takes: int
     exactly_once: bool
+    keys_read_per_item: float | None = None
+    p99_over_p50: float | None = None
+    hot_range_share: float | None = None
+    ideal_per_second: float | None = None
+    of_ideal: float | None = None
+    cpu_vs_ideal: float | None = None
     ratio: float | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -232,21 +131,30 @@ def consume(mode: Mode, queue: Any, counting: CountingDatabase, tally: Tally) ->
         tally.fail("a consumer", error)
 
 
-def load(mode: Mode, queue: Any, counting: CountingDatabase, values: range, threads: int) -> None:
-    """Enqueue ``values`` with ``threads`` threads, in batches (not timed); re-raises the
-    first error a thread met."""
+def load(
+    mode: Mode, queues: list[Any], counting: CountingDatabase, values: range, threads: int
+) -> None:
+    """Enqueue ``values`` spread evenly over ``queues`` (the n-th of them gets every n-th
+    value), with ``threads`` threads, in batches of :data:`BATCH` to one queue (not timed);
+    re-raises the first error a thread met."""
+    batches = [
+        (queue, list(share[start : start + BATCH]))
+        for n, queue in enumerate(queues)
+        for share in [values[n :: len(queues)]]
+        for start in range(0, len(share), BATCH)
+    ]
     errors: list[Exception] = []
 
-    def work(share: range) -> None:
+    def work(mine: list[tuple[Any, list[int]]]) -> None:
         counting.local.role = "loader"
         try:
-            for start in range(0, len(share), BATCH):
-                mode.put(queue, counting, list(share[start : start + BATCH]))
+            for queue, batch in mine:
+                mode.put(queue, counting, batch)
         except Exception as error:
             errors.append(error)
 
     workers = [
-        threading.Thread(target=work, args=(values[n::threads],), daemon=True)
+        threading.Thread(target=work, args=(batches[n::threads],), daemon=True)
         for n in range(threads)
     ]
     for worker in workers:
@@ -267,23 +175,68 @@ def run(
     warmup: int,
     latency: memory.Latency,
     open_db: Callable[[], Any],
+    private: bool = False,
+    hot_ranges: bool = False,
 ) -> Result:
     """One run of ``mode`` in ``phase`` with ``consumers`` threads, in a fresh subspace that
-    is cleared afterwards."""
+    is cleared afterwards.
+
+    Args:
+        mode: how the consumers take and the producers put.
+        phase: ``drain`` or ``steady``.
+        consumers: consumer threads (C).
+        items: items measured (N).
+        producers: producer threads (steady) and loader threads (the preload).
+        warmup: steady: items taken before the measured window.
+        latency: the in-memory database's latency model (for ``tx-times/item``).
+        open_db: returns the database of the run.
+        private: each consumer takes from a queue of its own (``mode.make`` of a subspace
+            of its own); the preload and the producers spread the items evenly over them.
+        hot_ranges: record every committed mutation and set ``hot_range_share`` (steady).
+
+    Returns:
+        The run's figures; ``exactly_once`` False when an item was lost or taken twice, a
+        thread raised, or the run stalled (its ``notes`` say which).
+    """
     database = open_db()
     space = Subspace(("fdbqueue-benchmark", uuid.uuid4().hex))
     try:
-        counting = CountingDatabase(database)
+        recorder = MutationRecorder() if hot_ranges else None
+        counting = CountingDatabase(database, recorder)
+        if private:
+            queues = [mode.make(space.subspace((n,))) for n in range(consumers)]
+        else:
+            queues = [mode.make(space)]
         with counting.database_counters() as counted:
             if phase == "drain":
-                tally, produced, left = _drain(mode, consumers, items, producers, counting, space)
+                tally, produced, left = _drain(mode, consumers, items, producers, counting, queues)
             else:
                 tally, produced, left = _steady(
-                    mode, consumers, items, producers, warmup, counting, space
+                    mode, consumers, items, producers, warmup, counting, queues
                 )
-        return _result(mode, phase, consumers, items, latency, counted, tally, produced, left)
+        result = _result(mode, phase, consumers, items, latency, counted, tally, produced, left)
+        if recorder is not None and phase == "steady":
+            result.hot_range_share = recorder.share(space.key(), tally.started_at, tally.ended_at)
+        return result
     finally:  # leave nothing behind on a real cluster
         run_in_retry_loop(database, lambda tr: tr.clear_range_startswith(space.key()))
+
+
+def _start_consumers(
+    mode: Mode, consumers: int, queues: list[Any], counting: CountingDatabase, tally: Tally
+) -> list[threading.Thread]:
+    """The consumer threads, the n-th taking from ``queues[n % len(queues)]``, not started."""
+    return [
+        threading.Thread(
+            target=consume, args=(mode, queues[n % len(queues)], counting, tally), daemon=True
+        )
+        for n in range(consumers)
+    ]
+
+
+def _left(queues: list[Any], counting: CountingDatabase, limit: int) -> list[Any]:
+    """The values still in ``queues`` (at most ``limit`` from each)."""
+    return [value for queue in queues for value in queue.peek_many(counting.database, limit)]
 
 
 def _drain(
@@ -292,20 +245,16 @@ def _drain(
     items: int,
     producers: int,
     counting: CountingDatabase,
-    space: Subspace,
+    queues: list[Any],
 ) -> tuple[Tally, int, list[Any]]:
-    queue = mode.make(space)
-    load(mode, queue, counting, range(items), producers)
+    load(mode, queues, counting, range(items), producers)
     tally = Tally(counting, 0, items)
-    threads = [
-        threading.Thread(target=consume, args=(mode, queue, counting, tally), daemon=True)
-        for _ in range(consumers)
-    ]
+    threads = _start_consumers(mode, consumers, queues, counting, tally)
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return tally, items, queue.peek_many(counting.database, items + 1)
+    return tally, items, _left(queues, counting, items + 1)
 
 
 def _steady(
@@ -315,11 +264,11 @@ def _steady(
     producers: int,
     warmup: int,
     counting: CountingDatabase,
-    space: Subspace,
+    queues: list[Any],
 ) -> tuple[Tally, int, list[Any]]:
-    queue = mode.make(space)
-    high_water = max(50, 4 * consumers)
-    load(mode, queue, counting, range(high_water), producers)
+    # the backlog the producers keep: 4 items a consumer, 2 batches a queue, at least 50
+    high_water = max(50, 4 * consumers, 2 * BATCH * len(queues))
+    load(mode, queues, counting, range(high_water), producers)
     tally = Tally(counting, warmup, warmup + items)
     lock = threading.Lock()
     produced = [high_water, high_water]  # allocated, committed
@@ -341,21 +290,19 @@ def _steady(
             if backlog >= high_water:
                 time.sleep(0.001)
                 continue
+            queue = queues[(start // BATCH) % len(queues)]  # the queues in turn, a batch each
             mode.put(queue, counting, list(range(start, start + BATCH)))
             with lock:
                 produced[1] += BATCH
 
     threads = [threading.Thread(target=produce, daemon=True) for _ in range(producers)]
-    threads += [
-        threading.Thread(target=consume, args=(mode, queue, counting, tally), daemon=True)
-        for _ in range(consumers)
-    ]
+    threads += _start_consumers(mode, consumers, queues, counting, tally)
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     total = produced[0]
-    return tally, total, queue.peek_many(counting.database, total - len(tally.taken) + 1)
+    return tally, total, _left(queues, counting, total - len(tally.taken) + 1)
 
 
 def _result(
@@ -390,6 +337,10 @@ def _result(
         )
         transaction_times = spent / one_transaction / measured
     latencies = sorted(tally.latencies)
+    p50 = 1000 * latencies[(len(latencies) - 1) // 2] if latencies else None
+    p99 = (
+        1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else None
+    )
     delivered = Counter(tally.taken) + Counter(left)
     return Result(
         phase=phase,
@@ -398,16 +349,13 @@ def _result(
         items=measured,
         seconds=seconds,
         items_per_second=measured / seconds,
-        p50_ms=1000 * latencies[(len(latencies) - 1) // 2] if latencies else None,
-        p99_ms=1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
-        if latencies
-        else None,
+        p50_ms=p50,
+        p99_ms=p99,
         conflicts_per_item=(counts["consumer_conflicts"] + counts["consumer_db_conflicts"])
         / measured,
         transactions_per_item=counts["consumer_transactions"] / measured,
         transaction_times_per_item=transaction_times,
         cpu_ms_per_item=1000 * (tally.cpu_at_end - tally.cpu_at_start) / measured,
-        ideal_per_second=consumers / one_transaction if one_transaction > 0 else None,
         producer_conflicts=sum(
             all_counts[f"{role}_{name}"]
             for role in ("producer", "loader")
@@ -415,6 +363,8 @@ def _result(
         ),
         empty_takes=tally.empty_takes,
         exactly_once=not notes and delivered == Counter(range(produced)),
+        keys_read_per_item=counts["consumer_db_keys_read"] / measured if counted else None,
+        p99_over_p50=p99 / p50 if p50 and p99 is not None else None,
         notes=notes,
     )
 

@@ -7,6 +7,7 @@ import sys
 import textwrap
 from typing import Any
 
+from fdbqueue.benchmark.ideal import PRIVATE
 from fdbqueue.benchmark.measurement import Result
 from fdbqueue.benchmark.workload import PHASES
 from fdbqueue.errors import BenchmarkError
@@ -26,7 +27,8 @@ def load_pyplot() -> Any:
 
 
 def plot(results: list[Result], path: str, title: str) -> None:
-    """Items/s against consumers, one panel per phase, one line per mode, and the ideal."""
+    """Items/s against consumers, one panel per phase, one line per mode, and the ideal (the
+    private runs, :data:`~fdbqueue.benchmark.ideal.PRIVATE`) dashed beside them."""
     plt = load_pyplot()
     from matplotlib.ticker import ScalarFormatter
 
@@ -37,16 +39,13 @@ def plot(results: list[Result], path: str, title: str) -> None:
         counts = sorted({r.consumers for r in rows})
         for name in dict.fromkeys(r.mode for r in rows):
             mine = [r for r in rows if r.mode == name]
+            ideal = name == PRIVATE.name
             axes.plot(
                 [r.consumers for r in mine],
                 [r.items_per_second for r in mine],
-                marker="o",
-                label=name,
-            )
-        ideal = {r.consumers: r.ideal_per_second for r in rows if r.ideal_per_second}
-        if ideal:
-            axes.plot(
-                sorted(ideal), [ideal[c] for c in sorted(ideal)], "k:", label="no-conflict ideal"
+                "k--" if ideal else "-",
+                marker="s" if ideal else "o",
+                label="private queues (the ideal)" if ideal else name,
             )
         axes.set_xscale("log", base=2)
         axes.set_yscale("log")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -46,34 +47,52 @@ def _number(value: float | None, width: int, digits: int) -> str:
     return f"{'n/a':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
 
 
-COLUMNS = (
-    "  C  items/s  ratio  ideal/s   p50 ms   p99 ms  confl/item  tx/item  tx-times/item"
-    "  cpu ms/item  cpu s/s  enq confl"
-)
+#: The columns of a table after ``mode``: title, width, digits, the figure of a result.
+COLUMNS: list[tuple[str, int, int, Callable[[Result], float | None]]] = [
+    ("C", 3, 0, lambda r: r.consumers),
+    ("items/s", 9, 0, lambda r: r.items_per_second),
+    ("ratio", 7, 2, lambda r: r.ratio),
+    ("ideal/s", 9, 0, lambda r: r.ideal_per_second),
+    ("of ideal", 10, 2, lambda r: r.of_ideal),
+    ("p50 ms", 9, 1, lambda r: r.p50_ms),
+    ("p99 ms", 9, 1, lambda r: r.p99_ms),
+    ("p99/p50", 9, 1, lambda r: r.p99_over_p50),
+    ("confl/item", 12, 2, lambda r: r.conflicts_per_item),
+    ("tx/item", 9, 2, lambda r: r.transactions_per_item),
+    ("tx-times/item", 15, 2, lambda r: r.transaction_times_per_item),
+    ("keys/item", 11, 1, lambda r: r.keys_read_per_item),
+    ("cpu ms/item", 13, 2, lambda r: r.cpu_ms_per_item),
+    ("cpu vs ideal", 14, 2, lambda r: r.cpu_vs_ideal),
+    ("cpu s/s", 9, 2, lambda r: r.cpu_seconds_per_second),
+    ("enq confl", 11, 0, lambda r: r.producer_conflicts),
+]
+HOT_RANGE = ("hot range", 11, 2, lambda r: r.hot_range_share)
+EMPTY = ("empty", 7, 0, lambda r: r.empty_takes)
 
 
 def print_tables(results: list[Result]) -> None:
-    """One table per phase (columns: see the module's docstring)."""
+    """One table per phase (columns: see :mod:`fdbqueue.benchmark`'s docstring); the steady
+    phase adds ``hot range`` when it was recorded (``--hot-ranges``) and ``empty``."""
     width = max([len("mode")] + [len(r.mode) for r in results]) + 1
     for phase in PHASES:
         rows = [r for r in results if r.phase == phase]
         if not rows:
             continue
-        steady = phase == "steady"
-        header = f"{'mode':<{width}}" + COLUMNS + ("  empty" if steady else "") + "  once"
+        columns = list(COLUMNS)
+        if phase == "steady":
+            if any(r.hot_range_share is not None for r in rows):
+                columns.append(HOT_RANGE)
+            columns.append(EMPTY)
+        header = f"{'mode':<{width}}" + "".join(f"{title:>{size}}" for title, size, _, _ in columns)
+        header += "  once"
         print()
         print(f"{phase} phase")
         print(header)
         print("-" * len(header))
         for r in rows:
             print(
-                f"{r.mode:<{width}}{r.consumers:>3}{r.items_per_second:>9.0f}"
-                f"{_number(r.ratio, 7, 2)}{_number(r.ideal_per_second, 9, 0)}"
-                f"{_number(r.p50_ms, 9, 1)}{_number(r.p99_ms, 9, 1)}"
-                f"{r.conflicts_per_item:>12.2f}{r.transactions_per_item:>9.2f}"
-                f"{_number(r.transaction_times_per_item, 15, 2)}{r.cpu_ms_per_item:>13.2f}"
-                f"{r.cpu_seconds_per_second:>9.2f}{r.producer_conflicts:>11}"
-                + (f"{r.empty_takes:>7}" if steady else "")
+                f"{r.mode:<{width}}"
+                + "".join(_number(figure(r), size, digits) for _, size, digits, figure in columns)
                 + f"  {'yes' if r.exactly_once else 'NO'}"
                 + "".join(f"  ({note})" for note in r.notes)
             )
@@ -83,11 +102,13 @@ def print_ratios(results: list[Result]) -> None:
     """One line per result with a baseline other than itself: ``phase: mode / baseline``."""
     baselines = {mode.name: mode.baseline for mode in workload.MODES}
     order = {name: n for n, name in enumerate([*PHASES, *baselines])}
+    compared = [
+        r for r in results if r.ratio is not None and baselines.get(r.mode, r.mode) != r.mode
+    ]
     lines = [
         f"{r.phase}: {r.mode} / {baselines[r.mode]}, {r.consumers:>2} "
         f"consumer{'s' * (r.consumers != 1)} = {r.ratio:.2f}x"
-        for r in sorted(results, key=lambda r: (order[r.phase], order[r.mode], r.consumers))
-        if r.ratio is not None and baselines[r.mode] != r.mode
+        for r in sorted(compared, key=lambda r: (order[r.phase], order[r.mode], r.consumers))
     ]
     if lines:
         print()
