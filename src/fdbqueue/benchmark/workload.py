@@ -143,6 +143,9 @@ def claim_and_ack(queue: Any, db: Any, wait: float | None) -> Any:
     return lease.value
 
 
+#: The shards of the sharded modes' queues (issue 23 measures N = 16).
+BENCH_SHARDS = 16
+
 MODES = [
     Mode("plain", lambda s: Queue(s), enqueue_batch, calls(dequeue), "plain", ("queue",)),
     Mode(
@@ -177,6 +180,30 @@ MODES = [
         session_claims(lambda q, db: q.consumer(db, prefetch=1)),
         "claims",
         ("queue",),
+    ),
+    Mode(
+        "sharded",
+        lambda s: Queue(s, shards=BENCH_SHARDS),
+        enqueue_batch,
+        calls(dequeue),
+        "plain",
+        ("sharded",),
+    ),
+    Mode(
+        "sharded-high-contention",
+        lambda s: Queue(s, shards=BENCH_SHARDS, high_contention=True),
+        enqueue_batch,
+        calls(dequeue),
+        "plain",
+        ("sharded",),
+    ),
+    Mode(
+        "sharded-prefetch",
+        lambda s: Queue(s, shards=BENCH_SHARDS),
+        enqueue_batch,
+        session(lambda q, db: q.consumer(db, prefetch=1), dequeue),
+        "plain",
+        ("sharded",),
     ),
     Mode(
         "plain-no-receipts",
@@ -224,4 +251,5 @@ for _mode in MODES:
     for _group in _mode.groups:
         GROUPS.setdefault(_group, []).append(_mode.name)
 GROUPS["receipts"].insert(0, "plain")
+GROUPS["sharded"].insert(0, "plain")
 DEFAULT_MODES = "queue"
