@@ -28,10 +28,9 @@ from typing import Any, Protocol
 
 from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import Consumer
-from fdbqueue._delivery.delays import soonest
 from fdbqueue._delivery.leases import check_lease_seconds
 from fdbqueue._transactions.transactional import run_in_retry_loop
-from fdbqueue._transactions.waiting import check_blocking_arguments, take_blocking
+from fdbqueue._transactions.waiting import check_blocking_arguments
 
 __all__ = ["ShardedConsumer"]
 
@@ -47,6 +46,10 @@ class ShardedEnd(Protocol):
     def order(self, tr: Any, every_shard: bool) -> list[End]: ...
 
     def best_ends(self, tr: Any) -> list[End]: ...
+
+    def blocking(
+        self, database: Any, take: Callable[[Any, float | None], Any], seconds: float | None
+    ) -> Any: ...
 
 
 #: Takes ``session`` once, without blocking: its value, its Lease, or None.
@@ -108,17 +111,8 @@ class ShardedConsumer(Consumer):
         value = self._once(act, every_shard)
         if value is not None or not block:
             return value
-        end = self._end
-        return take_blocking(
-            self._database,
-            lambda _database, _deadline: self._once(act, every_shard),
-            [shard._store.signal_key for shard in end.ends],
-            seconds,
-            lambda: soonest(
-                *(shard.leases.seconds_until_expiry() for shard in end.ends),
-                *(shard.delays.seconds_until_due() for shard in end.ends),
-            ),
-            queue=end.metric_name,
+        return self._end.blocking(
+            self._database, lambda _database, _deadline: self._once(act, every_shard), seconds
         )
 
     def _once(self, act: Act, every_shard: bool) -> Any:

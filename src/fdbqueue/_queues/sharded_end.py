@@ -71,7 +71,7 @@ class ShardedEnd:
         """Take one value (arguments checked by the caller); None when every shard is empty."""
         if not block:
             return self._take_one(tr)
-        return self._blocking(tr, lambda database, _deadline: self._take_one(database), seconds)
+        return self.blocking(tr, lambda database, _deadline: self._take_one(database), seconds)
 
     def take_many(self, tr: AnyContext, n: int) -> list[Any]:
         """Take up to ``n`` values in one transaction: from one shard, then from the other
@@ -96,7 +96,7 @@ class ShardedEnd:
         """Claim one item under a lease of ``seconds`` (arguments checked by the caller)."""
         if not block:
             return self._claim_one(tr, seconds)
-        lease: Lease[Any] | None = self._blocking(
+        lease: Lease[Any] | None = self.blocking(
             tr, lambda database, _deadline: self._claim_one(database, seconds), wait
         )
         return lease
@@ -265,7 +265,7 @@ class ShardedEnd:
                 heads.append((-priority if reverse else priority, end))
         return heads
 
-    def _blocking(
+    def blocking(
         self, database: Any, take: Callable[[Any, float | None], Any], seconds: float | None
     ) -> Any:
         """``take`` until it returns a value or ``seconds`` pass, waiting on every shard's
