@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -114,6 +114,7 @@ class Case:
     check: Callable[[Any, Any, Any, Any], None]
     priority: bool = False
     high_contention: bool = False
+    shards: int = 1
 
 
 def remaining(queue: Any, db: Any) -> list[Any]:
@@ -160,6 +161,16 @@ def check_take_one(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
     else:
         assert outcome == "a"
         assert remaining(queue, db) == ["b"]
+
+
+def check_take_either(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
+    """As :func:`check_take_one` for two items of one priority in different shards: either
+    may come out first (ties between shards are broken at random)."""
+    if outcome is asyncio.CancelledError:
+        assert sorted(remaining(queue, db)) == ["a", "b"]
+    else:
+        assert outcome in ("a", "b")
+        assert remaining(queue, db) == [{"a": "b", "b": "a"}[outcome]]
 
 
 def check_take_two(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
@@ -274,6 +285,24 @@ CASES: dict[str, Case] = {
         True,
     ),
 }
+# The same calls on a queue of 4 shards: a take may be two transactions (its first shard, then
+# every shard's counter and the take), a session may move between the shards' lines.
+CASES.update(
+    {
+        f"sharded {name}": replace(CASES[name], shards=4)
+        for name in [
+            "enqueue_many",
+            "dequeue",
+            "dequeue_many",
+            "dequeue in line",
+            "session take",
+            "claim",
+            "claim_many",
+            "ack",
+        ]
+    }
+)
+CASES["sharded pop"] = replace(CASES["pop"], check=check_take_either, shards=4)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -285,10 +314,11 @@ def test_every_call_cancelled_at_every_step_ends_promptly_and_loses_nothing(
     for offset in OFFSETS:
         subspace = space[offset]
         queue: Any
+        options = {"high_contention": case.high_contention, "shards": case.shards}
         if case.priority:
-            queue = fa.PriorityQueue(subspace, high_contention=case.high_contention)
+            queue = fa.PriorityQueue(subspace, **options)
         else:
-            queue = fa.Queue(subspace, high_contention=case.high_contention)
+            queue = fa.Queue(subspace, **options)
         prepared = case.prepare(queue, target.db)
         call = case.call(queue, target.db, prepared)
         outcome, took = target.run(cancelled_after(offset, call))

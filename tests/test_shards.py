@@ -340,3 +340,22 @@ def test_the_worker_loop_and_asyncio_run_on_a_sharded_queue(db, subspace):
         return [first, await queue.dequeue(db), await queue.dequeue(db)]
 
     assert asyncio.run(twin()) == ["p", "q", None]
+
+
+def test_claims_and_acks_across_shards_under_faults_lose_and_repeat_nothing():
+    db = memory.open(
+        faults=memory.Faults(not_committed=0.1, commit_unknown_result=0.1, recovery=0.05), seed=3
+    )
+    queue = Queue(("faulty-leases",), shards=4)
+    queue.enqueue_many(db, list(range(12)))  # one shard
+    for value in range(12, 24):
+        queue.enqueue(db, value)  # the others in turn
+    claimed = []
+    while len(claimed) < 24:
+        batch = queue.claim_many(db, 5, 60)
+        assert batch, "items are left, yet nothing was claimed"
+        claimed.extend(batch)
+        queue.ack_many(db, batch)  # leases of several shards in one transaction
+    assert sorted(lease.value for lease in claimed) == list(range(24))
+    assert queue.claim(db, 60) is None
+    assert queue.leases(db, None) == [] and queue.size(db) == 0
