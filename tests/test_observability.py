@@ -13,9 +13,17 @@ from fdbqueue import Queue, Subspace, memory, metrics
 otel_sdk = pytest.importorskip("opentelemetry.sdk.metrics")
 from opentelemetry import metrics as otel_metrics  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
+from opentelemetry.sdk.metrics.view import View  # noqa: E402
 
 READER = InMemoryMetricReader()
-otel_metrics.set_meter_provider(otel_sdk.MeterProvider(metric_readers=[READER]))
+# Every test's queue is its own ``fdbqueue.queue`` attribute, so a whole run records thousands
+# of attribute sets: above the SDK's default cardinality limit (2,000 per metric in recent
+# versions) later ones would fold into one overflow point and read as 0 here.
+try:
+    VIEWS = [View(instrument_name="*", aggregation_cardinality_limit=1_000_000)]
+except TypeError:  # an SDK from before cardinality limits: nothing to raise
+    VIEWS = []
+otel_metrics.set_meter_provider(otel_sdk.MeterProvider(metric_readers=[READER], views=VIEWS))
 
 
 def totals() -> dict[tuple[str, tuple[tuple[str, Any], ...]], float]:
