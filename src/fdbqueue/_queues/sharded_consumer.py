@@ -1,14 +1,17 @@
 """Consumer sessions on a sharded queue: a session in one shard's line at a time.
 
 A :class:`ShardedConsumer` holds a session (:class:`~fdbqueue.Consumer`) in the line of one
-shard, chosen at random when it opens, and takes there, in line, with its prefetch, for as
-long as that shard has items: consumers spread over the shards and stay, so C consumers on
-N >= C shards rarely share a line. When its shard is empty, it reads every shard's size
-counter in one round trip (:meth:`~fdbqueue._queues.sharded_end.ShardedEnd.order`: the
-best priority first for a priority queue), closes its session (withdrawing its requests, so
-its reserved places return to the shard) and opens one in a shard that holds items. A
-blocking take waits on every shard's signal key. It returns None only when every shard was
-empty at a read version (or the timeout ran out).
+shard, its home (:mod:`~fdbqueue._queues.shard_homes`: a shard with the fewest of this
+process's sessions when it opens), and takes there, in line, with its prefetch, for as long as
+that shard has items: one process's sessions spread evenly over the shards and stay, and
+those of several processes spread at random, so C consumers on N >= C shards rarely share a
+line. When its shard is empty, it reads every shard's size counter in one round trip
+(:meth:`~fdbqueue._queues.sharded_end.ShardedEnd.order`: the best priority first for a
+priority queue; for a FIFO queue, the shards with the fewest of this process's sessions
+first), closes its session (withdrawing its requests, so its reserved places return to the
+shard) and opens one in a shard that holds items, its new home. A blocking take waits on
+every shard's signal key. It returns None only when every shard was empty at a read version
+(or the timeout ran out).
 
 A priority queue's session first reads every shard's first item (one round trip) and moves to
 a shard whose first item has the best priority unless its own has, so that it takes the best
@@ -29,6 +32,7 @@ from typing import Any, Protocol
 from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.leases import check_lease_seconds
+from fdbqueue._queues.shard_homes import Homes
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue._transactions.waiting import check_blocking_arguments
 
@@ -42,6 +46,7 @@ class ShardedEnd(Protocol):
     ends: list[End]
     metric_name: str
     best: str | None
+    homes: Homes
 
     def order(self, tr: Any, every_shard: bool) -> list[End]: ...
 
@@ -76,7 +81,8 @@ class ShardedConsumer(Consumer):
         self._database = database
         self._prefetch = prefetch
         self._abandon_after = abandon_after
-        self._shard = random.choice(end.ends)  # a priority queue's moves to the best on its take
+        # A priority queue's session moves to the best shard on its first take.
+        self._shard = end.ends[end.homes.settle(self, range(len(end.ends)))]
         self._session = self._shard.consumer(database, prefetch, abandon_after)
         self._shut = False
         self.contended = False
@@ -100,6 +106,7 @@ class ShardedConsumer(Consumer):
     def close(self) -> None:
         """Withdraw the current session's requests (its reserved places return to its shard)."""
         self._shut = True
+        self._end.homes.leave(self)
         self._session.close()
 
     def __enter__(self) -> ShardedConsumer:
@@ -128,6 +135,9 @@ class ShardedConsumer(Consumer):
         if value is not None:
             return value
         order = run_in_retry_loop(self._database, lambda tr: self._end.order(tr, every_shard))
+        if self._end.best is None:  # the shards with the fewest of this process's sessions first
+            ends = self._end.ends
+            order = [ends[k] for k in self._end.homes.ranked(self, map(ends.index, order))]
         for shard in order:
             if shard is self._shard:
                 continue
@@ -141,5 +151,6 @@ class ShardedConsumer(Consumer):
         """Close the current session (withdrawing its requests before holding places
         elsewhere) and open one in ``shard``'s line."""
         self._session.close()
+        self._end.homes.move(self, self._end.ends.index(shard))
         self._shard = shard
         self._session = shard.consumer(self._database, self._prefetch, self._abandon_after)

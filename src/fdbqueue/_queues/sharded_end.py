@@ -1,12 +1,16 @@
 """One end of a sharded queue: the same end of every shard, taken from as one.
 
-A FIFO queue's take first tries one shard chosen at random, as an unsharded queue's take
-would (plainly, or in the shard's line with ``high_contention=True``): consumers that start at
-different shards never meet. When that shard is empty, one more transaction reads every
-shard's size counter and delayed-items hint (snapshot point reads, issued together: one round
-trip, no conflict) and takes from the shards that hold items, in random order, in that same
-transaction. So a take returns None only when every shard was empty at that transaction's
-read version (delayed items not yet due aside, as for an unsharded queue).
+A FIFO queue's take goes to the consumer's *home* shard (:mod:`~fdbqueue._queues.shard_homes`:
+each thread of a process has one, spread evenly over the shards, and keeps it while the shard
+holds items), plainly or in the shard's line with ``high_contention=True``, in this process's
+turn at that shard (threads sharing a home take turns instead of conflicting). When the home
+is empty, a read-only transaction reads every shard's size counter and delayed-items hint
+(snapshot point reads, issued together: one round trip, no conflict); the take goes to the
+shards holding items, those with the fewest of this process's threads at home first, and the
+shard it took from becomes the thread's home. When those takes all find nothing (other
+consumers were first), the counters are read again, so a take returns None only when every
+shard was empty at one transaction's read version (delayed items not yet due aside, as for an
+unsharded queue).
 
 A priority queue's pop first reads the first (``min``) or last (``max``) item of every shard
 (snapshot range reads with ``limit=1``, all issued before any is waited on) and takes from the
@@ -25,13 +29,14 @@ another). Every item is taken exactly once, as from one shard.
 
 Source followed: FoundationDB's "Queues" and "Priority Queues" recipes within each shard;
 sharding as QuiCK (CloudKit's queues on FoundationDB) and Amazon SQS partitions do it:
-consumers pick a partition.
+consumers pick a partition and stay.
 """
 
 from __future__ import annotations
 
 import random
 import struct
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,8 +44,8 @@ from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.delays import soonest
 from fdbqueue._delivery.leases import Lease
+from fdbqueue._queues.shard_homes import Homes, Turns
 from fdbqueue._queues.sharded_consumer import ShardedConsumer
-from fdbqueue._storage.taking import MOVED_ASIDE
 from fdbqueue._transactions.transactional import AnyContext, is_database, run_in_retry_loop
 from fdbqueue._transactions.waiting import take_blocking
 
@@ -64,6 +69,8 @@ class ShardedEnd:
         self.ends = list(ends)
         self.metric_name = metric_name
         self.best = best
+        self.homes = Homes(len(self.ends))
+        self.turns = [Turns() for _ in self.ends]
 
     # -- taking -----------------------------------------------------------------------------
 
@@ -81,12 +88,35 @@ class ShardedEnd:
 
     def _take_one(self, tr: AnyContext) -> Any:
         if self.best is not None:
-            return self._by_rank(tr, lambda tr, end: end.take(tr, False, None))
-        first = self._start()
-        value = first.take(tr, False, None)
+            return self._in_order(
+                tr, lambda tr: self._ranked(tr, False), lambda tr, end: end.take(tr, False, None)
+            )
+        consumer = threading.current_thread()
+        value = self._take_at(tr, self.homes.home(consumer))
         if value is not None:
             return value
-        return self._run(tr, first, lambda tr, end: end._take_one(tr))
+
+        def held(tr: Any) -> list[End]:
+            shards = [self.ends.index(end) for end in self._candidates(tr, False)]
+            return [self.ends[shard] for shard in self.homes.ranked(consumer, shards)]
+
+        def take_and_stay(tr: Any, end: End) -> Any:
+            shard = self.ends.index(end)
+            found = self._take_at(tr, shard)
+            if found is not None:
+                self.homes.move(consumer, shard)
+            return found
+
+        return self._in_order(tr, held, take_and_stay)
+
+    def _take_at(self, tr: AnyContext, shard: int) -> Any:
+        """Take one value from ``shard``, in this process's turn there when given a Database
+        (:class:`Turns`: this process's plain takes of one shard do not conflict)."""
+        end = self.ends[shard]
+        if not is_database(tr):
+            return end.take(tr, False, None)
+        with self.turns[shard].turn():
+            return end.take(tr, False, None)
 
     # -- claiming ---------------------------------------------------------------------------
 
@@ -122,31 +152,6 @@ class ShardedEnd:
 
     def _start(self) -> End:
         return random.choice(self.ends)
-
-    def _run(
-        self,
-        tr: AnyContext,
-        first: End,
-        take: Callable[[Any, End], Any],
-        *,
-        every_shard: bool = False,
-    ) -> Any:
-        """The second transaction of a take: read every shard's counter and hint, then
-        ``take(tr, end)`` from the shards that hold items (all of them with ``every_shard``)
-        in random order, until one returns something other than None. Given a Database, one
-        transaction, exactly once (the first shard's receipts); given a Transaction, in it."""
-
-        def body(tr: Any) -> Any:
-            for end in self._candidates(tr, every_shard):
-                found = take(tr, end)
-                if found is not None and found is not MOVED_ASIDE:
-                    return found
-            return None
-
-        if not is_database(tr):
-            return body(tr)
-        receipts = first._store.receipts
-        return receipts.run(tr, body, wrote=lambda found: found is not None)
 
     def _candidates(self, tr: Any, every_shard: bool) -> list[End]:
         """The shards holding items at ``tr``'s read version (size counter above 0, or a
@@ -199,31 +204,32 @@ class ShardedEnd:
             return self._ranked(tr, every_shard)
         return self._candidates(tr, every_shard)
 
-    def _by_rank(
-        self, tr: AnyContext, take: Callable[[Any, End], Any], *, every_shard: bool = False
+    def _in_order(
+        self,
+        tr: AnyContext,
+        order: Callable[[Any], list[End]],
+        take: Callable[[Any, End], Any],
     ) -> Any:
-        """``take(tr, end)`` from the shards in :meth:`_ranked` order (then, with
-        ``every_shard``, the others: an expired lease there is claimable too) until one
-        returns something other than None. Given a Database, the ranking is read in a
-        read-only transaction and each take runs as the shard's own (in its line with
-        ``high_contention``), ranked again until a ranking finds every shard empty; given a
-        Transaction, all of it runs in it."""
+        """``take(tr, end)`` from the shards ``order(tr)`` lists until one returns something
+        other than None. Given a Database, ``order`` runs in a read-only transaction (snapshot
+        reads: no conflict) and each take as the shard's own (exactly once by its receipts;
+        in its line with ``high_contention``); when every take found nothing (another consumer
+        was first), ``order`` is read again, until it lists no shard (every shard empty at
+        that read version). Given a Transaction, all of it runs in it, once."""
         if not is_database(tr):
-            for end in self._ranked(tr, every_shard):
+            for end in order(tr):
                 found = take(tr, end)
                 if found is not None:
                     return found
             return None
         while True:
-            ranked = run_in_retry_loop(tr, lambda tr: self._ranked(tr, every_shard))
-            if not ranked:
+            ends = run_in_retry_loop(tr, order)
+            if not ends:
                 return None
-            for end in ranked:
+            for end in ends:
                 found = take(tr, end)
                 if found is not None:
                     return found
-            if every_shard:
-                return None
 
     def best_shard(self, tr: Any) -> int | None:
         """The index of the shard whose first item has the best priority at ``tr``'s read

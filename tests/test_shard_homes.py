@@ -1,0 +1,119 @@
+"""Home shards and turns: a process's consumers of a sharded queue spread over the shards,
+stay where items are, move when their shard is empty, and take turns where they share one,
+so that one process's plain takes do not conflict with each other."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from fdbqueue import Queue, Subspace, memory
+from fdbqueue._queues.shard_homes import Homes, Turns
+
+
+def test_consumers_of_one_process_get_different_homes_until_every_shard_has_one():
+    homes = Homes(4)
+    owners = [threading.Thread(target=time.sleep, args=(1,)) for _ in range(8)]
+    for owner in owners:
+        owner.start()
+    try:
+        first = [homes.home(owner) for owner in owners[:4]]
+        assert sorted(first) == [0, 1, 2, 3]
+        assert Counter(homes.home(owner) for owner in owners).most_common(1)[0][1] == 2
+        assert homes.home(owners[0]) == first[0]  # a home is kept
+    finally:
+        for owner in owners:
+            owner.join()
+
+
+def test_a_thread_that_ended_and_a_session_that_left_no_longer_count():
+    homes = Homes(2)
+    ended = threading.Thread(target=lambda: None)
+    ended.start()
+    ended.join()
+    assert homes.settle(ended, [0]) == 0
+    alive = threading.current_thread()
+    assert homes.settle(alive, [0, 1]) in (0, 1)
+    assert homes.ranked(object(), [0, 1])[0] != homes.home(alive)  # the ended one is ignored
+
+    class Session:
+        pass
+
+    session = Session()
+    homes.move(session, 1 - homes.home(alive))
+    assert sorted(homes.ranked(object(), [0, 1])) == [0, 1]
+    homes.leave(session)
+    assert homes.ranked(object(), [0, 1])[0] != homes.home(alive)
+
+
+def test_settling_among_no_shard_is_refused():
+    with pytest.raises(ValueError, match="no shard"):
+        Homes(2).settle(object(), [])
+
+
+def test_turns_are_served_in_the_order_they_were_asked_for():
+    turns = Turns()
+    served: list[int] = []
+    holding = threading.Event()
+    release = threading.Event()
+
+    def first() -> None:
+        with turns.turn():
+            holding.set()
+            release.wait(5)
+            served.append(0)
+
+    def later(number: int) -> None:
+        with turns.turn():
+            served.append(number)
+
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    assert holding.wait(5)
+    for number in range(1, 6):
+        thread = threading.Thread(target=later, args=(number,))
+        thread.start()
+        threads.append(thread)
+        time.sleep(0.02)  # each asks after the one before
+    release.set()
+    for thread in threads:
+        thread.join(5)
+    assert served == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_turn_passes_on_when_its_holder_raises():
+    turns = Turns()
+    with pytest.raises(RuntimeError), turns.turn():
+        raise RuntimeError("boom")
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (turns.turn().__enter__(), done.set()))
+    thread.start()
+    assert done.wait(5)
+
+
+@pytest.mark.parametrize("threads", [4, 16])
+def test_one_process_draining_a_sharded_queue_with_plain_takes_never_conflicts(threads):
+    """More threads than shards (4 per shard) or as many: they settle in their own shards or
+    take turns in a shared one; every item is taken once and no transaction conflicts."""
+    db = memory.open(latency=memory.Latency(commit=0.002))
+    queue = Queue(Subspace(("homes",)), shards=4)
+    for start in range(0, 200, 10):
+        queue.enqueue_many(db, list(range(start, start + 10)))
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def consume() -> None:
+        while (value := queue.dequeue(db)) is not None:
+            with lock:
+                taken.append(value)
+
+    workers = [threading.Thread(target=consume) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sorted(taken) == list(range(200))
+    assert db.stats()["conflicts"] == 0
