@@ -78,6 +78,32 @@ def test_counters_of_a_queue_life(db, subspace):
     assert counting.of("fdbqueue.wait.duration", queue=name) == 1
 
 
+def test_a_sharded_queue_counts_under_its_own_name_with_each_shard_number(db, subspace):
+    queue = Queue(subspace, shards=4)
+    name = metrics.queue_name(subspace.key())
+    counting = Counting()
+    for value in range(8):
+        queue.enqueue(db, value)  # the shards in turn: two each
+    for _ in range(3):
+        assert queue.dequeue(db) is not None
+    queue.ack(db, queue.claim(db, lease=10))
+    assert queue.dequeue(db, block=True, timeout=5) is not None
+    assert counting.of("fdbqueue.items.enqueued", queue=name) == 8
+    assert [counting.of("fdbqueue.items.enqueued", queue=name, shard=k) for k in range(4)] == [
+        2,
+        2,
+        2,
+        2,
+    ]
+    assert counting.of("fdbqueue.items.dequeued", queue=name) == 4
+    assert sum(counting.of("fdbqueue.items.dequeued", shard=k) for k in range(4)) == 4
+    assert counting.of("fdbqueue.items.claimed", queue=name) == 1
+    assert counting.of("fdbqueue.items.acknowledged", queue=name) == 1
+    assert counting.of("fdbqueue.wait.duration", queue=name) == 1  # a wait is the queue's
+    shard_names = {metrics.queue_name(subspace.subspace((k,)).key()) for k in range(4)}
+    assert not any(counting.of("fdbqueue.items.enqueued", queue=n) for n in shard_names)
+
+
 def test_expired_leases_are_counted_and_logged(caplog):
     db = memory.open(seed=1)
     queue = Queue(Subspace(("expired-metrics",)))

@@ -7,7 +7,9 @@ chooses the SDK, the exporter (Prometheus, OTLP, ...) and the meter provider. Wi
 package, or without a configured SDK, every call here does nothing.
 
 Instruments (each counter carries the attribute ``fdbqueue.queue``, the queue's subspace as
-printable text, except the transaction counters, which carry ``fdbqueue.error.code``):
+printable text, and for a sharded queue ``fdbqueue.shard``, the shard's number (0 to N - 1),
+so that a sum over ``fdbqueue.shard`` is the queue's figure; the transaction counters carry
+``fdbqueue.error.code`` instead):
 
 * ``fdbqueue.items.enqueued``: items written into a queue (enqueues, pushes, delayed
   items falling due, requeued dead letters);
@@ -126,7 +128,8 @@ def add(key: str, amount: int = 1, *, at_once: bool = False, **attributes: Any) 
     """Count ``amount`` for the counter ``key`` (of :data:`COUNTERS`); inside an attempt
     (:func:`pending`) once it commits, unless ``at_once`` (what happened to the attempt
     itself: a retry, an unknown result), else now. Attributes are given as keywords:
-    ``queue`` becomes ``fdbqueue.queue``, ``code`` ``fdbqueue.error.code``."""
+    ``queue`` becomes ``fdbqueue.queue``, ``shard`` ``fdbqueue.shard``, ``code``
+    ``fdbqueue.error.code``."""
     if amount <= 0:
         return
     named = {f"fdbqueue.{'error.code' if k == 'code' else k}": v for k, v in attributes.items()}

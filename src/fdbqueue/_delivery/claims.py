@@ -286,7 +286,7 @@ class Leases:
                 deliveries + 1,
             )
         )
-        metrics.add("expired", queue=self.store.metric_name)
+        metrics.add("expired", **self.store.metric_attributes)
         return lease, written + set_bytes(len(lease.key), len(record.value))
 
     def _dead_letter(
@@ -294,7 +294,7 @@ class Leases:
     ) -> int:
         """Move a lease's item to the dead letters; return the bytes written (about)."""
         self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
-        metrics.add("dead_lettered", queue=self.store.metric_name)
+        metrics.add("dead_lettered", **self.store.metric_attributes)
         return set_bytes(len(self.leases_begin) + 32, len(item_key) + len(reason.encode()) + 16)
 
     def _grant(
@@ -311,7 +311,7 @@ class Leases:
         expiry_version = read_version + lease_versions(seconds)
         key: bytes = self.leases.pack((expiry_version, lease_id))
         tr[key] = fdb.tuple.pack((item_key, deliveries, held_id))
-        metrics.add("claimed", queue=self.store.metric_name)
+        metrics.add("claimed", **self.store.metric_attributes)
         return Lease(value, lease_id.hex(), deliveries, expiry_version, key)
 
     def in_flight(self, tr: AnyContext, limit: int, after: bytes | None = None) -> list[Lease[Any]]:

@@ -133,7 +133,7 @@ class DelayedItems:
             tr[self.records.pack((due, batch, i, *where))] = value
         tr.min(self.hint_key, _VERSION.pack(due))
         self.store.signal(tr)
-        metrics.add("delayed", len(encoded), queue=self.store.metric_name)
+        metrics.add("delayed", len(encoded), **self.store.metric_attributes)
 
     def look(self, tr: AnyContext) -> Any:
         """Start reading the hint (a snapshot point read, no conflict): pass the future to

@@ -248,7 +248,7 @@ class LeaseHolds:
         record = self._held(tr, lease, "ack")
         del tr[lease.key]
         self.store.held.drop(tr, fdb.tuple.unpack(record)[2])
-        metrics.add("acknowledged", queue=self.store.metric_name)
+        metrics.add("acknowledged", **self.store.metric_attributes)
 
     def ack_many(self, tr: AnyContext, leases: list[Lease[Any]]) -> None:
         """Remove every leased item of ``leases`` for good, or none of them.
@@ -274,7 +274,7 @@ class LeaseHolds:
         for lease, record in zip(leases, records, strict=True):
             del tr[lease.key]
             self.store.held.drop(tr, fdb.tuple.unpack(record)[2])
-        metrics.add("acknowledged", len(leases), queue=self.store.metric_name)
+        metrics.add("acknowledged", len(leases), **self.store.metric_attributes)
 
     def release(self, tr: AnyContext, lease: Any, seconds: float = 0.0) -> None:
         """Give a leased item back unprocessed: the next claim takes it, ahead of the queue;
@@ -306,7 +306,7 @@ class LeaseHolds:
         del tr[lease.key]
         item_key, deliveries, held_id = fdb.tuple.unpack(record)
         self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
-        metrics.add("dead_lettered", queue=self.store.metric_name)
+        metrics.add("dead_lettered", **self.store.metric_attributes)
 
     def extend(self, tr: AnyContext, lease: Any, seconds: float) -> Lease[Any]:
         """Move a held lease's expiry to ``seconds`` after this transaction's read version;

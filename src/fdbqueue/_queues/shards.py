@@ -97,6 +97,7 @@ class Parts(Sequence[P]):
                     store.leading_integers,
                     shards=shards,
                     parent=store,
+                    shard=shard,
                 )
                 compose(part, part_store)
                 part._parts = Parts(part, 1, _composed)  # a part is a queue of one shard

@@ -140,6 +140,8 @@ class ItemStore(TypeRecords):
         shards: how many shards the queue has; recorded with its type (:func:`type_name`).
         parent: for one shard of a sharded queue, the queue's own store: the first write into
             this shard also checks and records the queue's type there (:meth:`check_type`).
+        shard: for one shard of a sharded queue, its number (0 to ``shards - 1``): its metrics
+            carry the queue's name and ``fdbqueue.shard``.
 
     Raises:
         TypeError: ``exactly_once`` is not a bool (and see :func:`as_subspace`).
@@ -153,6 +155,7 @@ class ItemStore(TypeRecords):
         leading_integers: int = 1,
         shards: int = 1,
         parent: ItemStore | None = None,
+        shard: int | None = None,
     ) -> None:
         self.subspace: Subspace = as_subspace(subspace)
         self.codec: Codec[Any] = resolve_codec(codec)
@@ -161,8 +164,13 @@ class ItemStore(TypeRecords):
         self.begin: bytes = items.start
         self.end: bytes = items.stop
         self.metadata = Subspace((), self.subspace.key() + METADATA_MARKER)
-        #: the queue's ``fdbqueue.queue`` attribute in metrics (:mod:`fdbqueue.metrics`)
-        self.metric_name = metrics.queue_name(self.subspace.key())
+        #: the queue's ``fdbqueue.queue`` attribute in metrics (:mod:`fdbqueue.metrics`), and
+        #: its name in log records: a shard's is its queue's
+        self.metric_name = parent.metric_name if parent else metrics.queue_name(self.subspace.key())
+        #: the attributes of its counts: ``queue``, and a shard's ``shard`` (its number)
+        self.metric_attributes: dict[str, Any] = {"queue": self.metric_name}
+        if shard is not None:
+            self.metric_attributes["shard"] = shard
         self.type_name = type_name(leading_integers, shards)
         self.parent = parent
         self.type_key: bytes = self.metadata.pack(("type",))
@@ -315,7 +323,7 @@ class ItemStore(TypeRecords):
         tr[key] = encoded
         self.add_to_size(tr, 1)
         self.signal(tr)
-        metrics.add("enqueued", queue=self.metric_name)
+        metrics.add("enqueued", **self.metric_attributes)
 
     def signal(self, tr: AnyContext) -> None:
         """Bump the signal key that blocked consumers watch (an atomic add: no conflict)."""
@@ -327,7 +335,7 @@ class ItemStore(TypeRecords):
         reason = f"undecodable: {describe_error(error)}"
         self.dead_letters.add(tr, key, 0, reason, encoded=encoded)
         self.add_to_size(tr, -1)
-        metrics.add("dead_lettered", queue=self.metric_name)
+        metrics.add("dead_lettered", **self.metric_attributes)
         metrics.on_commit(
             functools.partial(
                 logger.warning,
@@ -342,7 +350,7 @@ class ItemStore(TypeRecords):
     def dequeued(self, tr: AnyContext, n: int) -> None:
         """Count ``n`` items dequeued (already cleared) out of the size, and in the metrics."""
         self.add_to_size(tr, -n)
-        metrics.add("dequeued", n, queue=self.metric_name)
+        metrics.add("dequeued", n, **self.metric_attributes)
 
     def add_to_size(self, tr: AnyContext, delta: int) -> None:
         """Add ``delta`` to the size counter with an atomic add (no read, no read conflict)."""
