@@ -166,7 +166,9 @@ class ItemStore(TypeRecords):
         self.metadata = Subspace((), self.subspace.key() + METADATA_MARKER)
         #: the queue's ``fdbqueue.queue`` attribute in metrics (:mod:`fdbqueue.metrics`), and
         #: its name in log records: a shard's is its queue's
-        self.metric_name = parent.metric_name if parent else metrics.queue_name(self.subspace.key())
+        self.metric_name: str = (
+            parent.metric_name if parent else metrics.queue_name(self.subspace.key())
+        )
         #: the attributes of its counts: ``queue``, and a shard's ``shard`` (its number)
         self.metric_attributes: dict[str, Any] = {"queue": self.metric_name}
         if shard is not None:
