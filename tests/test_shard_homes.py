@@ -4,6 +4,7 @@ so that one process's plain takes do not conflict with each other."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
@@ -11,6 +12,7 @@ from collections import Counter
 import pytest
 
 from fdbqueue import Queue, Subspace, memory
+from fdbqueue._queues import shard_homes
 from fdbqueue._queues.shard_homes import Homes, Turns
 
 
@@ -117,3 +119,23 @@ def test_one_process_draining_a_sharded_queue_with_plain_takes_never_conflicts(t
         worker.join()
     assert sorted(taken) == list(range(200))
     assert db.stats()["conflicts"] == 0
+
+
+@pytest.mark.parametrize("session", [False, True], ids=["dequeue", "session"])
+def test_fewer_consumers_than_shards_still_visit_every_shard_in_turn(monkeypatch, session):
+    """With a backlog in every shard, a consumer moves on after its stay, to the shard visited
+    longest ago: no shard waits while another is drained (a stay of 3 takes here)."""
+    monkeypatch.setattr(shard_homes, "STAY_TAKES", 3)
+    db = memory.open()
+    queue = Queue(Subspace(("stays",)), shards=4)
+    for value in range(40):
+        queue.enqueue(db, value)  # the shards in turn: value % 4 names the shard (up to a shift)
+    if session:
+        with queue.consumer(db, prefetch=1) as consumer:
+            taken = [consumer.dequeue() for _ in range(12)]
+    else:
+        taken = [queue.dequeue(db) for _ in range(12)]
+    runs = [{value % 4 for value in taken[start : start + 3]} for start in range(0, 12, 3)]
+    assert all(len(run) == 1 for run in runs)  # a stay takes from one shard
+    assert {next(iter(run)) for run in runs} == {0, 1, 2, 3}  # four stays, four shards
+    assert all(b - a == 4 for run in range(4) for a, b in itertools.pairwise(taken[run * 3 :][:3]))

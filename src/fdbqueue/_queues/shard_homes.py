@@ -1,15 +1,18 @@
-"""Home shards: where each consumer of one process takes from, spread evenly.
+"""Home shards: where each consumer of one process takes from, spread evenly and in turn.
 
 A consumer of a sharded FIFO queue (a thread calling ``dequeue``, or a consumer session) has
-a *home* shard: it takes there for as long as the shard holds items, so consumers that have
-different homes never touch the same keys. Homes are handed out by a :class:`Homes` shared by
-every consumer of one queue object: a consumer's first home is a shard with the fewest
-consumers of this process at home in it (ties broken at random, so processes that start at
-the same time spread over the shards too); when its home is empty, it moves to the shard
-holding items with the fewest consumers of this process. Nothing is written: the homes are
-this process's memory, not a key in the database, so consumers of different processes can
-share a home (they then meet as consumers of one unsharded queue do: a plain take may
-conflict, a session waits its turn in line).
+a *home* shard: it takes there for a *stay* of up to :data:`STAY_TAKES` items, so consumers
+that have different homes never touch the same keys. Homes are handed out by a
+:class:`Homes` shared by every consumer of one queue object: a consumer's first home is a
+shard with the fewest consumers of this process at home in it (ties broken at random, so
+processes that start at the same time spread over the shards too). When its home is empty or
+its stay is over, it moves to a shard holding items with the fewest consumers of this process,
+the one this process visited longest ago first. So fewer consumers than shards still visit
+every shard in turn: no shard waits while others are served (with C of this process's
+consumers and N shards holding items, a shard is visited at least once every ``N / C``
+stays). Nothing is written: the homes are this process's memory, not a key in the database,
+so consumers of different processes can share a home (they then meet as consumers of one
+unsharded queue do: a plain take may conflict, a session waits its turn in line).
 
 A consumer that is gone (its thread ended, its session closed or collected) is no longer
 counted.
@@ -32,6 +35,13 @@ from typing import Any
 __all__ = ["Homes", "Turns"]
 
 
+#: Items a consumer takes at its home before it moves on (when other shards hold items): a
+#: move costs one read of every shard's counter, so a stay of 128 takes adds 2N/128 keys read
+#: per item (0.25 for N = 16); and an item waits behind at most about N stays of items
+#: enqueued after it (:doc:`sharding`, "Order").
+STAY_TAKES = 128
+
+
 class Homes:
     """The home shard of each consumer of one sharded queue object (see the module
     docstring). Thread-safe. Cost: nothing in the database; choosing a home counts this
@@ -44,57 +54,65 @@ class Homes:
     def __init__(self, shards: int) -> None:
         self._shards = shards
         self._lock = threading.Lock()
-        self._homes: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        #: consumer -> [its home, items it took there in this stay]
+        self._stays: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
+        self._visits = itertools.count(1)
+        self._visited = [0] * shards  # each shard's last visit (a number from _visits)
 
-    def home(self, consumer: Any) -> int:
-        """``consumer``'s home shard (a key a weak reference can hold: a Thread, a session),
-        given one among every shard when it has none yet."""
+    def home(self, consumer: Any) -> int | None:
+        """``consumer``'s home shard (a key a weak reference can hold: a Thread, a session);
+        a new consumer is given one among every shard. None when its stay is over
+        (:data:`STAY_TAKES`): it should move (:meth:`ranked`, then :meth:`move`)."""
         with self._lock:
-            shard = self._homes.get(consumer)
-        if shard is None:
-            shard = self.settle(consumer, range(self._shards))
-        return shard
+            stay = self._stays.get(consumer)
+        if stay is None:
+            return self.settle(consumer, range(self._shards))
+        return stay[0] if stay[1] < STAY_TAKES else None
+
+    def took(self, consumer: Any) -> None:
+        """Count an item ``consumer`` took at its home."""
+        with self._lock:
+            stay = self._stays.get(consumer)
+            if stay is not None:
+                stay[1] += 1
 
     def settle(self, consumer: Any, shards: Iterable[int]) -> int:
-        """Make the shard of ``shards`` with the fewest other consumers at home in it (ties at
-        random) ``consumer``'s home, and return it.
+        """Make the first of :meth:`ranked` ``shards`` ``consumer``'s home, and return it.
 
         Raises:
             ValueError: ``shards`` is empty.
         """
-        return self.ranked(consumer, shards, settle=True)[0]
+        ranked = self.ranked(consumer, shards)
+        if not ranked:
+            raise ValueError("no shard to settle in")
+        self.move(consumer, ranked[0])
+        return ranked[0]
 
-    def ranked(self, consumer: Any, shards: Iterable[int], *, settle: bool = False) -> list[int]:
-        """``shards`` by how many other consumers are at home in each, fewest first (ties at
-        random); with ``settle``, the first becomes ``consumer``'s home.
-
-        Raises:
-            ValueError: ``settle`` and ``shards`` is empty.
-        """
+    def ranked(self, consumer: Any, shards: Iterable[int]) -> list[int]:
+        """``shards`` by how many other consumers are at home in each, fewest first, then the
+        one this process visited longest ago first (ties at random)."""
         with self._lock:
             crowd = self._crowd(consumer)
-            ranked = sorted(shards, key=lambda shard: (crowd[shard], random.random()))
-            if settle:
-                if not ranked:
-                    raise ValueError("no shard to settle in")
-                self._homes[consumer] = ranked[0]
-        return ranked
+            return sorted(
+                shards, key=lambda shard: (crowd[shard], self._visited[shard], random.random())
+            )
 
     def move(self, consumer: Any, shard: int) -> None:
-        """Make ``shard`` ``consumer``'s home."""
+        """Make ``shard`` ``consumer``'s home, for a new stay."""
         with self._lock:
-            self._homes[consumer] = shard
+            self._stays[consumer] = [shard, 0]
+            self._visited[shard] = next(self._visits)
 
     def leave(self, consumer: Any) -> None:
         """``consumer`` no longer takes (a closed session): it stops counting."""
         with self._lock:
-            self._homes.pop(consumer, None)
+            self._stays.pop(consumer, None)
 
     def _crowd(self, consumer: Any) -> Counter[int]:
         """How many live consumers other than ``consumer`` are at home in each shard."""
         return Counter(
-            shard
-            for other, shard in self._homes.items()
+            stay[0]
+            for other, stay in self._stays.items()
             if other is not consumer and getattr(other, "is_alive", _alive)()
         )
 

@@ -124,26 +124,42 @@ class ShardedConsumer(Consumer):
 
     def _once(self, act: Act, every_shard: bool) -> Any:
         """``act`` on the current session (a priority queue's: after moving to a shard whose
-        first item has the best priority, unless this one's has); when it finds nothing, on a
-        session in each other shard holding items, moving there (the last one tried stays
-        current)."""
-        if self._end.best is not None:
-            best = run_in_retry_loop(self._database, self._end.best_ends)
+        first item has the best priority, unless this one's has; a FIFO queue's: unless its
+        stay at this shard is over, see :mod:`~fdbqueue._queues.shard_homes`); when it finds
+        nothing, or the stay is over, on a session in each other shard holding items, moving
+        there (the last one tried stays current)."""
+        end = self._end
+        if end.best is not None:
+            best = run_in_retry_loop(self._database, end.best_ends)
             if best and self._shard not in best:
                 self._move(random.choice(best))
+        elif end.homes.home(self) is None:
+            return self._elsewhere(act, every_shard, stay_over=True)
         value = act(self._session)
         if value is not None:
+            end.homes.took(self)
             return value
-        order = run_in_retry_loop(self._database, lambda tr: self._end.order(tr, every_shard))
-        if self._end.best is None:  # the shards with the fewest of this process's sessions first
-            ends = self._end.ends
-            order = [ends[k] for k in self._end.homes.ranked(self, map(ends.index, order))]
+        return self._elsewhere(act, every_shard, stay_over=False)
+
+    def _elsewhere(self, act: Act, every_shard: bool, *, stay_over: bool) -> Any:
+        """``act`` in the shards holding items (read in one round trip: the best priority
+        first, or for a FIFO queue the shards with the fewest of this process's sessions,
+        the one visited longest ago first), moving to each in turn; the current shard is
+        tried again only when its stay was over (it found nothing there otherwise)."""
+        end = self._end
+        order = run_in_retry_loop(self._database, lambda tr: end.order(tr, every_shard))
+        if end.best is None:
+            order = [end.ends[k] for k in end.homes.ranked(self, map(end.ends.index, order))]
         for shard in order:
             if shard is self._shard:
-                continue
-            self._move(shard)
+                if not stay_over:
+                    continue
+                end.homes.move(self, end.ends.index(shard))  # a new stay where it is
+            else:
+                self._move(shard)
             value = act(self._session)
             if value is not None:
+                end.homes.took(self)
                 return value
         return None
 

@@ -92,9 +92,12 @@ class ShardedEnd:
                 tr, lambda tr: self._ranked(tr, False), lambda tr, end: end.take(tr, False, None)
             )
         consumer = threading.current_thread()
-        value = self._take_at(tr, self.homes.home(consumer))
-        if value is not None:
-            return value
+        home = self.homes.home(consumer)  # None: its stay is over, it moves on
+        if home is not None:
+            value = self._take_at(tr, home)
+            if value is not None:
+                self.homes.took(consumer)
+                return value
 
         def held(tr: Any) -> list[End]:
             shards = [self.ends.index(end) for end in self._candidates(tr, False)]
@@ -105,6 +108,7 @@ class ShardedEnd:
             found = self._take_at(tr, shard)
             if found is not None:
                 self.homes.move(consumer, shard)
+                self.homes.took(consumer)
             return found
 
         return self._in_order(tr, held, take_and_stay)
