@@ -38,6 +38,9 @@ apart):
   latency). It does not depend on this machine's CPU. ``n/a`` on a real cluster.
 * ``keys/item``: key-value pairs the consumers' reads returned per item (the in-memory
   database's ``keys_read`` counter, split by role as the others). ``n/a`` on a real cluster.
+* ``overtaken``: the most items taken before one item that were enqueued after it (values
+  are enqueued in increasing order by each loader or producer, several at once, so even
+  one unsharded queue shows a little): how far from FIFO the run's order was.
 * ``cpu ms/item``: this process's CPU time (all threads, the in-memory database's included)
   per item over the measured window. Every thread of the process shares one interpreter lock,
   so when ``items/s`` x ``cpu ms/item`` nears 1,000 the run is bound by this machine's CPU,

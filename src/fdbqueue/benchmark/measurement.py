@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sortedcontainers import SortedList
+
 from fdbqueue import Subspace, memory
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue.benchmark.counting import CountingDatabase
@@ -47,6 +49,7 @@ class Result:
     exactly_once: bool
     keys_read_per_item: float | None = None
     p99_over_p50: float | None = None
+    overtaken: int | None = None
     hot_range_share: float | None = None
     ideal_per_second: float | None = None
     of_ideal: float | None = None
@@ -365,8 +368,22 @@ def _result(
         exactly_once=not notes and delivered == Counter(range(produced)),
         keys_read_per_item=counts["consumer_db_keys_read"] / measured if counted else None,
         p99_over_p50=p99 / p50 if p50 and p99 is not None else None,
+        overtaken=overtaken(tally.taken),
         notes=notes,
     )
+
+
+def overtaken(taken: list[int]) -> int:
+    """The most items taken before an item that were enqueued after it, over ``taken`` (the
+    values in the order they were taken; values are enqueued in increasing order, by each
+    loader or producer): 0 is FIFO. Cost: O(n log n) (a sorted list of the values taken so
+    far)."""
+    seen = SortedList()
+    most = 0
+    for value in taken:
+        most = max(most, len(seen) - seen.bisect_right(value))
+        seen.add(value)
+    return most
 
 
 def unsupported(mode: Mode, open_db: Callable[[], Any]) -> str | None:

@@ -61,6 +61,7 @@ COLUMNS: list[tuple[str, int, int, Callable[[Result], float | None]]] = [
     ("tx/item", 9, 2, lambda r: r.transactions_per_item),
     ("tx-times/item", 15, 2, lambda r: r.transaction_times_per_item),
     ("keys/item", 11, 1, lambda r: r.keys_read_per_item),
+    ("overtaken", 11, 0, lambda r: r.overtaken),
     ("cpu ms/item", 13, 2, lambda r: r.cpu_ms_per_item),
     ("cpu vs ideal", 14, 2, lambda r: r.cpu_vs_ideal),
     ("cpu s/s", 9, 2, lambda r: r.cpu_seconds_per_second),
