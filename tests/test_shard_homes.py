@@ -139,3 +139,26 @@ def test_fewer_consumers_than_shards_still_visit_every_shard_in_turn(monkeypatch
     assert all(len(run) == 1 for run in runs)  # a stay takes from one shard
     assert {next(iter(run)) for run in runs} == {0, 1, 2, 3}  # four stays, four shards
     assert all(b - a == 4 for run in range(4) for a, b in itertools.pairwise(taken[run * 3 :][:3]))
+
+
+def test_threads_claiming_from_a_sharded_queue_get_every_item_once():
+    db = memory.open(latency=memory.Latency(commit=0.001))
+    queue = Queue(Subspace(("claims",)), shards=4)
+    for start in range(0, 120, 10):
+        queue.enqueue_many(db, list(range(start, start + 10)))
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def consume() -> None:
+        while (lease := queue.claim(db, lease=30)) is not None:
+            queue.ack(db, lease)
+            with lock:
+                taken.append(lease.value)
+
+    workers = [threading.Thread(target=consume) for _ in range(6)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sorted(taken) == list(range(120))
+    assert queue.size(db) == 0 and queue.leases(db) == []

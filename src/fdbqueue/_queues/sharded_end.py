@@ -19,9 +19,11 @@ committed before its read version. Unlike an unsharded pop it does not conflict 
 of a better priority into another shard that commits meanwhile: that item is simply the next
 pop's.
 
-``take_many`` and ``claim_many`` take from the shards in those orders, in one transaction,
-until they have ``n``. Claims look at every shard (a shard whose items are all leased holds no
-item by its counter, yet an expired lease makes one claimable).
+A FIFO queue's ``claim`` goes to the thread's home as a take does; when the home has nothing
+to claim, it claims from the shards in random order in one transaction, looking at every shard
+(a shard whose items are all leased holds no item by its counter, yet an expired lease makes
+one claimable). ``take_many`` and ``claim_many`` take from the shards in those orders, in one
+transaction, until they have ``n``.
 
 Ordering: each shard is FIFO (a priority queue's shard: by priority, then FIFO); across shards
 a FIFO queue has no order (an item of one shard may be taken before an older item of
@@ -51,8 +53,14 @@ from fdbqueue._transactions.waiting import take_blocking
 
 __all__ = ["ShardedEnd"]
 
+
 _COUNTER = struct.Struct("<q")
 _VERSION = struct.Struct("<Q")
+
+
+def _take(tr: AnyContext, end: End) -> Any:
+    """Take one value from ``end`` without blocking (None when there is none)."""
+    return end.take(tr, False, None)
 
 
 class ShardedEnd:
@@ -92,12 +100,9 @@ class ShardedEnd:
                 tr, lambda tr: self._ranked(tr, False), lambda tr, end: end.take(tr, False, None)
             )
         consumer = threading.current_thread()
-        home = self.homes.home(consumer)  # None: its stay is over, it moves on
-        if home is not None:
-            value = self._take_at(tr, home)
-            if value is not None:
-                self.homes.took(consumer)
-                return value
+        value = self._at_home(tr, consumer, _take)
+        if value is not None:
+            return value
 
         def held(tr: Any) -> list[End]:
             shards = [self.ends.index(end) for end in self._candidates(tr, False)]
@@ -105,22 +110,37 @@ class ShardedEnd:
 
         def take_and_stay(tr: Any, end: End) -> Any:
             shard = self.ends.index(end)
-            found = self._take_at(tr, shard)
+            found = self._at(tr, shard, _take)
             if found is not None:
-                self.homes.move(consumer, shard)
-                self.homes.took(consumer)
+                self._stay(consumer, shard)
             return found
 
         return self._in_order(tr, held, take_and_stay)
 
-    def _take_at(self, tr: AnyContext, shard: int) -> Any:
-        """Take one value from ``shard``, in this process's turn there when given a Database
-        (:class:`Turns`: this process's plain takes of one shard do not conflict)."""
+    def _at_home(self, tr: AnyContext, consumer: Any, act: Callable[[Any, End], Any]) -> Any:
+        """``act`` at ``consumer``'s home shard (:meth:`_at`), counted in its stay; None
+        without acting when its stay is over (:class:`Homes`)."""
+        home = self.homes.home(consumer)
+        if home is None:
+            return None
+        found = self._at(tr, home, act)
+        if found is not None:
+            self.homes.took(consumer)
+        return found
+
+    def _at(self, tr: AnyContext, shard: int, act: Callable[[Any, End], Any]) -> Any:
+        """``act(tr, end)`` at ``shard``, in this process's turn there when given a Database
+        (:class:`Turns`: this process's takes of one shard do not conflict)."""
         end = self.ends[shard]
         if not is_database(tr):
-            return end.take(tr, False, None)
+            return act(tr, end)
         with self.turns[shard].turn():
-            return end.take(tr, False, None)
+            return act(tr, end)
+
+    def _stay(self, consumer: Any, shard: int) -> None:
+        """``consumer`` took an item at ``shard``, away from its home: its new home."""
+        self.homes.move(consumer, shard)
+        self.homes.took(consumer)
 
     # -- claiming ---------------------------------------------------------------------------
 
@@ -144,8 +164,28 @@ class ShardedEnd:
         return leases
 
     def _claim_one(self, tr: AnyContext, seconds: float) -> Lease[Any] | None:
-        claimed = self.claim_many(tr, 1, seconds)
-        return claimed[0] if claimed else None
+        """Claim at the thread's home shard (as a take does); when it has nothing, or the
+        stay is over, from the shards in random order, in one transaction (every shard: an
+        expired lease makes an item claimable where the size counter says none is); the
+        shard it claimed from becomes the thread's home."""
+        consumer = threading.current_thread()
+        lease: Lease[Any] | None = self._at_home(
+            tr, consumer, lambda tr, end: end.claim(tr, seconds, False, None)
+        )
+        if lease is not None:
+            return lease
+        found_in: list[End] = []
+
+        def claim(tr: Any, end: End, left: int) -> list[Lease[Any]]:
+            leases = end.claim_many(tr, left, seconds)
+            found_in[:] = [end] if leases else found_in
+            return leases
+
+        claimed: list[Lease[Any]] = self._gather(tr, claim, 1, every_shard=True)
+        if not claimed:
+            return None
+        self._stay(consumer, self.ends.index(found_in[0]))
+        return claimed[0]
 
     def consumer(self, database: Any, prefetch: int, abandon_after: float) -> Consumer:
         """A consumer session over every shard, in one shard's line at a time

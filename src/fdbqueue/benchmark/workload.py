@@ -206,6 +206,14 @@ MODES = [
         ("sharded",),
     ),
     Mode(
+        "sharded-claims",
+        lambda s: Queue(s, shards=BENCH_SHARDS),
+        enqueue_batch,
+        calls(claim_and_ack),
+        "claims",
+        ("sharded",),
+    ),
+    Mode(
         "plain-no-receipts",
         lambda s: Queue(s, exactly_once=False),
         enqueue_batch,
@@ -251,5 +259,5 @@ for _mode in MODES:
     for _group in _mode.groups:
         GROUPS.setdefault(_group, []).append(_mode.name)
 GROUPS["receipts"].insert(0, "plain")
-GROUPS["sharded"].insert(0, "plain")
+GROUPS["sharded"][:0] = ["plain", "claims"]
 DEFAULT_MODES = "queue"
