@@ -19,6 +19,7 @@ versionstamp and the 4-byte little-endian offset appended to the key).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from fdbqueue._transactions.transactional import run_in_retry_loop
@@ -92,21 +93,24 @@ class Line:
             if self.abandoned(request, read_version, self.abandon_versions // 3):
                 tr[request.key] = _VERSION.pack(read_version)
 
-    def withdraw(self, database: Any) -> None:
+    def withdraw(self, database: Any, then: Callable[[Any], Any] | None = None) -> Any:
         """Clear this session's requests, in a transaction of its own. One that times out
         (1031) is tried again, :data:`WITHDRAW_ATTEMPTS` times in all: a request left behind
         would hold its place until ``abandon_after``. (Clears only: one that lands late
-        changes nothing.) Cost: a snapshot read of the line and a clear per request."""
+        changes nothing.) With ``then``, ``then(tr)`` runs in the same transaction after the
+        clears (a sharded session reads where to go next while it leaves), and what it
+        returns is returned; else None. Cost: a snapshot read of the line and a clear per
+        request, and what ``then`` costs."""
 
-        def body(tr: Any) -> None:
+        def body(tr: Any) -> Any:
             for request in self.read(tr):
                 if self.is_own(request.key):
                     del tr[request.key]
+            return then(tr) if then is not None else None
 
         for attempt in range(WITHDRAW_ATTEMPTS):
             try:
-                run_in_retry_loop(database, body)
-                return
+                return run_in_retry_loop(database, body)
             except Exception as error:
                 if getattr(error, "code", None) != TIMED_OUT or attempt + 1 == WITHDRAW_ATTEMPTS:
                     raise

@@ -82,26 +82,33 @@ class Homes:
         Raises:
             ValueError: ``shards`` is empty.
         """
-        ranked = self.ranked(consumer, shards)
+        ranked = self.ranked(consumer, shards, settle=True)
         if not ranked:
             raise ValueError("no shard to settle in")
-        self.move(consumer, ranked[0])
         return ranked[0]
 
-    def ranked(self, consumer: Any, shards: Iterable[int]) -> list[int]:
+    def ranked(self, consumer: Any, shards: Iterable[int], *, settle: bool = False) -> list[int]:
         """``shards`` by how many other consumers are at home in each, fewest first, then the
-        one this process visited longest ago first (ties at random)."""
+        one this process visited longest ago first (ties at random). With ``settle``, the
+        first becomes ``consumer``'s home at once (in the same lock: consumers moving at the
+        same moment choose different shards)."""
         with self._lock:
             crowd = self._crowd(consumer)
-            return sorted(
+            ranked = sorted(
                 shards, key=lambda shard: (crowd[shard], self._visited[shard], random.random())
             )
+            if settle and ranked:
+                self._move(consumer, ranked[0])
+        return ranked
 
     def move(self, consumer: Any, shard: int) -> None:
         """Make ``shard`` ``consumer``'s home, for a new stay."""
         with self._lock:
-            self._stays[consumer] = [shard, 0]
-            self._visited[shard] = next(self._visits)
+            self._move(consumer, shard)
+
+    def _move(self, consumer: Any, shard: int) -> None:
+        self._stays[consumer] = [shard, 0]
+        self._visited[shard] = next(self._visits)
 
     def leave(self, consumer: Any) -> None:
         """``consumer`` no longer takes (a closed session): it stops counting."""

@@ -147,26 +147,33 @@ class ShardedConsumer(Consumer):
         the one visited longest ago first), moving to each in turn; the current shard is
         tried again only when its stay was over (it found nothing there otherwise)."""
         end = self._end
-        order = run_in_retry_loop(self._database, lambda tr: end.order(tr, every_shard))
+        # Leaving: withdraw this session's requests and read the shards in one transaction
+        # (if it stays, its next take registers again, as after an abandoned request).
+        order = self._session.line.withdraw(self._database, lambda tr: end.order(tr, every_shard))
+        withdrawn = True  # the current session holds no request now
         if end.best is None:
-            order = [end.ends[k] for k in end.homes.ranked(self, map(end.ends.index, order))]
+            ranked = end.homes.ranked(self, map(end.ends.index, order), settle=True)
+            order = [end.ends[k] for k in ranked]
         for shard in order:
             if shard is self._shard:
                 if not stay_over:
                     continue
                 end.homes.move(self, end.ends.index(shard))  # a new stay where it is
             else:
-                self._move(shard)
+                self._move(shard, withdrawn=withdrawn)
+            withdrawn = False
             value = act(self._session)
             if value is not None:
                 end.homes.took(self)
                 return value
         return None
 
-    def _move(self, shard: End) -> None:
+    def _move(self, shard: End, *, withdrawn: bool = False) -> None:
         """Close the current session (withdrawing its requests before holding places
-        elsewhere) and open one in ``shard``'s line."""
-        self._session.close()
+        elsewhere, unless they were ``withdrawn`` already) and open one in ``shard``'s
+        line."""
+        if not withdrawn:
+            self._session.close()
         self._end.homes.move(self, self._end.ends.index(shard))
         self._shard = shard
         self._session = shard.consumer(self._database, self._prefetch, self._abandon_after)

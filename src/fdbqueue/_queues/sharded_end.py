@@ -106,7 +106,8 @@ class ShardedEnd:
 
         def held(tr: Any) -> list[End]:
             shards = [self.ends.index(end) for end in self._candidates(tr, False)]
-            return [self.ends[shard] for shard in self.homes.ranked(consumer, shards)]
+            ranked = self.homes.ranked(consumer, shards, settle=True)
+            return [self.ends[shard] for shard in ranked]
 
         def take_and_stay(tr: Any, end: End) -> Any:
             shard = self.ends.index(end)
