@@ -4,6 +4,7 @@ so that one process's plain takes do not conflict with each other."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -11,6 +12,7 @@ from collections import Counter
 
 import pytest
 
+import fdbqueue.asyncio as fa
 from fdbqueue import Queue, Subspace, memory
 from fdbqueue._queues import shard_homes
 from fdbqueue._queues.shard_homes import Homes, Turns
@@ -162,3 +164,33 @@ def test_threads_claiming_from_a_sharded_queue_get_every_item_once():
         worker.join()
     assert sorted(taken) == list(range(120))
     assert queue.size(db) == 0 and queue.leases(db) == []
+
+
+def test_asyncio_tasks_draining_a_sharded_queue_each_have_a_home_and_never_block_the_loop():
+    """fdbqueue.asyncio runs every call on the event loop's thread: its tasks are the
+    consumers (not the one thread), and a task never waits for a turn (the holder of the turn
+    could not run again while the loop's thread waited)."""
+    db = memory.open(latency=memory.Latency(read=0.001, commit=0.002))
+    space = Subspace(("asyncio-homes",))
+    queue = Queue(space, shards=4)
+    for start in range(0, 160, 10):
+        queue.enqueue_many(db, list(range(start, start + 10)))
+    shared = fa.Queue(space, shards=4)
+
+    async def consume() -> list[int]:
+        taken = []
+        while (value := await shared.dequeue(db)) is not None:
+            taken.append(value)
+        return taken
+
+    async def main() -> list[list[int]]:
+        return await asyncio.gather(*(consume() for _ in range(8)))
+
+    results: list[list[list[int]]] = []
+    loop = threading.Thread(target=lambda: results.append(asyncio.run(main())), daemon=True)
+    loop.start()
+    loop.join(30)
+    assert not loop.is_alive(), "the event loop's thread is blocked"
+    (taken,) = results
+    assert sorted(value for values in taken for value in values) == list(range(160))
+    assert sum(1 for values in taken if values) >= 4  # spread, not all in one task's shard

@@ -1,18 +1,19 @@
 """Home shards: where each consumer of one process takes from, spread evenly and in turn.
 
-A consumer of a sharded FIFO queue (a thread calling ``dequeue``, or a consumer session) has
-a *home* shard: it takes there for a *stay* of up to :data:`STAY_TAKES` items, so consumers
-that have different homes never touch the same keys. Homes are handed out by a
-:class:`Homes` shared by every consumer of one queue object: a consumer's first home is a
-shard with the fewest consumers of this process at home in it (ties broken at random, so
-processes that start at the same time spread over the shards too). When its home is empty or
-its stay is over, it moves to a shard holding items with the fewest consumers of this process,
-the one this process visited longest ago first. So fewer consumers than shards still visit
-every shard in turn: no shard waits while others are served (with C of this process's
-consumers and N shards holding items, a shard is visited at least once every ``N / C``
-stays). Nothing is written: the homes are this process's memory, not a key in the database,
-so consumers of different processes can share a home (they then meet as consumers of one
-unsharded queue do: a plain take may conflict, a session waits its turn in line).
+A consumer of a sharded FIFO queue (a thread calling ``dequeue`` or ``claim``, an asyncio
+task calling them through :mod:`fdbqueue.asyncio`, or a consumer session) has a *home*
+shard: it takes there for a *stay* of up to :data:`STAY_TAKES` items, so consumers that have
+different homes never touch the same keys. Homes are handed out by a :class:`Homes` shared
+by every consumer of one queue object: a consumer's first home is a shard with the fewest
+consumers of this process at home in it (ties broken at random, so processes that start at
+the same time spread over the shards too). When its home is empty or its stay is over, it
+moves to a shard holding items with the fewest consumers of this process, the one this
+process visited longest ago first. So fewer consumers than shards still visit every shard in
+turn: no shard waits while others are served (with C of this process's consumers and N
+shards holding items, a shard is visited at least once every ``N / C`` stays). Nothing is
+written: the homes are this process's memory, not a key in the database, so consumers of
+different processes can share a home (they then meet as consumers of one unsharded queue do:
+a plain take may conflict, a session waits its turn in line).
 
 A consumer that is gone (its thread ended, its session closed or collected) is no longer
 counted.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import sys
 import threading
 import weakref
 from collections import Counter
@@ -32,7 +34,20 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Homes", "Turns"]
+from fdbqueue._transactions.suspension import current_operation
+
+__all__ = ["STAY_TAKES", "Homes", "Turns", "current_consumer"]
+
+
+def current_consumer() -> Any:
+    """Who is taking: the asyncio task when the call runs for a coroutine (:mod:`fdbqueue.asyncio`
+    runs each call in a greenlet on the event loop's thread, which every task shares), else
+    the thread."""
+    if current_operation() is not None:
+        task = sys.modules["asyncio"].current_task()
+        if task is not None:
+            return task
+    return threading.current_thread()
 
 
 #: Items a consumer takes at its home before it moves on (when other shards hold items): a
@@ -120,7 +135,7 @@ class Homes:
         return Counter(
             stay[0]
             for other, stay in self._stays.items()
-            if other is not consumer and getattr(other, "is_alive", _alive)()
+            if other is not consumer and _alive(other)
         )
 
 
@@ -154,6 +169,10 @@ class Turns:
                 self._condition.notify_all()
 
 
-def _alive() -> bool:
-    """A consumer without ``is_alive`` (a session) is alive while it is referenced."""
-    return True
+def _alive(consumer: Any) -> bool:
+    """Whether ``consumer`` still takes: a thread while it runs, an asyncio task until it is
+    done, a session while it is referenced (a closed one has left)."""
+    if isinstance(consumer, threading.Thread):
+        return consumer.is_alive()
+    done = getattr(consumer, "done", None)
+    return not done() if callable(done) else True

@@ -1,16 +1,16 @@
 """One end of a sharded queue: the same end of every shard, taken from as one.
 
-A FIFO queue's take goes to the consumer's *home* shard (:mod:`~fdbqueue._queues.shard_homes`:
-each thread of a process has one, spread evenly over the shards, and keeps it while the shard
-holds items), plainly or in the shard's line with ``high_contention=True``, in this process's
-turn at that shard (threads sharing a home take turns instead of conflicting). When the home
-is empty, a read-only transaction reads every shard's size counter and delayed-items hint
-(snapshot point reads, issued together: one round trip, no conflict); the take goes to the
-shards holding items, those with the fewest of this process's threads at home first, and the
-shard it took from becomes the thread's home. When those takes all find nothing (other
-consumers were first), the counters are read again, so a take returns None only when every
-shard was empty at one transaction's read version (delayed items not yet due aside, as for an
-unsharded queue).
+A FIFO queue's take goes to the consumer's *home* shard
+(:mod:`~fdbqueue._queues.shard_homes`: each thread or asyncio task of a process has one,
+spread evenly over the shards, and keeps it while the shard holds items), plainly or in the
+shard's line with ``high_contention=True``, in this process's turn at that shard (threads
+sharing a home take turns instead of conflicting). When the home is empty, a read-only
+transaction reads every shard's size counter and delayed-items hint (snapshot point reads,
+issued together: one round trip, no conflict); the take goes to the shards holding items,
+those with the fewest of this process's threads at home first, and the shard it took from
+becomes the thread's home. When those takes all find nothing (other consumers were first),
+the counters are read again, so a take returns None only when every shard was empty at one
+transaction's read version (delayed items not yet due aside, as for an unsharded queue).
 
 A priority queue's pop first reads the first (``min``) or last (``max``) item of every shard
 (snapshot range reads with ``limit=1``, all issued before any is waited on) and takes from the
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import random
 import struct
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,8 +45,9 @@ from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.delays import soonest
 from fdbqueue._delivery.leases import Lease
-from fdbqueue._queues.shard_homes import Homes, Turns
+from fdbqueue._queues.shard_homes import Homes, Turns, current_consumer
 from fdbqueue._queues.sharded_consumer import ShardedConsumer
+from fdbqueue._transactions.suspension import current_operation
 from fdbqueue._transactions.transactional import AnyContext, is_database, run_in_retry_loop
 from fdbqueue._transactions.waiting import take_blocking
 
@@ -99,7 +99,7 @@ class ShardedEnd:
             return self._in_order(
                 tr, lambda tr: self._ranked(tr, False), lambda tr, end: end.take(tr, False, None)
             )
-        consumer = threading.current_thread()
+        consumer = current_consumer()
         value = self._at_home(tr, consumer, _take)
         if value is not None:
             return value
@@ -131,9 +131,12 @@ class ShardedEnd:
 
     def _at(self, tr: AnyContext, shard: int, act: Callable[[Any, End], Any]) -> Any:
         """``act(tr, end)`` at ``shard``, in this process's turn there when given a Database
-        (:class:`Turns`: this process's takes of one shard do not conflict)."""
+        (:class:`Turns`: this process's takes of one shard do not conflict). A call for a
+        coroutine takes no turn: waiting for one would block the event loop's thread, which
+        the turn's holder may need (its tasks share a home only when they outnumber the
+        shards)."""
         end = self.ends[shard]
-        if not is_database(tr):
+        if not is_database(tr) or current_operation() is not None:
             return act(tr, end)
         with self.turns[shard].turn():
             return act(tr, end)
@@ -169,7 +172,7 @@ class ShardedEnd:
         stay is over, from the shards in random order, in one transaction (every shard: an
         expired lease makes an item claimable where the size counter says none is); the
         shard it claimed from becomes the thread's home."""
-        consumer = threading.current_thread()
+        consumer = current_consumer()
         lease: Lease[Any] | None = self._at_home(
             tr, consumer, lambda tr, end: end.claim(tr, seconds, False, None)
         )
