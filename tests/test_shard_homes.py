@@ -194,3 +194,52 @@ def test_asyncio_tasks_draining_a_sharded_queue_each_have_a_home_and_never_block
     (taken,) = results
     assert sorted(value for values in taken for value in values) == list(range(160))
     assert sum(1 for values in taken if values) >= 4  # spread, not all in one task's shard
+
+
+def test_a_waiter_that_leaves_with_an_exception_does_not_stop_the_turns_after_it():
+    turns = Turns()
+    holding, release = threading.Event(), threading.Event()
+    served: list[str] = []
+
+    def holder() -> None:
+        with turns.turn():
+            holding.set()
+            release.wait(5)
+
+    class Interrupted(BaseException):
+        pass
+
+    def leaver() -> None:
+        # Its wait ends in an exception, as a KeyboardInterrupt would end it.
+        condition = turns._condition
+        original = condition.wait_for
+
+        def interrupted(*args: object, **kwargs: object) -> bool:
+            raise Interrupted
+
+        condition.wait_for = interrupted  # type: ignore[method-assign]
+        try:
+            with turns.turn():
+                served.append("leaver")
+        except Interrupted:
+            pass
+        finally:
+            condition.wait_for = original  # type: ignore[method-assign]
+
+    def later() -> None:
+        with turns.turn():
+            served.append("later")
+
+    first = threading.Thread(target=holder)
+    first.start()
+    assert holding.wait(5)
+    leaving = threading.Thread(target=leaver)
+    leaving.start()
+    leaving.join(5)
+    waiting = threading.Thread(target=later)
+    waiting.start()
+    time.sleep(0.05)
+    release.set()
+    first.join(5)
+    waiting.join(5)
+    assert served == ["later"]

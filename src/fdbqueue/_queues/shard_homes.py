@@ -153,20 +153,37 @@ class Turns:
         self._condition = threading.Condition()
         self._tickets = itertools.count()
         self._serving = 0
+        self._abandoned: set[int] = set()  # tickets whose waiter left (an exception)
 
     @contextmanager
     def turn(self) -> Iterator[None]:
         """Wait for this thread's turn (in the order the calls arrived), hold it for the
-        ``with`` block, then pass it on."""
+        ``with`` block, then pass it on. A wait that ends in an exception (a
+        KeyboardInterrupt, say) gives its place up, so the turns after it still come."""
         with self._condition:
             ticket = next(self._tickets)
-            self._condition.wait_for(lambda: self._serving == ticket)
+            try:
+                self._condition.wait_for(lambda: self._serving == ticket)
+            except BaseException:
+                self._abandoned.add(ticket)
+                self._pass_on(ticket)
+                raise
         try:
             yield
         finally:
             with self._condition:
                 self._serving += 1
-                self._condition.notify_all()
+                self._pass_on(None)
+
+    def _pass_on(self, leaving: int | None) -> None:
+        """Skip the turns of waiters that left (``leaving`` too, if it is being served), and
+        wake the waiters. Called holding the condition's lock."""
+        if leaving is not None and self._serving != leaving:
+            return  # its turn has not come: it is skipped when it does
+        while self._serving in self._abandoned:
+            self._abandoned.discard(self._serving)
+            self._serving += 1
+        self._condition.notify_all()
 
 
 def _alive(consumer: Any) -> bool:
