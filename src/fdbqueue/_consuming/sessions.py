@@ -18,7 +18,8 @@ call: when nobody is in line, a call takes the head at once (one transaction, as
 dequeue); otherwise it registers its request (a first transaction), then takes (a second
 one), and withdraws the request when it returns without an item. With
 ``prefetch=1`` the transaction that takes an item also registers the next request, so an item
-costs one transaction; the reserved place in line returns to the queue when the session
+costs one transaction (the first too, when nobody is in line: it takes the head at once and
+registers in the same transaction); the reserved place in line returns to the queue when the session
 closes, and within ``abandon_after`` seconds if its process dies.
 
 Abandoned requests never hold the line for long: a request older than ``abandon_after``
@@ -303,7 +304,7 @@ class Consumer:
         looked = None if self.delays is None else self.delays.look(tr)
         line = self.line.read(tr)
         self._early = None
-        if (fast and self.prefetch == 0) or (self._may_hold and self._rank_guess == 0):
+        if (fast and not self._may_hold) or (self._may_hold and self._rank_guess == 0):
             self._early = (0, self.read(tr, 1, True))
         requests = list(line)
         read_version: int = tr.get_read_version().wait()
@@ -335,13 +336,16 @@ class Consumer:
             else:
                 rank += 1
         if not own:
-            if self.prefetch == 0 and not requests and fast:
-                # Nobody in line: take the head as a plain dequeue would (one transaction);
+            if not requests and fast:
+                # Nobody in line: take the head as a plain dequeue would (one transaction;
+                # with prefetch, registering the next request in it, as every take does);
                 # a request registered meanwhile conflicts on the item and retries.
                 outcome = take_at(tr, 0)
                 if outcome is not None:
+                    if outcome[0] == TAKEN and self.prefetch:
+                        self.line.register(tr, self.prefetch)
                     return outcome
-                if not wait:
+                if not wait and self.prefetch == 0:
                     return WITHDRAWN, None
             self.line.register(tr, max(1, self.prefetch))
             return REGISTERED, None
