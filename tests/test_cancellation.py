@@ -38,6 +38,7 @@ PROMPT = 0.5
 #: When the cancellation arrives, in seconds after the call started: every step of a call
 #: (GRV, reads, commit, the next transaction) is hit by some of them.
 OFFSETS = [step / 2000 for step in range(0, 18)]
+LATE = 1.0  # seconds: a cancellation after the call has certainly returned
 
 
 @dataclass
@@ -311,7 +312,9 @@ def test_every_call_cancelled_at_every_step_ends_promptly_and_loses_nothing(
 ) -> None:
     case = CASES[name]
     outcomes: set[str] = set()
-    for offset in OFFSETS:
+    for offset in [*OFFSETS, LATE]:
+        if offset == LATE and "returned" in outcomes:
+            break  # a loaded machine may need longer than the offsets for the call to return
         subspace = space[offset]
         queue: Any
         options = {"high_contention": case.high_contention, "shards": case.shards}

@@ -243,3 +243,39 @@ def test_a_waiter_that_leaves_with_an_exception_does_not_stop_the_turns_after_it
     first.join(5)
     waiting.join(5)
     assert served == ["later"]
+
+
+def test_sessions_of_one_process_at_one_shard_share_one_place_in_its_line():
+    """16 sessions on 4 shards: four at home in each shard take turns with one session
+    there, so each line holds one request of this process, not four; every item is taken
+    once, and no transaction conflicts."""
+    db = memory.open(latency=memory.Latency(commit=0.001))
+    queue = Queue(Subspace(("shared-sessions",)), shards=4)
+    for start in range(0, 320, 10):
+        queue.enqueue_many(db, list(range(start, start + 10)))
+    taken: list[int] = []
+    in_line: list[int] = []
+    lock = threading.Lock()
+    all_took_one = threading.Barrier(16)
+
+    def consume() -> None:
+        with queue.consumer(db, prefetch=1) as session:
+            first = session.dequeue()
+            with lock:
+                taken.append(first)
+            if all_took_one.wait(10) == 0:
+                in_line.append(queue.requests_in_line(db))
+            all_took_one.wait(10)
+            while (value := session.dequeue()) is not None:
+                with lock:
+                    taken.append(value)
+
+    workers = [threading.Thread(target=consume) for _ in range(16)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    assert sorted(taken) == list(range(320))
+    assert in_line == [4]  # one request per shard, each session's prefetch shared
+    assert queue.requests_in_line(db) == 0  # the last to leave each shard withdrew
+    assert db.stats()["conflicts"] == 0

@@ -26,17 +26,19 @@ without a coordinator.
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.leases import check_lease_seconds
-from fdbqueue._queues.shard_homes import Homes
+from fdbqueue._queues.shard_homes import Homes, Turns
+from fdbqueue._transactions.suspension import current_operation
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue._transactions.waiting import check_blocking_arguments
 
-__all__ = ["ShardedConsumer"]
+__all__ = ["ShardedConsumer", "SharedSessions"]
 
 
 class ShardedEnd(Protocol):
@@ -47,6 +49,8 @@ class ShardedEnd(Protocol):
     metric_name: str
     best: str | None
     homes: Homes
+    turns: list[Turns]
+    shared: SharedSessions
 
     def order(self, tr: Any, every_shard: bool) -> list[End]: ...
 
@@ -59,6 +63,46 @@ class ShardedEnd(Protocol):
 
 #: Takes ``session`` once, without blocking: its value, its Lease, or None.
 Act = Callable[[Consumer], Any]
+
+
+class SharedSessions:
+    """The sessions this process's sharded sessions share: one per shard (and prefetch and
+    abandon_after), used by one of them at a time (in the shard's turn), so that one process
+    holds one place in a shard's line however many of its sessions are at home there: a
+    take's read of the line grows with the processes in line, not with their sessions.
+    Thread-safe. Cost: nothing in the database.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: dict[tuple[int, int, float], list[Any]] = {}  # -> [session, users]
+
+    def join(self, key: tuple[int, int, float], opened: Consumer) -> Consumer:
+        """The session shared at ``key`` (shard, prefetch, abandon_after), ``opened`` when
+        there is none yet; one more user of it."""
+        with self._lock:
+            entry = self._sessions.setdefault(key, [opened, 0])
+            entry[1] += 1
+            session: Consumer = entry[0]
+            return session
+
+    def leave(self, key: tuple[int, int, float]) -> Consumer | None:
+        """One user fewer at ``key``: the session, when that was its last user (the caller
+        closes it), else None."""
+        with self._lock:
+            entry = self._sessions[key]
+            entry[1] -= 1
+            if entry[1]:
+                return None
+            del self._sessions[key]
+            last: Consumer = entry[0]
+            return last
+
+    def alone(self, key: tuple[int, int, float]) -> bool:
+        """Whether the session at ``key`` has one user (or none)."""
+        with self._lock:
+            entry = self._sessions.get(key)
+            return entry is None or entry[1] <= 1
 
 
 class ShardedConsumer(Consumer):
@@ -84,6 +128,10 @@ class ShardedConsumer(Consumer):
         # A priority queue's session moves to the best shard on its first take.
         self._shard = end.ends[end.homes.settle(self, range(len(end.ends)))]
         self._session = self._shard.consumer(database, prefetch, abandon_after)
+        # Shared with this process's other sessions at its shard (taking turns), decided at
+        # the first call: not for coroutines (fdbqueue.asyncio), whose calls share the event
+        # loop's thread and so cannot wait for a turn.
+        self._sharing: bool | None = None
         self._shut = False
         self.contended = False
 
@@ -104,10 +152,13 @@ class ShardedConsumer(Consumer):
     pop = take
 
     def close(self) -> None:
-        """Withdraw the current session's requests (its reserved places return to its shard)."""
+        """Withdraw the current session's requests (its reserved places return to its shard),
+        or leave it to the others of this process sharing it."""
+        if self._shut:
+            return
         self._shut = True
         self._end.homes.leave(self)
-        self._session.close()
+        self._release(withdrawn=False)
 
     def __enter__(self) -> ShardedConsumer:
         return self
@@ -115,6 +166,10 @@ class ShardedConsumer(Consumer):
     def _serve(self, act: Act, block: bool, seconds: float | None, *, every_shard: bool) -> Any:
         if self._shut:
             raise RuntimeError("this consumer session is closed")
+        if self._sharing is None:
+            self._sharing = current_operation() is None
+            if self._sharing:
+                self._session = self._end.shared.join(self._key(), self._session)
         value = self._once(act, every_shard)
         if value is not None or not block:
             return value
@@ -135,7 +190,7 @@ class ShardedConsumer(Consumer):
                 self._move(random.choice(best))
         elif end.homes.home(self) is None:
             return self._elsewhere(act, every_shard, stay_over=True)
-        value = act(self._session)
+        value = self._act(act)
         if value is not None:
             end.homes.took(self)
             return value
@@ -147,10 +202,15 @@ class ShardedConsumer(Consumer):
         the one visited longest ago first), moving to each in turn; the current shard is
         tried again only when its stay was over (it found nothing there otherwise)."""
         end = self._end
-        # Leaving: withdraw this session's requests and read the shards in one transaction
-        # (if it stays, its next take registers again, as after an abandoned request).
-        order = self._session.line.withdraw(self._database, lambda tr: end.order(tr, every_shard))
-        withdrawn = True  # the current session holds no request now
+        withdrawn = not self._sharing or end.shared.alone(self._key())
+        if withdrawn:
+            # Leaving: withdraw the session's requests and read the shards in one transaction
+            # (if it stays, its next take registers again, as after an abandoned request).
+            order = self._session.line.withdraw(
+                self._database, lambda tr: end.order(tr, every_shard)
+            )
+        else:  # others of this process take with the session: it stays for them
+            order = run_in_retry_loop(self._database, lambda tr: end.order(tr, every_shard))
         if end.best is None:
             ranked = end.homes.ranked(self, map(end.ends.index, order), settle=True)
             order = [end.ends[k] for k in ranked]
@@ -162,18 +222,35 @@ class ShardedConsumer(Consumer):
             else:
                 self._move(shard, withdrawn=withdrawn)
             withdrawn = False
-            value = act(self._session)
+            value = self._act(act)
             if value is not None:
                 end.homes.took(self)
                 return value
         return None
 
+    def _act(self, act: Act) -> Any:
+        """``act`` on the current session, in this process's turn at its shard when shared."""
+        if not self._sharing:
+            return act(self._session)
+        with self._end.turns[self._end.ends.index(self._shard)].turn():
+            return act(self._session)
+
+    def _key(self) -> tuple[int, int, float]:
+        return (self._end.ends.index(self._shard), self._prefetch, self._abandon_after)
+
+    def _release(self, *, withdrawn: bool) -> None:
+        """Stop using the current session: close it (withdrawing its requests unless they
+        were ``withdrawn`` already) when no other session of this process shares it."""
+        session = self._end.shared.leave(self._key()) if self._sharing else self._session
+        if session is not None and not withdrawn:
+            session.close()
+
     def _move(self, shard: End, *, withdrawn: bool = False) -> None:
-        """Close the current session (withdrawing its requests before holding places
-        elsewhere, unless they were ``withdrawn`` already) and open one in ``shard``'s
-        line."""
-        if not withdrawn:
-            self._session.close()
+        """Leave the current session (:meth:`_release`: withdrawing its requests before
+        holding places elsewhere, unless they were ``withdrawn`` already or others of this
+        process share it) and take up one in ``shard``'s line."""
+        self._release(withdrawn=withdrawn)
         self._end.homes.move(self, self._end.ends.index(shard))
         self._shard = shard
-        self._session = shard.consumer(self._database, self._prefetch, self._abandon_after)
+        opened = shard.consumer(self._database, self._prefetch, self._abandon_after)
+        self._session = self._end.shared.join(self._key(), opened) if self._sharing else opened

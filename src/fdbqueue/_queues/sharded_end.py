@@ -46,7 +46,7 @@ from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.delays import soonest
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._queues.shard_homes import Homes, Turns, current_consumer
-from fdbqueue._queues.sharded_consumer import ShardedConsumer
+from fdbqueue._queues.sharded_consumer import ShardedConsumer, SharedSessions
 from fdbqueue._transactions.suspension import current_operation
 from fdbqueue._transactions.transactional import AnyContext, is_database, run_in_retry_loop
 from fdbqueue._transactions.waiting import take_blocking
@@ -79,6 +79,7 @@ class ShardedEnd:
         self.best = best
         self.homes = Homes(len(self.ends))
         self.turns = [Turns() for _ in self.ends]
+        self.shared = SharedSessions()
 
     # -- taking -----------------------------------------------------------------------------
 
