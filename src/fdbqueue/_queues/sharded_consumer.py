@@ -13,6 +13,13 @@ shard) and opens one in a shard that holds items, its new home. A blocking take 
 every shard's signal key. It returns None only when every shard was empty at a read version
 (or the timeout ran out).
 
+When a process has more sessions than a queue has shards, several are at home in one shard:
+they share one session there (:class:`SharedSessions`) and take turns with it, as a
+process's plain takes of one shard do, so a line holds one place per process however many of
+its sessions are at home in that shard, and a take's read of the line stays short. Sessions
+used from coroutines (:mod:`fdbqueue.asyncio`) keep a session each: their calls share the
+event loop's thread, which cannot wait for a turn.
+
 A priority queue's session first reads every shard's first item (one round trip) and moves to
 a shard whose first item has the best priority unless its own has, so that it takes the best
 priority at that read version, as a plain pop does; a queue whose shards' best priorities
