@@ -77,9 +77,8 @@ class Queue(LeasedQueue[T]):
             twice nor loses what they took (:doc:`guarantees`); default True. False gives
             the recipes' behaviour, one set and one range clear cheaper per operation.
         shards: how many key ranges the queue spreads over (1 to 256; default 1, the recipe's
-            layout). Each shard is FIFO; each consumer takes at a home shard for a stay
-            (an order bounded across shards: docs "Sharded queues"). Recorded at the first
-            write: another count raises QueueTypeError.
+            layout). Each shard is FIFO (bounded across shards: docs "Sharded queues").
+            Recorded at the first write: another count raises QueueTypeError.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of its range (as

@@ -337,11 +337,9 @@ class Consumer:
                 rank += 1
         if not own:
             if not requests and fast:
-                # Nobody in line: take the head as a plain dequeue would (one transaction;
-                # with prefetch, registering the next request in it, as every take does);
-                # a request registered meanwhile conflicts on the item and retries.
-                outcome = take_at(tr, 0)
-                if outcome is not None:
+                # Nobody in line: take the head as a plain dequeue would, registering the
+                # prefetch in the same transaction (a request registered meanwhile conflicts).
+                if (outcome := take_at(tr, 0)) is not None:
                     if outcome[0] == TAKEN and self.prefetch:
                         self.line.register(tr, self.prefetch)
                     return outcome
@@ -408,7 +406,6 @@ class Consumer:
 
         return front
 
-    def _withdraw_all(self) -> None:
-        """Withdraw this session's requests (see :meth:`fdbqueue._consuming.line.Line.withdraw`)."""
+    def _withdraw_all(self) -> None:  # see fdbqueue._consuming.line.Line.withdraw
         self.line.withdraw(self.database)
         self._may_hold = False

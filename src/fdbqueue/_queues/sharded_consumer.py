@@ -61,6 +61,8 @@ class ShardedEnd(Protocol):
 
     def order(self, tr: Any, every_shard: bool) -> list[End]: ...
 
+    def holding(self, tr: Any, consumer: Any) -> list[End]: ...
+
     def best_ends(self, tr: Any) -> list[End]: ...
 
     def blocking(
@@ -209,18 +211,22 @@ class ShardedConsumer(Consumer):
         the one visited longest ago first), moving to each in turn; the current shard is
         tried again only when its stay was over (it found nothing there otherwise)."""
         end = self._end
+
+        def read(tr: Any) -> list[End]:
+            if end.best is not None:
+                return end.order(tr, every_shard)
+            if not every_shard:
+                return end.holding(tr, self)
+            ends = end.ends
+            return [ends[k] for k in end.homes.ranked(self, range(len(ends)), settle=True)]
+
         withdrawn = not self._sharing or end.shared.alone(self._key())
         if withdrawn:
             # Leaving: withdraw the session's requests and read the shards in one transaction
             # (if it stays, its next take registers again, as after an abandoned request).
-            order = self._session.line.withdraw(
-                self._database, lambda tr: end.order(tr, every_shard)
-            )
+            order: list[End] = self._session.line.withdraw(self._database, read)
         else:  # others of this process take with the session: it stays for them
-            order = run_in_retry_loop(self._database, lambda tr: end.order(tr, every_shard))
-        if end.best is None:
-            ranked = end.homes.ranked(self, map(end.ends.index, order), settle=True)
-            order = [end.ends[k] for k in ranked]
+            order = run_in_retry_loop(self._database, read)
         for shard in order:
             if shard is self._shard:
                 if not stay_over:

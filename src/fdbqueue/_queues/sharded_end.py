@@ -54,6 +54,10 @@ from fdbqueue._transactions.waiting import take_blocking
 __all__ = ["ShardedEnd"]
 
 
+#: Shards a consumer whose home is empty looks at first (:meth:`ShardedEnd.holding`): the
+#: power of two choices, as load balancers sample servers.
+SAMPLE = 2
+
 _COUNTER = struct.Struct("<q")
 _VERSION = struct.Struct("<Q")
 
@@ -105,11 +109,6 @@ class ShardedEnd:
         if value is not None:
             return value
 
-        def held(tr: Any) -> list[End]:
-            shards = [self.ends.index(end) for end in self._candidates(tr, False)]
-            ranked = self.homes.ranked(consumer, shards, settle=True)
-            return [self.ends[shard] for shard in ranked]
-
         def take_and_stay(tr: Any, end: End) -> Any:
             shard = self.ends.index(end)
             found = self._at(tr, shard, _take)
@@ -117,7 +116,7 @@ class ShardedEnd:
                 self._stay(consumer, shard)
             return found
 
-        return self._in_order(tr, held, take_and_stay)
+        return self._in_order(tr, lambda tr: self.holding(tr, consumer), take_and_stay)
 
     def _at_home(self, tr: AnyContext, consumer: Any, act: Callable[[Any, End], Any]) -> Any:
         """``act`` at ``consumer``'s home shard (:meth:`_at`), counted in its stay; None
@@ -202,11 +201,27 @@ class ShardedEnd:
     def _start(self) -> End:
         return random.choice(self.ends)
 
-    def _candidates(self, tr: Any, every_shard: bool) -> list[End]:
-        """The shards holding items at ``tr``'s read version (size counter above 0, or a
-        delayed item due), in random order. Cost: two snapshot point reads per shard, issued
-        together, and the read version."""
-        ends = list(self.ends)
+    def holding(self, tr: Any, consumer: Any) -> list[End]:
+        """Where ``consumer`` (of a FIFO queue) moves: first the :data:`SAMPLE` shards with
+        the fewest of this process's consumers (the ones visited longest ago first), those of
+        them holding items at ``tr``'s read version; when none does, every shard holding
+        items. Ranked by :meth:`Homes.ranked`, the first made ``consumer``'s home. Cost: two
+        snapshot point reads per shard looked at (4 when the sample holds items, else 2N
+        more), issued together: one round trip, or two."""
+        sample = self.homes.ranked(consumer, range(len(self.ends)))[:SAMPLE]
+        found = self._candidates(tr, False, [self.ends[k] for k in sample])
+        if not found:
+            found = self._candidates(tr, False)
+        ranked = self.homes.ranked(consumer, [self.ends.index(end) for end in found], settle=True)
+        return [self.ends[k] for k in ranked]
+
+    def _candidates(
+        self, tr: Any, every_shard: bool, among: Sequence[End] | None = None
+    ) -> list[End]:
+        """The shards (of ``among``, default all) holding items at ``tr``'s read version
+        (size counter above 0, or a delayed item due), in random order. Cost: two snapshot
+        point reads per shard, issued together, and the read version."""
+        ends = list(self.ends if among is None else among)
         random.shuffle(ends)
         if every_shard:
             return ends

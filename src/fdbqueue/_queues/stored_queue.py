@@ -178,6 +178,11 @@ class StoredQueue(Generic[T]):
             return all(part.empty(tr) for part in self._parts)
         return not self._store.read(tr, limit=1)
 
+    @property
+    def shards(self) -> int:
+        """The number of shards the queue was opened with (``shards=``; 1: unsharded)."""
+        return len(self._parts)
+
     @transactional
     def size(self, tr: TransactionContext) -> int:
         """Return the number of items, from a counter that enqueue/push and dequeue/pop keep.

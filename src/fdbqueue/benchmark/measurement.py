@@ -269,8 +269,10 @@ def _steady(
     counting: CountingDatabase,
     queues: list[Any],
 ) -> tuple[Tally, int, list[Any]]:
-    # the backlog the producers keep: 4 items a consumer, 2 batches a queue, at least 50
-    high_water = max(50, 4 * consumers, 2 * BATCH * len(queues))
+    # the backlog the producers keep: 4 items a consumer, 2 batches a queue (a shard counts
+    # as a queue: the private queues and a sharded queue get the same), at least 50
+    shards = sum(getattr(queue, "shards", 1) for queue in queues)
+    high_water = max(50, 4 * consumers, 2 * BATCH * shards)
     load(mode, queues, counting, range(high_water), producers)
     tally = Tally(counting, warmup, warmup + items)
     lock = threading.Lock()
