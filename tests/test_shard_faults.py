@@ -386,7 +386,8 @@ RANDOM_FAULTS = memory.Faults(
 )
 
 
-def test_threads_take_every_item_once_under_random_faults():
+@pytest.mark.parametrize("how", ["plain", "sessions"])
+def test_threads_take_every_item_once_under_random_faults(how):
     db = memory.open(faults=RANDOM_FAULTS, seed=17)
     queue = Queue(Subspace(("threads-faults",)), shards=8)
     producers, consumers, count = 2, 8, 160
@@ -402,18 +403,29 @@ def test_threads_take_every_item_once_under_random_faults():
             else:
                 despite_timeouts(lambda value=value: queue.enqueue(db, value))
 
+    def take_one(number: int) -> Any:
+        if number % 2:
+            return despite_timeouts(lambda: queue.dequeue_many(db, 3))
+        one = despite_timeouts(lambda: queue.dequeue(db))
+        return [] if one is None else [one]
+
     def consume(number: int) -> None:
+        session = None
+        if how == "sessions":  # half of them keep a place in line between calls
+            session = queue.consumer(db, prefetch=number % 2, abandon_after=ABANDON_AFTER * 5)
         deadline = time.monotonic() + 40
         while time.monotonic() < deadline:
-            if number % 2:
-                got = despite_timeouts(lambda: queue.dequeue_many(db, 3))
+            if session is None:
+                got = take_one(number)
             else:
-                one = despite_timeouts(lambda: queue.dequeue(db))
+                one = despite_timeouts(session.take)
                 got = [] if one is None else [one]
             with lock:
                 taken.extend(got)
             if not got and produced.is_set():
-                return
+                break
+        if session is not None:
+            despite_timeouts(session.close)
 
     def guarded(target: Any, *args: Any) -> None:
         try:
@@ -433,7 +445,8 @@ def test_threads_take_every_item_once_under_random_faults():
     assert not errors, errors
     db.faults = memory.Faults()
     db.settle()
-    taken += queue.dequeue_many(db, count)  # a consumer may have stopped before the last
+    rest = queue.dequeue_many(db, count)  # a consumer may have stopped before the last
+    taken += rest
     duplicates = [v for v, n in collections.Counter(taken).items() if n > 1]
     assert duplicates == []
     assert sorted(taken) == list(range(count))
