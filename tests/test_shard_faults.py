@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 from helpers import TIMED_OUT, PoisonCodec, despite_timeouts, or_timed_out
 
-from fdbqueue import LeaseNotHeldError, Queue, Subspace, memory
+from fdbqueue import LeaseNotHeldError, PriorityQueue, Queue, Subspace, memory
 from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.line import WITHDRAW_ATTEMPTS
 from fdbqueue._consuming.sessions import REGISTERED
+from fdbqueue._transactions.receipts import Receipts
 from fdbqueue.memory.injection import FaultInjector
 
 SHARDS = 4
@@ -350,6 +351,77 @@ def test_ack_many_of_leases_of_several_shards_is_exactly_once(kind, applied):
     with pytest.raises(LeaseNotHeldError):  # acknowledged once: a second ack is refused
         queue.ack_many(db, leases[:1])
     assert queue.claim(db, 60) is None
+
+
+@pytest.mark.parametrize("applied", [True, False])
+def test_clear_between_a_gathering_take_and_its_resolution(applied, monkeypatch):
+    """Another client clears the queue while a take across shards finds out whether its
+    commit (1021) was applied: the values returned are exactly those it removed, and no
+    retry takes items enqueued after the clear."""
+    db = memory.open(seed=7)
+    queue = Queue(Subspace(("clear-resolving",)), shards=SHARDS)
+    values = spread(db, queue, 2)
+    resolve = Receipts._resolve
+
+    def clear_then_resolve(self: Receipts, database: Any, attempt: Any) -> bool:
+        queue.clear(db)
+        return bool(resolve(self, database, attempt))
+
+    monkeypatch.setattr(Receipts, "_resolve", clear_then_resolve)
+    with fault_on("commit_unknown_result", applied) as injected:
+        taken = queue.dequeue_many(db, 5)
+    monkeypatch.undo()
+    assert injected
+    assert len(taken) == (5 if applied else 0) and set(taken) <= set(values)
+    assert queue.size(db) == 0 and queue.dequeue(db) is None
+    later = [f"later{n}" for n in range(6)]
+    for value in later:
+        queue.enqueue(db, value)
+    assert sorted(queue.dequeue_many(db, 10)) == later
+
+
+@pytest.mark.parametrize("applied", [True, False])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_sharded_priority_pop_under_a_fault_takes_the_best_once(kind, applied):
+    db = memory.open(seed=8)
+    queue = PriorityQueue(Subspace(("faulty-priority",)), shards=SHARDS)
+    for number in range(12):
+        queue.push(db, number, priority=number % 4)  # the shards in turn
+    with fault_on(kind, applied) as injected:
+        first = or_timed_out(functools.partial(queue.pop_min, db))
+        last = or_timed_out(functools.partial(queue.pop_max, db))
+    assert len(injected) == 1
+    db.settle()
+    taken = [] if first is TIMED_OUT else [first]
+    if first is not TIMED_OUT:
+        assert first % 4 == 0  # the best priority of every shard
+    assert last % 4 == 3  # after the fault: the commits go through
+    taken.append(last)
+    while (value := queue.pop_min(db)) is not None:
+        taken.append(value)
+    assert sorted(taken) == list(range(12))
+    assert queue.size(db) == 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: ShardedEnd._claim_one claims at the thread's home shard first, as for a FIFO "
+    "queue, without looking at the other shards' priorities (pops do: _take_one checks best)",
+)
+@pytest.mark.parametrize("best", ["min", "max"])
+def test_a_sharded_priority_claim_takes_the_best_priority_of_every_shard(best):
+    db = memory.open(seed=9)
+    queue = PriorityQueue(Subspace(("priority-claims",)), shards=SHARDS)
+    for shard in range(SHARDS):  # shard k holds the priorities k and k + SHARDS
+        for priority in (shard, shard + SHARDS):
+            queue._parts[shard].push(db, priority, priority=priority)
+    top = best == "max"
+    claimed = []
+    for _ in range(2 * SHARDS):
+        lease = queue.claim(db, 60, max=top)
+        assert lease is not None
+        claimed.append(lease.value)
+    assert claimed == sorted(range(2 * SHARDS), reverse=top)  # as an unsharded queue claims
 
 
 @pytest.mark.xfail(
