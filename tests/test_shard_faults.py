@@ -14,6 +14,7 @@ import functools
 import itertools
 import threading
 import time
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +22,6 @@ import pytest
 from helpers import TIMED_OUT, PoisonCodec, despite_timeouts, or_timed_out
 
 from fdbqueue import LeaseNotHeldError, PriorityQueue, Queue, Subspace, memory
-from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.line import WITHDRAW_ATTEMPTS
 from fdbqueue._consuming.sessions import REGISTERED
 from fdbqueue._transactions.receipts import Receipts
@@ -33,18 +33,6 @@ ABANDON_AFTER = 0.2
 
 class Died(Exception):
     """The consumer's process died here (the session is dropped without being closed)."""
-
-
-class Draws:
-    """Stands for the database's random generator during one injected fault: the first draw
-    picks the fault, the second decides whether the commit is applied (1021) or stays in
-    flight (1031)."""
-
-    def __init__(self, applied: bool) -> None:
-        self._draws = iter([0.0, 0.0 if applied else 0.99])
-
-    def random(self) -> float:
-        return next(self._draws, 0.99)
 
 
 @contextlib.contextmanager
@@ -62,7 +50,11 @@ def fault_on(kind: str, applied: bool, times: int = 1) -> Iterator[list[int]]:
         if next(numbers) >= times:
             return original(self, request, fired)
         faults, draws = self.faults, self._random
-        self.faults, self._random = memory.Faults(**{kind: 1.0}), Draws(applied)  # type: ignore[assignment]
+        # The draws: the first picks the fault; the second applies it (1021) or leaves it in
+        # flight (1031).
+        scripted = iter([0.0, 0.0 if applied else 0.99])
+        self._random = types.SimpleNamespace(random=lambda: next(scripted, 0.99))  # type: ignore[assignment]
+        self.faults = memory.Faults(**{kind: 1.0})
         injected.append(1)
         try:
             return original(self, request, fired)
@@ -87,6 +79,52 @@ def into(queue: Queue[Any], shard: int, db: Any, values: list[Any]) -> None:
         queue._parts[shard].enqueue(db, value)
 
 
+def on_move(consumer: Any, before_opening: Any = None, after_registering: Any = None) -> None:
+    """When the sharded session ``consumer`` next moves: call ``before_opening()`` once it has
+    closed its session in the old shard, before it opens one in the new; and
+    ``after_registering()`` once its registration in the new shard's line has committed
+    (at the start of the next attempt)."""
+    move = consumer._move
+
+    def moving(shard: Any) -> None:
+        consumer._move = move  # once
+        consumer._session.close()
+        if before_opening is not None:
+            before_opening()
+        move(shard)
+        attempt = consumer._session._attempt
+        registered: list[bool] = []
+
+        def attempt_then_act(*args: Any) -> Any:
+            if any(registered) and after_registering is not None:
+                consumer._session._attempt = attempt  # once
+                after_registering()
+            outcome = attempt(*args)
+            registered.append(outcome[0] == REGISTERED)
+            return outcome
+
+        consumer._session._attempt = attempt_then_act
+
+    consumer._move = moving
+
+
+def die() -> None:
+    raise Died
+
+
+def home_emptied(db: Any, queue: Queue[Any], session: Any, in_b: list[str]) -> tuple[int, int]:
+    """Put a0 and a1 in the session's shard A and ``in_b`` in the next shard B; the session
+    takes a0 (its request then reserves a1's place in A's line), and another consumer takes
+    a1, emptying A. Returns (A, B)."""
+    a = shard_of(session)
+    into(queue, a, db, ["a0", "a1"])
+    into(queue, (a + 1) % SHARDS, db, in_b)
+    assert session.take() == "a0"
+    assert queue.requests_in_line(db) == 1
+    assert queue._parts[a].dequeue(db) == "a1"
+    return a, (a + 1) % SHARDS
+
+
 def drain_in_sessions(queue: Queue[Any], db: Any, count: int) -> list[Any]:
     """Take ``count`` values with a consumer session, letting versions pass when nothing is
     found (dead sessions' requests are abandoned after ``ABANDON_AFTER``); then close it."""
@@ -108,54 +146,21 @@ def drain_in_sessions(queue: Queue[Any], db: Any, count: int) -> list[Any]:
 
 
 @pytest.mark.parametrize("death", ["holding_in_a", "between_a_and_b", "registered_in_b"])
-def test_a_session_dying_mid_move_loses_and_repeats_nothing(death, monkeypatch):
+def test_a_session_dying_mid_move_loses_and_repeats_nothing(death):
     db = memory.open(seed=1)
     subspace = Subspace(("dying-move",))
     dying_queue = Queue(subspace, shards=SHARDS)  # the dying process's own queue object
     queue = Queue(subspace, shards=SHARDS)  # another process's
     dying = dying_queue.consumer(db, prefetch=1, abandon_after=ABANDON_AFTER)
-    a = shard_of(dying)
-    b = (a + 1) % SHARDS
-    into(queue, a, db, ["a0", "a1"])
-    into(queue, b, db, ["b0", "b1", "b2"])
-    assert dying.take() == "a0"  # and its request now reserves a1's place in A's line
-    assert queue.requests_in_line(db) == 1
-    assert queue._parts[a].dequeue(db) == "a1"  # A emptied by another consumer
-
+    a, b = home_emptied(db, queue, dying, ["b0", "b1", "b2"])
     if death == "holding_in_a":
-
-        def die_before_closing(_shard: Any) -> None:
-            raise Died
-
-        dying._move = die_before_closing
-    elif death == "between_a_and_b":
-
-        def die_opening(*_args: Any) -> Any:
-            raise Died
-
-        monkeypatch.setattr(End, "consumer", die_opening)
+        dying._move = lambda _shard: die()
     else:
-        move = dying._move
-
-        def move_then_die_after_registering(shard: Any, consumer: Any = dying) -> None:
-            move(shard)
-            session = consumer._session
-            attempt = session._attempt
-            registered = []
-
-            def die_after_registering(*args: Any) -> Any:
-                if registered:
-                    raise Died  # the registering transaction committed
-                outcome = attempt(*args)
-                registered.append(outcome[0] == REGISTERED)
-                return outcome
-
-            session._attempt = die_after_registering
-
-        dying._move = move_then_die_after_registering
+        on_move(
+            dying, **{"before_opening" if death == "between_a_and_b" else "after_registering": die}
+        )
     with pytest.raises(Died):
         dying.take()
-    monkeypatch.undo()
     in_line = {"holding_in_a": 1, "between_a_and_b": 0, "registered_in_b": 1}[death]
     assert queue.requests_in_line(db) == in_line
     del dying  # dropped without close, as a dead process's
@@ -180,11 +185,7 @@ def test_clear_during_a_move_leaves_nothing_stale(moment):
     subspace = Subspace(("clear-move",))
     queue = Queue(subspace, shards=SHARDS)
     session = queue.consumer(db, prefetch=1, abandon_after=30)
-    a = shard_of(session)
-    b = (a + 2) % SHARDS
-    into(queue, a, db, ["a0"])
-    into(queue, b, db, ["b0", "b1"])
-    assert session.take() == "a0"
+    home_emptied(db, queue, session, ["b0", "b1"])
 
     def clear_in_another_thread() -> None:
         clearer = threading.Thread(target=queue.clear, args=(db,))
@@ -192,35 +193,17 @@ def test_clear_during_a_move_leaves_nothing_stale(moment):
         clearer.join(10)
         assert not clearer.is_alive()
 
-    move = session._move
     cleared: list[bool] = []
 
-    def move_with_a_clear(shard: Any) -> None:
-        if moment == "between_a_and_b":
-            session._session.close()
-            clear_in_another_thread()
-            cleared.append(True)
-            move(shard)
-            return
-        move(shard)
-        moved = session._session
-        attempt = moved._attempt
-        registered: list[bool] = []
+    def clear_once() -> None:
+        clear_in_another_thread()
+        cleared.append(True)
 
-        def clear_after_registering(*args: Any) -> Any:
-            if registered and not cleared:  # the registering transaction committed
-                clear_in_another_thread()
-                cleared.append(True)
-            outcome = attempt(*args)
-            registered.append(outcome[0] == REGISTERED)
-            return outcome
-
-        if moment == "registered_in_b":
-            moved._attempt = clear_after_registering
-
-    session._move = move_with_a_clear
+    if moment == "between_a_and_b":
+        on_move(session, before_opening=clear_once)
+    else:
+        on_move(session, after_registering=clear_once if moment == "registered_in_b" else None)
     value = session.take()
-    session._move = move
     if moment == "took_in_b":
         assert value == "b0"  # and the session holds the next place in B's line
         clear_in_another_thread()
@@ -254,12 +237,7 @@ def test_a_move_whose_withdrawal_timed_out_leaves_the_session_usable():
     db = memory.open(seed=6)
     queue = Queue(Subspace(("withdraw-timed-out",)), shards=SHARDS)
     session = queue.consumer(db, prefetch=1, abandon_after=ABANDON_AFTER)
-    a = shard_of(session)
-    b = (a + 1) % SHARDS
-    into(queue, a, db, ["a0", "a1"])
-    into(queue, b, db, ["b0"])
-    assert session.take() == "a0"
-    assert queue._parts[a].dequeue(db) == "a1"
+    home_emptied(db, queue, session, ["b0"])
     in_a = session._session
     withdraw = in_a._withdraw_all
 
@@ -302,8 +280,7 @@ def test_take_many_across_shards_is_exactly_once(kind, applied, times):
     assert 1 <= len(injected) <= times  # an applied 1021's resolution finds its receipt
     db.settle()  # a commit left in flight lands now, or is dropped
     taken = [] if first is TIMED_OUT else list(first)
-    if first is not TIMED_OUT:
-        assert len(taken) == 8
+    assert len(taken) == (0 if first is TIMED_OUT else 8)
     while batch := queue.dequeue_many(db, 5):
         taken.extend(batch)
     assert sorted(taken) == sorted(values)
@@ -392,11 +369,9 @@ def test_a_sharded_priority_pop_under_a_fault_takes_the_best_once(kind, applied)
         last = or_timed_out(functools.partial(queue.pop_max, db))
     assert len(injected) == 1
     db.settle()
-    taken = [] if first is TIMED_OUT else [first]
-    if first is not TIMED_OUT:
-        assert first % 4 == 0  # the best priority of every shard
+    assert first is TIMED_OUT or first % 4 == 0  # the best priority of every shard
     assert last % 4 == 3  # after the fault: the commits go through
-    taken.append(last)
+    taken = [last] if first is TIMED_OUT else [first, last]
     while (value := queue.pop_min(db)) is not None:
         taken.append(value)
     assert sorted(taken) == list(range(12))
@@ -439,11 +414,9 @@ def test_a_gathering_take_that_only_moved_poison_aside_is_exactly_once(operation
         queue = Queue(Subspace(("poison-shards",)), shards=SHARDS, codec=PoisonCodec())
         into(queue, seed % SHARDS, db, [b"!bad"])
         with fault_on("timed_out", applied=bool(seed % 2)):
-            if operation == "dequeue_many":
-                result = or_timed_out(functools.partial(queue.dequeue_many, db, 3))
-            else:
-                result = or_timed_out(functools.partial(queue.claim_many, db, 3, 10))
-        timed_out = result is TIMED_OUT
+            many = getattr(queue, operation)
+            arguments = (db, 3) if operation == "dequeue_many" else (db, 3, 10)
+            timed_out = or_timed_out(functools.partial(many, *arguments)) is TIMED_OUT
         db.settle()  # land or drop the commit left in flight
         moved = len(queue.dead_letters(db))
         assert moved == (0 if timed_out else 1), (seed, timed_out, moved)
@@ -475,23 +448,19 @@ def test_threads_take_every_item_once_under_random_faults(how):
             else:
                 despite_timeouts(lambda value=value: queue.enqueue(db, value))
 
-    def take_one(number: int) -> Any:
-        if number % 2:
-            return despite_timeouts(lambda: queue.dequeue_many(db, 3))
-        one = despite_timeouts(lambda: queue.dequeue(db))
-        return [] if one is None else [one]
-
     def consume(number: int) -> None:
         session = None
         if how == "sessions":  # half of them keep a place in line between calls
-            session = queue.consumer(db, prefetch=number % 2, abandon_after=ABANDON_AFTER * 5)
+            session = queue.consumer(db, prefetch=number % 2, abandon_after=1)
         deadline = time.monotonic() + 40
         while time.monotonic() < deadline:
-            if session is None:
-                got = take_one(number)
+            if session is not None:
+                got = [despite_timeouts(session.take)]
+            elif number % 2:
+                got = despite_timeouts(lambda: queue.dequeue_many(db, 3))
             else:
-                one = despite_timeouts(session.take)
-                got = [] if one is None else [one]
+                got = [despite_timeouts(lambda: queue.dequeue(db))]
+            got = [value for value in got if value is not None]
             with lock:
                 taken.extend(got)
             if not got and produced.is_set():
@@ -517,8 +486,7 @@ def test_threads_take_every_item_once_under_random_faults(how):
     assert not errors, errors
     db.faults = memory.Faults()
     db.settle()
-    rest = queue.dequeue_many(db, count)  # a consumer may have stopped before the last
-    taken += rest
+    taken += queue.dequeue_many(db, count)  # a consumer may have stopped before the last
     duplicates = [v for v, n in collections.Counter(taken).items() if n > 1]
     assert duplicates == []
     assert sorted(taken) == list(range(count))
