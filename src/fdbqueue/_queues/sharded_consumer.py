@@ -262,8 +262,10 @@ class ShardedConsumer(Consumer):
         """Leave the current session (:meth:`_release`: withdrawing its requests before
         holding places elsewhere, unless they were ``withdrawn`` already or others of this
         process share it) and take up one in ``shard``'s line."""
-        self._release(withdrawn=withdrawn)
-        self._end.homes.move(self, self._end.ends.index(shard))
-        self._shard = shard
-        opened = shard.consumer(self._database, self._prefetch, self._abandon_after)
-        self._session = self._end.shared.join(self._key(), opened) if self._sharing else opened
+        try:
+            self._release(withdrawn=withdrawn)
+        finally:  # a withdrawal that failed (1031) leaves its requests to abandon_after
+            self._end.homes.move(self, self._end.ends.index(shard))
+            self._shard = shard
+            opened = shard.consumer(self._database, self._prefetch, self._abandon_after)
+            self._session = self._end.shared.join(self._key(), opened) if self._sharing else opened

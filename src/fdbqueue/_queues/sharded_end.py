@@ -47,6 +47,7 @@ from fdbqueue._delivery.delays import soonest
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._queues.shard_homes import Homes, Turns, current_consumer
 from fdbqueue._queues.sharded_consumer import ShardedConsumer, SharedSessions
+from fdbqueue._storage.taking import MOVED_ASIDE
 from fdbqueue._transactions.suspension import current_operation
 from fdbqueue._transactions.transactional import AnyContext, is_database, run_in_retry_loop
 from fdbqueue._transactions.waiting import take_blocking
@@ -96,7 +97,7 @@ class ShardedEnd:
     def take_many(self, tr: AnyContext, n: int) -> list[Any]:
         """Take up to ``n`` values in one transaction: from one shard, then from the other
         shards holding items (in the order :meth:`order` gives) until ``n`` are taken."""
-        values: list[Any] = self._gather(tr, lambda tr, end, left: end.take_many(tr, left), n)
+        values: list[Any] = self._gather(tr, lambda tr, end, left: end._take_many(tr, left), n)
         return values
 
     def _take_one(self, tr: AnyContext) -> Any:
@@ -163,7 +164,7 @@ class ShardedEnd:
         """Claim up to ``n`` items in one transaction, from the shards in turn (every shard:
         an expired lease makes an item claimable where the size counter says none is)."""
         leases: list[Lease[Any]] = self._gather(
-            tr, lambda tr, end, left: end.claim_many(tr, left, seconds), n, every_shard=True
+            tr, lambda tr, end, left: end._claim_batch(tr, seconds, left), n, every_shard=True
         )
         return leases
 
@@ -172,6 +173,11 @@ class ShardedEnd:
         stay is over, from the shards in random order, in one transaction (every shard: an
         expired lease makes an item claimable where the size counter says none is); the
         shard it claimed from becomes the thread's home."""
+        if self.best is not None:  # the best priority of every shard, as a pop takes
+            ranked: list[Lease[Any]] = self._gather(
+                tr, lambda tr, end, left: end._claim_batch(tr, seconds, left), 1, every_shard=True
+            )
+            return ranked[0] if ranked else None
         consumer = current_consumer()
         lease: Lease[Any] | None = self._at_home(
             tr, consumer, lambda tr, end: end.claim(tr, seconds, False, None)
@@ -180,9 +186,9 @@ class ShardedEnd:
             return lease
         found_in: list[End] = []
 
-        def claim(tr: Any, end: End, left: int) -> list[Lease[Any]]:
-            leases = end.claim_many(tr, left, seconds)
-            found_in[:] = [end] if leases else found_in
+        def claim(tr: Any, end: End, left: int) -> Any:
+            leases = end._claim_batch(tr, seconds, left)
+            found_in[:] = [end] if leases and leases is not MOVED_ASIDE else found_in
             return leases
 
         claimed: list[Lease[Any]] = self._gather(tr, claim, 1, every_shard=True)
@@ -240,25 +246,31 @@ class ShardedEnd:
     def _gather(
         self,
         tr: AnyContext,
-        take: Callable[[Any, End, int], list[Any]],
+        take: Callable[[Any, End, int], Any],
         n: int,
         *,
         every_shard: bool = False,
     ) -> list[Any]:
         """``take(tr, end, left)`` from the shards in :meth:`order`, in one transaction,
-        until ``n`` are taken; given a Database, exactly once (a random shard's receipts)."""
+        until ``n`` are taken; given a Database, exactly once (a random shard's receipts,
+        written when something was taken or poison moved aside). ``take`` returns a list, or
+        MOVED_ASIDE when it only moved poison to the dead letters (it is called again)."""
 
-        def body(tr: Any) -> list[Any]:
+        def body(tr: Any) -> tuple[list[Any], bool]:
             found: list[Any] = []
+            moved = False
             for end in self.order(tr, every_shard):
-                found.extend(take(tr, end, n - len(found)))
+                while (taken := take(tr, end, n - len(found))) is MOVED_ASIDE:
+                    moved = True  # it wrote, though it returns nothing
+                found.extend(taken)
                 if len(found) >= n:
                     break
-            return found
+            return found, moved
 
         if not is_database(tr):
-            return body(tr)
-        found: list[Any] = self._start()._store.receipts.run(tr, body, wrote=bool)
+            return body(tr)[0]
+        receipts = random.choice(self.ends)._store.receipts
+        found, _moved = receipts.run(tr, body, wrote=lambda result: bool(result[0]) or result[1])
         return found
 
     def order(self, tr: Any, every_shard: bool) -> list[End]:
