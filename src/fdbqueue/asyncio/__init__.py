@@ -189,6 +189,11 @@ class _StoredQueue(Generic[S, T]):
         return self._sync.subspace
 
     @property
+    def shards(self) -> int:
+        """The number of shards the queue was opened with (1: unsharded)."""
+        return self._sync.shards
+
+    @property
     def codec(self) -> Codec[T]:
         """The codec that encodes and decodes values."""
         return self._sync.codec
