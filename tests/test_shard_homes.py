@@ -11,6 +11,7 @@ import time
 from collections import Counter
 
 import pytest
+from helpers import run_threads
 
 import fdbqueue.asyncio as fa
 from fdbqueue import Queue, Subspace, memory
@@ -114,11 +115,7 @@ def test_one_process_draining_a_sharded_queue_with_plain_takes_never_conflicts(t
             with lock:
                 taken.append(value)
 
-    workers = [threading.Thread(target=consume) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
+    run_threads(consume, threads)
     assert sorted(taken) == list(range(200))
     assert db.stats()["conflicts"] == 0
 
@@ -157,11 +154,7 @@ def test_threads_claiming_from_a_sharded_queue_get_every_item_once():
             with lock:
                 taken.append(lease.value)
 
-    workers = [threading.Thread(target=consume) for _ in range(6)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
+    run_threads(consume, 6)
     assert sorted(taken) == list(range(120))
     assert queue.size(db) == 0 and queue.leases(db) == []
 
@@ -270,11 +263,7 @@ def test_sessions_of_one_process_at_one_shard_share_one_place_in_its_line():
                 with lock:
                     taken.append(value)
 
-    workers = [threading.Thread(target=consume) for _ in range(16)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(30)
+    run_threads(consume, 16, 30)
     assert sorted(taken) == list(range(320))
     assert in_line == [4]  # one request per shard, each session's prefetch shared
     assert queue.requests_in_line(db) == 0  # the last to leave each shard withdrew
