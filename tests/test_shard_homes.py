@@ -11,7 +11,7 @@ import time
 from collections import Counter
 
 import pytest
-from helpers import run_threads
+from helpers import run, run_threads
 
 import fdbqueue.asyncio as fa
 from fdbqueue import Queue, Subspace, memory
@@ -268,3 +268,26 @@ def test_sessions_of_one_process_at_one_shard_share_one_place_in_its_line():
     assert in_line == [4]  # one request per shard, each session's prefetch shared
     assert queue.requests_in_line(db) == 0  # the last to leave each shard withdrew
     assert db.stats()["conflicts"] == 0
+
+
+class Consumer:
+    """A consumer as Homes knows one (a key a weak reference can hold)."""
+
+
+def test_a_consumer_leaving_its_home_looks_elsewhere_first():
+    """The home has just found nothing for this consumer (its items may be another's in
+    line): the shards looked at first are others, so a shard holding items is found even
+    when the home was visited longest ago (it was sampled, and held the move, before)."""
+    db = memory.open()
+    queue = Queue(Subspace(("elsewhere",)), shards=4)
+    end = queue._end
+    for shard in (0, 1):
+        queue._parts[shard].enqueue(db, f"in {shard}")
+    consumer = Consumer()
+    end.homes.move(consumer, 0)  # home: shard 0, visited first
+    for shard in (2, 3, 1):  # the others visited since, by consumers now gone
+        passing = Consumer()
+        end.homes.move(passing, shard)
+        end.homes.leave(passing)
+    found = run(db, lambda tr: end.holding(tr, consumer))
+    assert end.ends[1] in found

@@ -84,6 +84,12 @@ class Homes:
             return self.settle(consumer, range(self._shards))
         return stay[0] if stay[1] < STAY_TAKES else None
 
+    def where(self, consumer: Any) -> int | None:
+        """``consumer``'s home (stay over or not), None when it has none."""
+        with self._lock:
+            stay = self._stays.get(consumer)
+            return None if stay is None else stay[0]
+
     def took(self, consumer: Any) -> None:
         """Count an item ``consumer`` took at its home."""
         with self._lock:

@@ -2,32 +2,33 @@
 
 A FIFO queue's take goes to the consumer's *home* shard
 (:mod:`~fdbqueue._queues.shard_homes`: each thread or asyncio task of a process has one,
-spread evenly over the shards, and keeps it while the shard holds items), plainly or in the
-shard's line with ``high_contention=True``, in this process's turn at that shard (threads
-sharing a home take turns instead of conflicting). When the home is empty, a read-only
-transaction reads every shard's size counter and delayed-items hint (snapshot point reads,
-issued together: one round trip, no conflict); the take goes to the shards holding items,
-those with the fewest of this process's threads at home first, and the shard it took from
-becomes the thread's home. When those takes all find nothing (other consumers were first),
-the counters are read again, so a take returns None only when every shard was empty at one
-transaction's read version (delayed items not yet due aside, as for an unsharded queue).
+spread evenly over the shards, for a stay of up to 128 items), plainly or in the shard's line
+with ``high_contention=True``, in this process's turn at that shard (threads sharing a home
+take turns instead of conflicting). When the home is empty or the stay is over, a read-only
+transaction reads the size counter and delayed-items hint of two shards (:meth:`holding`:
+those with the fewest of this process's consumers, visited longest ago), or of every shard
+when neither holds items (snapshot point reads, issued together: one round trip, no
+conflict); the take goes to a shard holding items, which becomes the consumer's home. When
+those takes all find nothing (other consumers were first), the counters are read again, so a
+take returns None only when every shard was empty at one transaction's read version (delayed
+items not yet due aside, as for an unsharded queue).
 
-A priority queue's pop first reads the first (``min``) or last (``max``) item of every shard
-(snapshot range reads with ``limit=1``, all issued before any is waited on) and takes from the
-shard whose item has the best priority, so it takes the best priority among the items
-committed before its read version. Unlike an unsharded pop it does not conflict with a push
-of a better priority into another shard that commits meanwhile: that item is simply the next
-pop's.
+A priority queue's pop and claim first read the first (``min``) or last (``max``) item of every
+shard (snapshot range reads with ``limit=1``, all issued before any is waited on) and take
+from the shard whose item has the best priority, so they take the best priority among the
+items committed before their read version. Unlike an unsharded pop they do not conflict with
+a push of a better priority into another shard that commits meanwhile: that item is simply
+the next pop's.
 
-A FIFO queue's ``claim`` goes to the thread's home as a take does; when the home has nothing
-to claim, it claims from the shards in random order in one transaction, looking at every shard
-(a shard whose items are all leased holds no item by its counter, yet an expired lease makes
-one claimable). ``take_many`` and ``claim_many`` take from the shards in those orders, in one
-transaction, until they have ``n``.
+A FIFO queue's ``claim`` goes to the consumer's home as a take does; when the home has
+nothing to claim, it claims from the shards in random order in one transaction, looking at
+every shard (a shard whose items are all leased holds no item by its counter, yet an expired
+lease makes one claimable). ``take_many`` and ``claim_many`` take from the shards in those
+orders, in one transaction, until they have ``n``.
 
 Ordering: each shard is FIFO (a priority queue's shard: by priority, then FIFO); across shards
-a FIFO queue has no order (an item of one shard may be taken before an older item of
-another). Every item is taken exactly once, as from one shard.
+a FIFO queue's order is bounded by the stays (:doc:`sharding`, "Order"). Every item is taken
+exactly once, as from one shard.
 
 Source followed: FoundationDB's "Queues" and "Priority Queues" recipes within each shard;
 sharding as QuiCK (CloudKit's queues on FoundationDB) and Amazon SQS partitions do it:
@@ -208,13 +209,15 @@ class ShardedEnd:
         return random.choice(self.ends)
 
     def holding(self, tr: Any, consumer: Any) -> list[End]:
-        """Where ``consumer`` (of a FIFO queue) moves: first the :data:`SAMPLE` shards with
-        the fewest of this process's consumers (the ones visited longest ago first), those of
-        them holding items at ``tr``'s read version; when none does, every shard holding
-        items. Ranked by :meth:`Homes.ranked`, the first made ``consumer``'s home. Cost: two
-        snapshot point reads per shard looked at (4 when the sample holds items, else 2N
-        more), issued together: one round trip, or two."""
-        sample = self.homes.ranked(consumer, range(len(self.ends)))[:SAMPLE]
+        """Where ``consumer`` (of a FIFO queue) moves: first the :data:`SAMPLE` shards other
+        than its home with the fewest of this process's consumers (the ones visited longest
+        ago first), those of them holding items at ``tr``'s read version; when none does,
+        every shard holding items (its home too). Ranked by :meth:`Homes.ranked`, the first
+        made ``consumer``'s home. Cost: two snapshot point reads per shard looked at (4 when
+        the sample holds items, else 2N more), issued together: one round trip, or two."""
+        home = self.homes.where(consumer)  # it has just looked there
+        others = [shard for shard in range(len(self.ends)) if shard != home]
+        sample = self.homes.ranked(consumer, others)[:SAMPLE]
         found = self._candidates(tr, False, [self.ends[k] for k in sample])
         if not found:
             found = self._candidates(tr, False)
