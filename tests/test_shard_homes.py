@@ -291,3 +291,30 @@ def test_a_consumer_leaving_its_home_looks_elsewhere_first():
         end.homes.leave(passing)
     found = run(db, lambda tr: end.holding(tr, consumer))
     assert end.ends[1] in found
+
+
+def test_consumers_that_move_at_once_do_not_pile_into_one_sample(monkeypatch):
+    """Two consumers settle in the shards a third sampled while it read them: it reads every
+    shard and settles where none of its process is, not with them."""
+    db = memory.open()
+    queue = Queue(Subspace(("sample-taken",)), shards=4)
+    end = queue._end
+    for shard in (1, 2, 3):
+        queue._parts[shard].enqueue(db, f"in {shard}")
+    mover = Consumer()
+    end.homes.move(mover, 0)  # its home, empty
+    arrived: list[Consumer] = []
+    candidates = end._candidates
+
+    def sampled_then_taken(tr, every_shard, among=None):
+        found = candidates(tr, every_shard, among)
+        if among is not None:  # meanwhile, others of the process settle in the sample
+            for sampled in among:
+                arrived.append(Consumer())
+                end.homes.move(arrived[-1], end.ends.index(sampled))
+        return found
+
+    monkeypatch.setattr(end, "_candidates", sampled_then_taken)
+    first = run(db, lambda tr: end.holding(tr, mover))[0]
+    assert len(arrived) == 2
+    assert end.homes.fewest(mover, [end.ends.index(first)]) == 0  # a shard of its own

@@ -122,6 +122,12 @@ class Homes:
                 self._move(consumer, ranked[0])
         return ranked
 
+    def fewest(self, consumer: Any, shards: Iterable[int]) -> int:
+        """The fewest other consumers at home in one of ``shards`` (0 when there is none)."""
+        with self._lock:
+            crowd = self._crowd(consumer)
+            return min((crowd[shard] for shard in shards), default=0)
+
     def move(self, consumer: Any, shard: int) -> None:
         """Make ``shard`` ``consumer``'s home, for a new stay."""
         with self._lock:

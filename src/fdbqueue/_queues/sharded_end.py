@@ -211,15 +211,20 @@ class ShardedEnd:
     def holding(self, tr: Any, consumer: Any) -> list[End]:
         """Where ``consumer`` (of a FIFO queue) moves: first the :data:`SAMPLE` shards other
         than its home with the fewest of this process's consumers (the ones visited longest
-        ago first), those of them holding items at ``tr``'s read version; when none does,
-        every shard holding items (its home too). Ranked by :meth:`Homes.ranked`, the first
-        made ``consumer``'s home. Cost: two snapshot point reads per shard looked at (4 when
-        the sample holds items, else 2N more), issued together: one round trip, or two."""
+        ago first), those of them holding items at ``tr``'s read version; when none does (or
+        other consumers of this process have moved into them meanwhile while shards without
+        one remain), every shard holding items (its home too). Ranked by
+        :meth:`Homes.ranked`, the first made ``consumer``'s home. Cost: two snapshot point
+        reads per shard looked at (4 when the sample holds items, else 2N more), issued
+        together: one round trip, or two."""
         home = self.homes.where(consumer)  # it has just looked there
         others = [shard for shard in range(len(self.ends)) if shard != home]
         sample = self.homes.ranked(consumer, others)[:SAMPLE]
         found = self._candidates(tr, False, [self.ends[k] for k in sample])
-        if not found:
+        held = [self.ends.index(end) for end in found]
+        if not found or self.homes.fewest(consumer, held) > self.homes.fewest(consumer, others):
+            # None of the sample holds items, or consumers that moved meanwhile took its
+            # shards while others have none: every shard's counters.
             found = self._candidates(tr, False)
         ranked = self.homes.ranked(consumer, [self.ends.index(end) for end in found], settle=True)
         return [self.ends[k] for k in ranked]
