@@ -187,7 +187,7 @@ MODES = [
         enqueue_batch,
         calls(dequeue),
         "plain",
-        ("sharded",),
+        ("sharding",),
     ),
     Mode(
         "sharded-high-contention",
@@ -195,7 +195,7 @@ MODES = [
         enqueue_batch,
         calls(dequeue),
         "plain",
-        ("sharded",),
+        ("sharding",),
     ),
     Mode(
         "sharded-prefetch",
@@ -203,7 +203,7 @@ MODES = [
         enqueue_batch,
         session(lambda q, db: q.consumer(db, prefetch=1), dequeue),
         "plain",
-        ("sharded",),
+        ("sharding",),
     ),
     Mode(
         "sharded-claims",
@@ -211,7 +211,7 @@ MODES = [
         enqueue_batch,
         calls(claim_and_ack),
         "claims",
-        ("sharded",),
+        ("sharding",),
     ),
     Mode(
         "plain-no-receipts",
@@ -259,5 +259,5 @@ for _mode in MODES:
     for _group in _mode.groups:
         GROUPS.setdefault(_group, []).append(_mode.name)
 GROUPS["receipts"].insert(0, "plain")
-GROUPS["sharded"][:0] = ["plain", "claims"]
+GROUPS["sharding"][:0] = ["plain", "claims"]
 DEFAULT_MODES = "queue"
