@@ -64,6 +64,23 @@ _COUNTER = struct.Struct("<q")
 _VERSION = struct.Struct("<Q")
 
 
+def holding_items(tr: Any, ends: list[End]) -> list[End]:
+    """Those of ``ends`` holding items at ``tr``'s read version (size counter above 0, or a
+    delayed item due), in their order. Cost: two snapshot point reads per end, issued
+    together, and the read version."""
+    reader = tr.snapshot
+    sizes = [reader.get(end._store.size_key) for end in ends]
+    hints = [reader.get(end.delays.hint_key) for end in ends]
+    version = tr.get_read_version().wait()
+    found = []
+    for end, size, hint in zip(ends, sizes, hints, strict=True):
+        held = size.present() and _COUNTER.unpack(bytes(size))[0] > 0
+        due = hint.present() and _VERSION.unpack(bytes(hint))[0] <= version
+        if held or due:
+            found.append(end)
+    return found
+
+
 def _take(tr: AnyContext, end: End) -> Any:
     """Take one value from ``end`` without blocking (None when there is none)."""
     return end.take(tr, False, None)
@@ -232,24 +249,13 @@ class ShardedEnd:
     def _candidates(
         self, tr: Any, every_shard: bool, among: Sequence[End] | None = None
     ) -> list[End]:
-        """The shards (of ``among``, default all) holding items at ``tr``'s read version
-        (size counter above 0, or a delayed item due), in random order. Cost: two snapshot
-        point reads per shard, issued together, and the read version."""
+        """The shards (of ``among``, default all) holding items (:func:`holding_items`) in
+        random order; all of them with ``every_shard``."""
         ends = list(self.ends if among is None else among)
         random.shuffle(ends)
         if every_shard:
             return ends
-        reader = tr.snapshot
-        sizes = [reader.get(end._store.size_key) for end in ends]
-        hints = [reader.get(end.delays.hint_key) for end in ends]
-        version = tr.get_read_version().wait()
-        found = []
-        for end, size, hint in zip(ends, sizes, hints, strict=True):
-            held = size.present() and _COUNTER.unpack(bytes(size))[0] > 0
-            due = hint.present() and _VERSION.unpack(bytes(hint))[0] <= version
-            if held or due:
-                found.append(end)
-        return found
+        return holding_items(tr, ends)
 
     def _gather(
         self,
