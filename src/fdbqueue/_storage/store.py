@@ -9,13 +9,15 @@ Key layout of a queue whose subspace has the prefix ``P`` (bytes)::
     P + b"\\xff" + pack(("leases"|"dead", ...))              leases, dead letters
     P + b"\\xff" + pack(("line", end)) + stamp ...       consumer sessions' requests
     P + b"\\xff" + pack(("receipts", ...))                   exactly-once receipts
+    P + b"\\xff" + pack(("deduplication", ...))              ids of idempotent enqueues
 
 Items live exactly where FoundationDB's recipes put them, so ``subspace.range()`` holds items
 and nothing else. Everything else the library keeps lives under ``P + b"\\xff"``: that byte
 never starts a tuple-layer element, so it sorts after every item and lies outside
 ``subspace.range()`` (which ends at ``P + b"\\xff"``, exclusive), yet still inside the queue's
 prefix. :meth:`ItemStore.clear` removes all of it but the receipts, which operations still in
-flight may need (:mod:`fdbqueue._transactions.receipts`).
+flight may need (:mod:`fdbqueue._transactions.receipts`), and the deduplication records, which
+producers retrying an enqueue may (:mod:`fdbqueue._delivery.deduplication`).
 
 Taking items from an end, with its checks of keys and values, is :mod:`fdbqueue._storage.taking`;
 what every queue type offers on top of this store is :mod:`fdbqueue._queues.stored_queue`.
@@ -184,6 +186,8 @@ class ItemStore(TypeRecords):
         self.size_key: bytes = self.metadata.pack(("size",))
         self.signal_key: bytes = self.metadata.pack(("signal",))
         self.receipts = Receipts(self.metadata, enabled=check_flag(exactly_once, "exactly_once"))
+        #: where idempotent enqueues record their ids (fdbqueue._delivery.deduplication)
+        self.deduplication = self.metadata.subspace(("deduplication",))
         self.held = HeldValues(self.metadata)
         self.dead_letters = DeadLetters(self.metadata, self.codec, self.held)
 
@@ -371,11 +375,21 @@ class ItemStore(TypeRecords):
 
     def clear(self, tr: AnyContext, *, items: bool = True) -> None:
         """Remove every item and all metadata except the receipts, which calls still in flight
-        may look up (:mod:`fdbqueue._transactions.receipts`; they expire by themselves); only
-        the metadata with ``items=False`` (a sharded queue's own store, whose shards clear
-        theirs). Cost: two range clears, no reads."""
+        may look up (:mod:`fdbqueue._transactions.receipts`; they expire by themselves), and
+        the deduplication records (their window ends by itself); only the metadata with
+        ``items=False`` (a sharded queue's own store, whose shards clear theirs). Cost: three
+        range clears, no reads."""
         require_writable(tr, "clear")
         self._codec_verified = False  # the next queue here may record another codec
         prefix: bytes = self.subspace.key()
-        tr.clear_range(prefix if items else self.metadata.key(), self.receipts.begin)
-        tr.clear_range(self.receipts.end, prefix_end(prefix))
+        kept = sorted(
+            [
+                (self.receipts.begin, self.receipts.end),
+                (self.deduplication.range().start, self.deduplication.range().stop),
+            ]
+        )
+        begin = prefix if items else self.metadata.key()
+        for kept_begin, kept_end in kept:
+            tr.clear_range(begin, kept_begin)
+            begin = kept_end
+        tr.clear_range(begin, prefix_end(prefix))

@@ -1,0 +1,165 @@
+"""Idempotent enqueue: deduplication ids remembered for a window of versions.
+
+An enqueue given a ``dedup_id`` first looks the id up in the queue's deduplication records:
+when an enqueue recorded that id less than ``dedup_window`` seconds of versions ago, the value
+is not enqueued (the call returns False); otherwise the id is recorded with the transaction's
+read version, in the same transaction as the item, so both commit or neither does. The record
+outlives the item (it is kept when the item is taken, and by ``clear``) until the window ends,
+as Amazon SQS keeps a message deduplication id for five minutes after the send.
+
+Key layout under the queue's metadata ``M = P + b"\\xff"``::
+
+    M + pack(("deduplication", "id", dedup_id))               read version (8 bytes, little)
+    M + pack(("deduplication", "expiry", version, dedup_id))   b"" (the records by age)
+
+Conflicts: an enqueue reads its id's record with a read conflict (two enqueues of one id
+cannot both commit: the second retries and finds the first's record) and nothing else with
+one, so enqueues of distinct ids never conflict. Each admitting enqueue also cleans up to
+:data:`CLEANED_PER_ENQUEUE` expired records: a snapshot range read of the oldest expiry
+entries, a clear of each, and a ``compare_and_clear`` of its record (an atomic operation that
+clears the key only while it still holds that version, so a record written again meanwhile
+stays; no read, no conflict). So the records never outgrow the ids enqueued within about one
+window, at a bounded cost per enqueue.
+
+Exactly once: the records are written in the enqueue's own transaction, which the queue's
+receipts make exactly-once under unknown results (:doc:`guarantees`): a retry after 1021
+returns what the applied attempt returned (True) instead of finding its own record.
+
+Source followed: Amazon SQS's message deduplication id (a five-minute interval), FoundationDB's
+atomic ``compare_and_clear`` (API 610) for the clean-up, and read versions as the clock
+(about 1,000,000 versions a second), as leases measure time.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import fdb.tuple
+
+from fdbqueue._checks import check_seconds
+from fdbqueue._delivery.leases import VERSIONS_PER_SECOND
+from fdbqueue._storage.store import ItemStore
+
+__all__ = [
+    "CLEANED_PER_ENQUEUE",
+    "DEFAULT_DEDUP_WINDOW",
+    "MAX_DEDUP_ID_BYTES",
+    "MAX_DEDUP_WINDOW",
+    "Deduplication",
+    "check_dedup_id",
+    "check_dedup_window",
+]
+
+#: Seconds an id is remembered by default: five minutes, as Amazon SQS.
+DEFAULT_DEDUP_WINDOW = 300.0
+#: The longest window accepted: a day.
+MAX_DEDUP_WINDOW = 24 * 60 * 60.0
+#: The longest id, packed with the tuple layer (SQS allows 128 characters).
+MAX_DEDUP_ID_BYTES = 1_000
+#: Expired records an admitting enqueue clears at most.
+CLEANED_PER_ENQUEUE = 2
+
+_VERSION = struct.Struct("<Q")
+
+
+def check_dedup_window(window: Any) -> float:
+    """Return ``window`` (seconds, > 0, at most :data:`MAX_DEDUP_WINDOW`), or raise before
+    anything is read or written.
+
+    Raises:
+        TypeError: not a number.
+        ValueError: not finite, not > 0, or over a day.
+    """
+    seconds = check_seconds(window, "dedup_window")
+    if seconds > MAX_DEDUP_WINDOW:
+        raise ValueError(f"dedup_window must be at most {MAX_DEDUP_WINDOW:.0f} s, not {window!r}")
+    return seconds
+
+
+def check_dedup_id(dedup_id: Any) -> bytes:
+    """Return ``dedup_id`` packed with the tuple layer (a str, bytes or int), or raise before
+    anything is read or written.
+
+    Raises:
+        TypeError: not a str, bytes or int (bool included), or None.
+        ValueError: empty, or over :data:`MAX_DEDUP_ID_BYTES` bytes packed.
+    """
+    if isinstance(dedup_id, bool) or not isinstance(dedup_id, (str, bytes, int)):
+        raise TypeError(f"dedup_id must be a str, bytes or int, not {type(dedup_id).__name__}")
+    if dedup_id in ("", b""):
+        raise ValueError("dedup_id must not be empty")
+    packed: bytes = fdb.tuple.pack((dedup_id,))
+    if len(packed) > MAX_DEDUP_ID_BYTES:
+        raise ValueError(
+            f"dedup_id must be at most {MAX_DEDUP_ID_BYTES} bytes packed, not {len(packed)}"
+        )
+    return packed
+
+
+class Deduplication:
+    """The deduplication records of one queue (see the module docstring).
+
+    Args:
+        store: the queue's own store (a sharded queue's, not a shard's: an id is one queue's).
+        window: seconds an id is remembered (:func:`check_dedup_window`).
+    """
+
+    def __init__(self, store: ItemStore, window: float) -> None:
+        records = store.deduplication
+        self.ids = records.subspace(("id",))
+        self.expiry = records.subspace(("expiry",))
+        self.window_versions = max(1, round(window * VERSIONS_PER_SECOND))
+
+    def admit(self, tr: Any, packed_ids: list[bytes]) -> list[bool]:
+        """Record each id not seen within the window and return, per id, whether its value
+        should be enqueued (an id repeated within ``packed_ids`` is admitted once). Runs in
+        ``tr``, the enqueue's transaction. Cost: the read version, a point read with a read
+        conflict per id (issued together), a set and a set of its expiry entry per admitted
+        id (and a clear of the entry it replaces), and the clean-up of
+        :data:`CLEANED_PER_ENQUEUE` expired records (one snapshot range read)."""
+        version: int = tr.get_read_version().wait()
+        reads = [tr.get(self.ids.key() + packed) for packed in packed_ids]
+        admitted: list[bool] = []
+        seen: set[bytes] = set()
+        for packed, read in zip(packed_ids, reads, strict=True):
+            recorded = read.wait()
+            recorded_version = _VERSION.unpack(bytes(recorded))[0] if recorded.present() else None
+            fresh = (
+                recorded_version is not None and version - recorded_version < self.window_versions
+            )
+            if packed in seen or fresh:
+                admitted.append(False)
+                continue
+            seen.add(packed)
+            if recorded_version is not None:
+                del tr[self._expiry_key(recorded_version, packed)]
+            tr[self.ids.key() + packed] = _VERSION.pack(version)
+            tr[self._expiry_key(version, packed)] = b""
+            admitted.append(True)
+        if any(admitted):
+            self.clean(tr, version)
+        return admitted
+
+    def clean(self, tr: Any, version: int) -> int:
+        """Clear up to :data:`CLEANED_PER_ENQUEUE` records that expired before ``version``;
+        return how many. Snapshot reads and blind clears: no conflict with anything."""
+        entries = tr.snapshot.get_range(
+            self.expiry.range().start, self.expiry.range().stop, limit=CLEANED_PER_ENQUEUE
+        )
+        cleaned = 0
+        for entry in entries:
+            recorded_version, dedup_id = self.expiry.unpack(bytes(entry.key))
+            if version - recorded_version < self.window_versions:
+                break
+            tr.compare_and_clear(
+                self.ids.key() + fdb.tuple.pack((dedup_id,)), _VERSION.pack(recorded_version)
+            )
+            del tr[bytes(entry.key)]
+            cleaned += 1
+        return cleaned
+
+    def _expiry_key(self, version: int, packed: bytes) -> bytes:
+        # pack((version,)) + packed is pack((version, dedup_id)): the tuple layer concatenates
+        key: bytes = self.expiry.key() + fdb.tuple.pack((version,)) + packed
+        return key
