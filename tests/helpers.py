@@ -7,14 +7,18 @@ happens when the ``fdb`` backend is in use: importing it needs libfdb_c.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 import threading
+import types
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
 
+from fdbqueue import memory
 from fdbqueue._transactions.transactional import run_in_retry_loop
+from fdbqueue.memory.injection import FaultInjector
 
 T = TypeVar("T")
 
@@ -186,3 +190,36 @@ def installed_fdb() -> Any:
     if not isinstance(binding.impl._capi, memory.client_library.ClientLibrary):
         pytest.skip("this session's fdb binding runs on a real libfdb_c")
     return binding
+
+
+@contextlib.contextmanager
+def fault_on(kind: str, applied: bool, times: int = 1) -> Iterator[list[int]]:
+    """Make the next ``times`` writing commits in this block fail with ``kind``
+    (``"commit_unknown_result"`` or ``"timed_out"``), applied (or left in flight) when
+    ``applied``; every later commit succeeds (with ``times=2`` the second fault hits the
+    transaction resolving the first's outcome). Yields a list that gets one entry per fault
+    injected (a test checks that the fault really happened)."""
+    original = FaultInjector.commit
+    numbers = itertools.count()
+    injected: list[int] = []
+
+    def commit(self: FaultInjector, request: Any, fired: list[Any]) -> int:
+        if next(numbers) >= times:
+            return original(self, request, fired)
+        faults, draws = self.faults, self._random
+        # The draws: the first picks the fault; the second applies it (1021) or leaves it in
+        # flight (1031).
+        scripted = iter([0.0, 0.0 if applied else 0.99])
+        self._random = types.SimpleNamespace(random=lambda: next(scripted, 0.99))  # type: ignore[assignment]
+        self.faults = memory.Faults(**{kind: 1.0})
+        injected.append(1)
+        try:
+            return original(self, request, fired)
+        finally:
+            self.faults, self._random = faults, draws
+
+    FaultInjector.commit = commit  # type: ignore[method-assign]
+    try:
+        yield injected
+    finally:
+        FaultInjector.commit = original  # type: ignore[method-assign]

@@ -4,11 +4,13 @@ a few per admitting enqueue, without clearing a record written again; clear() ke
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
-from helpers import all_keys, run, run_threads
+from helpers import TIMED_OUT, all_keys, fault_on, or_timed_out, run, run_threads
 
+import fdbqueue.asyncio as fa
 from fdbqueue import Queue, Subspace, memory
 from fdbqueue._delivery.deduplication import (
     CLEANED_PER_ENQUEUE,
@@ -141,3 +143,73 @@ def test_clear_keeps_the_records():
     assert queue.size(db) == 0
     assert admit(db, deduplication, "kept") == [False]
     assert all_keys(db, store.deduplication)
+
+
+# -- through Queue.enqueue and enqueue_many -------------------------------------------------
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_enqueue_with_an_id_enqueues_once_and_says_so(shards):
+    db = memory.open()
+    queue = Queue(Subspace(("jobs", shards)), shards=shards, dedup_window=10)
+    assert queue.enqueue(db, "job") is True  # no id: always
+    assert queue.enqueue(db, "once", dedup_id="order-42") is True
+    assert queue.enqueue(db, "again", dedup_id="order-42") is False
+    assert queue.enqueue_many(db, ["x", "y", "z"], dedup_ids=["x", "order-42", "x"]) == [
+        True,
+        False,
+        False,
+    ]
+    assert sorted(queue.peek_many(db, None)) == ["job", "once", "x"]
+    while queue.dequeue(db) is not None:  # taking the items does not forget the ids
+        pass
+    assert queue.enqueue(db, "again", dedup_id="order-42") is False
+    db.advance_time(11)
+    assert queue.enqueue(db, "after the window", dedup_id="order-42") is True
+    assert queue.enqueue(db, "delayed", dedup_id="later", delay=5) is True
+    assert queue.enqueue(db, "delayed", dedup_id="later", delay=5) is False
+
+
+def test_bad_ids_and_windows_change_nothing():
+    db = memory.open()
+    queue = Queue(Subspace(("bad-ids",)))
+    with pytest.raises(TypeError):
+        queue.enqueue(db, "value", dedup_id=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="2 dedup_ids for 3 values"):
+        queue.enqueue_many(db, ["a", "b", "c"], dedup_ids=["a", "b"])
+    with pytest.raises(ValueError):
+        queue.enqueue_many(db, ["a", "b"], dedup_ids=["a", ""])
+    assert queue.size(db) == 0 and all_keys(db, queue.subspace) == []
+    with pytest.raises(ValueError):
+        Queue(Subspace(("bad-window",)), dedup_window=0)
+
+
+@pytest.mark.parametrize("kind", ["commit_unknown_result", "timed_out"])
+@pytest.mark.parametrize("applied", [True, False])
+def test_a_producer_retrying_after_an_unknown_result_or_a_timeout_enqueues_once(kind, applied):
+    db = memory.open(seed=3)
+    queue = Queue(Subspace(("retrying",)))
+    with fault_on(kind, applied=applied) as injected:
+        first = or_timed_out(lambda: queue.enqueue(db, "job", dedup_id="job-1"))
+    assert injected
+    db.settle()  # a commit left in flight lands (or not) now
+    again = queue.enqueue(db, "job", dedup_id="job-1")  # the producer sends it again
+    assert queue.peek_many(db, None) == ["job"]
+    if first is TIMED_OUT:
+        assert again is (not applied)
+    else:
+        assert first is True and again is False  # 1021: the receipt answers for the attempt
+
+
+def test_the_records_of_an_asyncio_queue_are_the_same():
+    queue = fa.Queue(Subspace(("asyncio-dedup",)))
+    db = memory.open()
+
+    async def main() -> list[bool]:
+        return [
+            await queue.enqueue(db, "job", dedup_id="one"),
+            await queue.enqueue(db, "job", dedup_id="one"),
+            *(await queue.enqueue_many(db, ["a", "b"], dedup_ids=["one", "two"])),
+        ]
+
+    assert asyncio.run(main()) == [True, False, False, True]

@@ -9,23 +9,18 @@ abandoned requests age with ``db.advance_time``."""
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
-import itertools
 import threading
 import time
-import types
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import TIMED_OUT, PoisonCodec, despite_timeouts, or_timed_out
+from helpers import TIMED_OUT, PoisonCodec, despite_timeouts, fault_on, or_timed_out
 
 from fdbqueue import LeaseNotHeldError, PriorityQueue, Queue, Subspace, memory
 from fdbqueue._consuming.line import WITHDRAW_ATTEMPTS
 from fdbqueue._consuming.sessions import REGISTERED
 from fdbqueue._transactions.receipts import Receipts
-from fdbqueue.memory.injection import FaultInjector
 
 SHARDS = 4
 ABANDON_AFTER = 0.2
@@ -33,39 +28,6 @@ ABANDON_AFTER = 0.2
 
 class Died(Exception):
     """The consumer's process died here (the session is dropped without being closed)."""
-
-
-@contextlib.contextmanager
-def fault_on(kind: str, applied: bool, times: int = 1) -> Iterator[list[int]]:
-    """Make the next ``times`` writing commits in this block fail with ``kind``
-    (``"commit_unknown_result"`` or ``"timed_out"``), applied (or left in flight) when
-    ``applied``; every later commit succeeds (with ``times=2`` the second fault hits the
-    transaction resolving the first's outcome). Yields a list that gets one entry per fault
-    injected (a test checks that the fault really happened)."""
-    original = FaultInjector.commit
-    numbers = itertools.count()
-    injected: list[int] = []
-
-    def commit(self: FaultInjector, request: Any, fired: list[Any]) -> int:
-        if next(numbers) >= times:
-            return original(self, request, fired)
-        faults, draws = self.faults, self._random
-        # The draws: the first picks the fault; the second applies it (1021) or leaves it in
-        # flight (1031).
-        scripted = iter([0.0, 0.0 if applied else 0.99])
-        self._random = types.SimpleNamespace(random=lambda: next(scripted, 0.99))  # type: ignore[assignment]
-        self.faults = memory.Faults(**{kind: 1.0})
-        injected.append(1)
-        try:
-            return original(self, request, fired)
-        finally:
-            self.faults, self._random = faults, draws
-
-    FaultInjector.commit = commit  # type: ignore[method-assign]
-    try:
-        yield injected
-    finally:
-        FaultInjector.commit = original  # type: ignore[method-assign]
 
 
 def shard_of(session: Any) -> int:

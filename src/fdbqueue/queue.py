@@ -22,23 +22,27 @@ Source followed: FoundationDB's "Queues" recipe (documentation ``queues.rst`` an
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fdbqueue._checks import check_count
 from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
 from fdbqueue._delivery.claims import Leases
-from fdbqueue._delivery.delays import DelayedItems, check_delay
+from fdbqueue._delivery.deduplication import (
+    DEFAULT_DEDUP_WINDOW,
+    Deduplication,
+    check_dedup_window,
+)
+from fdbqueue._delivery.delays import DelayedItems
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
+from fdbqueue._queues.enqueueing import Enqueueing, append_at_back
 from fdbqueue._queues.leased_queue import LeasedQueue
 from fdbqueue._queues.sharded_end import ShardedEnd
 from fdbqueue._queues.shards import Parts, check_shards
-from fdbqueue._queues.stored_queue import QueueOptions, T, check_queue_arguments
+from fdbqueue._queues.stored_queue import FifoOptions, T, check_queue_arguments
 from fdbqueue._storage import taking
 from fdbqueue._storage.store import ItemStore
-from fdbqueue._transactions.receipts import exactly_once
-from fdbqueue._transactions.transactional import TransactionContext, require_writable, transactional
+from fdbqueue._transactions.transactional import TransactionContext, transactional
 from fdbqueue._transactions.waiting import check_blocking_arguments
 from fdbqueue.codecs import Codec
 
@@ -48,7 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["Queue"]
 
 
-class Queue(LeasedQueue[T]):
+class Queue(Enqueueing[T], LeasedQueue[T]):
     """A shared FIFO queue in one FoundationDB subspace.
 
     Every operation takes ``tr``: a Database or Tenant (the operation runs in its own
@@ -79,6 +83,8 @@ class Queue(LeasedQueue[T]):
         shards: how many key ranges the queue spreads over (1 to 256; default 1, the recipe's
             layout). Each shard is FIFO (bounded across shards: docs "Sharded queues").
             Recorded at the first write: another count raises QueueTypeError.
+        dedup_window: seconds an enqueue's ``dedup_id`` is remembered (default 300, as SQS;
+            at most a day): :doc:`idempotency`.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of its range (as
@@ -94,17 +100,17 @@ class Queue(LeasedQueue[T]):
 
     @overload
     def __init__(
-        self: Queue[bytes], subspace: Any, *, codec: Literal["raw"], **options: Unpack[QueueOptions]
+        self: Queue[bytes], subspace: Any, *, codec: Literal["raw"], **options: Unpack[FifoOptions]
     ) -> None: ...
 
     @overload
     def __init__(
-        self: Queue[T], subspace: Any, *, codec: Codec[T], **options: Unpack[QueueOptions]
+        self: Queue[T], subspace: Any, *, codec: Codec[T], **options: Unpack[FifoOptions]
     ) -> None: ...
 
     @overload
     def __init__(
-        self: Queue[Any], subspace: Any, *, codec: str = "tuple", **options: Unpack[QueueOptions]
+        self: Queue[Any], subspace: Any, *, codec: str = "tuple", **options: Unpack[FifoOptions]
     ) -> None: ...
 
     def __init__(
@@ -117,66 +123,20 @@ class Queue(LeasedQueue[T]):
         max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
         exactly_once: bool = True,
         shards: int = 1,
+        dedup_window: float = DEFAULT_DEDUP_WINDOW,
     ) -> None:
         seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
         count = check_shards(shards)
+        window = check_dedup_window(dedup_window)
         self._high_contention = high_contention
         self._store = ItemStore(subspace, codec, exactly_once, 1, shards=count)
+        self._deduplication = Deduplication(self._store, window)
         compose = functools.partial(_compose, max_deliveries=max_deliveries, abandon_after=seconds)
         self._parts = Parts(self, count, compose)
         if self._parts.sharded:
             self._end = ShardedEnd([part._end for part in self._parts], self._store.metric_name)
 
     # -- writing ----------------------------------------------------------------------------
-
-    def enqueue(self, tr: TransactionContext, value: T, *, delay: float | None = None) -> None:
-        """Add ``value`` at the back of the queue; with ``delay``, once that many seconds passed.
-
-        Args:
-            tr: a Database, Tenant or Transaction.
-            value: any value the queue's codec encodes, except None.
-            delay: seconds (at most 30 days) before consumers may take the item (None or 0: at
-                once); it then joins the back of the queue (:doc:`delayed-delivery`).
-
-        Raises:
-            ValueError: ``value`` is None or over 100,000 bytes encoded, a bad ``delay``, or
-                the subspace holds a PriorityQueue (:class:`~fdbqueue.QueueTypeError`).
-            TypeError: the codec cannot encode ``value``, or a wrong type of ``delay``/``tr``.
-
-        Nothing is written when an error is raised. Cost: one snapshot range read and a
-        snapshot point read (no read conflict range), one set and two atomic adds (delayed:
-        no range read): no conflicts with enqueues or dequeues.
-        """
-        self._parts.writer()._append(tr, [self._store.encode(value)], check_delay(delay))
-
-    def enqueue_many(
-        self, tr: TransactionContext, values: Iterable[T], *, delay: float | None = None
-    ) -> None:
-        """Add every value of ``values`` at the back of the queue, in order, atomically (all
-        delayed by ``delay`` seconds, as for :meth:`enqueue`, and kept in order).
-
-        Every value is checked before anything is written (a bad one changes nothing). Cost:
-        as one :meth:`enqueue`, plus one set per further value; no conflicts.
-
-        Raises:
-            ValueError, TypeError: as :meth:`enqueue`, for any value; or the batch exceeds
-                FoundationDB's 10,000,000-byte transaction limit.
-        """
-        seconds = check_delay(delay)
-        encoded = self._store.encode_many(values)
-        self._store.check_batch_fits(encoded)
-        if encoded:
-            self._parts.writer()._append(tr, encoded, seconds)
-
-    @exactly_once
-    def _append(self, tr: TransactionContext, encoded: list[bytes], delay: float = 0.0) -> None:
-        require_writable(tr, "enqueue")
-        check = functools.partial(self._store.check_type, tr, self._store.recorded_type(tr))
-        if delay:
-            check(True)
-            self._delays.put(tr, encoded, delay, ())
-        else:
-            _append_at_back(self._store, tr, encoded, check)
 
     # -- taking -----------------------------------------------------------------------------
 
@@ -314,15 +274,11 @@ class Queue(LeasedQueue[T]):
         self, database: Any, *, prefetch: int = 0, abandon_after: float = DEFAULT_ABANDON_AFTER
     ) -> Consumer:
         """Open a consumer session that dequeues and claims in line, without conflicts, FIFO
-        in request order (:doc:`high-contention`); use it in a ``with`` block, whose
-        end closes it and returns its reserved places.
-
-        Args:
-            database: a Database or Tenant (the session runs its own transactions).
-            prefetch: places in line kept reserved between calls (0: nothing reserved
-                outside a call; 1: an item then costs one transaction).
-            abandon_after: seconds after which the places of a session that died (or
-                stopped calling) go to the next in line.
+        in request order (:doc:`high-contention`); use it in a ``with`` block, whose end
+        closes it and returns its reserved places. ``database``: a Database or Tenant (the
+        session runs its own transactions); ``prefetch``: places in line kept reserved
+        between calls (0-255; 1: an item then costs one transaction); ``abandon_after``:
+        seconds after which the places of a session that died go to the next in line.
 
         Raises:
             TypeError, ValueError: not a Database, ``prefetch`` not in 0-255, ``abandon_after``.
@@ -330,7 +286,7 @@ class Queue(LeasedQueue[T]):
         return self._end.consumer(database, prefetch, abandon_after)
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
-        _append_at_back(self._store, tr, [encoded])
+        append_at_back(self._store, tr, [encoded])
 
     # -- looking ----------------------------------------------------------------------------
 
@@ -376,35 +332,6 @@ def _read_front(store: ItemStore, tr: TransactionContext, n: int, snapshot: bool
     return store.read(tr, limit=n, snapshot=snapshot)
 
 
-def _last_index(store: ItemStore, tr: TransactionContext) -> int:
-    """The index of the last item, 0 for an empty queue (snapshot read: no conflict)."""
-    last = store.read(tr, limit=1, reverse=True, snapshot=True)
-    if not last:
-        return 0
-    index: int = store.unpack_position(last[0].key)[0]
-    return index
-
-
-def _append_at_back(
-    store: ItemStore,
-    tr: TransactionContext,
-    encoded: list[bytes],
-    check_type: Callable[[bool], None] = lambda record: None,
-) -> None:
-    """Write ``encoded`` values after the last item, in order, as the recipe's enqueue does;
-    ``check_type(record)`` (:meth:`~fdbqueue._storage.store.ItemStore.check_type`) runs once the
-    last index is read, before any write."""
-    try:
-        index = _last_index(store, tr)
-    except ValueError:  # a foreign key: say first if a queue of another type is stored here
-        check_type(False)
-        raise
-    check_type(True)
-    for value in encoded:
-        index += 1
-        store.write(tr, store.item_key((index,)), value)
-
-
 def _append_due(store: ItemStore, tr: TransactionContext, encoded: bytes, _where: object) -> None:
     """Append a delayed item that fell due (a :data:`~fdbqueue._delivery.delays.Append`)."""
-    _append_at_back(store, tr, [encoded])
+    append_at_back(store, tr, [encoded])

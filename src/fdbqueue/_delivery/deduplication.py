@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_DEDUP_WINDOW",
     "MAX_DEDUP_ID_BYTES",
     "MAX_DEDUP_WINDOW",
+    "DedupId",
     "Deduplication",
     "check_dedup_id",
     "check_dedup_window",
@@ -61,6 +62,9 @@ MAX_DEDUP_ID_BYTES = 1_000
 CLEANED_PER_ENQUEUE = 2
 
 _VERSION = struct.Struct("<Q")
+
+#: What a deduplication id may be.
+DedupId = str | bytes | int
 
 
 def check_dedup_window(window: Any) -> float:

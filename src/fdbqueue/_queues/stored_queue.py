@@ -59,6 +59,12 @@ class QueueOptions(TypedDict, total=False):
     shards: int
 
 
+class FifoOptions(QueueOptions, total=False):
+    """The keyword arguments only :class:`~fdbqueue.Queue` takes besides them."""
+
+    dedup_window: float
+
+
 #: Reads one page: ``(tr, after, count)`` -> (up to ``count`` results, the last key read, or
 #: None when nothing was read; whether more may follow). ``after`` None starts at the first.
 ReadPage = Callable[[Any, "bytes | None", int], "tuple[list[T], bytes | None, bool]"]
