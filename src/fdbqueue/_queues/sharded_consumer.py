@@ -220,13 +220,7 @@ class ShardedConsumer(Consumer):
             ends = end.ends
             return [ends[k] for k in end.homes.ranked(self, range(len(ends)), settle=True)]
 
-        withdrawn = not self._sharing or end.shared.alone(self._key())
-        if withdrawn:
-            # Leaving: withdraw the session's requests and read the shards in one transaction
-            # (if it stays, its next take registers again, as after an abandoned request).
-            order: list[End] = self._session.line.withdraw(self._database, read)
-        else:  # others of this process take with the session: it stays for them
-            order = run_in_retry_loop(self._database, read)
+        order, withdrawn = self._leave_and_read(read)
         for shard in order:
             if shard is self._shard:
                 if not stay_over:
@@ -240,6 +234,20 @@ class ShardedConsumer(Consumer):
                 end.homes.took(self)
                 return value
         return None
+
+    def _leave_and_read(self, read: Callable[[Any], list[End]]) -> tuple[list[End], bool]:
+        """``read`` the shards; when no other session of this process shares the current
+        session, withdraw its requests in the same transaction (if it stays, its next take
+        registers again, as after an abandoned request), in the shard's turn so that none
+        joins it meanwhile and takes with a request being withdrawn. Returns what ``read``
+        found and whether the requests were withdrawn."""
+        if not self._sharing:
+            return self._session.line.withdraw(self._database, read), True
+        with self._end.turns[self._end.ends.index(self._shard)].turn():
+            if self._end.shared.alone(self._key()):
+                return self._session.line.withdraw(self._database, read), True
+        # Others of this process take with the session: it stays for them.
+        return run_in_retry_loop(self._database, read), False
 
     def _act(self, act: Act) -> Any:
         """``act`` on the current session, in this process's turn at its shard when shared."""
