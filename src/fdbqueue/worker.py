@@ -61,6 +61,7 @@ from typing import Any
 
 from fdbqueue import metrics
 from fdbqueue._checks import check_flag, check_seconds
+from fdbqueue._delivery.heartbeat import Heartbeat, Job
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seconds
 from fdbqueue.errors import LeaseError, QueueTypeError
 
@@ -226,63 +227,6 @@ def describe(lease: Lease[Any]) -> str:
     return f"{reprlib.repr(lease.value)} (lease {lease.id[:8]})"
 
 
-class Job:
-    """A claimed item being processed: its current lease, which the heartbeat replaces when
-    it extends it, under ``lock`` (held across every holder call on it)."""
-
-    def __init__(self, lease: Lease[Any]) -> None:
-        self.lease = lease
-        self.lock = threading.Lock()
-        self.lost = False
-
-
-class Heartbeat:
-    """One thread that extends the lease of every running job every ``lease / 3`` seconds.
-
-    Cost: per running job and beat, one transaction (a point read, a clear and a set).
-    """
-
-    def __init__(self, queue: Any, database: Any, seconds: float) -> None:
-        self.queue = queue
-        self.database = database
-        self.seconds = seconds
-        self.jobs: set[Job] = set()
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="fdbqueue-heartbeat", daemon=True)
-        self._thread.start()
-
-    @contextmanager
-    def running(self, job: Job) -> Iterator[Job]:
-        with self._lock:
-            self.jobs.add(job)
-        try:
-            yield job
-        finally:
-            with self._lock:
-                self.jobs.discard(job)
-
-    def _run(self) -> None:
-        while not self._done.wait(self.seconds / 3):
-            with self._lock:
-                jobs = list(self.jobs)
-            for job in jobs:
-                with job.lock:
-                    if job.lost:
-                        continue
-                    try:
-                        job.lease = self.queue.extend(self.database, job.lease, self.seconds)
-                    except LeaseError as error:
-                        job.lost = True
-                        logger.warning("fdbqueue: lost the lease of a running job: %s", error)
-                    except Exception as error:  # the cluster; try again at the next beat
-                        logger.warning("fdbqueue: could not extend a job's lease: %s", error)
-
-    def close(self) -> None:
-        self._done.set()
-        self._thread.join()
-
-
 def holder_call(call: Callable[[], Any], what: str) -> bool:
     """``call()`` (an ack, release or dead_letter), tried again after a timeout (1031, result
     unknown) up to :data:`HOLDER_CALL_ATTEMPTS` times. Returns False when the lease was not
@@ -310,7 +254,7 @@ class Loop:
 
     queue: Any
     database: Any
-    handler: Callable[[Any], Any]
+    handler: Callable[..., Any]  # (value), or (tr, value) when transactional
     seconds: float
     stop: threading.Event
     backoff: float
@@ -318,6 +262,7 @@ class Loop:
     summary: WorkSummary
     heartbeat: Heartbeat
     until_empty: bool = False
+    transactional: bool = False
     failures: list[BaseException] = field(default_factory=list)
     retries: Retries = field(default_factory=lambda: Retries())
 
@@ -368,6 +313,9 @@ class Loop:
 
     def process(self, job: Job) -> None:
         """Run the handler on one job, then acknowledge, release or dead-letter it."""
+        if self.transactional:
+            self.process_in_transaction(job)
+            return
         with self.heartbeat.running(job):
             try:
                 self.handler(job.lease.value)
@@ -386,6 +334,30 @@ class Loop:
                 self.summary.count("lost")
                 return
             self.settle(job, failure)
+
+    def process_in_transaction(self, job: Job) -> None:
+        """Run ``handler(tr, value)`` and acknowledge the job in one transaction, exactly
+        once (the ``transactional`` mode); when it raises, nothing of it committed: release
+        or dead-letter the job as :meth:`settle` does."""
+        with self.heartbeat.running(job), job.lock:  # the heartbeat skips it meanwhile
+            if job.lost:
+                self.summary.count("lost")
+                return
+            lease = job.lease
+            try:
+                self.queue._ack_with(self.database, lease, lambda tr: self.handler(tr, lease.value))
+            except LeaseError as error:
+                logger.warning("fdbqueue: job %s lost its lease: %s", describe(lease), error)
+                self.summary.count("lost")
+            except Exception as error:
+                self.settle(job, error)
+            except BaseException:  # SystemExit or the like: give the item back; work raises it
+                self.give_back(lease)
+                self.stop.set()
+                raise
+            else:
+                settlement(lease, None, None, 0, 0).log(lease, None)
+                self.summary.count("succeeded")
 
     def settle(self, job: Job, failure: BaseException | None) -> None:
         """Acknowledge a job that succeeded; release or dead-letter one that failed
@@ -430,7 +402,7 @@ def stop_on_signals(stop: threading.Event, enabled: bool) -> Iterator[None]:
 def work(
     queue: Any,
     database: Any,
-    handler: Callable[[Any], Any],
+    handler: Callable[..., Any],
     *,
     lease: float,
     concurrency: int = 1,
@@ -439,6 +411,7 @@ def work(
     max_backoff: float = DEFAULT_MAX_BACKOFF,
     handle_signals: bool = True,
     until_empty: bool = False,
+    transactional: bool = False,
 ) -> WorkSummary:
     """Run the worker loop on ``queue`` (see the module docstring) until ``stop`` is set.
 
@@ -450,6 +423,7 @@ def work(
         raise TypeError(f"stop must be a threading.Event or None, not {type(stop).__name__}")
     stop = stop if stop is not None else threading.Event()
     until_empty = check_flag(until_empty, "until_empty")
+    check_flag(transactional, "transactional")
     check_flag(handle_signals, "handle_signals")
     summary = WorkSummary()
     heartbeat = Heartbeat(queue, database, seconds)
@@ -464,6 +438,7 @@ def work(
         summary,
         heartbeat,
         until_empty,
+        transactional,
     )
     threads = [
         threading.Thread(target=loop.run_thread, name=f"fdbqueue-worker-{n}", daemon=True)

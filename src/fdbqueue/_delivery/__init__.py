@@ -1,8 +1,11 @@
 """Delivery beyond a plain take: leases (claim, acknowledge, release, expire into the dead
-letters) and delayed delivery.
+letters), delayed delivery, idempotent enqueue, and the worker loop's heartbeat.
 
-* :mod:`~fdbqueue._delivery.leases`: claims and the lease records.
+* :mod:`~fdbqueue._delivery.leases`: the lease records and what their holder does.
+* :mod:`~fdbqueue._delivery.claims`: claiming, redelivery, the move to the dead letters.
 * :mod:`~fdbqueue._delivery.delays`: items that fall due later, promoted by consumers.
+* :mod:`~fdbqueue._delivery.deduplication`: ids of idempotent enqueues, kept for a window.
+* :mod:`~fdbqueue._delivery.heartbeat`: extending the leases of the worker loop's jobs.
 
 It builds on :mod:`fdbqueue._storage`.
 """

@@ -129,6 +129,19 @@ class LeasedQueue(DeadLetteredQueue[T]):
     def _ack(self, tr: TransactionContext, lease: Lease[Any]) -> None:
         self._leases.holds.ack(tr, lease)
 
+    def _ack_with(self, database: Any, lease: Lease[Any], body: Callable[[Any], object]) -> None:
+        """Run ``body(tr)``, then acknowledge ``lease``, in one transaction of ``database``,
+        exactly once by the receipts of the lease's shard (the worker's ``transactional``
+        mode): what ``body`` writes and the acknowledgement commit together or not at all.
+        Raises what ``body`` raises, or what :meth:`ack` raises; nothing commits then."""
+        part = self._holder(lease, "ack")
+
+        def body_then_ack(tr: Any) -> None:
+            body(tr)
+            part._leases.holds.ack(tr, lease)
+
+        part._store.receipts.run(database, body_then_ack)
+
     def release(
         self, tr: TransactionContext, lease: Lease[Any], *, delay: float | None = None
     ) -> None:
@@ -193,7 +206,7 @@ class LeasedQueue(DeadLetteredQueue[T]):
     def work(
         self,
         database: Any,
-        handler: Callable[[T], object],
+        handler: Callable[[T], object] | Callable[[Any, T], object],
         *,
         lease: float,
         concurrency: int = 1,
@@ -202,6 +215,7 @@ class LeasedQueue(DeadLetteredQueue[T]):
         max_backoff: float = worker.DEFAULT_MAX_BACKOFF,
         handle_signals: bool = True,
         until_empty: bool = False,
+        transactional: bool = False,
     ) -> worker.WorkSummary:
         """Process items with ``handler`` until ``stop`` is set: claim, run, acknowledge; on
         an exception release with a backoff delay, or move to the dead letters on the last
@@ -223,6 +237,10 @@ class LeasedQueue(DeadLetteredQueue[T]):
             until_empty: return once nothing is claimable and each item this run failed
                 was retried to an end (waiting at most ``max_backoff`` + 0.25 s for it):
                 a batch run, like rq's burst mode.
+            transactional: call ``handler(tr, value)`` inside the transaction that
+                acknowledges the item, so that its writes and the acknowledgement commit
+                together, exactly once (:doc:`worker`, "Exactly-once processing"); the
+                handler must finish within FoundationDB's five seconds.
 
         Returns:
             A :class:`~fdbqueue.worker.WorkSummary`: jobs succeeded, retried, dead-lettered,
@@ -252,4 +270,5 @@ class LeasedQueue(DeadLetteredQueue[T]):
             max_backoff=max_backoff,
             handle_signals=handle_signals,
             until_empty=until_empty,
+            transactional=transactional,
         )

@@ -229,12 +229,14 @@ class _StoredQueue(Generic[S, T]):
         max_backoff: float = worker.DEFAULT_MAX_BACKOFF,
         handle_signals: bool = True,
         until_empty: bool = False,
+        transactional: bool = False,
     ) -> worker.WorkSummary:
         """The worker loop with tasks (:mod:`fdbqueue.asyncio._worker`):
         :meth:`fdbqueue.Queue.work`'s arguments and contract, with ``stop`` an ``asyncio.Event``,
         ``concurrency`` tasks, and ``handler`` a coroutine function (awaited) or a plain function
         (run in the loop's default executor). Cancelling the awaiting task cancels running jobs;
-        their items are released.
+        their items are released. With ``transactional=True``, ``handler(tr, value)`` must be a
+        plain function: it runs inside the acknowledging transaction, on the loop.
 
         Raises:
             TypeError, ValueError: a bad argument (nothing is read or written).
@@ -252,6 +254,7 @@ class _StoredQueue(Generic[S, T]):
             max_backoff=max_backoff,
             handle_signals=handle_signals,
             until_empty=until_empty,
+            transactional=transactional,
         )
 
 

@@ -39,6 +39,7 @@ from typing import Any
 from fdbqueue import metrics
 from fdbqueue._checks import check_flag
 from fdbqueue._delivery.leases import Lease
+from fdbqueue.asyncio import _bridge as bridge
 from fdbqueue.errors import LeaseError, QueueTypeError
 from fdbqueue.worker import (
     CLAIM_ERROR_BACKOFF,
@@ -108,11 +109,12 @@ class AsyncLoop:
         self,
         queue: Any,
         database: Any,
-        handler: Callable[[Any], Any],
+        handler: Callable[..., Any],
         seconds: float,
         stop: asyncio.Event,
         backoff: tuple[float, float],
         until_empty: bool,
+        transactional: bool = False,
     ) -> None:
         self.queue = queue
         self.database = database
@@ -121,6 +123,7 @@ class AsyncLoop:
         self.stop = stop
         self.backoff = backoff
         self.until_empty = until_empty
+        self.transactional = transactional
         self.summary = WorkSummary()
         self.retries = Retries()
         self.max_deliveries: int | None = queue.sync.max_deliveries
@@ -195,6 +198,9 @@ class AsyncLoop:
         """Run the handler on one job with its heartbeat, then settle it. Cancelled (or
         stopped by SystemExit) meanwhile, it releases the item and raises; a cancellation
         that arrives while the job is settled waits for the settlement, then is raised."""
+        if self.transactional:
+            await self.process_in_transaction(job)
+            return
         beating = asyncio.ensure_future(self.heartbeat(job))
         failure: BaseException | None = None
         try:
@@ -209,6 +215,30 @@ class AsyncLoop:
             raise
         beating.cancel()
         await finish(self.end(job, beating, failure, give_back=False))
+
+    async def process_in_transaction(self, job: AsyncJob) -> None:
+        """Run ``handler(tr, value)`` and acknowledge the job in one transaction, exactly
+        once (the ``transactional`` mode; no heartbeat: the transaction lasts at most five
+        seconds); when it raises, nothing of it committed: release or dead-letter the job."""
+        lease = job.lease
+        try:
+            await bridge.run(
+                self.queue.sync._ack_with,
+                self.database,
+                lease,
+                lambda tr: self.handler(tr, lease.value),
+            )
+        except LeaseError as error:
+            logger.warning("fdbqueue: a job lost its lease: %s", error)
+            self.summary.count("lost")
+        except Exception as error:
+            await finish(self.settle(lease, error))
+        except BaseException:  # cancelled before its commit: nothing applied, give it back
+            await finish(self.give_back(lease))
+            raise
+        else:
+            settlement(lease, None, None, 0, 0).log(lease, None)
+            self.summary.count("succeeded")
 
     async def end(
         self,
@@ -285,7 +315,7 @@ async def stop_on_signals(stop: asyncio.Event, enabled: bool) -> AsyncIterator[N
 async def work(
     queue: Any,
     database: Any,
-    handler: Callable[[Any], Any],
+    handler: Callable[..., Any],
     *,
     lease: float,
     concurrency: int = 1,
@@ -294,6 +324,7 @@ async def work(
     max_backoff: float = 300.0,
     handle_signals: bool = True,
     until_empty: bool = False,
+    transactional: bool = False,
 ) -> WorkSummary:
     """Run the worker loop on the asynchronous ``queue`` until ``stop`` is set (see the
     module docstring); arguments as :meth:`fdbqueue.Queue.work`, with ``stop`` an
@@ -307,7 +338,13 @@ async def work(
         raise TypeError(f"stop must be an asyncio.Event or None, not {type(stop).__name__}")
     check_flag(handle_signals, "handle_signals")
     call = type(handler).__call__  # an object whose __call__ is a coroutine function counts
-    if not (inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)):
+    coroutine = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
+    if check_flag(transactional, "transactional") and coroutine:
+        raise TypeError(
+            "a transactional handler must be a plain function handler(tr, value): it runs "
+            "inside the transaction that acknowledges the item"
+        )
+    if not coroutine and not transactional:
         handler = _in_executor(handler)
     loop = AsyncLoop(
         queue,
@@ -317,6 +354,7 @@ async def work(
         stop if stop is not None else asyncio.Event(),
         (float(backoff), float(max_backoff)),
         check_flag(until_empty, "until_empty"),
+        transactional,
     )
     logger.info(
         "fdbqueue: worker started on %s: %d task%s, leases of %.1fs",
