@@ -9,6 +9,7 @@ import itertools
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 from helpers import run, run_threads
@@ -103,10 +104,7 @@ def test_a_turn_passes_on_when_its_holder_raises():
 def test_one_process_draining_a_sharded_queue_with_plain_takes_never_conflicts(threads):
     """More threads than shards (4 per shard) or as many: they settle in their own shards or
     take turns in a shared one; every item is taken once and no transaction conflicts."""
-    db = memory.open(latency=memory.Latency(commit=0.002))
-    queue = Queue(Subspace(("homes",)), shards=4)
-    for start in range(0, 200, 10):
-        queue.enqueue_many(db, list(range(start, start + 10)))
+    db, queue = loaded("homes", 200, commit=0.002)
     taken: list[int] = []
     lock = threading.Lock()
 
@@ -141,10 +139,7 @@ def test_fewer_consumers_than_shards_still_visit_every_shard_in_turn(monkeypatch
 
 
 def test_threads_claiming_from_a_sharded_queue_get_every_item_once():
-    db = memory.open(latency=memory.Latency(commit=0.001))
-    queue = Queue(Subspace(("claims",)), shards=4)
-    for start in range(0, 120, 10):
-        queue.enqueue_many(db, list(range(start, start + 10)))
+    db, queue = loaded("claims", 120, commit=0.001)
     taken: list[int] = []
     lock = threading.Lock()
 
@@ -242,10 +237,7 @@ def test_sessions_of_one_process_at_one_shard_share_one_place_in_its_line():
     """16 sessions on 4 shards: four at home in each shard take turns with one session
     there, so each line holds one request of this process, not four; every item is taken
     once, and no transaction conflicts."""
-    db = memory.open(latency=memory.Latency(commit=0.001))
-    queue = Queue(Subspace(("shared-sessions",)), shards=4)
-    for start in range(0, 320, 10):
-        queue.enqueue_many(db, list(range(start, start + 10)))
+    db, queue = loaded("shared-sessions", 320, commit=0.001)
     taken: list[int] = []
     in_line: list[int] = []
     lock = threading.Lock()
@@ -268,6 +260,16 @@ def test_sessions_of_one_process_at_one_shard_share_one_place_in_its_line():
     assert in_line == [4]  # one request per shard, each session's prefetch shared
     assert queue.requests_in_line(db) == 0  # the last to leave each shard withdrew
     assert db.stats()["conflicts"] == 0
+
+
+def loaded(name: str, items: int, commit: float) -> tuple[Any, Queue[Any]]:
+    """A database with ``commit`` seconds of commit latency and a 4-shard queue holding
+    0 to ``items - 1``, enqueued ten at a time (a batch goes to one shard, the shards in turn)."""
+    db = memory.open(latency=memory.Latency(commit=commit))
+    queue: Queue[Any] = Queue(Subspace((name,)), shards=4)
+    for start in range(0, items, 10):
+        queue.enqueue_many(db, list(range(start, start + 10)))
+    return db, queue
 
 
 class Consumer:
