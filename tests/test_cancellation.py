@@ -156,6 +156,16 @@ def check_enqueue_many(queue: Any, db: Any, _prepared: Any, outcome: Any) -> Non
     assert remaining(queue, db) == expected
 
 
+def check_enqueue_deduplicated(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
+    """A cancelled enqueue recorded no id; one that returned recorded it: sent again, the
+    value is enqueued once in all."""
+    cancelled = outcome is asyncio.CancelledError
+    assert cancelled or outcome is True
+    assert remaining(queue, db) == ([] if cancelled else ["x"])
+    assert queue.sync.enqueue(db, "x", dedup_id="x-1") is cancelled
+    assert remaining(queue, db) == ["x"]
+
+
 def check_take_one(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
     if outcome is asyncio.CancelledError:
         assert remaining(queue, db) == ["a", "b"]
@@ -257,6 +267,11 @@ CASES: dict[str, Case] = {
     "enqueue_many": Case(
         lambda q, db: None, lambda q, db, _: q.enqueue_many(db, ["x", "y"]), check_enqueue_many
     ),
+    "enqueue with a dedup_id": Case(
+        lambda q, db: None,
+        lambda q, db, _: q.enqueue(db, "x", dedup_id="x-1"),
+        check_enqueue_deduplicated,
+    ),
     "dequeue": Case(two_items, lambda q, db, _: q.dequeue(db), check_take_one),
     "dequeue_many": Case(two_items, lambda q, db, _: q.dequeue_many(db, 2), check_take_two),
     "dequeue in line": Case(
@@ -293,6 +308,7 @@ CASES.update(
         f"sharded {name}": replace(CASES[name], shards=4)
         for name in [
             "enqueue_many",
+            "enqueue with a dedup_id",
             "dequeue",
             "dequeue_many",
             "dequeue in line",

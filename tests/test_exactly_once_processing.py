@@ -115,3 +115,30 @@ def test_asyncio_refuses_a_coroutine_as_a_transactional_handler():
 
     with pytest.raises(TypeError, match="plain function"):
         asyncio.run(queue.work(db, handler, lease=10, transactional=True))
+
+
+@pytest.mark.parametrize("after", [0.0, 0.004, 0.012, 0.03])
+def test_cancelling_an_asyncio_transactional_worker_loses_nothing_and_repeats_nothing(after):
+    """Cancelled at any point (before a claim, during a handler's transaction, around its
+    commit): each item's effect committed once with its acknowledgement, or not at all and
+    the item is still there (queued, or released to be claimed again)."""
+    db = memory.open(latency=memory.Latency(read=0.0005, commit=0.002))
+    queue = fa.Queue(Subspace(("async-cancelled", after)))
+
+    async def main() -> None:
+        await queue.enqueue_many(db, range(8))
+        task = asyncio.ensure_future(
+            queue.work(db, effect, lease=10, concurrency=2, transactional=True)
+        )
+        await asyncio.sleep(after)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    done = effects(db)
+    assert set(done.values()) <= {1}  # nothing twice
+    info = queue.sync.info(db)
+    assert info.leases_in_flight == info.expired_leases  # none held: released ones wait
+    left = queue.sync.peek_many(db, None) + [lease.value for lease in queue.sync.leases(db, None)]
+    assert sorted([*done, *left]) == list(range(8))  # nothing lost
