@@ -892,3 +892,31 @@ def test_another_shard_count_is_refused_in_one_line(db, subspace):
     assert "has 4 shards: drop --shards 2" in line
     assert fails(db, "--queue", jobs, "push", "--shards", "0", "b", code=2)
     assert Queue(subspace["sharded"], shards=4).size(db) == 1
+
+
+def test_push_with_a_dedup_id_pushes_once(db, subspace):
+    jobs = queue_path(subspace, "deduplicated")
+    assert ok(db, "--queue", jobs, "push", "job", "--dedup-id", "job-1") == "pushed 'job'\n"
+    again = ok(db, "--queue", jobs, "push", "job", "--dedup-id", "job-1")
+    assert again.startswith("nothing pushed: dedup id 'job-1'")
+    said = json.loads(ok(db, "--json", "--queue", jobs, "push", "job", "--dedup-id", "job-1"))
+    assert said["pushed"] is None and said["dedup_id"] == "job-1"
+    assert Queue(subspace["deduplicated"]).peek_many(db, None) == ["job"]
+    assert "--dedup-id" in "\n".join(
+        fails(db, "--queue", jobs, "push", "x", "--dedup-id", "", code=2)
+    )
+    tasks = queue_path(subspace, "tasks")
+    fails(
+        db,
+        "--priority-queue",
+        "--queue",
+        tasks,
+        "push",
+        "x",
+        "--priority",
+        "1",
+        "--dedup-id",
+        "a",
+        code=2,
+    )
+    assert Queue(subspace["deduplicated"]).size(db) == 1

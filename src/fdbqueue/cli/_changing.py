@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from fdbqueue._delivery.deduplication import check_dedup_id
 from fdbqueue._delivery.delays import check_delay
 from fdbqueue.cli._context import (
     TAIL_WAIT,
@@ -36,18 +37,31 @@ from fdbqueue.queue import Queue
     show_default="none",
     help="Seconds before consumers may take it.",
 )
+@click.option(
+    "--dedup-id",
+    default=None,
+    help="Push only if no push with this id was accepted within the queue's dedup window "
+    "(300 s; queues only).",
+)
 @shared_options()
 @click.pass_obj
 def push(
-    context: Context, value: str, priority: int | None, as_int: bool, delay: float | None
+    context: Context,
+    value: str,
+    priority: int | None,
+    as_int: bool,
+    delay: float | None,
+    dedup_id: str | None,
 ) -> None:
     """Add VALUE to the queue (a string; bytes with --codec raw; --int for an integer;
-    with --codec json, VALUE is parsed as JSON). Creates the queue."""
+    with --codec json, VALUE is parsed as JSON). Creates the queue. With --dedup-id, a push
+    whose id was seen within the window pushes nothing and says so (exit status 0)."""
     queue = context.queue()
     item = parsed_value(value, as_int, context.codec)
     for check, what in (
         (lambda: queue.codec.encode(item), "VALUE"),
         (lambda: check_delay(delay), "--delay"),
+        (lambda: dedup_id is None or check_dedup_id(dedup_id), "--dedup-id"),
     ):
         try:  # checked before anything is read or written
             check()
@@ -56,11 +70,22 @@ def push(
     if isinstance(queue, PriorityQueue):
         if priority is None:
             raise click.UsageError("a priority queue needs --priority")
+        if dedup_id is not None:
+            raise click.UsageError("--dedup-id applies to queues, not priority queues")
         guarded(lambda: queue.push(context.database(), item, priority=priority, delay=delay))
+        pushed = True
     else:
         if priority is not None:
             raise click.UsageError("--priority applies to priority queues (--priority-queue)")
-        guarded(lambda: queue.enqueue(context.database(), item, delay=delay))
+        pushed = guarded(
+            lambda: queue.enqueue(context.database(), item, delay=delay, dedup_id=dedup_id)
+        )
+    if not pushed:
+        context.emit(
+            {"pushed": None, "seen": item, "dedup_id": dedup_id},
+            f"nothing pushed: dedup id {dedup_id!r} was accepted within the window",
+        )
+        return
     context.emit(
         {"pushed": item, "priority": priority, "delay": delay},
         f"pushed {item!r}" + (f", due in {delay:g}s" if delay else ""),
