@@ -22,6 +22,7 @@ Source followed: FoundationDB's "Queues" recipe (documentation ``queues.rst`` an
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fdbqueue._checks import check_count
@@ -286,7 +287,8 @@ class Queue(Enqueueing[T], LeasedQueue[T]):
         return self._end.consumer(database, prefetch, abandon_after)
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
-        append_at_back(self._store, tr, [encoded])
+        group = self._store.groups.group_of(item_key)
+        append_at_back(self._store, tr, [encoded], group=group)
 
     # -- looking ----------------------------------------------------------------------------
 
@@ -303,7 +305,9 @@ class Queue(Enqueueing[T], LeasedQueue[T]):
         the queue up to just past the first item (the whole queue range when empty)."""
         if self._parts.sharded:  # the front of the first shard (in shard order) holding one
             return next((v for part in self._parts if (v := part.peek(tr)) is not None), None)
-        first: T | None = taking.peek_first(self._store, tr)  # the front, with a conflict range
+        turns = self._store.groups.front(tr, 1, False, list)  # a group's turn first
+        candidates = itertools.chain(turns, taking.forward(self._store, tr, 1, snapshot=False))
+        first: T | None = taking.peek_first(self._store, tr, candidates)
         return first
 
 
@@ -328,10 +332,14 @@ def _compose(
 
 
 def _read_front(store: ItemStore, tr: TransactionContext, n: int, snapshot: bool) -> list[Any]:
-    """The queue's first ``n`` items (a :data:`~fdbqueue._consuming.ends.ReadEnd`)."""
-    return store.read(tr, limit=n, snapshot=snapshot)
+    """The queue's first ``n`` items, its groups' turns among them (a
+    :data:`~fdbqueue._consuming.ends.ReadEnd`)."""
+    return store.groups.front(tr, n, snapshot, lambda: store.read(tr, limit=n, snapshot=snapshot))
 
 
-def _append_due(store: ItemStore, tr: TransactionContext, encoded: bytes, _where: object) -> None:
-    """Append a delayed item that fell due (a :data:`~fdbqueue._delivery.delays.Append`)."""
-    append_at_back(store, tr, [encoded])
+def _append_due(
+    store: ItemStore, tr: TransactionContext, encoded: bytes, where: tuple[Any, ...]
+) -> None:
+    """Append a delayed item that fell due at the back of the queue, or of its group when
+    ``where`` names one (a :data:`~fdbqueue._delivery.delays.Append`)."""
+    append_at_back(store, tr, [encoded], group=where[0] if where else None)

@@ -294,6 +294,7 @@ class Leases:
     ) -> int:
         """Move a lease's item to the dead letters; return the bytes written (about)."""
         self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
+        self.store.groups.finished(tr, item_key)
         metrics.add("dead_lettered", **self.store.metric_attributes)
         return set_bytes(len(self.leases_begin) + 32, len(item_key) + len(reason.encode()) + 16)
 
@@ -312,7 +313,8 @@ class Leases:
         key: bytes = self.leases.pack((expiry_version, lease_id))
         tr[key] = fdb.tuple.pack((item_key, deliveries, held_id))
         metrics.add("claimed", **self.store.metric_attributes)
-        return Lease(value, lease_id.hex(), deliveries, expiry_version, key)
+        group = self.store.groups.group_of(item_key)
+        return Lease(value, lease_id.hex(), deliveries, expiry_version, key, group)
 
     def in_flight(self, tr: AnyContext, limit: int, after: bytes | None = None) -> list[Lease[Any]]:
         """Up to ``limit`` leases, soonest expiry first (expired and released ones included),
@@ -328,10 +330,11 @@ class Leases:
         unpacked = [fdb.tuple.unpack(bytes(kv.value)) for kv in records]
         values = [self.store.held.get(reader, held_id) for _key, _n, held_id in unpacked]
         found = []
-        for kv, (_item_key, deliveries, _held_id), stored in zip(
+        for kv, (item_key, deliveries, _held_id), stored in zip(
             records, unpacked, values, strict=True
         ):
             expiry_version, lease_id = self.leases.unpack(kv.key)
             value = decode_or_undecodable(self.store.codec, bytes(stored))
-            found.append(Lease(value, lease_id.hex(), deliveries, expiry_version, kv.key))
+            group = self.store.groups.group_of(item_key)
+            found.append(Lease(value, lease_id.hex(), deliveries, expiry_version, kv.key, group))
         return found

@@ -95,6 +95,8 @@ class Lease(Generic[T_co]):
         expiry_version: the read version after which the lease has expired (about
             1,000,000 versions per second).
         key: where the lease is stored (internal; ``ack`` and ``release`` use it).
+        group: the item's message group, or None for an item without one
+            (:doc:`groups`).
     """
 
     value: T_co
@@ -102,6 +104,7 @@ class Lease(Generic[T_co]):
     deliveries: int
     expiry_version: int
     key: bytes = field(repr=False)
+    group: Any = None
 
 
 def check_lease_seconds(seconds: Any) -> float:
@@ -247,7 +250,9 @@ class LeaseHolds:
         """
         record = self._held(tr, lease, "ack")
         del tr[lease.key]
-        self.store.held.drop(tr, fdb.tuple.unpack(record)[2])
+        item_key, _deliveries, held_id = fdb.tuple.unpack(record)
+        self.store.held.drop(tr, held_id)
+        self.store.groups.finished(tr, item_key)
         metrics.add("acknowledged", **self.store.metric_attributes)
 
     def ack_many(self, tr: AnyContext, leases: list[Lease[Any]]) -> None:
@@ -273,7 +278,9 @@ class LeaseHolds:
         ]
         for lease, record in zip(leases, records, strict=True):
             del tr[lease.key]
-            self.store.held.drop(tr, fdb.tuple.unpack(record)[2])
+            item_key, _deliveries, held_id = fdb.tuple.unpack(record)
+            self.store.held.drop(tr, held_id)
+            self.store.groups.finished(tr, item_key)
         metrics.add("acknowledged", len(leases), **self.store.metric_attributes)
 
     def release(self, tr: AnyContext, lease: Any, seconds: float = 0.0) -> None:
@@ -306,6 +313,7 @@ class LeaseHolds:
         del tr[lease.key]
         item_key, deliveries, held_id = fdb.tuple.unpack(record)
         self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
+        self.store.groups.finished(tr, item_key)
         metrics.add("dead_lettered", **self.store.metric_attributes)
 
     def extend(self, tr: AnyContext, lease: Any, seconds: float) -> Lease[Any]:
@@ -320,4 +328,4 @@ class LeaseHolds:
         expiry_version = tr.get_read_version().wait() + lease_versions(seconds)
         key: bytes = self.leases.pack((expiry_version, bytes.fromhex(lease.id)))
         tr[key] = record
-        return Lease(lease.value, lease.id, lease.deliveries, expiry_version, key)
+        return Lease(lease.value, lease.id, lease.deliveries, expiry_version, key, lease.group)

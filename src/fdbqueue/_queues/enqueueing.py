@@ -22,7 +22,8 @@ from fdbqueue._delivery.deduplication import DedupId, Deduplication, check_dedup
 from fdbqueue._delivery.delays import DelayedItems, check_delay
 from fdbqueue._queues.shards import Parts
 from fdbqueue._queues.stored_queue import T
-from fdbqueue._storage.store import ItemStore
+from fdbqueue._storage.groups import Group, check_group
+from fdbqueue._storage.store import MAX_KEY_BYTES, ItemStore
 from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import TransactionContext, require_writable
 
@@ -44,6 +45,7 @@ class Enqueueing(Generic[T]):
         *,
         delay: float | None = None,
         dedup_id: DedupId | None = None,
+        group: Group | None = None,
     ) -> bool:
         """Add ``value`` at the back of the queue; with ``delay``, once that many seconds passed.
 
@@ -55,6 +57,9 @@ class Enqueueing(Generic[T]):
             dedup_id: a str, bytes or int naming this enqueue: when an enqueue with the same
                 id was accepted within ``dedup_window`` seconds, nothing is enqueued
                 (:doc:`idempotency`).
+            group: a str, bytes, int or tuple naming the item's message group: items of
+                one group are taken in enqueue order, at most one at a time under leases, and
+                groups are served in turn (:doc:`groups`). None: no group.
 
         Returns:
             True when the value was enqueued; False when ``dedup_id`` was seen in the window.
@@ -64,17 +69,22 @@ class Enqueueing(Generic[T]):
                 ``dedup_id``, or the subspace holds a PriorityQueue
                 (:class:`~fdbqueue.QueueTypeError`).
             TypeError: the codec cannot encode ``value``, or a wrong type of ``delay``,
-                ``dedup_id`` or ``tr``.
+                ``dedup_id``, ``group`` or ``tr``.
 
         Nothing is written when an error is raised. Cost: one snapshot range read and a
         snapshot point read (no read conflict range), one set and two atomic adds (delayed:
         no range read): no conflicts with enqueues or dequeues. With ``dedup_id``: a point
         read with a read conflict on the id's record and two sets (an enqueue of the same id
-        may conflict, no other), and the clean-up of two expired records.
+        may conflict, no other), and the clean-up of two expired records. With ``group``: a
+        point read with a read conflict on the group's active record (an enqueue conflicts
+        only with the take that empties the group), and, when it makes the group active, a
+        snapshot range read, two sets and an atomic add (:doc:`groups`).
         """
         ids = None if dedup_id is None else [check_dedup_id(dedup_id)]
         encoded = [self._store.encode(value)]
-        return _append(self._parts.writer(), tr, encoded, check_delay(delay), self._dedup(ids))[0]
+        seconds = check_delay(delay)
+        part = self._part_for(group, seconds)
+        return _append(part, tr, encoded, seconds, self._dedup(ids), group)[0]
 
     def enqueue_many(
         self,
@@ -83,10 +93,12 @@ class Enqueueing(Generic[T]):
         *,
         delay: float | None = None,
         dedup_ids: Iterable[DedupId] | None = None,
+        group: Group | None = None,
     ) -> list[bool]:
         """Add every value of ``values`` at the back of the queue, in order, atomically (all
         delayed by ``delay`` seconds, as for :meth:`enqueue`, and kept in order); with
-        ``dedup_ids`` (one per value), those whose id was seen are left out.
+        ``dedup_ids`` (one per value), those whose id was seen are left out; with ``group``,
+        all into that group, in order.
 
         Every value is checked before anything is written (a bad one changes nothing). Cost:
         as one :meth:`enqueue`, plus one set per further value (and per id); no conflicts.
@@ -100,6 +112,7 @@ class Enqueueing(Generic[T]):
                 10,000,000-byte transaction limit.
         """
         seconds = check_delay(delay)
+        part = self._part_for(group, seconds)
         encoded = self._store.encode_many(values)
         ids = None if dedup_ids is None else [check_dedup_id(i) for i in dedup_ids]
         if ids is not None and len(ids) != len(encoded):
@@ -107,7 +120,23 @@ class Enqueueing(Generic[T]):
         self._store.check_batch_fits(encoded)
         if not encoded:
             return []
-        return _append(self._parts.writer(), tr, encoded, seconds, self._dedup(ids))
+        return _append(part, tr, encoded, seconds, self._dedup(ids), group)
+
+    def _part_for(self, group: Any, delay: float) -> Any:
+        """The part (shard) an enqueue writes to: the next in turn, or the group's; raise
+        before anything is written when ``group`` cannot name a group of this queue."""
+        if group is None:
+            return self._parts.writer()
+        part = self._parts.for_group(check_group(group))
+        longest = part._store.groups.longest_key(group)
+        if longest > MAX_KEY_BYTES:
+            raise ValueError(
+                f"the group's keys would be up to {longest:,} bytes with this queue's prefix, "
+                f"more than FoundationDB's {MAX_KEY_BYTES:,}: use a shorter group"
+            )
+        if delay:
+            part._delays.check_key((group,))
+        return part
 
     def _dedup(self, ids: list[bytes] | None) -> tuple[Deduplication, list[bytes]] | None:
         return None if ids is None else (self._deduplication, ids)
@@ -120,9 +149,11 @@ def _append(
     encoded: list[bytes],
     delay: float,
     dedup: tuple[Deduplication, list[bytes]] | None,
+    group: Group | None,
 ) -> list[bool]:
-    """Write ``encoded`` at the back of ``part`` (a shard, or the queue), delayed by ``delay``
-    seconds; with ``dedup``, only the values whose id it admits. Per value, whether written."""
+    """Write ``encoded`` at the back of ``part`` (a shard, or the queue), or of its ``group``,
+    delayed by ``delay`` seconds; with ``dedup``, only the values whose id it admits. Per
+    value, whether written."""
     require_writable(tr, "enqueue")
     admitted = [True] * len(encoded) if dedup is None else dedup[0].admit(tr, dedup[1])
     written = [value for value, admit in zip(encoded, admitted, strict=True) if admit]
@@ -131,9 +162,9 @@ def _append(
         check = functools.partial(store.check_type, tr, store.recorded_type(tr))
         if delay:
             check(True)
-            part._delays.put(tr, written, delay, ())
+            part._delays.put(tr, written, delay, () if group is None else (group,))
         else:
-            append_at_back(store, tr, written, check)
+            append_at_back(store, tr, written, check, group)
     return admitted
 
 
@@ -151,10 +182,16 @@ def append_at_back(
     tr: TransactionContext,
     encoded: list[bytes],
     check_type: Callable[[bool], None] = lambda record: None,
+    group: Group | None = None,
 ) -> None:
-    """Write ``encoded`` values after the last item, in order, as the recipe's enqueue does;
+    """Write ``encoded`` values after the last item, in order, as the recipe's enqueue does,
+    or after the last item of ``group`` (:mod:`fdbqueue._storage.groups`);
     ``check_type(record)`` (:meth:`~fdbqueue._storage.store.ItemStore.check_type`) runs once the
     last index is read, before any write."""
+    if group is not None:
+        check_type(True)
+        store.groups.append(tr, group, encoded)
+        return
     try:
         index = _last_index(store, tr)
     except ValueError:  # a foreign key: say first if a queue of another type is stored here

@@ -31,8 +31,11 @@ from __future__ import annotations
 
 import itertools
 import random
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
+
+import fdb.tuple
 
 from fdbqueue._storage.store import ItemStore
 
@@ -121,6 +124,11 @@ class Parts(Sequence[P]):
         """The part the next write goes to: the parts in turn (thread-safe: ``next`` on a
         count is atomic in CPython)."""
         return self._parts[next(self._turn) % len(self._parts)]
+
+    def for_group(self, group: Any) -> P:
+        """The part that holds ``group``'s items: a group lives in one shard, chosen by a
+        CRC-32 of the group packed by the tuple layer (stable across processes)."""
+        return self._parts[zlib.crc32(fdb.tuple.pack((group,))) % len(self._parts)]
 
     def holds_key(self, key: bytes) -> bool:
         """Whether ``key`` lies under one of the parts' (shards') leases."""

@@ -10,6 +10,7 @@ Key layout of a queue whose subspace has the prefix ``P`` (bytes)::
     P + b"\\xff" + pack(("line", end)) + stamp ...       consumer sessions' requests
     P + b"\\xff" + pack(("receipts", ...))                   exactly-once receipts
     P + b"\\xff" + pack(("deduplication", ...))              ids of idempotent enqueues
+    P + b"\\xff" + pack(("grouped"|"group"|"turns"|"groups", ...))  message groups
 
 Items live exactly where FoundationDB's recipes put them, so ``subspace.range()`` holds items
 and nothing else. Everything else the library keeps lives under ``P + b"\\xff"``: that byte
@@ -40,6 +41,7 @@ from fdbqueue import metrics
 from fdbqueue._checks import check_flag
 from fdbqueue._keys import describe_key
 from fdbqueue._storage.dead_letters import DeadLetters
+from fdbqueue._storage.groups import Groups
 from fdbqueue._storage.held import HeldValues
 from fdbqueue._storage.transaction_bytes import MAX_TRANSACTION_BYTES, set_bytes
 from fdbqueue._storage.type_records import TypeRecords, type_name
@@ -190,6 +192,8 @@ class ItemStore(TypeRecords):
         self.deduplication = self.metadata.subspace(("deduplication",))
         self.held = HeldValues(self.metadata)
         self.dead_letters = DeadLetters(self.metadata, self.codec, self.held)
+        #: message groups (fdbqueue._storage.groups)
+        self.groups = Groups(self)
 
     # -- values -----------------------------------------------------------------------------
 
@@ -239,15 +243,16 @@ class ItemStore(TypeRecords):
 
     # -- keys -------------------------------------------------------------------------------
 
-    def item_key(self, position: tuple[Any, ...]) -> bytes:
-        """Return the key ``subspace.pack(position + (random element,))`` for a new item.
+    def item_key(self, position: tuple[Any, ...], subspace: Subspace | None = None) -> bytes:
+        """Return the key ``subspace.pack(position + (random element,))`` for a new item
+        (``subspace``: the queue's, unless another is given, as a group's items).
 
         Raises:
             ValueError: the key would exceed FoundationDB's 10,000-byte key limit, or an
                 element of ``position`` is out of the tuple layer's range.
         """
         try:
-            key: bytes = self.subspace.pack((*position, random_element()))
+            key: bytes = (subspace or self.subspace).pack((*position, random_element()))
         except (ValueError, OverflowError, struct.error) as error:  # an int beyond 255 bytes
             raise ValueError(f"cannot make an item key from {position!r}: {error}") from None
         if len(key) > MAX_KEY_BYTES:
@@ -265,6 +270,9 @@ class ItemStore(TypeRecords):
                 ``leading_integers`` integers): the subspace holds data that is not this
                 queue's, such as another queue nested in it. The message names the key.
         """
+        if self.groups.items.contains(key):  # a group's item (fdbqueue._storage.groups)
+            grouped: tuple[Any, ...] = self.groups.items.unpack(key)
+            return grouped
         try:
             position: tuple[Any, ...] = self.subspace.unpack(key)
         except Exception as error:  # the tuple layer raises several types on bad input

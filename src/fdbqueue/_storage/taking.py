@@ -119,9 +119,10 @@ def take(
         budget: the most bytes (values, keys, overheads) the items taken and quarantined
             may add to the transaction; None for no budget. At least one item is always
             taken or quarantined.
-        moving: the caller writes each taken value elsewhere in this transaction (a
-            lease, a served result), so the budget counts the values; False when it only
-            returns them (a dequeue: the budget then counts clears and quarantines).
+        moving: the caller writes each taken value into a lease in this transaction, so
+            the budget counts the values, and a group's item keeps its group without a turn
+            until the lease ends (:mod:`fdbqueue._storage.groups`); False when it only returns
+            them (a dequeue: the budget then counts clears and quarantines).
         codec_record: the future of :meth:`~fdbqueue._storage.store.ItemStore.recorded_codec`, when
             the caller issued it with its own reads (None: the take issues it).
 
@@ -155,6 +156,7 @@ def take(
                 return Taken(taken, quarantined, budget_spent=True)
             spent += cost
             del tr[item.key]
+            store.groups.taken(tr, item, holding=moving)  # a group's item: its turn ends
             try:
                 value = store.codec.decode(encoded)
             except Exception as error:  # a codec may raise anything on foreign bytes

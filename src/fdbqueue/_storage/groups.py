@@ -1,0 +1,232 @@
+"""Message groups: items of one group taken in enqueue order, one at a time under leases, and
+the groups served in turn (:class:`Groups`).
+
+Key layout under a queue's (or shard's) metadata subspace ``M``::
+
+    M + pack(("grouped", group, index, random))  -> encoded value   a group's items, FIFO
+    M + pack(("group", group))                   -> b""             the group is active
+    M + pack(("turns", turn, group))             -> head item key   the groups in turn
+    M + pack(("groups",))                        -> int64 LE        active groups (atomic add)
+
+A group is *active* from its first item's enqueue until it has no item left and none in a
+lease. An active group whose next item may be taken has one *turn*: an entry in the ring of
+turns, whose value is the key of the group's first item. A take reads the first turns with one
+range read and their first items with point reads issued together; taking a group's item
+clears its turn, and, unless the item goes into a lease, gives the group a new turn after the
+last one when it has more items (round robin: a group's backlog delays another group by at
+most one turn). A leased item's group gets its next turn when the lease ends (acknowledged or
+dead-lettered); when the lease expires or is released, the same item is delivered again
+first, and the group stays without a turn meanwhile: at most one item of a group is in
+flight, and claims never see a busy group, so they pass over it at no cost.
+
+What conflicts: turns are written blind (a snapshot read finds the last turn), so takes of
+different groups in line never conflict. An enqueue reads the group's active record (a read
+conflict on that one key), so it conflicts only with the transaction that makes the group
+active or inactive at the same time; otherwise enqueues to a group conflict with nothing.
+
+Items without a group stay where FoundationDB's "Queues" recipe puts them; when both are
+waiting, a take serves a group's turn or the ungrouped front with even odds.
+
+Source followed: SQS FIFO queues' message groups (one group's messages in order, one in
+flight) and fair queues; QuiCK (CloudKit's queue on FoundationDB), a queue of queues.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import fdb.tuple
+
+from fdbqueue._transactions.transactional import AnyContext
+
+if TYPE_CHECKING:
+    from fdbqueue._storage.store import ItemStore
+
+__all__ = ["MAX_GROUP_BYTES", "Group", "GroupedItem", "Groups", "check_group"]
+
+#: What names a group: a str, bytes, an int or a tuple of such values (the tuple layer's).
+Group = str | bytes | int | tuple[Any, ...]
+#: The most bytes a group may take packed by the tuple layer (SQS allows 128 characters).
+MAX_GROUP_BYTES = 1_024
+_COUNTER = struct.Struct("<q")
+
+
+def check_group(group: Any) -> Group:
+    """Return ``group`` when it can name a group, or raise before anything is written.
+
+    Raises:
+        TypeError: not a str, bytes, int or tuple (a bool is refused), or a tuple holding
+            what the tuple layer cannot pack.
+        ValueError: packed, it takes over :data:`MAX_GROUP_BYTES` bytes.
+    """
+    if isinstance(group, bool) or not isinstance(group, (str, bytes, int, tuple)):
+        raise TypeError(f"group must be a str, bytes, int or tuple, not {type(group).__name__}")
+    try:
+        packed = fdb.tuple.pack((group,))
+    except Exception as error:  # the tuple layer raises several types on what it cannot pack
+        raise TypeError(f"group {group!r} cannot be packed by the tuple layer: {error}") from None
+    if len(packed) > MAX_GROUP_BYTES:
+        raise ValueError(f"group is {len(packed):,} bytes packed, more than {MAX_GROUP_BYTES:,}")
+    return group
+
+
+class GroupedItem:
+    """A group's first item, as a take reads it: a KeyValue (``key``, ``value``) that also
+    carries the key of the group's turn and the group."""
+
+    __slots__ = ("group", "key", "turn_key", "value")
+
+    def __init__(self, key: bytes, value: bytes, turn_key: bytes, group: Group) -> None:
+        self.key = key
+        self.value = value
+        self.turn_key = turn_key
+        self.group = group
+
+
+class Groups:
+    """The message groups of one queue, or of one shard (see the module docstring).
+
+    Args:
+        store: the queue's (or shard's) store: its metadata subspace holds the groups, and
+            its :meth:`~fdbqueue._storage.store.ItemStore.write` writes their items.
+    """
+
+    def __init__(self, store: ItemStore) -> None:
+        metadata = store.metadata
+        self.items = metadata.subspace(("grouped",))
+        self.active = metadata.subspace(("group",))
+        self.turns = metadata.subspace(("turns",))
+        self.turns_begin: bytes = self.turns.range().start
+        self.turns_end: bytes = self.turns.range().stop
+        self.count_key: bytes = metadata.pack(("groups",))
+        self._store = store
+
+    def longest_key(self, group: Group) -> int:
+        """The length of the longest key a group's item or turn can have, in bytes."""
+        item = self.items.pack((group, 2**64, bytes(40)))  # worst index; random fully escaped
+        turn = self.turns.pack((2**64, group))
+        return max(len(item), len(turn))
+
+    def group_of(self, item_key: bytes) -> Group | None:
+        """The group of an item key; None for an item without a group."""
+        if not self.items.contains(item_key):
+            return None
+        group: Group = self.items.unpack(item_key)[0]
+        return group
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def append(self, tr: AnyContext, group: Group, encoded: list[bytes]) -> None:
+        """Write ``encoded`` values after the group's last item, in order; make the group
+        active with a turn after the last one when it was not.
+
+        Cost: a point read of the active record (a read conflict on that key), a snapshot
+        range read of the group's last item, one set per value and two atomic adds (as any
+        item); for a group made active, a snapshot range read of the last turn, two sets
+        and an atomic add.
+        """
+        active = tr.get(self.active.pack((group,)))
+        members = self.items.range((group,))
+        last = list(tr.snapshot.get_range(members.start, members.stop, limit=1, reverse=True))
+        index: int = self.items.unpack(last[0].key)[1] if last else 0
+        keys = []
+        for value in encoded:
+            index += 1
+            key = self._store.item_key((group, index), self.items)
+            self._store.write(tr, key, value)
+            keys.append(key)
+        if not active.present():
+            tr[self.active.pack((group,))] = b""
+            tr.add(self.count_key, _COUNTER.pack(1))
+            head = keys[0] if not last else self._first(tr, group)
+            self._add_turn(tr, group, head)
+
+    def _first(self, tr: AnyContext, group: Group) -> bytes | None:
+        """The key of the group's first item (a range read with a read conflict), or None."""
+        members = self.items.range((group,))
+        first = list(tr.get_range(members.start, members.stop, limit=1))
+        return bytes(first[0].key) if first else None
+
+    def _add_turn(self, tr: AnyContext, group: Group, head: bytes | None) -> None:
+        """Give ``group`` a turn after the last, whose first item is ``head``."""
+        if head is None:
+            return
+        last = list(tr.snapshot.get_range(self.turns_begin, self.turns_end, limit=1, reverse=True))
+        turn: int = self.turns.unpack(last[0].key)[0] + 1 if last else 1
+        tr[self.turns.pack((turn, group))] = head
+
+    # -- taking -----------------------------------------------------------------------------
+
+    def front(
+        self, tr: AnyContext, n: int, snapshot: bool, read_items: Callable[[], list[Any]]
+    ) -> list[Any]:
+        """Up to ``n`` items in take order: ``read_items()`` (the items without a group, read
+        by the caller) and the first items of the first ``n`` groups in turn, interleaved.
+
+        Cost: a snapshot point read of the active groups' count, issued before
+        ``read_items`` (its round trip overlaps); when a group is active, a range read of the
+        first ``n`` turns and a point read of each turn's item, issued together (with read
+        conflicts unless ``snapshot``).
+        """
+        count = tr.snapshot.get(self.count_key)
+        items = read_items()
+        if not count.present() or _COUNTER.unpack(bytes(count))[0] <= 0:
+            return items
+        reader: Any = tr.snapshot if snapshot else tr
+        turns = list(reader.get_range(self.turns_begin, self.turns_end, limit=n))
+        values = [reader.get(bytes(turn.value)) for turn in turns]
+        heads = [
+            self._head(turn, value)
+            for turn, value in zip(turns, values, strict=True)
+            if value.present()
+        ]
+        if not heads or not items:
+            return heads or items
+        first, second = (heads, items) if random.random() < 0.5 else (items, heads)
+        pairs = itertools.zip_longest(first, second)
+        merged = [item for pair in pairs for item in pair if item is not None]
+        return merged[:n]
+
+    def _head(self, turn: Any, value: Any) -> GroupedItem:
+        """The first item of a turn (a KeyValue of the ring) whose value ``value`` was read."""
+        group = self.turns.unpack(turn.key)[1]
+        return GroupedItem(bytes(turn.value), bytes(value), bytes(turn.key), group)
+
+    def taken(self, tr: AnyContext, item: Any, holding: bool) -> None:
+        """Note that a take cleared ``item`` (a KeyValue from :meth:`front`): a group's item
+        ends the group's turn; unless ``holding`` (it goes into a lease), the group gets
+        its next turn now (:meth:`finished`). Nothing for an item without a group."""
+        if not isinstance(item, GroupedItem):
+            return
+        del tr[item.turn_key]
+        if not holding:
+            self._next_turn(tr, item.group)
+
+    def finished(self, tr: AnyContext, item_key: bytes) -> None:
+        """Note that the lease of the item ``item_key`` ended for good (acknowledged or
+        dead-lettered): its group gets its next turn, or becomes inactive when it has no
+        item left. Cost: a range read of the group's first item (read conflict), and a
+        snapshot range read and a set, or a clear and an atomic add."""
+        group = self.group_of(item_key)
+        if group is not None:
+            self._next_turn(tr, group)
+
+    def _next_turn(self, tr: AnyContext, group: Group) -> None:
+        head = self._first(tr, group)
+        if head is not None:
+            self._add_turn(tr, group, head)
+            return
+        del tr[self.active.pack((group,))]
+        tr.add(self.count_key, _COUNTER.pack(-1))
+
+    # -- looking ----------------------------------------------------------------------------
+
+    def active_count(self, tr: AnyContext) -> int:
+        """How many groups are active (have items, or one in a lease). Cost: a snapshot point
+        read."""
+        count = tr.snapshot.get(self.count_key)
+        return max(0, _COUNTER.unpack(bytes(count))[0]) if count.present() else 0
