@@ -198,7 +198,9 @@ def test_json_reports_every_figure_per_phase_mode_and_consumer_count():
             assert r["conflicts_per_item"] == 0
             expected = 1 if r["mode"] == "plain" else 2
             assert r["transactions_per_item"] == expected
-            assert expected - 1e-9 <= r["transaction_times_per_item"] <= expected + 0.25
+            # the take's two hint reads (delayed items, message groups) overlap its read of
+            # the front, but the figure counts every read as a round trip of its own
+            assert expected - 1e-9 <= r["transaction_times_per_item"] <= expected + 0.4
 
 
 def test_transaction_times_count_the_consumers_only_from_the_database_counters():

@@ -75,6 +75,8 @@ def test_info_reports_size_oldest_requests_leases_and_dead_letters(db, subspace)
         "expired_leases": 0,
         "dead_letters": 1,
         "delayed": 1,
+        "groups": 0,
+        "groups_in_flight": 0,
         "codec": "tuple",
     }
     text = ok(db, "--queue", jobs, "info")
@@ -920,3 +922,33 @@ def test_push_with_a_dedup_id_pushes_once(db, subspace):
         code=2,
     )
     assert Queue(subspace["deduplicated"]).size(db) == 1
+
+
+def test_push_with_a_group_and_info_counts_the_groups(db, subspace):
+    jobs = queue_path(subspace, "grouped")
+    assert ok(db, "--queue", jobs, "push", "a1", "--group", "tenant-a") == (
+        "pushed 'a1' to group 'tenant-a'\n"
+    )
+    ok(db, "--queue", jobs, "push", "a2", "--group", "tenant-a")
+    said = json.loads(ok(db, "--json", "--queue", jobs, "push", "b1", "--group", "tenant-b"))
+    assert said["group"] == "tenant-b"
+    queue = Queue(subspace["grouped"])
+    lease = queue.claim(db, 30)
+    assert lease is not None and lease.group == "tenant-a"
+    facts = json.loads(ok(db, "--json", "--queue", jobs, "info"))
+    assert (facts["groups"], facts["groups_in_flight"], facts["size"]) == (2, 1, 2)
+    assert "groups in flight" in ok(db, "--queue", jobs, "info")
+    tasks = queue_path(subspace, "grouped-tasks")
+    fails(
+        db,
+        "--priority-queue",
+        "--queue",
+        tasks,
+        "push",
+        "x",
+        "--priority",
+        "1",
+        "--group",
+        "a",
+        code=2,
+    )

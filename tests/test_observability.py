@@ -78,6 +78,22 @@ def test_counters_of_a_queue_life(db, subspace):
     assert counting.of("fdbqueue.wait.duration", queue=name) == 1
 
 
+def test_groups_with_items_and_in_flight_count_up_and_down(db, subspace):
+    queue = Queue(subspace)
+    name = metrics.queue_name(subspace.key())
+    counting = Counting()
+    queue.enqueue_many(db, ["a1", "a2"], group="a")
+    queue.enqueue(db, "b1", group="b")
+    assert counting.of("fdbqueue.groups.active", queue=name) == 2
+    first = queue.claim(db, lease=10)
+    assert counting.of("fdbqueue.groups.in_flight", queue=name) == 1
+    queue.ack(db, first)
+    assert counting.of("fdbqueue.groups.in_flight", queue=name) == 0
+    while queue.dequeue(db) is not None:
+        pass
+    assert counting.of("fdbqueue.groups.active", queue=name) == 0
+
+
 def test_a_sharded_queue_counts_under_its_own_name_with_each_shard_number(db, subspace):
     queue = Queue(subspace, shards=4)
     name = metrics.queue_name(subspace.key())

@@ -24,7 +24,12 @@ so that a sum over ``fdbqueue.shard`` is the queue's figure; the transaction cou
 * ``fdbqueue.transactions.unknown_results``: commits with an unknown result (1021),
   resolved by receipts;
 * ``fdbqueue.wait.duration`` (a histogram, seconds): how long blocking takes and claims
-  waited.
+  waited;
+* ``fdbqueue.groups.active`` (an up-down counter): message groups made active (a first
+  item enqueued) minus those made inactive (no item left, none in a lease): summed over every
+  process since the queue was new, the groups with items;
+* ``fdbqueue.groups.in_flight`` (an up-down counter): groups whose item went into a lease
+  minus those whose lease ended for good: summed likewise, the groups with an item in flight.
 
 When counted: an operation's counts are kept while its transaction runs and recorded once it
 committed (a retried attempt's counts are dropped), when fdbqueue runs the transaction (given
@@ -45,7 +50,15 @@ from typing import Any
 
 from fdbqueue._keys import describe_key
 
-__all__ = ["COUNTERS", "add", "committed", "pending", "queue_name", "record_wait"]
+__all__ = [
+    "COUNTERS",
+    "UP_DOWN_COUNTERS",
+    "add",
+    "committed",
+    "pending",
+    "queue_name",
+    "record_wait",
+]
 
 #: counter key -> (instrument name, unit, description)
 COUNTERS: dict[str, tuple[str, str, str]] = {
@@ -69,6 +82,15 @@ COUNTERS: dict[str, tuple[str, str, str]] = {
     ),
 }
 WAIT = ("fdbqueue.wait.duration", "s", "Seconds blocking takes and claims waited")
+#: up-down counter key -> (instrument name, unit, description): these also count down
+UP_DOWN_COUNTERS: dict[str, tuple[str, str, str]] = {
+    "groups_active": ("fdbqueue.groups.active", "{group}", "Message groups with items"),
+    "groups_in_flight": (
+        "fdbqueue.groups.in_flight",
+        "{group}",
+        "Message groups with an item in a lease",
+    ),
+}
 
 _instruments: dict[str, Any] = {}
 #: counts of the attempt running in this context, recorded once it commits (None: no attempt)
@@ -106,6 +128,11 @@ def _instrument(key: str) -> Any:
             _instruments[key] = None
         elif key == "wait":
             _instruments[key] = meter.create_histogram(WAIT[0], unit=WAIT[1], description=WAIT[2])
+        elif key in UP_DOWN_COUNTERS:
+            name, unit, description = UP_DOWN_COUNTERS[key]
+            _instruments[key] = meter.create_up_down_counter(
+                name, unit=unit, description=description
+            )
         else:
             name, unit, description = COUNTERS[key]
             _instruments[key] = meter.create_counter(name, unit=unit, description=description)
@@ -125,12 +152,13 @@ def _record(key: str, amount: int, attributes: dict[str, Any]) -> None:
 
 
 def add(key: str, amount: int = 1, *, at_once: bool = False, **attributes: Any) -> None:
-    """Count ``amount`` for the counter ``key`` (of :data:`COUNTERS`); inside an attempt
+    """Count ``amount`` for the counter ``key`` (of :data:`COUNTERS`, or of
+    :data:`UP_DOWN_COUNTERS`, the only ones that take a negative ``amount``); inside an attempt
     (:func:`pending`) once it commits, unless ``at_once`` (what happened to the attempt
     itself: a retry, an unknown result), else now. Attributes are given as keywords:
     ``queue`` becomes ``fdbqueue.queue``, ``shard`` ``fdbqueue.shard``, ``code``
     ``fdbqueue.error.code``."""
-    if amount <= 0:
+    if amount == 0 or (amount < 0 and key not in UP_DOWN_COUNTERS):
         return
     named = {f"fdbqueue.{'error.code' if k == 'code' else k}": v for k, v in attributes.items()}
     counts = None if at_once else _pending.get()

@@ -305,7 +305,7 @@ class StoredQueue(Generic[T]):
     def info(self, tr: TransactionContext) -> QueueInfo:
         """Return figures about the queue (:class:`~fdbqueue.QueueInfo`): the size
         counter, the front value, requests in line, leases in flight and expired, dead
-        letters and delayed items, all read at one read version.
+        letters, delayed items and message groups, all read at one read version.
 
         Given a Database, one transaction; given a Transaction, read in it. Every read is a
         snapshot read: no conflicts.
@@ -315,8 +315,8 @@ class StoredQueue(Generic[T]):
                 something else).
 
         Cost: a read version, a point read (the size), a range read of the front item, and
-        range reads that count every request in line, lease record, dead letter record and
-        delayed record (10,000 keys each; the
+        range reads that count every request in line, lease record, dead letter record,
+        delayed record and group's turn (10,000 keys each; the
         binding returns the small records with their keys; held values are not read). The
         counts are exact and uncapped, so the cost grows with those records, and
         FoundationDB's five-second transaction limit bounds how many one call can count
@@ -332,6 +332,8 @@ class StoredQueue(Generic[T]):
         dead = self._store.dead_letters
         lines = metadata.range(("line",))
         front = self._peek_page(reader, None, 1)[0]
+        groups = self._store.groups
+        active = groups.active_count(reader)
         return QueueInfo(
             size=self._store.size(reader),
             oldest=front[0] if front else None,
@@ -343,6 +345,8 @@ class StoredQueue(Generic[T]):
             dead_letters=count_keys(reader, dead.begin, dead.end),
             delayed=count_keys(reader, self._delays.begin, self._delays.end),
             read_version=read_version,
+            groups=active,
+            groups_in_flight=active - count_keys(reader, groups.turns_begin, groups.turns_end),
         )
 
     @exactly_once

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import fdb.tuple
 
+from fdbqueue import metrics
 from fdbqueue._transactions.transactional import AnyContext
 
 if TYPE_CHECKING:
@@ -142,6 +143,7 @@ class Groups:
         if not active.present():
             tr[self.active.pack((group,))] = b""
             tr.add(self.count_key, _COUNTER.pack(1))
+            metrics.add("groups_active", **self._store.metric_attributes)
             head = keys[0] if not last else self._first(tr, group)
             self._add_turn(tr, group, head)
 
@@ -203,7 +205,9 @@ class Groups:
         if not isinstance(item, GroupedItem):
             return
         del tr[item.turn_key]
-        if not holding:
+        if holding:
+            metrics.add("groups_in_flight", **self._store.metric_attributes)
+        else:
             self._next_turn(tr, item.group)
 
     def finished(self, tr: AnyContext, item_key: bytes) -> None:
@@ -213,6 +217,7 @@ class Groups:
         snapshot range read and a set, or a clear and an atomic add."""
         group = self.group_of(item_key)
         if group is not None:
+            metrics.add("groups_in_flight", -1, **self._store.metric_attributes)
             self._next_turn(tr, group)
 
     def _next_turn(self, tr: AnyContext, group: Group) -> None:
@@ -222,11 +227,12 @@ class Groups:
             return
         del tr[self.active.pack((group,))]
         tr.add(self.count_key, _COUNTER.pack(-1))
+        metrics.add("groups_active", -1, **self._store.metric_attributes)
 
     # -- looking ----------------------------------------------------------------------------
 
     def active_count(self, tr: AnyContext) -> int:
         """How many groups are active (have items, or one in a lease). Cost: a snapshot point
         read."""
-        count = tr.snapshot.get(self.count_key)
+        count = getattr(tr, "snapshot", tr).get(self.count_key)
         return max(0, _COUNTER.unpack(bytes(count))[0]) if count.present() else 0

@@ -30,6 +30,9 @@ class QueueInfo:
         dead_letters: dead letters.
         delayed: delayed items not promoted into the queue yet (due or not).
         read_version: the read version the figures were read at.
+        groups: message groups with items or an item in a lease (:doc:`groups`).
+        groups_in_flight: of those, the ones whose item is in a lease: their next item waits
+            for its end.
         shards: a sharded queue's figures per shard, shard 0 first (the fields above are
             their sums); empty for a queue of one shard.
     """
@@ -42,4 +45,6 @@ class QueueInfo:
     dead_letters: int
     delayed: int
     read_version: int
+    groups: int = 0
+    groups_in_flight: int = 0
     shards: tuple[QueueInfo, ...] = ()

@@ -12,6 +12,7 @@ import click
 
 from fdbqueue._delivery.deduplication import check_dedup_id
 from fdbqueue._delivery.delays import check_delay
+from fdbqueue._storage.groups import check_group
 from fdbqueue.cli._context import (
     TAIL_WAIT,
     Context,
@@ -43,6 +44,12 @@ from fdbqueue.queue import Queue
     help="Push only if no push with this id was accepted within the queue's dedup window "
     "(300 s; queues only).",
 )
+@click.option(
+    "--group",
+    default=None,
+    help="The message group (a string): one group's items are taken in push order, one at a "
+    "time under leases, and groups take turns (queues only).",
+)
 @shared_options()
 @click.pass_obj
 def push(
@@ -52,6 +59,7 @@ def push(
     as_int: bool,
     delay: float | None,
     dedup_id: str | None,
+    group: str | None,
 ) -> None:
     """Add VALUE to the queue (a string; bytes with --codec raw; --int for an integer;
     with --codec json, VALUE is parsed as JSON). Creates the queue. With --dedup-id, a push
@@ -62,6 +70,7 @@ def push(
         (lambda: queue.codec.encode(item), "VALUE"),
         (lambda: check_delay(delay), "--delay"),
         (lambda: dedup_id is None or check_dedup_id(dedup_id), "--dedup-id"),
+        (lambda: group is None or check_group(group), "--group"),
     ):
         try:  # checked before anything is read or written
             check()
@@ -70,15 +79,18 @@ def push(
     if isinstance(queue, PriorityQueue):
         if priority is None:
             raise click.UsageError("a priority queue needs --priority")
-        if dedup_id is not None:
-            raise click.UsageError("--dedup-id applies to queues, not priority queues")
+        for option, given in (("--dedup-id", dedup_id), ("--group", group)):
+            if given is not None:
+                raise click.UsageError(f"{option} applies to queues, not priority queues")
         guarded(lambda: queue.push(context.database(), item, priority=priority, delay=delay))
         pushed = True
     else:
         if priority is not None:
             raise click.UsageError("--priority applies to priority queues (--priority-queue)")
         pushed = guarded(
-            lambda: queue.enqueue(context.database(), item, delay=delay, dedup_id=dedup_id)
+            lambda: queue.enqueue(
+                context.database(), item, delay=delay, dedup_id=dedup_id, group=group
+            )
         )
     if not pushed:
         context.emit(
@@ -87,8 +99,10 @@ def push(
         )
         return
     context.emit(
-        {"pushed": item, "priority": priority, "delay": delay},
-        f"pushed {item!r}" + (f", due in {delay:g}s" if delay else ""),
+        {"pushed": item, "priority": priority, "delay": delay, "group": group},
+        f"pushed {item!r}"
+        + (f" to group {group!r}" if group is not None else "")
+        + (f", due in {delay:g}s" if delay else ""),
     )
 
 

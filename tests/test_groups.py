@@ -1,0 +1,392 @@
+"""Message groups (fdbqueue._storage.groups): items of one group come out in enqueue order on
+every path, at most one of a group is in flight under leases (the next once the lease ends for
+good; the same one again first when it expires or is released), groups are served in turn so
+that a backlog delays another group by at most one turn, and nothing is lost or repeated under
+threads, faults, dead letters, delays and clear()."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from typing import Any
+
+import pytest
+from helpers import PoisonCodec, all_keys, despite_timeouts, run, run_threads
+
+import fdbqueue.asyncio as fa
+from fdbqueue import LeaseNotHeldError, Queue, Subspace, memory
+from fdbqueue._storage.groups import MAX_GROUP_BYTES
+
+EVERY_FAULT = memory.Faults(
+    not_committed=0.05, commit_unknown_result=0.15, transaction_too_old=0.05, timed_out=0.05
+)
+LAYOUTS = [
+    pytest.param({}, id="plain"),
+    pytest.param({"high_contention": True}, id="in-line"),
+    pytest.param({"shards": 4}, id="sharded"),
+]
+
+
+def drain(db: Any, queue: Queue[Any]) -> list[Any]:
+    values = []
+    while (value := queue.dequeue(db)) is not None:
+        values.append(value)
+    return values
+
+
+def per_group(values: list[str]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = collections.defaultdict(list)
+    for value in values:
+        groups[value.split("-")[0]].append(value)
+    return dict(groups)
+
+
+def group_items(name: str, n: int) -> list[str]:
+    return [f"{name}-{i:04d}" for i in range(n)]
+
+
+def invariant(db: Any, queue: Queue[Any]) -> None:
+    """Every shard's records agree: a group is active exactly while it has items or one in a
+    lease; it has a turn exactly when it has items and none in a lease, whose value is its
+    first item; the count of active groups is right."""
+    for part in queue._parts:
+        store = part._store
+        groups = store.groups
+        keys = dict(all_keys(db, Subspace(rawPrefix=store.metadata.key())))
+        items: dict[Any, list[bytes]] = collections.defaultdict(list)
+        for key in sorted(k for k in keys if groups.items.contains(k)):
+            items[groups.items.unpack(key)[0]].append(key)
+        leased = {g for lease in part.leases(db, limit=10_000) if (g := lease.group) is not None}
+        active = {groups.active.unpack(k)[0] for k in keys if groups.active.contains(k)}
+        turns = {groups.turns.unpack(k)[1]: v for k, v in keys.items() if groups.turns.contains(k)}
+        assert active == set(items) | leased
+        assert set(turns) == set(items) - leased
+        assert all(turns[g] == items[g][0] for g in turns)
+        assert groups.active_count(db.create_transaction()) == len(active)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_each_groups_items_come_out_in_enqueue_order_and_groups_take_turns(layout):
+    db = memory.open()
+    queue = Queue(Subspace(("groups", str(layout))), **layout)
+    for name in "abc":
+        queue.enqueue_many(db, group_items(name, 3), group=name)
+    taken = drain(db, queue)
+    assert per_group(taken) == {name: group_items(name, 3) for name in "abc"}
+    if not layout:  # one key range: round robin over the groups, in the order they came
+        assert taken == ["a-0000", "b-0000", "c-0000", "a-0001", "b-0001", "c-0001"] + [
+            "a-0002",
+            "b-0002",
+            "c-0002",
+        ]
+    invariant(db, queue)
+
+
+def test_a_backlog_delays_other_groups_by_at_most_one_turn():
+    db = memory.open()
+    queue = Queue(Subspace(("fair",)))
+    for start in range(0, 1000, 250):
+        queue.enqueue_many(db, [f"big-{i}" for i in range(start, start + 250)], group="big")
+    for g in range(100):
+        queue.enqueue_many(db, group_items(f"small{g}", 10), group=f"small{g}")
+    taken = [queue.dequeue(db) for _ in range(2000)]
+    last_small = max(i for i, value in enumerate(taken) if value.startswith("small"))
+    assert last_small < 10 * 101  # ten rounds of 101 turns
+    assert taken[0] == "big-0" and taken[1] == "small0-0000"
+
+
+def test_dequeue_many_takes_groups_in_turn_in_one_transaction():
+    db = memory.open()
+    queue = Queue(Subspace(("many",)))
+    queue.enqueue_many(db, group_items("a", 3), group="a")
+    queue.enqueue_many(db, group_items("b", 1), group="b")
+    assert queue.dequeue_many(db, 3) == ["a-0000", "b-0000", "a-0001"]
+    assert queue.dequeue_many(db, 3) == ["a-0002"]
+    invariant(db, queue)
+
+
+def test_items_with_and_without_a_group_all_come_out():
+    db = memory.open()
+    queue = Queue(Subspace(("mixed",)))
+    queue.enqueue_many(db, group_items("u", 20))
+    queue.enqueue_many(db, group_items("g", 20), group="g")
+    taken = drain(db, queue)
+    assert per_group(taken) == {"u": group_items("u", 20), "g": group_items("g", 20)}
+    assert queue.size(db) == 0
+    invariant(db, queue)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_at_most_one_item_of_a_group_is_in_flight(layout):
+    db = memory.open()
+    queue = Queue(Subspace(("flight", str(layout))), **layout)
+    queue.enqueue_many(db, group_items("a", 3), group="a")
+    queue.enqueue_many(db, group_items("b", 1), group="b")
+    first, second = queue.claim(db, 10), queue.claim(db, 10)
+    assert first is not None and second is not None
+    assert {first.value, second.value} == {"a-0000", "b-0000"}
+    assert {first.group, second.group} == {"a", "b"}
+    assert queue.claim(db, 10) is None  # a is busy, b has no more: claims pass over a
+    a_lease = first if first.group == "a" else second
+    queue.ack(db, a_lease)
+    follow = queue.claim(db, 10)
+    assert follow is not None and follow.value == "a-0001" and follow.group == "a"
+    queue.dead_letter(db, follow, "broken")  # a dead letter ends the lease: the next follows
+    last = queue.claim(db, 10)
+    assert last is not None and last.value == "a-0002"
+    invariant(db, queue)
+
+
+def test_an_expired_or_released_lease_delivers_the_same_item_again_first():
+    db = memory.open()
+    queue = Queue(Subspace(("expiry",)))
+    queue.enqueue_many(db, group_items("a", 2), group="a")
+    lease = queue.claim(db, 5)  # the consumer dies holding it
+    assert lease is not None
+    db.advance_time(6)
+    again = queue.claim(db, 5)
+    assert again is not None and (again.value, again.deliveries) == ("a-0000", 2)
+    assert queue.claim(db, 5) is None
+    queue.release(db, again)
+    third = queue.claim(db, 5)
+    assert third is not None and (third.value, third.deliveries) == ("a-0000", 3)
+    queue.ack(db, third)
+    assert queue.claim(db, 5).value == "a-0001"  # type: ignore[union-attr]
+
+
+def test_a_group_whose_item_runs_out_of_deliveries_goes_on_with_its_next_item():
+    db = memory.open()
+    queue = Queue(Subspace(("deliveries",)), max_deliveries=1)
+    queue.enqueue_many(db, group_items("a", 2), group="a")
+    assert queue.claim(db, 5) is not None
+    db.advance_time(6)
+    nxt = queue.claim(db, 5)  # the expired item becomes a dead letter on the way
+    assert nxt is not None and nxt.value == "a-0001"
+    assert [letter.value for letter in queue.dead_letters(db)] == ["a-0000"]
+    invariant(db, queue)
+
+
+def test_a_requeued_dead_letter_goes_back_to_the_back_of_its_group():
+    db = memory.open()
+    queue = Queue(Subspace(("requeue",)))
+    queue.enqueue_many(db, group_items("a", 2), group="a")
+    lease = queue.claim(db, 5)
+    assert lease is not None
+    queue.dead_letter(db, lease, "later")
+    assert queue.requeue_dead_letters(db) == 1
+    assert drain(db, queue) == ["a-0001", "a-0000"]
+    invariant(db, queue)
+
+
+def test_a_poison_item_of_a_group_moves_aside_and_the_group_goes_on():
+    db = memory.open()
+    queue = Queue(Subspace(("poison",)), codec=PoisonCodec())
+    queue.enqueue_many(db, [b"a", b"!bad", b"c"], group="g")
+    assert drain(db, queue) == [b"a", b"c"]
+    assert len(queue.dead_letters(db)) == 1
+    invariant(db, queue)
+
+
+def test_a_delayed_item_joins_the_back_of_its_group():
+    db = memory.open()
+    queue = Queue(Subspace(("delayed",)))
+    queue.enqueue(db, "a-late", group="a", delay=5)
+    queue.enqueue(db, "a-now", group="a")
+    assert drain(db, queue) == ["a-now"]
+    db.advance_time(6)
+    queue.enqueue(db, "a-after", group="a")
+    assert drain(db, queue) == ["a-after", "a-late"]
+    invariant(db, queue)
+
+
+def test_clear_in_the_middle_leaves_a_queue_whose_groups_start_afresh():
+    db = memory.open()
+    queue = Queue(Subspace(("clear",)))
+    queue.enqueue_many(db, group_items("a", 3), group="a")
+    lease = queue.claim(db, 10)
+    assert lease is not None
+    queue.clear(db)
+    with pytest.raises(LeaseNotHeldError):
+        queue.ack(db, lease)
+    queue.enqueue(db, "a-new", group="a")
+    assert drain(db, queue) == ["a-new"]
+    invariant(db, queue)
+
+
+@pytest.mark.parametrize(
+    ("group", "error"),
+    [(1.5, TypeError), (True, TypeError), ([1], TypeError), ("x" * MAX_GROUP_BYTES, ValueError)],
+)
+def test_a_bad_group_is_refused_and_nothing_is_written(group, error):
+    db = memory.open()
+    queue = Queue(Subspace(("bad",)))
+    with pytest.raises(error):
+        queue.enqueue(db, "v", group=group)
+    with pytest.raises(error):
+        queue.enqueue_many(db, ["v"], group=group, delay=3)
+    assert all_keys(db, Subspace(("bad",))) == []
+
+
+def test_groups_of_every_type_are_distinct():
+    db = memory.open()
+    queue = Queue(Subspace(("types",)))
+    for group in ["1", b"1", 1, ("1",)]:
+        queue.enqueue(db, "v", group=group)
+    assert sorted(map(repr, (queue.claim(db, 5).group for _ in range(4)))) == sorted(  # type: ignore[union-attr]
+        map(repr, ["1", b"1", 1, ("1",)])
+    )
+
+
+def test_a_group_lives_in_one_shard():
+    db = memory.open()
+    queue = Queue(Subspace(("one-shard",)), shards=8)
+    queue.enqueue_many(db, group_items("a", 40), group="a")
+    holding = [part for part in queue._parts if part.size(db)]
+    assert len(holding) == 1 and holding[0].size(db) == 40
+    assert queue.size(db) == 40
+    assert drain(db, queue) == group_items("a", 40)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_threads_process_each_group_in_order_one_at_a_time(layout):
+    """Producers and lease-holding consumers on real threads: every item processed once, each
+    group's in enqueue order, never two of a group at once; afterwards the records agree."""
+    db = memory.open()
+    queue = Queue(Subspace(("threads", str(layout))), **layout)
+    names = [f"g{i}" for i in range(6)]
+    producing = threading.Barrier(len(names))
+
+    def produce(name: str) -> None:
+        producing.wait()
+        for start in range(0, 30, 5):
+            queue.enqueue_many(db, group_items(name, 30)[start : start + 5], group=name)
+
+    producers = [threading.Thread(target=produce, args=(name,)) for name in names]
+    for thread in producers:
+        thread.start()
+    lock = threading.Lock()
+    busy: set[str] = set()
+    processed: list[str] = []
+    overlaps: list[str] = []
+
+    def consume() -> None:
+        idle_since = time.monotonic()
+        while time.monotonic() - idle_since < 1.0:
+            lease = queue.claim(db, 30)
+            if lease is None:
+                time.sleep(0.005)
+                continue
+            idle_since = time.monotonic()
+            with lock:
+                if lease.group in busy:
+                    overlaps.append(lease.value)
+                busy.add(lease.group)
+            time.sleep(0.001)
+            with lock:
+                busy.discard(lease.group)
+                processed.append(lease.value)
+            queue.ack(db, lease)
+
+    run_threads(consume, 6)
+    for thread in producers:
+        thread.join()
+    assert overlaps == []
+    assert per_group(processed) == {name: group_items(name, 30) for name in names}
+    assert queue.size(db) == 0
+    invariant(db, queue)
+
+
+@pytest.mark.parametrize("seed", [5, 17])
+def test_under_every_fault_kind_groups_lose_and_repeat_nothing(seed):
+    db = memory.open(faults=EVERY_FAULT, seed=seed)
+    queue = Queue(Subspace(("faults", seed)), max_deliveries=None)
+    for name in "abc":
+        for start in range(0, 12, 4):
+            despite_timeouts(
+                lambda: queue.enqueue_many(db, group_items(name, 12)[start : start + 4], group=name)
+            )
+    processed: list[str] = []
+    lock = threading.Lock()
+
+    def handler(value: str) -> None:
+        with lock:
+            processed.append(value)
+
+    queue.work(db, handler, lease=30, concurrency=3, until_empty=True, backoff=0.01)
+    db.faults = memory.Faults()
+    db.settle()
+    assert db.stats()["injected_commit_unknown_result_applied"] > 0
+    for name in "abc":
+        mine = [value for value in processed if value.startswith(name)]
+        # a handler may run again after an unknown acknowledgement; in order, and all there
+        assert sorted(set(mine)) == group_items(name, 12)
+        assert [v for i, v in enumerate(mine) if i == 0 or v != mine[i - 1]] == group_items(
+            name, 12
+        )
+    assert queue.size(db) == 0 and queue.leases(db) == []
+    invariant(db, queue)
+
+
+def test_the_worker_loop_spreads_its_concurrency_across_groups():
+    db = memory.open()
+    queue = Queue(Subspace(("worker",)))
+    for name in "abcd":
+        queue.enqueue_many(db, group_items(name, 5), group=name)
+    lock = threading.Lock()
+    running: collections.Counter[str] = collections.Counter()
+    most_at_once = [0, 0]  # per group, overall
+
+    def handler(value: str) -> None:
+        name = value.split("-")[0]
+        with lock:
+            running[name] += 1
+            most_at_once[0] = max(most_at_once[0], running[name])
+            most_at_once[1] = max(most_at_once[1], sum(running.values()))
+        time.sleep(0.01)
+        with lock:
+            running[name] -= 1
+
+    summary = queue.work(db, handler, lease=10, concurrency=4, until_empty=True)
+    assert summary.succeeded == 20
+    assert most_at_once[0] == 1 and most_at_once[1] > 1
+
+
+def test_asyncio_enqueues_and_claims_by_group():
+    db = memory.open()
+
+    async def main() -> list[Any]:
+        queue = fa.Queue(Subspace(("asyncio",)))
+        await queue.enqueue_many(db, ["a-0", "a-1"], group=("tenant", 1))
+        first = await queue.claim(db, 10)
+        assert first is not None and first.group == ("tenant", 1)
+        assert await queue.claim(db, 10) is None
+        await queue.ack(db, first)
+        second = await queue.claim(db, 10)
+        assert second is not None
+        return [first.value, second.value]
+
+    assert asyncio.run(main()) == ["a-0", "a-1"]
+
+
+def test_enqueues_to_different_groups_never_conflict():
+    db = memory.open()
+    queue = Queue(Subspace(("no-conflicts",)))
+    queue.enqueue(db, "a-0", group="a")
+    queue.enqueue(db, "b-0", group="b")
+    tr1, tr2 = db.create_transaction(), db.create_transaction()
+    queue.enqueue(tr1, "a-1", group="a")
+    queue.enqueue(tr2, "b-1", group="b")
+    tr1.commit().wait()
+    tr2.commit().wait()  # raises not_committed if the two conflicted
+    assert per_group(drain(db, queue)) == {"a": ["a-0", "a-1"], "b": ["b-0", "b-1"]}
+
+
+def test_peek_shows_a_groups_first_item_without_taking_it():
+    db = memory.open()
+    queue = Queue(Subspace(("peek",)))
+    queue.enqueue_many(db, ["a-0", "a-1"], group="a")
+    assert queue.peek(db) == "a-0"
+    assert run(db, lambda tr: queue.dequeue(tr)) == "a-0"
+    assert queue.peek(db) == "a-1"
