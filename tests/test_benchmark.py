@@ -483,3 +483,60 @@ def test_on_another_database_counting_wraps_transactions_and_keys_read_are_not_k
     assert result.exactly_once, result.notes
     assert result.keys_read_per_item is None and result.transaction_times_per_item is None
     assert 0 < result.hot_range_share <= 1
+
+
+def test_fairness_serves_every_quiet_group_within_its_round_robin_share():
+    result = bench(
+        "--fairness",
+        "--consumers",
+        "1,2",
+        "--noisy-items",
+        "300",
+        "--quiet-groups",
+        "5",
+        "--quiet-items",
+        "3",
+    )
+    assert result.exit_code == 0, result.output
+    rows = [
+        line.split()
+        for line in result.output.splitlines()
+        if line.split()[1:2] in (["dequeue"], ["claim"])
+    ]
+    assert [(row[0], row[1]) for row in rows] == [
+        ("1", "dequeue"),
+        ("1", "claim"),
+        ("2", "dequeue"),
+        ("2", "claim"),
+    ]
+    for row in rows:
+        last_quiet, round_robin = int(row[3]), int(row[4])
+        assert round_robin == 18  # (5 quiet groups + the noisy one) x 3 items
+        # served in turn: the quiet items end within the round robin (two consumers may take
+        # a noisy item each in a round), far before the 300 noisy ones
+        assert last_quiet <= round_robin + 3
+        assert row[-1] == "yes"
+
+
+def test_fairness_in_json_gives_every_groups_dwell_percentiles():
+    result = bench(
+        "--json",
+        "--fairness",
+        "--consumers",
+        "1",
+        "--noisy-items",
+        "50",
+        "--quiet-groups",
+        "2",
+        "--quiet-items",
+        "2",
+    )
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)["fairness"]
+    assert [run["mode"] for run in runs] == ["dequeue", "claim"]
+    for run in runs:
+        assert run["last_quiet"] == 6 and run["exactly_once"] is True
+        names = {group["group"]: group for group in run["groups"]}
+        assert set(names) == {"noisy", "quiet-0", "quiet-1"}
+        assert names["quiet-1"]["items"] == 2 and names["noisy"]["items"] == 2
+        assert all(g["p50_ms"] <= g["p99_ms"] <= g["max_ms"] for g in run["groups"])

@@ -12,15 +12,16 @@ A group is *active* from its first item's enqueue until it has no item left and 
 lease. An active group whose next item may be taken has one *turn*: an entry in the ring of
 turns, whose value is the key of the group's first item. A take reads the first turns with one
 range read and their first items with point reads issued together; taking a group's item
-clears its turn, and, unless the item goes into a lease, gives the group a new turn after the
-last one when it has more items (round robin: a group's backlog delays another group by at
-most one turn). A leased item's group gets its next turn when the lease ends (acknowledged or
-dead-lettered); when the lease expires or is released, the same item is delivered again
-first, and the group stays without a turn meanwhile: at most one item of a group is in
-flight, and claims never see a busy group, so they pass over it at no cost.
+clears its turn, and, unless the item goes into a lease, gives the group a new turn when it
+has more items, numbered by the transaction's read version: after every turn given by a
+transaction that committed before it began (round robin: a group's backlog delays another
+group by at most one turn). A leased item's group gets its next turn when the lease ends
+(acknowledged or dead-lettered); when the lease expires or is released, the same item is
+delivered again first, and the group stays without a turn meanwhile: at most one item of a
+group is in flight, and claims never see a busy group, so they pass over it at no cost.
 
-What conflicts: turns are written blind (a snapshot read finds the last turn), so takes of
-different groups in line never conflict. An enqueue reads the group's active record (a read
+What conflicts: turns are written blind (numbered without a read), so takes of different
+groups in line never conflict. An enqueue reads the group's active record (a read
 conflict on that one key), so it conflicts only with the transaction that makes the group
 active or inactive at the same time; otherwise enqueues to a group conflict with nothing.
 
@@ -123,12 +124,11 @@ class Groups:
 
     def append(self, tr: AnyContext, group: Group, encoded: list[bytes]) -> None:
         """Write ``encoded`` values after the group's last item, in order; make the group
-        active with a turn after the last one when it was not.
+        active with a turn when it was not.
 
         Cost: a point read of the active record (a read conflict on that key), a snapshot
         range read of the group's last item, one set per value and two atomic adds (as any
-        item); for a group made active, a snapshot range read of the last turn, two sets
-        and an atomic add.
+        item); for a group made active, two sets and an atomic add.
         """
         active = tr.get(self.active.pack((group,)))
         members = self.items.range((group,))
@@ -154,11 +154,12 @@ class Groups:
         return bytes(first[0].key) if first else None
 
     def _add_turn(self, tr: AnyContext, group: Group, head: bytes | None) -> None:
-        """Give ``group`` a turn after the last, whose first item is ``head``."""
+        """Give ``group`` a turn, whose first item is ``head``, after every turn given by a
+        transaction that committed before ``tr`` began: the turn is ``tr``'s read version
+        (no read; turns given in one transaction sort by group)."""
         if head is None:
             return
-        last = list(tr.snapshot.get_range(self.turns_begin, self.turns_end, limit=1, reverse=True))
-        turn: int = self.turns.unpack(last[0].key)[0] + 1 if last else 1
+        turn: int = tr.get_read_version().wait()
         tr[self.turns.pack((turn, group))] = head
 
     # -- taking -----------------------------------------------------------------------------
@@ -213,8 +214,8 @@ class Groups:
     def finished(self, tr: AnyContext, item_key: bytes) -> None:
         """Note that the lease of the item ``item_key`` ended for good (acknowledged or
         dead-lettered): its group gets its next turn, or becomes inactive when it has no
-        item left. Cost: a range read of the group's first item (read conflict), and a
-        snapshot range read and a set, or a clear and an atomic add."""
+        item left. Cost: a range read of the group's first item (read conflict), and a set,
+        or a clear and an atomic add."""
         group = self.group_of(item_key)
         if group is not None:
             metrics.add("groups_in_flight", -1, **self._store.metric_attributes)
@@ -234,5 +235,6 @@ class Groups:
     def active_count(self, tr: AnyContext) -> int:
         """How many groups are active (have items, or one in a lease). Cost: a snapshot point
         read."""
-        count = getattr(tr, "snapshot", tr).get(self.count_key)
+        reader: Any = getattr(tr, "snapshot", tr)
+        count = reader.get(self.count_key)
         return max(0, _COUNTER.unpack(bytes(count))[0]) if count.present() else 0

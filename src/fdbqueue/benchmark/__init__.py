@@ -91,6 +91,7 @@ from fdbqueue import memory
 from fdbqueue._wording import plural
 from fdbqueue.benchmark import workload
 from fdbqueue.benchmark.arguments import add_arguments, check_arguments
+from fdbqueue.benchmark.fairness import FAIRNESS_MODES, measure_fairness, print_fairness
 from fdbqueue.benchmark.ideal import PRIVATE, compare_with_ideal
 from fdbqueue.benchmark.measurement import Result, run, unsupported
 from fdbqueue.benchmark.plot import load_pyplot, plot
@@ -119,10 +120,37 @@ __all__ = [
     "print_tables",
     "run",
     "run_all",
+    "run_fairness",
     "session",
 ]
 
 # -- running everything and printing ----------------------------------------------------------
+
+
+def run_fairness(arguments: argparse.Namespace, open_db: Callable[[], Any], as_json: bool) -> None:
+    """The ``--fairness`` runs (:mod:`~fdbqueue.benchmark.fairness`): every consumer count, each
+    mode, a fresh database each; print them.
+
+    Raises:
+        BenchmarkError: an item was taken twice.
+    """
+    results = []
+    for consumers in arguments.consumers:
+        for mode in FAIRNESS_MODES:
+            results.append(
+                measure_fairness(
+                    open_db(),
+                    mode,
+                    consumers,
+                    noisy_items=arguments.noisy_items,
+                    quiet_groups=arguments.quiet_groups,
+                    quiet_items=arguments.quiet_items,
+                )
+            )
+            print(f"  done: fairness, {mode}, {plural(consumers, 'consumer')}", file=sys.stderr)
+    print_fairness(results, as_json)
+    if not all(result.exactly_once for result in results):
+        raise BenchmarkError("an item was taken twice")
 
 
 def run_all(
@@ -150,9 +178,12 @@ def run_all(
         BenchmarkError: a bad option, or ``--plot`` without matplotlib.
     """
     check_arguments(arguments)
+    latency = memory.Latency(grv=arguments.grv, read=arguments.read, commit=arguments.commit)
+    if getattr(arguments, "fairness", False):
+        run_fairness(arguments, lambda: open_db(latency), as_json)
+        return []
     if arguments.plot:
         load_pyplot()  # fail before running, not after
-    latency = memory.Latency(grv=arguments.grv, read=arguments.read, commit=arguments.commit)
     warmup = arguments.items // 4 if arguments.warmup is None else arguments.warmup
     repeat_count = getattr(arguments, "repeat", 1)
     hot_ranges = bool(getattr(arguments, "hot_ranges", False))

@@ -163,6 +163,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plot", metavar="FILE.png", help="draw items/s against consumers (needs matplotlib)"
     )
+    parser.add_argument(
+        "--fairness",
+        action="store_true",
+        help=(
+            "instead of the phases: fair share across message groups, one noisy group's backlog "
+            "then quiet groups, taken by each --consumers count (fdbqueue.benchmark.fairness)"
+        ),
+    )
+    parser.add_argument(
+        "--noisy-items",
+        type=positive_int,
+        default=100_000,
+        help="--fairness: the noisy group's items (default 100000)",
+    )
+    parser.add_argument(
+        "--quiet-groups",
+        type=positive_int,
+        default=100,
+        help="--fairness: quiet groups enqueued after it (default 100)",
+    )
+    parser.add_argument(
+        "--quiet-items",
+        type=positive_int,
+        default=10,
+        help="--fairness: items per quiet group (default 10)",
+    )
 
 
 def check_arguments(arguments: argparse.Namespace) -> None:
