@@ -32,6 +32,7 @@ def run_example(name: str, *args: str) -> subprocess.CompletedProcess[str]:
         ("async_service.py", "--producers"),
         ("lease_worker.py", "--workers"),
         ("worker.py", "--concurrency"),
+        ("tenants.py", "--tenants"),
     ],
 )
 @pytest.mark.parametrize("count", ["0", "-2"])
