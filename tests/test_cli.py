@@ -939,16 +939,5 @@ def test_push_with_a_group_and_info_counts_the_groups(db, subspace):
     assert (facts["groups"], facts["groups_in_flight"], facts["size"]) == (2, 1, 2)
     assert "groups in flight" in ok(db, "--queue", jobs, "info")
     tasks = queue_path(subspace, "grouped-tasks")
-    fails(
-        db,
-        "--priority-queue",
-        "--queue",
-        tasks,
-        "push",
-        "x",
-        "--priority",
-        "1",
-        "--group",
-        "a",
-        code=2,
-    )
+    ok(db, "--priority-queue", "--queue", tasks, "push", "t", "--priority", "1", "--group", "a")
+    assert PriorityQueue(subspace["grouped-tasks"]).claim(db, 30).group == "a"

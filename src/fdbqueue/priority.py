@@ -21,24 +21,24 @@ Source followed: FoundationDB's "Priority Queues" recipe (documentation
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import itertools
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fdbqueue._checks import check_count, check_flag
 from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
 from fdbqueue._delivery.claims import Leases
-from fdbqueue._delivery.delays import DelayedItems, check_delay
+from fdbqueue._delivery.delays import DelayedItems
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
 from fdbqueue._queues.leased_queue import LeasedQueue
+from fdbqueue._queues.pushing import Pushing, push_at_back, where_of
 from fdbqueue._queues.sharded_end import ShardedEnd
 from fdbqueue._queues.shards import Parts, check_shards
 from fdbqueue._queues.stored_queue import QueueOptions, T, check_queue_arguments
 from fdbqueue._storage import taking
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue._storage.store import ItemStore
-from fdbqueue._transactions.receipts import exactly_once
-from fdbqueue._transactions.transactional import TransactionContext, require_writable, transactional
+from fdbqueue._transactions.transactional import TransactionContext, transactional
 from fdbqueue._transactions.waiting import check_blocking_arguments
 from fdbqueue.codecs import Codec
 
@@ -48,12 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["PriorityQueue"]
 
 
-def _check_priority(priority: Any) -> None:
-    if type(priority) is bool or not isinstance(priority, int):
-        raise TypeError(f"priority must be an int, not {type(priority).__name__}")
-
-
-class PriorityQueue(LeasedQueue[T]):
+class PriorityQueue(Pushing[T], LeasedQueue[T]):
     """A shared priority queue in one FoundationDB subspace, with both ends usable.
 
     ``tr`` works as for :class:`~fdbqueue.Queue`: a Database or Tenant (own transaction,
@@ -133,65 +128,6 @@ class PriorityQueue(LeasedQueue[T]):
         self._parts = Parts(self, count, compose)
         if self._parts.sharded:
             self._ends = _sharded_ends(self)
-
-    # -- writing ----------------------------------------------------------------------------
-
-    def push(
-        self,
-        tr: TransactionContext,
-        value: T,
-        priority: int,
-        *,
-        delay: float | None = None,
-    ) -> None:
-        """Add ``value`` with ``priority``; with ``delay``, once that many seconds passed.
-
-        Args:
-            tr: a Database, Tenant or Transaction.
-            value: any value the codec encodes, except None.
-            priority: an int of any size the tuple layer packs (negative allowed). Lower
-                priorities come out of :meth:`pop_min` first, higher ones out of
-                :meth:`pop_max`.
-            delay: seconds (at most 30 days) before consumers may pop the item; None or 0:
-                at once. Once due, it joins the back of its priority when the next consumer
-                looks (:doc:`delayed-delivery`).
-
-        Raises:
-            TypeError: ``priority`` is not an int (bools are refused too), the codec cannot
-                encode ``value``, ``delay`` is not a number, or ``tr`` is of the wrong type.
-            ValueError: ``value`` is None or encodes to more than 100,000 bytes, the
-                priority is beyond the tuple layer's integer range, or ``delay`` is out of
-                range.
-
-        Nothing is written when an error is raised. Cost: one snapshot range read inside the
-        priority (no read conflict range), one set, two atomic adds; it never conflicts with
-        other pushes or pops. Delayed: the read version, one set and two atomic adds.
-        """
-        _check_priority(priority)
-        seconds = check_delay(delay)
-        encoded = self._store.encode(value)
-        self._store.item_key((priority, 0))  # checks the priority packs and the key fits
-        if seconds:
-            self._delays.check_key((priority,))
-        self._parts.writer()._push(tr, encoded, priority, seconds)
-
-    @exactly_once
-    def _push(
-        self, tr: TransactionContext, encoded: bytes, priority: int, delay: float = 0.0
-    ) -> None:
-        require_writable(tr, "push")
-        recorded = self._store.recorded_type(tr)  # overlaps the last count's read
-        if delay:
-            self._store.check_type(tr, recorded)
-            self._delays.put(tr, [encoded], delay, (priority,))
-        else:
-            _push_at_back(
-                self._store,
-                tr,
-                encoded,
-                (priority,),
-                functools.partial(self._store.check_type, tr, recorded),
-            )
 
     # -- taking and looking -----------------------------------------------------------------
 
@@ -320,7 +256,7 @@ class PriorityQueue(LeasedQueue[T]):
         return self._ends[max].consumer(database, prefetch, abandon_after)
 
     def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
-        _push_at_back(self._store, tr, encoded, self._store.unpack_position(item_key)[:1])
+        push_at_back(self._store, tr, encoded, where_of(self._store, item_key))
 
     @transactional
     def peek(self, tr: TransactionContext, max: bool = False) -> T | None:
@@ -335,11 +271,14 @@ class PriorityQueue(LeasedQueue[T]):
         if isinstance(end, ShardedEnd):  # the shard whose first item has the best priority
             shard = end.best_shard(tr)
             return None if shard is None else self._parts[shard].peek(tr, max)
-        candidates = (
+        ungrouped = (
             max_end_candidates(self._store, tr, snapshot=False)
             if max
             else taking.forward(self._store, tr, 1, False)
         )
+        front = list(itertools.islice(ungrouped, 1))  # and a group's turn, when better
+        turns = self._store.groups.front(tr, 1, False, lambda: front, max)
+        candidates = itertools.chain(turns, front, ungrouped)
         first: T | None = taking.peek_first(self._store, tr, candidates)
         return first
 
@@ -358,15 +297,13 @@ def _compose(
     """Give ``queue`` what takes from ``store``: its leases, delayed items and two ends."""
     queue._store = store
     queue._leases = Leases(store, max_deliveries)
-    queue._delays = DelayedItems(store, functools.partial(_push_at_back, store))
+    queue._delays = DelayedItems(store, functools.partial(push_at_back, store))
     queue._ends = {
         max_end: End(
             store,
             queue._leases,
             queue._delays,
-            functools.partial(max_end_items, store)
-            if max_end
-            else functools.partial(min_end_items, store),
+            functools.partial(_read_end, store, max_end),
             name="max" if max_end else "min",
             high_contention=queue._high_contention,
             abandon_after=abandon_after,
@@ -389,31 +326,10 @@ def _sharded_ends(queue: PriorityQueue[Any]) -> dict[bool, ShardedEnd]:
     }
 
 
-def _push_at_back(
-    store: ItemStore,
-    tr: TransactionContext,
-    encoded: bytes,
-    where: tuple[Any, ...],
-    check_type: Callable[[bool], None] = lambda record: None,
-) -> None:
-    """Write ``encoded`` after the last item of the priority ``where[0]`` (a push, a delayed
-    item falling due, a requeued dead letter); ``check_type(record)``
-    (:meth:`~fdbqueue._storage.store.ItemStore.check_type`) runs before any write."""
-    priority = where[0]
-    try:
-        count = _next_count(store, tr, priority)
-    except ValueError:  # a foreign key: say first if a queue of another type is here
-        check_type(False)
-        raise
-    check_type(True)
-    store.write(tr, store.item_key((priority, count)), encoded)
-
-
-def _next_count(store: ItemStore, tr: TransactionContext, priority: int) -> int:
-    """1 + the last count used for ``priority``, or 0 (snapshot read: no conflict)."""
-    within = store.subspace.range((priority,))
-    last = store.read(tr, within.start, within.stop, reverse=True, snapshot=True)
-    if not last:
-        return 0
-    count: int = store.unpack_position(last[0].key)[1]
-    return count + 1
+def _read_end(
+    store: ItemStore, highest: bool, tr: TransactionContext, n: int, snapshot: bool
+) -> list[Any]:
+    """The first ``n`` items at one end (the max end with ``highest``), the groups' turns
+    among them (a :data:`~fdbqueue._consuming.ends.ReadEnd`)."""
+    read = max_end_items if highest else min_end_items
+    return store.groups.front(tr, n, snapshot, lambda: read(store, tr, n, snapshot), highest)

@@ -305,8 +305,10 @@ class Queue(Enqueueing[T], LeasedQueue[T]):
         the queue up to just past the first item (the whole queue range when empty)."""
         if self._parts.sharded:  # the front of the first shard (in shard order) holding one
             return next((v for part in self._parts if (v := part.peek(tr)) is not None), None)
-        turns = self._store.groups.front(tr, 1, False, list)  # a group's turn first
-        candidates = itertools.chain(turns, taking.forward(self._store, tr, 1, snapshot=False))
+        ungrouped = taking.forward(self._store, tr, 1, snapshot=False)
+        front = list(itertools.islice(ungrouped, 1))  # or a group's turn, at even odds
+        turns = self._store.groups.front(tr, 1, False, lambda: front)
+        candidates = itertools.chain(turns, front, ungrouped)
         first: T | None = taking.peek_first(self._store, tr, candidates)
         return first
 

@@ -344,22 +344,8 @@ class ShardedEnd:
         return [end for rank, end in heads if rank == best]
 
     def _heads(self, tr: Any) -> list[tuple[int, End]]:
-        """Each non-empty shard with the rank of its first item's priority (lower is better:
-        the priority for ``"min"``, minus it for ``"max"``). Cost: one snapshot range read
-        (``limit=1``) per shard, all issued before any is waited on (one round trip)."""
-        reverse = self.best == "max"
-        reader = tr.snapshot
-        reads = [
-            reader.get_range(end._store.begin, end._store.end, limit=1, reverse=reverse)
-            for end in self.ends
-        ]
-        heads = []
-        for end, read in zip(self.ends, reads, strict=True):
-            first = list(read)
-            if first:
-                priority: int = end._store.unpack_position(bytes(first[0].key))[0]
-                heads.append((-priority if reverse else priority, end))
-        return heads
+        """Each non-empty shard with the rank of its best priority (:func:`ranked_heads`)."""
+        return ranked_heads(self.ends, self.best == "max", tr)
 
     def blocking(
         self, database: Any, take: Callable[[Any, float | None], Any], seconds: float | None
@@ -377,3 +363,30 @@ class ShardedEnd:
             ),
             queue=self.metric_name,
         )
+
+
+def ranked_heads(ends: Sequence[End], reverse: bool, tr: Any) -> list[tuple[int, End]]:
+    """Each non-empty shard's end with the rank of its first item's priority (lower is
+    better: the priority, or minus it with ``reverse``, for the max end), its groups' turns
+    counted (a turn's key holds its priority: :mod:`fdbqueue._storage.groups`). Cost: two
+    snapshot range reads (``limit=1``) per shard, the first item and the first turn, all
+    issued before any is waited on (one round trip)."""
+    reader = tr.snapshot
+    reads = [
+        (
+            reader.get_range(end._store.begin, end._store.end, limit=1, reverse=reverse),
+            reader.get_range(
+                end._store.groups.turns_begin, end._store.groups.turns_end, limit=1, reverse=reverse
+            ),
+        )
+        for end in ends
+    ]
+    heads = []
+    for end, (items, turns) in zip(ends, reads, strict=True):
+        store = end._store
+        priorities = [store.unpack_position(bytes(kv.key))[0] for kv in items]
+        priorities += [store.groups.turns.unpack(bytes(kv.key))[0] for kv in turns]
+        if priorities:
+            best: int = max(priorities) if reverse else min(priorities)
+            heads.append((-best if reverse else best, end))
+    return heads

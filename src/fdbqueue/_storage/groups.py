@@ -8,6 +8,12 @@ Key layout under a queue's (or shard's) metadata subspace ``M``::
     M + pack(("turns", turn, group))             -> head item key   the groups in turn
     M + pack(("groups",))                        -> int64 LE        active groups (atomic add)
 
+In a PriorityQueue a group's item keys also hold the item's priority, after its index (the
+index alone orders the group: its items come out in push order whatever their priorities),
+and a turn is ranked by its first item's priority: ``("turns", priority, turn, group)``. The
+min end serves the turn of the lowest priority first, the max end the highest (each oldest
+turn first within a priority).
+
 A group is *active* from its first item's enqueue until it has no item left and none in a
 lease. An active group whose next item may be taken has one *turn*: an entry in the ring of
 turns, whose value is the key of the group's first item. A take reads the first turns with one
@@ -26,7 +32,8 @@ conflict on that one key), so it conflicts only with the transaction that makes 
 active or inactive at the same time; otherwise enqueues to a group conflict with nothing.
 
 Items without a group stay where FoundationDB's "Queues" recipe puts them; when both are
-waiting, a take serves a group's turn or the ungrouped front with even odds.
+waiting, a take serves a group's turn or the ungrouped front with even odds (in a
+PriorityQueue, the better priority; even odds between equal ones).
 
 Source followed: SQS FIFO queues' message groups (one group's messages in order, one in
 flight) and fair queues; QuiCK (CloudKit's queue on FoundationDB), a queue of queues.
@@ -80,13 +87,16 @@ class GroupedItem:
     """A group's first item, as a take reads it: a KeyValue (``key``, ``value``) that also
     carries the key of the group's turn and the group."""
 
-    __slots__ = ("group", "key", "turn_key", "value")
+    __slots__ = ("group", "key", "priority", "turn_key", "value")
 
-    def __init__(self, key: bytes, value: bytes, turn_key: bytes, group: Group) -> None:
+    def __init__(
+        self, key: bytes, value: bytes, turn_key: bytes, group: Group, priority: int | None
+    ) -> None:
         self.key = key
         self.value = value
         self.turn_key = turn_key
         self.group = group
+        self.priority = priority
 
 
 class Groups:
@@ -105,12 +115,16 @@ class Groups:
         self.turns_begin: bytes = self.turns.range().start
         self.turns_end: bytes = self.turns.range().stop
         self.count_key: bytes = metadata.pack(("groups",))
+        #: a PriorityQueue's groups: item keys and turns hold priorities
+        self.prioritized = store.leading_integers == 2
         self._store = store
 
-    def longest_key(self, group: Group) -> int:
-        """The length of the longest key a group's item or turn can have, in bytes."""
-        item = self.items.pack((group, 2**64, bytes(40)))  # worst index; random fully escaped
-        turn = self.turns.pack((2**64, group))
+    def longest_key(self, group: Group, priority: int | None = None) -> int:
+        """The length of the longest key a group's item or turn can have, in bytes (with
+        ``priority``, a PriorityQueue's)."""
+        ranked = () if priority is None else (priority,)
+        item = self.items.pack((group, 2**64, *ranked, bytes(40)))  # random fully escaped
+        turn = self.turns.pack((*ranked, 2**64, group))
         return max(len(item), len(turn))
 
     def group_of(self, item_key: bytes) -> Group | None:
@@ -122,9 +136,12 @@ class Groups:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def append(self, tr: AnyContext, group: Group, encoded: list[bytes]) -> None:
-        """Write ``encoded`` values after the group's last item, in order; make the group
-        active with a turn when it was not.
+    def append(
+        self, tr: AnyContext, group: Group, encoded: list[bytes], priority: int | None = None
+    ) -> None:
+        """Write ``encoded`` values after the group's last item, in order (with ``priority``,
+        a PriorityQueue's, each of that priority); make the group active with a turn when it
+        was not.
 
         Cost: a point read of the active record (a read conflict on that key), a snapshot
         range read of the group's last item, one set per value and two atomic adds (as any
@@ -137,7 +154,8 @@ class Groups:
         keys = []
         for value in encoded:
             index += 1
-            key = self._store.item_key((group, index), self.items)
+            position = (group, index) if priority is None else (group, index, priority)
+            key = self._store.item_key(position, self.items)
             self._store.write(tr, key, value)
             keys.append(key)
         if not active.present():
@@ -160,27 +178,35 @@ class Groups:
         if head is None:
             return
         turn: int = tr.get_read_version().wait()
-        tr[self.turns.pack((turn, group))] = head
+        ranked = (self.items.unpack(head)[2],) if self.prioritized else ()
+        tr[self.turns.pack((*ranked, turn, group))] = head
 
     # -- taking -----------------------------------------------------------------------------
 
     def front(
-        self, tr: AnyContext, n: int, snapshot: bool, read_items: Callable[[], list[Any]]
+        self,
+        tr: AnyContext,
+        n: int,
+        snapshot: bool,
+        read_items: Callable[[], list[Any]],
+        highest: bool = False,
     ) -> list[Any]:
         """Up to ``n`` items in take order: ``read_items()`` (the items without a group, read
-        by the caller) and the first items of the first ``n`` groups in turn, interleaved.
+        by the caller) and the first items of the first ``n`` groups in turn, interleaved
+        (a PriorityQueue's merged by priority: the lowest first, the highest with
+        ``highest``, the max end's, whose groups come from the highest priority's turns).
 
         Cost: a snapshot point read of the active groups' count, issued before
         ``read_items`` (its round trip overlaps); when a group is active, a range read of the
-        first ``n`` turns and a point read of each turn's item, issued together (with read
-        conflicts unless ``snapshot``).
+        first ``n`` turns (the max end: first a reverse one of the last) and a point read of
+        each turn's item, issued together (with read conflicts unless ``snapshot``).
         """
         count = tr.snapshot.get(self.count_key)
         items = read_items()
         if not count.present() or _COUNTER.unpack(bytes(count))[0] <= 0:
             return items
         reader: Any = tr.snapshot if snapshot else tr
-        turns = list(reader.get_range(self.turns_begin, self.turns_end, limit=n))
+        turns = self._first_turns(reader, n, highest)
         values = [reader.get(bytes(turn.value)) for turn in turns]
         heads = [
             self._head(turn, value)
@@ -189,15 +215,51 @@ class Groups:
         ]
         if not heads or not items:
             return heads or items
+        if self.prioritized:
+            return self._by_priority(heads, items, highest)[:n]
         first, second = (heads, items) if random.random() < 0.5 else (items, heads)
         pairs = itertools.zip_longest(first, second)
-        merged = [item for pair in pairs for item in pair if item is not None]
-        return merged[:n]
+        return [item for pair in pairs for item in pair if item is not None][:n]
+
+    def _first_turns(self, reader: Any, n: int, highest: bool) -> list[Any]:
+        """The first ``n`` turns in take order: the oldest first (a PriorityQueue's lowest
+        priority first; with ``highest``, the highest priority's, oldest first)."""
+        if not highest:
+            return list(reader.get_range(self.turns_begin, self.turns_end, limit=n))
+        last = list(reader.get_range(self.turns_begin, self.turns_end, limit=1, reverse=True))
+        if not last:
+            return []
+        within = self.turns.range(self.turns.unpack(last[0].key)[:1])
+        return list(reader.get_range(within.start, within.stop, limit=n))
+
+    def _by_priority(self, heads: list[Any], items: list[Any], highest: bool) -> list[Any]:
+        """``heads`` and a PriorityQueue's ``items`` (each in take order) merged by priority,
+        even odds between a group's turn and an item of the same priority."""
+        sign = -1 if highest else 1
+        if highest:  # the turns read are the highest priority's: lower items may wait behind
+            # turns not read, so the merge stops at that priority
+            items = [item for item in items if self._priority(item) >= heads[0].priority]
+        ranked = [
+            (sign * head.priority, index, random.random(), head) for index, head in enumerate(heads)
+        ]
+        ranked += [
+            (sign * self._priority(item), index, random.random(), item)
+            for index, item in enumerate(items)
+        ]
+        # within a priority, turns and items each keep their order, interleaved at even odds
+        ranked.sort(key=lambda entry: entry[:3])
+        return [entry[3] for entry in ranked]
+
+    def _priority(self, item: Any) -> int:
+        """A PriorityQueue's ungrouped item's priority (from its key)."""
+        priority: int = self._store.unpack_position(item.key)[0]
+        return priority
 
     def _head(self, turn: Any, value: Any) -> GroupedItem:
         """The first item of a turn (a KeyValue of the ring) whose value ``value`` was read."""
-        group = self.turns.unpack(turn.key)[1]
-        return GroupedItem(bytes(turn.value), bytes(value), bytes(turn.key), group)
+        position = self.turns.unpack(turn.key)
+        priority = position[0] if self.prioritized else None
+        return GroupedItem(bytes(turn.value), bytes(value), bytes(turn.key), position[-1], priority)
 
     def taken(self, tr: AnyContext, item: Any, holding: bool) -> None:
         """Note that a take cleared ``item`` (a KeyValue from :meth:`front`): a group's item

@@ -48,7 +48,7 @@ from fdbqueue.queue import Queue
     "--group",
     default=None,
     help="The message group (a string): one group's items are taken in push order, one at a "
-    "time under leases, and groups take turns (queues only).",
+    "time under leases, and groups take turns.",
 )
 @shared_options()
 @click.pass_obj
@@ -79,10 +79,13 @@ def push(
     if isinstance(queue, PriorityQueue):
         if priority is None:
             raise click.UsageError("a priority queue needs --priority")
-        for option, given in (("--dedup-id", dedup_id), ("--group", group)):
-            if given is not None:
-                raise click.UsageError(f"{option} applies to queues, not priority queues")
-        guarded(lambda: queue.push(context.database(), item, priority=priority, delay=delay))
+        if dedup_id is not None:
+            raise click.UsageError("--dedup-id applies to queues, not priority queues")
+        guarded(
+            lambda: queue.push(
+                context.database(), item, priority=priority, delay=delay, group=group
+            )
+        )
         pushed = True
     else:
         if priority is not None:
