@@ -938,6 +938,11 @@ def test_push_with_a_group_and_info_counts_the_groups(db, subspace):
     facts = json.loads(ok(db, "--json", "--queue", jobs, "info"))
     assert (facts["groups"], facts["groups_in_flight"], facts["size"]) == (2, 1, 2)
     assert "groups in flight" in ok(db, "--queue", jobs, "info")
+    assert "(group 'tenant-a')" in ok(db, "--queue", jobs, "leases")
+    assert (
+        json.loads(ok(db, "--json", "--queue", jobs, "leases"))["leases"][0]["group"] == "tenant-a"
+    )
+    assert ok(db, "--queue", jobs, "peek").splitlines() == ["'a2'", "'b1'"]
     tasks = queue_path(subspace, "grouped-tasks")
     ok(db, "--priority-queue", "--queue", tasks, "push", "t", "--priority", "1", "--group", "a")
     assert PriorityQueue(subspace["grouped-tasks"]).claim(db, 30).group == "a"

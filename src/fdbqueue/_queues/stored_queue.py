@@ -210,7 +210,8 @@ class StoredQueue(Generic[T]):
     def peek_many(self, tr: TransactionContext, n: int | None) -> list[T]:
         """Return up to ``n`` values from the front (None: every item), in key order, without
         removing them: a Queue's next ``n`` items, a PriorityQueue's next ``n`` of
-        :meth:`pop_min`.
+        :meth:`pop_min`; then the items of message groups, group by group, each group's in
+        its order (groups in key order, not in turn: :doc:`groups`).
 
         Poison items (values the codec cannot decode) are skipped, as a take would move them
         to the dead letters.
@@ -240,9 +241,17 @@ class StoredQueue(Generic[T]):
     def _peek_page(
         self, tr: TransactionContext, after: bytes | None, count: int
     ) -> tuple[list[Any], bytes | None, bool]:
-        """One page of :meth:`peek_many` (a :data:`ReadPage`)."""
-        begin = self._store.begin if after is None else after + b"\x00"
-        batch = self._store.read(tr, begin, limit=count, snapshot=True)
+        """One page of :meth:`peek_many` (a :data:`ReadPage`): the items without a group,
+        then the groups' items (one range, after them)."""
+        grouped = self._store.groups.items.range()
+        batch: list[Any] = []
+        for begin, end in ((self._store.begin, self._store.end), (grouped.start, grouped.stop)):
+            if after is not None and after >= end:
+                continue
+            start = begin if after is None or after < begin else after + b"\x00"
+            batch += self._store.read(tr, start, end, limit=count - len(batch), snapshot=True)
+            if len(batch) == count:
+                break
         values = taking.peek(self._store, tr, iter(batch), count)
         last = bytes(batch[-1].key) if batch else None
         return values, last, len(batch) == count

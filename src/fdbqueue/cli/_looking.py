@@ -142,6 +142,7 @@ def lease_document(lease: Lease[Any], read_version: int) -> dict[str, Any]:
         "expired": lease.expiry_version < read_version,
         "seconds_left": round(seconds_left, 3),
         "value": lease.value,
+        "group": lease.group,
     }
 
 
@@ -152,7 +153,10 @@ def lease_line(document: dict[str, Any]) -> str:
         state = f"expired {-document['seconds_left']:.1f}s ago"
     else:
         state = f"{document['seconds_left']:.1f}s left"
-    return f"{document['id']}  {document['deliveries']:>3}  {state:<20}  {document['value']!r}"
+    group = "" if document["group"] is None else f"  (group {document['group']!r})"
+    return (
+        f"{document['id']}  {document['deliveries']:>3}  {state:<20}  {document['value']!r}{group}"
+    )
 
 
 @cli.command(short_help="List leases in flight, with seconds left.")

@@ -1,0 +1,199 @@
+"""A stateful property test of message groups: Queue and PriorityQueue against a model.
+
+Hypothesis runs random sequences of enqueues into groups (and without one), dequeues, claims,
+acks, releases, dead letters, lease expiry, requeues of dead letters and clear(), on a plain,
+in-line or sharded queue, with and without injected faults (1020, 1021 applied or not, 1007).
+After every step: a take returned the first item of its group, of a group with no item in a
+lease (or the first item without a group); a claim delivered an expired lease's item before
+any other; nothing was lost or taken twice; and the group records agree with the items and
+leases (the invariant of ``test_groups``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from test_groups import invariant as records_agree
+
+from fdbqueue import PriorityQueue, Queue, Subspace, memory
+
+FAULTS = memory.Faults(not_committed=0.1, commit_unknown_result=0.2, transaction_too_old=0.1)
+LEASE_SECONDS = 10.0
+GROUPS = [None, "a", "b", ("tenant", 3)]
+APPLIED_UNKNOWN: list[int] = []
+
+
+class GroupsModel(RuleBasedStateMachine):
+    """The queue against per-group FIFO lists, the set of leased items and the dead letters."""
+
+    kind = "queue"
+    layout: dict[str, Any] = {}  # noqa: RUF012 (set per configuration)
+    faults = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.db = memory.open(seed=0)
+        subspace = Subspace(("groups-model",))
+        self.queue: Any = (
+            Queue(subspace, max_deliveries=None, **self.layout)
+            if self.kind == "queue"
+            else PriorityQueue(subspace, max_deliveries=None, **self.layout)
+        )
+        if self.faults:
+            self.db.faults = FAULTS
+        self.counter = itertools.count()
+        self.queued: dict[Any, deque[int]] = {group: deque() for group in GROUPS}
+        self.group_of: dict[int, Any] = {}
+        self.leases: dict[str, tuple[Any, bool]] = {}  # id -> (Lease, expired)
+        self.dead: list[int] = []
+        self.taken: set[int] = set()
+
+    def teardown(self) -> None:
+        APPLIED_UNKNOWN.append(self.db.stats()["injected_commit_unknown_result_applied"])
+
+    # -- the model --------------------------------------------------------------------------
+
+    def busy(self) -> set[Any]:
+        return {lease.group for lease, _expired in self.leases.values() if lease.group is not None}
+
+    def takeable(self) -> set[int]:
+        """The first item of every group with no item in a lease, and the first ungrouped."""
+        busy = self.busy()
+        return {
+            items[0]
+            for group, items in self.queued.items()
+            if items and (group is None or group not in busy)
+        }
+
+    def took(self, value: int) -> None:
+        assert value not in self.taken, f"{value} taken twice"
+        assert value in self.takeable(), (value, self.queued, self.busy())
+        self.queued[self.group_of[value]].popleft()
+        self.taken.add(value)
+
+    # -- rules ------------------------------------------------------------------------------
+
+    @rule(group=st.sampled_from(GROUPS), count=st.integers(1, 3), priority=st.integers(0, 2))
+    def enqueue(self, group: Any, count: int, priority: int) -> None:
+        values = [next(self.counter) for _ in range(count)]
+        if self.kind == "queue":
+            self.queue.enqueue_many(self.db, values, group=group)
+        else:
+            for value in values:
+                self.queue.push(self.db, value, priority, group=group)
+        for value in values:
+            self.queued[group].append(value)
+            self.group_of[value] = group
+
+    @rule()
+    def dequeue(self) -> None:
+        value = self.queue.dequeue(self.db) if self.kind == "queue" else self.queue.pop(self.db)
+        if value is None:
+            assert not self.takeable(), "a take found nothing though an item was takeable"
+        else:
+            self.took(value)
+
+    @rule()
+    def claim(self) -> None:
+        lease = self.queue.claim(self.db, LEASE_SECONDS)
+        expired = [lease_id for lease_id, (_l, gone) in self.leases.items() if gone]
+        if lease is None:
+            assert not expired and not self.takeable()
+            return
+        assert lease.group == self.group_of[lease.value]
+        if expired:  # an expired or released lease's item comes first, the same item
+            old = next(k for k in expired if self.leases[k][0].value == lease.value)
+            del self.leases[old]
+        else:
+            self.took(lease.value)
+        self.leases[lease.id] = (lease, False)
+
+    def held(self) -> list[str]:
+        return sorted(lease_id for lease_id, (_l, gone) in self.leases.items() if not gone)
+
+    @precondition(lambda self: self.held())
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        lease_id = data.draw(st.sampled_from(self.held()))
+        self.queue.ack(self.db, self.leases.pop(lease_id)[0])
+
+    @precondition(lambda self: self.held())
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        lease_id = data.draw(st.sampled_from(self.held()))
+        self.queue.release(self.db, self.leases[lease_id][0])
+        self.leases[lease_id] = (self.leases[lease_id][0], True)
+
+    @precondition(lambda self: self.held())
+    @rule(data=st.data())
+    def dead_letter(self, data: st.DataObject) -> None:
+        lease_id = data.draw(st.sampled_from(self.held()))
+        lease = self.leases.pop(lease_id)[0]
+        self.queue.dead_letter(self.db, lease, "failed")
+        self.dead.append(lease.value)
+
+    @rule()
+    def expire(self) -> None:
+        self.db.advance_time(LEASE_SECONDS + 1)
+        self.leases = {k: (lease, True) for k, (lease, _gone) in self.leases.items()}
+
+    @precondition(lambda self: self.dead)
+    @rule()
+    def requeue(self) -> None:
+        assert self.queue.requeue_dead_letters(self.db) == len(self.dead)
+        for value in self.dead:  # oldest first, each at the back of its group
+            self.queued[self.group_of[value]].append(value)
+            self.taken.discard(value)
+        self.dead.clear()
+
+    @rule()
+    def clear(self) -> None:
+        self.queue.clear(self.db)
+        self.queued = {group: deque() for group in GROUPS}
+        self.leases.clear()
+        self.dead.clear()
+
+    # -- invariants -------------------------------------------------------------------------
+
+    @invariant()
+    def records_agree_with_the_items_and_leases(self) -> None:
+        faults, self.db.faults = self.db.faults, memory.Faults()
+        try:
+            assert self.queue.size(self.db) == sum(len(items) for items in self.queued.values())
+            records_agree(self.db, self.queue)
+        finally:
+            self.db.faults = faults
+
+
+CONFIGURATIONS = [
+    {"kind": kind, "layout": layout, "faults": faults}
+    for kind in ("queue", "priority")
+    for layout in ({}, {"high_contention": True}, {"shards": 3})
+    for faults in (False, True)
+]
+
+
+@pytest.mark.parametrize(
+    "configuration",
+    CONFIGURATIONS,
+    ids=lambda c: "-".join(str(v) for v in c.values()),
+)
+def test_groups_match_the_model(configuration: dict[str, Any]) -> None:
+    APPLIED_UNKNOWN.clear()
+    name = "GroupsModel_" + "_".join(str(v) for v in configuration.values())
+    state_machine: Any = type(name, (GroupsModel,), configuration)
+    state_machine.TestCase.settings = settings(
+        max_examples=20,
+        stateful_step_count=30,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    state_machine.TestCase().runTest()
+    if configuration["faults"]:
+        assert sum(APPLIED_UNKNOWN) > 0
