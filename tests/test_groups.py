@@ -489,3 +489,40 @@ def test_peek_many_lists_the_ungrouped_items_then_each_groups_in_order():
     assert queue.peek_many(db, 3) == ["u-0", "u-1", "a-0"]
     assert run(db, lambda tr: queue.peek_many(tr, 1)) == ["u-0"]
     assert queue.info(db).oldest == "u-0"
+
+
+def test_a_sharded_take_finds_nothing_at_once_when_every_group_is_in_flight():
+    """The size counter still counts a busy group's items: a sharded take must not loop on
+    a shard whose items are all behind a lease."""
+    db = memory.open()
+    queue = Queue(Subspace(("all-busy",)), shards=3)
+    queue.enqueue_many(db, ["a-0", "a-1"], group="a")
+    lease = queue.claim(db, 10)
+    assert lease is not None
+    result: list[Any] = []
+    worker = threading.Thread(target=lambda: result.append(queue.dequeue(db)), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert result == [None]
+    queue.ack(db, lease)
+    assert queue.dequeue(db) == "a-1"
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_blocked_take_wakes_when_a_groups_lease_ends(layout):
+    db = memory.open()
+    queue = Queue(Subspace(("wake", str(layout))), **layout)
+    queue.enqueue_many(db, ["a-0", "a-1"], group="a")
+    lease = queue.claim(db, 30)
+    assert lease is not None
+    result: list[Any] = []
+    waiting = threading.Thread(
+        target=lambda: result.append(queue.dequeue(db, block=True, timeout=20)), daemon=True
+    )
+    waiting.start()
+    time.sleep(0.3)
+    assert result == []  # a-1 waits behind a-0's lease
+    started = time.monotonic()
+    queue.ack(db, lease)
+    waiting.join(10)
+    assert result == ["a-1"] and time.monotonic() - started < 5

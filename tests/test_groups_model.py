@@ -189,7 +189,7 @@ def test_groups_match_the_model(configuration: dict[str, Any]) -> None:
     name = "GroupsModel_" + "_".join(str(v) for v in configuration.values())
     state_machine: Any = type(name, (GroupsModel,), configuration)
     state_machine.TestCase.settings = settings(
-        max_examples=20,
+        max_examples=8,
         stateful_step_count=30,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],

@@ -65,20 +65,34 @@ _VERSION = struct.Struct("<Q")
 
 
 def holding_items(tr: Any, ends: list[End]) -> list[End]:
-    """Those of ``ends`` holding items at ``tr``'s read version (size counter above 0, or a
-    delayed item due), in their order. Cost: two snapshot point reads per end, issued
-    together, and the read version."""
+    """Those of ``ends`` holding items a take may take at ``tr``'s read version (size counter
+    above 0, or a delayed item due), in their order. The size also counts the items of
+    message groups whose item is in a lease, which no take may take: where a group is
+    active, an item without a group or a group's turn must be there too. Cost: three
+    snapshot point reads per end (the size, the delayed items' hint, the active groups'
+    count), issued together, and the read version; per end holding items with an active
+    group, two snapshot range reads (``limit=1``)."""
     reader = tr.snapshot
     sizes = [reader.get(end._store.size_key) for end in ends]
     hints = [reader.get(end.delays.hint_key) for end in ends]
+    counts = [reader.get(end._store.groups.count_key) for end in ends]
     version = tr.get_read_version().wait()
     found = []
-    for end, size, hint in zip(ends, sizes, hints, strict=True):
-        held = size.present() and _COUNTER.unpack(bytes(size))[0] > 0
+    for end, size, hint, count in zip(ends, sizes, hints, counts, strict=True):
         due = hint.present() and _VERSION.unpack(bytes(hint))[0] <= version
-        if held or due:
+        held = size.present() and _COUNTER.unpack(bytes(size))[0] > 0
+        grouped = count.present() and _COUNTER.unpack(bytes(count))[0] > 0
+        if due or (held and (not grouped or _takeable(reader, end))):
             found.append(end)
     return found
+
+
+def _takeable(reader: Any, end: End) -> bool:
+    """Whether ``end``'s shard holds an item without a group or a group's turn."""
+    store = end._store
+    items = reader.get_range(store.begin, store.end, limit=1)
+    turns = reader.get_range(store.groups.turns_begin, store.groups.turns_end, limit=1)
+    return bool(list(items)) or bool(list(turns))
 
 
 def _take(tr: AnyContext, end: End) -> Any:

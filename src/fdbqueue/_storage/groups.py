@@ -276,21 +276,25 @@ class Groups:
     def finished(self, tr: AnyContext, item_key: bytes) -> None:
         """Note that the lease of the item ``item_key`` ended for good (acknowledged or
         dead-lettered): its group gets its next turn, or becomes inactive when it has no
-        item left. Cost: a range read of the group's first item (read conflict), and a set,
-        or a clear and an atomic add."""
+        item left. Cost: a range read of the group's first item (read conflict), and a set
+        and an atomic add to the signal key (blocked consumers wake), or a clear and an atomic
+        add."""
         group = self.group_of(item_key)
         if group is not None:
             metrics.add("groups_in_flight", -1, **self._store.metric_attributes)
-            self._next_turn(tr, group)
+            if self._next_turn(tr, group):
+                self._store.signal(tr)  # an item is takeable now: wake blocked consumers
 
-    def _next_turn(self, tr: AnyContext, group: Group) -> None:
+    def _next_turn(self, tr: AnyContext, group: Group) -> bool:
+        """Give ``group`` its next turn, or make it inactive; whether it got a turn."""
         head = self._first(tr, group)
         if head is not None:
             self._add_turn(tr, group, head)
-            return
+            return True
         del tr[self.active.pack((group,))]
         tr.add(self.count_key, _COUNTER.pack(-1))
         metrics.add("groups_active", -1, **self._store.metric_attributes)
+        return False
 
     # -- looking ----------------------------------------------------------------------------
 
