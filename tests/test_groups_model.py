@@ -50,6 +50,10 @@ class GroupsModel(RuleBasedStateMachine):
         self.counter = itertools.count()
         self.queued: dict[Any, deque[int]] = {group: deque() for group in GROUPS}
         self.group_of: dict[int, Any] = {}
+        self.priority_of: dict[int, int] = {}
+        self.pushed: dict[int, int] = {}  # value -> when it was last pushed (requeues too)
+        self.pushes = itertools.count()
+        self.sharded = "shards" in self.layout
         self.leases: dict[str, tuple[Any, bool]] = {}  # id -> (Lease, expired)
         self.dead: list[int] = []
         self.taken: set[int] = set()
@@ -63,18 +67,29 @@ class GroupsModel(RuleBasedStateMachine):
         return {lease.group for lease, _expired in self.leases.values() if lease.group is not None}
 
     def takeable(self) -> set[int]:
-        """The first item of every group with no item in a lease, and the first ungrouped."""
+        """What the next take may return: the first item of every group with no item in a
+        lease, and the first item without a group (a PriorityQueue's: of the lowest priority,
+        and only the candidates of the lowest priority; sharded: an ungrouped item first in
+        any shard, so any of those)."""
         busy = self.busy()
-        return {
-            items[0]
-            for group, items in self.queued.items()
-            if items and (group is None or group not in busy)
-        }
+        heads = {
+            items[0] for group, items in self.queued.items() if items and group not in busy
+        } - set(self.queued[None])
+        ungrouped = list(self.queued[None])
+        if self.kind == "priority":  # the lowest priority's, oldest first
+            ungrouped.sort(key=lambda value: (self.priority_of[value], self.pushed[value]))
+        if ungrouped and not self.sharded:
+            ungrouped = ungrouped[:1]
+        candidates = heads | set(ungrouped)
+        if self.kind == "priority" and candidates:
+            best = min(self.priority_of[value] for value in candidates)
+            candidates = {value for value in candidates if self.priority_of[value] == best}
+        return candidates
 
     def took(self, value: int) -> None:
         assert value not in self.taken, f"{value} taken twice"
         assert value in self.takeable(), (value, self.queued, self.busy())
-        self.queued[self.group_of[value]].popleft()
+        self.queued[self.group_of[value]].remove(value)  # the first, but where sharded
         self.taken.add(value)
 
     # -- rules ------------------------------------------------------------------------------
@@ -90,6 +105,8 @@ class GroupsModel(RuleBasedStateMachine):
         for value in values:
             self.queued[group].append(value)
             self.group_of[value] = group
+            self.priority_of[value] = priority
+            self.pushed[value] = next(self.pushes)
 
     @rule()
     def dequeue(self) -> None:
@@ -107,9 +124,12 @@ class GroupsModel(RuleBasedStateMachine):
             assert not expired and not self.takeable()
             return
         assert lease.group == self.group_of[lease.value]
-        if expired:  # an expired or released lease's item comes first, the same item
-            old = next(k for k in expired if self.leases[k][0].value == lease.value)
-            del self.leases[old]
+        redelivered = [k for k in expired if self.leases[k][0].value == lease.value]
+        # an expired or released lease's item comes first, the same item (a sharded queue's:
+        # first in its shard)
+        assert redelivered or not expired or self.sharded
+        if redelivered:
+            del self.leases[redelivered[0]]
         else:
             self.took(lease.value)
         self.leases[lease.id] = (lease, False)
@@ -149,6 +169,7 @@ class GroupsModel(RuleBasedStateMachine):
         assert self.queue.requeue_dead_letters(self.db) == len(self.dead)
         for value in self.dead:  # oldest first, each at the back of its group
             self.queued[self.group_of[value]].append(value)
+            self.pushed[value] = next(self.pushes)
             self.taken.discard(value)
         self.dead.clear()
 

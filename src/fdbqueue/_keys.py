@@ -1,10 +1,14 @@
-"""Keys as people read them: how log records, metrics and the command line name a key."""
+"""Keys as people read them (how log records, metrics and the command line name a key), and
+FoundationDB's limit on their size."""
 
 from __future__ import annotations
 
 import fdb.tuple
 
-__all__ = ["describe_key"]
+__all__ = ["MAX_KEY_BYTES", "describe_key"]
+
+#: FoundationDB's limit on the size of a key, in bytes (error 2102 ``key_too_large``).
+MAX_KEY_BYTES = 10_000
 
 
 def describe_key(key: bytes) -> str:

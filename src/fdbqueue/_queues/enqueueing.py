@@ -22,8 +22,8 @@ from fdbqueue._delivery.deduplication import DedupId, Deduplication, check_dedup
 from fdbqueue._delivery.delays import DelayedItems, check_delay
 from fdbqueue._queues.shards import Parts
 from fdbqueue._queues.stored_queue import T
-from fdbqueue._storage.groups import Group, check_group
-from fdbqueue._storage.store import MAX_KEY_BYTES, ItemStore
+from fdbqueue._storage.groups import Group
+from fdbqueue._storage.store import ItemStore
 from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import TransactionContext, require_writable
 
@@ -127,13 +127,7 @@ class Enqueueing(Generic[T]):
         before anything is written when ``group`` cannot name a group of this queue."""
         if group is None:
             return self._parts.writer()
-        part = self._parts.for_group(check_group(group))
-        longest = part._store.groups.longest_key(group)
-        if longest > MAX_KEY_BYTES:
-            raise ValueError(
-                f"the group's keys would be up to {longest:,} bytes with this queue's prefix, "
-                f"more than FoundationDB's {MAX_KEY_BYTES:,}: use a shorter group"
-            )
+        part = self._parts.for_group(group)
         if delay:
             part._delays.check_key((group,))
         return part

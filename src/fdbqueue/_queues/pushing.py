@@ -21,8 +21,8 @@ from typing import Any, Generic
 from fdbqueue._delivery.delays import DelayedItems, check_delay
 from fdbqueue._queues.shards import Parts
 from fdbqueue._queues.stored_queue import T
-from fdbqueue._storage.groups import Group, check_group
-from fdbqueue._storage.store import MAX_KEY_BYTES, ItemStore
+from fdbqueue._storage.groups import Group
+from fdbqueue._storage.store import ItemStore
 from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import TransactionContext, require_writable
 
@@ -88,14 +88,8 @@ class Pushing(Generic[T]):
         if group is None:
             part = self._parts.writer()
         else:
-            part = self._parts.for_group(check_group(group))
+            part = self._parts.for_group(group, priority)
             where = (priority, group)
-            longest = part._store.groups.longest_key(group, priority)
-            if longest > MAX_KEY_BYTES:
-                raise ValueError(
-                    f"the group's keys would be up to {longest:,} bytes with this queue's "
-                    f"prefix, more than FoundationDB's {MAX_KEY_BYTES:,}: use a shorter group"
-                )
         if seconds:
             self._delays.check_key(where)
         part._push(tr, encoded, where, seconds)

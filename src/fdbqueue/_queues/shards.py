@@ -37,6 +37,7 @@ from typing import Any, Protocol, TypeVar
 
 import fdb.tuple
 
+from fdbqueue._storage.groups import check_group
 from fdbqueue._storage.store import ItemStore
 
 __all__ = ["MAX_SHARDS", "Part", "Parts", "check_shards"]
@@ -125,10 +126,19 @@ class Parts(Sequence[P]):
         count is atomic in CPython)."""
         return self._parts[next(self._turn) % len(self._parts)]
 
-    def for_group(self, group: Any) -> P:
+    def for_group(self, group: Any, priority: int | None = None) -> P:
         """The part that holds ``group``'s items: a group lives in one shard, chosen by a
-        CRC-32 of the group packed by the tuple layer (stable across processes)."""
-        return self._parts[zlib.crc32(fdb.tuple.pack((group,))) % len(self._parts)]
+        CRC-32 of the group packed by the tuple layer (stable across processes).
+
+        Raises:
+            TypeError, ValueError: ``group`` cannot name a group
+                (:func:`~fdbqueue._storage.groups.check_group`), or its keys (with
+                ``priority``, a PriorityQueue's) would be too long.
+        """
+        packed = fdb.tuple.pack((check_group(group),))
+        part = self._parts[zlib.crc32(packed) % len(self._parts)]
+        part._store.groups.check_fits(group, priority)
+        return part
 
     def holds_key(self, key: bytes) -> bool:
         """Whether ``key`` lies under one of the parts' (shards') leases."""

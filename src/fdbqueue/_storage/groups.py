@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 import fdb.tuple
 
 from fdbqueue import metrics
+from fdbqueue._keys import MAX_KEY_BYTES
 from fdbqueue._transactions.transactional import AnyContext
 
 if TYPE_CHECKING:
@@ -119,13 +120,18 @@ class Groups:
         self.prioritized = store.leading_integers == 2
         self._store = store
 
-    def longest_key(self, group: Group, priority: int | None = None) -> int:
-        """The length of the longest key a group's item or turn can have, in bytes (with
-        ``priority``, a PriorityQueue's)."""
+    def check_fits(self, group: Group, priority: int | None = None) -> None:
+        """Raise ValueError when a key of ``group``'s items or turns (with ``priority``, a
+        PriorityQueue's) could exceed FoundationDB's key size limit (no database access)."""
         ranked = () if priority is None else (priority,)
         item = self.items.pack((group, 2**64, *ranked, bytes(40)))  # random fully escaped
         turn = self.turns.pack((*ranked, 2**64, group))
-        return max(len(item), len(turn))
+        longest = max(len(item), len(turn))
+        if longest > MAX_KEY_BYTES:
+            raise ValueError(
+                f"the group's keys would be up to {longest:,} bytes with this queue's prefix, "
+                f"more than FoundationDB's {MAX_KEY_BYTES:,}: use a shorter group"
+            )
 
     def group_of(self, item_key: bytes) -> Group | None:
         """The group of an item key; None for an item without a group."""

@@ -39,7 +39,7 @@ from fdb.subspace_impl import Subspace
 
 from fdbqueue import metrics
 from fdbqueue._checks import check_flag
-from fdbqueue._keys import describe_key
+from fdbqueue._keys import MAX_KEY_BYTES, describe_key
 from fdbqueue._storage.dead_letters import DeadLetters
 from fdbqueue._storage.groups import Groups
 from fdbqueue._storage.held import HeldValues
@@ -60,8 +60,6 @@ __all__ = [
 #: The logger, by its documented name (docs/observability.rst), whatever the module.
 logger = logging.getLogger("fdbqueue.store")
 
-#: FoundationDB's limit on the size of a key, in bytes (error 2102 ``key_too_large``).
-MAX_KEY_BYTES = 10_000
 #: Length of the random element that makes concurrently written item keys unique, as in the
 #: recipes (``os.urandom(20)``).
 RANDOM_BYTES = 20
