@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Any
 
+import fdb.tuple
 import pytest
 from helpers import PoisonCodec, all_keys, despite_timeouts, run, run_threads
 
@@ -63,7 +64,7 @@ def invariant(db: Any, queue: Queue[Any]) -> None:
         turns = {groups.turns.unpack(k)[-1]: v for k, v in keys.items() if groups.turns.contains(k)}
         assert active == set(items) | leased
         assert set(turns) == set(items) - leased
-        assert all(turns[g] == items[g][0] for g in turns)
+        assert all(fdb.tuple.unpack(turns[g])[0] == items[g][0] for g in turns)
         assert groups.active_count(db.create_transaction()) == len(active)
 
 
@@ -526,3 +527,54 @@ def test_a_blocked_take_wakes_when_a_groups_lease_ends(layout):
     queue.ack(db, lease)
     waiting.join(10)
     assert result == ["a-1"] and time.monotonic() - started < 5
+
+
+# -- weights -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_groups_weight_serves_it_that_many_items_in_a_row_each_turn(layout):
+    db = memory.open()
+    queue = Queue(Subspace(("weights", str(layout))), **layout)
+    queue.set_group_weight(db, "heavy", 3)
+    assert queue.group_weight(db, "heavy") == 3 and queue.group_weight(db, "light") == 1
+    queue.enqueue_many(db, group_items("heavy", 6), group="heavy")
+    queue.enqueue_many(db, group_items("light", 3), group="light")
+    taken = drain(db, queue)
+    assert per_group(taken) == {"heavy": group_items("heavy", 6), "light": group_items("light", 3)}
+    if "shards" not in layout:  # one shard: the turns are the queue's
+        names = [value.split("-")[0] for value in taken]
+        assert names == ["heavy"] * 3 + ["light"] + ["heavy"] * 3 + ["light"] * 2
+    invariant(db, queue)
+
+
+def test_a_weighted_group_keeps_its_place_while_its_item_is_leased():
+    db = memory.open()
+    queue = Queue(Subspace(("weights-leased",)))
+    queue.set_group_weight(db, "heavy", 2)
+    queue.enqueue_many(db, group_items("heavy", 4), group="heavy")
+    queue.enqueue_many(db, group_items("light", 2), group="light")
+    order = []
+    while (lease := queue.claim(db, 10)) is not None:
+        order.append(lease.value)
+        invariant(db, queue)
+        queue.ack(db, lease)
+    names = [value.split("-")[0] for value in order]
+    assert names == ["heavy", "heavy", "light", "heavy", "heavy", "light"]
+    assert per_group(order) == {"heavy": group_items("heavy", 4), "light": group_items("light", 2)}
+    invariant(db, queue)
+
+
+def test_a_weight_back_to_one_clears_it_and_bad_weights_are_refused():
+    db = memory.open()
+    queue = PriorityQueue(Subspace(("weights-bad",)))
+    queue.set_group_weight(db, "g", 5)
+    queue.set_group_weight(db, "g", 1)
+    assert queue.group_weight(db, "g") == 1
+    assert all_keys(db, Subspace(("weights-bad",))) == []
+    for weight, error in [(0, ValueError), (1001, ValueError), (2.0, TypeError), (True, TypeError)]:
+        with pytest.raises(error):
+            queue.set_group_weight(db, "g", weight)
+    with pytest.raises(TypeError):
+        queue.set_group_weight(db, 1.5, 2)
+    assert all_keys(db, Subspace(("weights-bad",))) == []

@@ -1,8 +1,8 @@
 """A stateful property test of message groups: Queue and PriorityQueue against a model.
 
-Hypothesis runs random sequences of enqueues into groups (and without one), dequeues, claims,
-acks, releases, dead letters, lease expiry, requeues of dead letters and clear(), on a plain,
-in-line or sharded queue, with and without injected faults (1020, 1021 applied or not, 1007).
+Hypothesis runs random sequences of enqueues into groups (and without one), weights, dequeues,
+claims, acks, releases, dead letters, lease expiry, requeues of dead letters and clear(), on a
+plain, in-line or sharded queue, with and without injected faults (1020, 1021 applied or not, 1007).
 After every step: a take returned the first item of its group, of a group with no item in a
 lease (or the first item without a group); a claim delivered an expired lease's item before
 any other; nothing was lost or taken twice; and the group records agree with the items and
@@ -107,6 +107,11 @@ class GroupsModel(RuleBasedStateMachine):
             self.group_of[value] = group
             self.priority_of[value] = priority
             self.pushed[value] = next(self.pushes)
+
+    @rule(group=st.sampled_from(GROUPS[1:]), weight=st.integers(1, 3))
+    def weigh(self, group: Any, weight: int) -> None:
+        """A weight changes how many items a group's turn serves, never which may come."""
+        self.queue.set_group_weight(self.db, group, weight)
 
     @rule()
     def dequeue(self) -> None:

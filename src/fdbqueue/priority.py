@@ -30,6 +30,7 @@ from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
 from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.delays import DelayedItems
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
+from fdbqueue._queues.group_weights import GroupWeights
 from fdbqueue._queues.leased_queue import LeasedQueue
 from fdbqueue._queues.pushing import Pushing, push_at_back, where_of
 from fdbqueue._queues.sharded_end import ShardedEnd
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["PriorityQueue"]
 
 
-class PriorityQueue(Pushing[T], LeasedQueue[T]):
+class PriorityQueue(Pushing[T], GroupWeights, LeasedQueue[T]):
     """A shared priority queue in one FoundationDB subspace, with both ends usable.
 
     ``tr`` works as for :class:`~fdbqueue.Queue`: a Database or Tenant (own transaction,

@@ -37,6 +37,7 @@ from fdbqueue._delivery.deduplication import (
 from fdbqueue._delivery.delays import DelayedItems
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
 from fdbqueue._queues.enqueueing import Enqueueing, append_at_back
+from fdbqueue._queues.group_weights import GroupWeights
 from fdbqueue._queues.leased_queue import LeasedQueue
 from fdbqueue._queues.sharded_end import ShardedEnd
 from fdbqueue._queues.shards import Parts, check_shards
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["Queue"]
 
 
-class Queue(Enqueueing[T], LeasedQueue[T]):
+class Queue(Enqueueing[T], GroupWeights, LeasedQueue[T]):
     """A shared FIFO queue in one FoundationDB subspace.
 
     Every operation takes ``tr``: a Database or Tenant (the operation runs in its own

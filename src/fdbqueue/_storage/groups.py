@@ -5,8 +5,10 @@ Key layout under a queue's (or shard's) metadata subspace ``M``::
 
     M + pack(("grouped", group, index, random))  -> encoded value   a group's items, FIFO
     M + pack(("group", group))                   -> b""             the group is active
-    M + pack(("turns", turn, group))             -> head item key   the groups in turn
+    M + pack(("turns", turn, group))             -> pack((head item key, weight, served))
     M + pack(("groups",))                        -> int64 LE        active groups (atomic add)
+    M + pack(("weight", group))                  -> pack((weight,)) a group's weight (absent: 1)
+    M + pack(("resume", group))                  -> pack((turn, weight, served))
 
 In a PriorityQueue a group's item keys also hold the item's priority, after its index (the
 index alone orders the group: its items come out in push order whatever their priorities),
@@ -25,6 +27,11 @@ group by at most one turn). A leased item's group gets its next turn when the le
 (acknowledged or dead-lettered); when the lease expires or is released, the same item is
 delivered again first, and the group stays without a turn meanwhile: at most one item of a
 group is in flight, and claims never see a busy group, so they pass over it at no cost.
+
+Weights: a group of weight ``w`` keeps its turn for up to ``w`` items in a row (its turn
+counts them: ``served``). Taken plainly, its next item stays in the same place; taken into a
+lease, the place is kept in the group's *resume* record, and the group gets it back when the
+lease ends. A weight is read when a group gets a new turn.
 
 What conflicts: turns are written blind (numbered without a read), so takes of different
 groups in line never conflict. An enqueue reads the group's active record (a read
@@ -88,16 +95,18 @@ class GroupedItem:
     """A group's first item, as a take reads it: a KeyValue (``key``, ``value``) that also
     carries the key of the group's turn and the group."""
 
-    __slots__ = ("group", "key", "priority", "turn_key", "value")
+    __slots__ = ("group", "key", "priority", "served", "turn", "turn_key", "value", "weight")
 
-    def __init__(
-        self, key: bytes, value: bytes, turn_key: bytes, group: Group, priority: int | None
-    ) -> None:
+    def __init__(self, key: bytes, value: bytes, turn_key: bytes, turn: tuple[Any, ...]) -> None:
         self.key = key
         self.value = value
         self.turn_key = turn_key
-        self.group = group
-        self.priority = priority
+        #: the turn's number, its group, and its first item's priority (None for a Queue)
+        self.turn: int = turn[-2]
+        self.group: Group = turn[-1]
+        self.priority: int | None = turn[0] if len(turn) == 3 else None
+        self.weight = 1
+        self.served = 0
 
 
 class Groups:
@@ -116,6 +125,8 @@ class Groups:
         self.turns_begin: bytes = self.turns.range().start
         self.turns_end: bytes = self.turns.range().stop
         self.count_key: bytes = metadata.pack(("groups",))
+        self.weights = metadata.subspace(("weight",))
+        self.resume = metadata.subspace(("resume",))
         #: a PriorityQueue's groups: item keys and turns hold priorities
         self.prioritized = store.leading_integers == 2
         self._store = store
@@ -154,6 +165,7 @@ class Groups:
         item); for a group made active, two sets and an atomic add.
         """
         active = tr.get(self.active.pack((group,)))
+        weight = tr.snapshot.get(self.weights.pack((group,)))
         members = self.items.range((group,))
         last = list(tr.snapshot.get_range(members.start, members.stop, limit=1, reverse=True))
         index: int = self.items.unpack(last[0].key)[1] if last else 0
@@ -169,7 +181,7 @@ class Groups:
             tr.add(self.count_key, _COUNTER.pack(1))
             metrics.add("groups_active", **self._store.metric_attributes)
             head = keys[0] if not last else self._first(tr, group)
-            self._add_turn(tr, group, head)
+            self._add_turn(tr, group, head, _weight(weight))
 
     def _first(self, tr: AnyContext, group: Group) -> bytes | None:
         """The key of the group's first item (a range read with a read conflict), or None."""
@@ -177,15 +189,25 @@ class Groups:
         first = list(tr.get_range(members.start, members.stop, limit=1))
         return bytes(first[0].key) if first else None
 
-    def _add_turn(self, tr: AnyContext, group: Group, head: bytes | None) -> None:
+    def _add_turn(
+        self,
+        tr: AnyContext,
+        group: Group,
+        head: bytes | None,
+        weight: int,
+        served: int = 0,
+        turn: int | None = None,
+    ) -> None:
         """Give ``group`` a turn, whose first item is ``head``, after every turn given by a
         transaction that committed before ``tr`` began: the turn is ``tr``'s read version
-        (no read; turns given in one transaction sort by group)."""
+        (no read; turns given in one transaction sort by group); or the turn ``turn`` it had,
+        ``served`` of its ``weight`` items served."""
         if head is None:
             return
-        turn: int = tr.get_read_version().wait()
+        if turn is None:
+            turn = tr.get_read_version().wait()
         ranked = (self.items.unpack(head)[2],) if self.prioritized else ()
-        tr[self.turns.pack((*ranked, turn, group))] = head
+        tr[self.turns.pack((*ranked, turn, group))] = fdb.tuple.pack((head, weight, served))
 
     # -- taking -----------------------------------------------------------------------------
 
@@ -213,7 +235,7 @@ class Groups:
             return items
         reader: Any = tr.snapshot if snapshot else tr
         turns = self._first_turns(reader, n, highest)
-        values = [reader.get(bytes(turn.value)) for turn in turns]
+        values = [reader.get(fdb.tuple.unpack(bytes(turn.value))[0]) for turn in turns]
         heads = [
             self._head(turn, value)
             for turn, value in zip(turns, values, strict=True)
@@ -263,9 +285,10 @@ class Groups:
 
     def _head(self, turn: Any, value: Any) -> GroupedItem:
         """The first item of a turn (a KeyValue of the ring) whose value ``value`` was read."""
-        position = self.turns.unpack(turn.key)
-        priority = position[0] if self.prioritized else None
-        return GroupedItem(bytes(turn.value), bytes(value), bytes(turn.key), position[-1], priority)
+        head, weight, served = fdb.tuple.unpack(bytes(turn.value))
+        item = GroupedItem(head, bytes(value), bytes(turn.key), self.turns.unpack(turn.key))
+        item.weight, item.served = weight, served
+        return item
 
     def taken(self, tr: AnyContext, item: Any, holding: bool) -> None:
         """Note that a take cleared ``item`` (a KeyValue from :meth:`front`): a group's item
@@ -274,10 +297,20 @@ class Groups:
         if not isinstance(item, GroupedItem):
             return
         del tr[item.turn_key]
+        served = item.served + 1
         if holding:
             metrics.add("groups_in_flight", **self._store.metric_attributes)
-        else:
-            self._next_turn(tr, item.group)
+            if served < item.weight:  # its place waits for the lease's end
+                record = fdb.tuple.pack((item.turn, item.weight, served))
+                tr[self.resume.pack((item.group,))] = record
+            return
+        if served < item.weight:  # its turn goes on: the next item, in the same place
+            head = self._first(tr, item.group)
+            if head is None:
+                self._deactivate(tr, item.group)
+            self._add_turn(tr, item.group, head, item.weight, served, item.turn)
+            return
+        self._next_turn(tr, item.group)
 
     def finished(self, tr: AnyContext, item_key: bytes) -> None:
         """Note that the lease of the item ``item_key`` ended for good (acknowledged or
@@ -286,21 +319,49 @@ class Groups:
         and an atomic add to the signal key (blocked consumers wake), or a clear and an atomic
         add."""
         group = self.group_of(item_key)
-        if group is not None:
-            metrics.add("groups_in_flight", -1, **self._store.metric_attributes)
-            if self._next_turn(tr, group):
-                self._store.signal(tr)  # an item is takeable now: wake blocked consumers
+        if group is None:
+            return
+        metrics.add("groups_in_flight", -1, **self._store.metric_attributes)
+        resume_key = self.resume.pack((group,))
+        resumed = tr.snapshot.get(resume_key)  # written by this group's one claim in flight
+        if self._next_turn(tr, group, resumed):
+            self._store.signal(tr)  # an item is takeable now: wake blocked consumers
+        if resumed.present():
+            del tr[resume_key]
 
-    def _next_turn(self, tr: AnyContext, group: Group) -> bool:
-        """Give ``group`` its next turn, or make it inactive; whether it got a turn."""
+    def _next_turn(self, tr: AnyContext, group: Group, resumed: Any = None) -> bool:
+        """Give ``group`` its next turn (the place ``resumed`` kept, a future of its resume
+        record, when present), or make it inactive; whether it got a turn."""
+        weight = tr.snapshot.get(self.weights.pack((group,)))
         head = self._first(tr, group)
-        if head is not None:
-            self._add_turn(tr, group, head)
-            return True
+        if head is None:
+            self._deactivate(tr, group)
+            return False
+        if resumed is not None and resumed.present():
+            turn, weight_then, served = fdb.tuple.unpack(bytes(resumed))
+            self._add_turn(tr, group, head, weight_then, served, turn)
+        else:
+            self._add_turn(tr, group, head, _weight(weight))
+        return True
+
+    def _deactivate(self, tr: AnyContext, group: Group) -> None:
+        """``group`` has no item left and none in a lease: it is inactive."""
         del tr[self.active.pack((group,))]
         tr.add(self.count_key, _COUNTER.pack(-1))
         metrics.add("groups_active", -1, **self._store.metric_attributes)
-        return False
+
+    def set_weight(self, tr: AnyContext, group: Group, weight: int) -> None:
+        """Record ``group``'s weight (1: the record is cleared); its next turn uses it.
+        Cost: a set or a clear; no read."""
+        if weight == 1:
+            del tr[self.weights.pack((group,))]
+        else:
+            tr[self.weights.pack((group,))] = fdb.tuple.pack((weight,))
+
+    def weight(self, tr: AnyContext, group: Group) -> int:
+        """``group``'s weight (1 unless set). Cost: a snapshot point read."""
+        reader: Any = getattr(tr, "snapshot", tr)
+        return _weight(reader.get(self.weights.pack((group,))))
 
     # -- looking ----------------------------------------------------------------------------
 
@@ -310,3 +371,11 @@ class Groups:
         reader: Any = getattr(tr, "snapshot", tr)
         count = reader.get(self.count_key)
         return max(0, _COUNTER.unpack(bytes(count))[0]) if count.present() else 0
+
+
+def _weight(read: Any) -> int:
+    """A group's weight from the read of its weight record (absent: 1)."""
+    if not read.present():
+        return 1
+    weight: int = fdb.tuple.unpack(bytes(read))[0]
+    return weight

@@ -62,6 +62,7 @@ import fdbqueue._consuming.sessions
 import fdbqueue.priority
 import fdbqueue.queue
 from fdbqueue import worker
+from fdbqueue._queues.group_weights import GroupWeights
 from fdbqueue._queues.leased_queue import LeasedQueue
 from fdbqueue._queues.stored_queue import QueueOptions, StoredQueue, T
 from fdbqueue._transactions import suspension
@@ -216,6 +217,8 @@ class _StoredQueue(Generic[S, T]):
     requeue_dead_letters = _twin(LeasedQueue[T].requeue_dead_letters, "Queue")
     purge_dead_letters = _twin(LeasedQueue[T].purge_dead_letters, "Queue")
     info = _twin(LeasedQueue[T].info, "Queue")
+    set_group_weight = _twin(GroupWeights.set_group_weight, "Queue")
+    group_weight = _twin(GroupWeights.group_weight, "Queue")
 
     async def work(
         self,
