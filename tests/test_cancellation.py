@@ -242,6 +242,44 @@ def check_dead_letter(queue: Any, db: Any, lease: Any, outcome: Any) -> None:
         assert [letter.value for letter in queue.sync.dead_letters(db)] == ["a"]
 
 
+def two_grouped(queue: Any, db: Any) -> None:
+    queue.sync.enqueue_many(db, ["a", "b"], group="g")
+
+
+def one_grouped_lease(queue: Any, db: Any) -> Lease[Any]:
+    two_grouped(queue, db)
+    lease: Lease[Any] = queue.sync.claim(db, 60.0)
+    return lease
+
+
+def check_enqueue_grouped(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
+    """A cancelled enqueue into a group left no item and no group; one that returned left
+    both, the group's items in order."""
+    cancelled = outcome is asyncio.CancelledError
+    assert remaining(queue, db) == ([] if cancelled else ["x", "y"])
+    assert queue.sync.info(db).groups == (0 if cancelled else 1)
+    if not cancelled:
+        assert [queue.sync.dequeue(db) for _ in range(3)] == ["x", "y", None]
+
+
+def check_claim_grouped(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
+    """A cancelled claim left the group free; one that returned holds its one item in
+    flight, and the next follows the ack."""
+    lease = queue.sync.claim(db, 60.0) if outcome is asyncio.CancelledError else outcome
+    assert lease.value == "a" and lease.group == "g" and held(queue, db) == 1
+    assert queue.sync.claim(db, 60.0) is None  # one in flight per group
+    queue.sync.ack(db, lease)
+    assert queue.sync.claim(db, 60.0).value == "b"
+
+
+def check_ack_grouped(queue: Any, db: Any, lease: Any, outcome: Any) -> None:
+    """A cancelled ack left the group busy; one that returned freed it."""
+    if outcome is asyncio.CancelledError:
+        assert held(queue, db) == 1 and queue.sync.claim(db, 60.0) is None
+        queue.sync.ack(db, lease)
+    assert held(queue, db) == 0 and queue.sync.claim(db, 60.0).value == "b"
+
+
 async def take_in_session(queue: Any, db: Any) -> Any:
     async with queue.consumer(db, prefetch=1) as consumer:
         return await consumer.take()
@@ -271,6 +309,17 @@ CASES: dict[str, Case] = {
         lambda q, db: None,
         lambda q, db, _: q.enqueue(db, "x", dedup_id="x-1"),
         check_enqueue_deduplicated,
+    ),
+    "enqueue into a group": Case(
+        lambda q, db: None,
+        lambda q, db, _: q.enqueue_many(db, ["x", "y"], group="g"),
+        check_enqueue_grouped,
+    ),
+    "claim of a group's item": Case(
+        two_grouped, lambda q, db, _: q.claim(db, 60.0), check_claim_grouped
+    ),
+    "ack of a group's item": Case(
+        one_grouped_lease, lambda q, db, lease: q.ack(db, lease), check_ack_grouped
     ),
     "dequeue": Case(two_items, lambda q, db, _: q.dequeue(db), check_take_one),
     "dequeue_many": Case(two_items, lambda q, db, _: q.dequeue_many(db, 2), check_take_two),
@@ -309,6 +358,9 @@ CASES.update(
         for name in [
             "enqueue_many",
             "enqueue with a dedup_id",
+            "enqueue into a group",
+            "claim of a group's item",
+            "ack of a group's item",
             "dequeue",
             "dequeue_many",
             "dequeue in line",

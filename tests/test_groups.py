@@ -578,3 +578,28 @@ def test_a_weight_back_to_one_clears_it_and_bad_weights_are_refused():
     with pytest.raises(TypeError):
         queue.set_group_weight(db, 1.5, 2)
     assert all_keys(db, Subspace(("weights-bad",))) == []
+
+
+def test_the_largest_values_go_through_a_group_with_the_longest_name():
+    db = memory.open()
+    queue = Queue(Subspace(("largest",)), codec="raw")
+    group = "g" * (MAX_GROUP_BYTES - 3)  # packed: a type byte, the bytes, a terminator
+    big = [bytes([n]) * 100_000 for n in range(3)]
+    queue.enqueue_many(db, big, group=group)
+    lease = queue.claim(db, 10)
+    assert lease is not None and lease.value == big[0] and lease.group == group
+    queue.ack(db, lease)
+    assert drain(db, queue) == big[1:]
+    invariant(db, queue)
+
+
+def test_a_batch_is_checked_with_the_groups_longer_keys_before_anything_is_written():
+    db = memory.open()
+    queue = Queue(Subspace(("batch",)), codec="raw")
+    group = "g" * (MAX_GROUP_BYTES - 3)
+    # small values: the keys decide; a batch that fits without the group does not with it
+    values = [b"v"] * 9_000
+    Queue(Subspace(("batch-ungrouped",)), codec="raw").enqueue_many(db, values)  # it fits
+    with pytest.raises(ValueError, match="smaller batches"):
+        queue.enqueue_many(db, values, group=group)
+    assert queue.size(db) == 0 and all_keys(db, Subspace(("batch",))) == []

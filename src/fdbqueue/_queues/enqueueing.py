@@ -117,7 +117,11 @@ class Enqueueing(Generic[T]):
         ids = None if dedup_ids is None else [check_dedup_id(i) for i in dedup_ids]
         if ids is not None and len(ids) != len(encoded):
             raise ValueError(f"{len(ids)} dedup_ids for {len(encoded)} values")
-        self._store.check_batch_fits(encoded)
+        suffix = None
+        if group is not None:  # a group's item keys are longer than the recipe's
+            longest = part._store.groups.longest_item_key(group)
+            suffix = longest - len(self._store.subspace.key())
+        self._store.check_batch_fits(encoded, suffix)
         if not encoded:
             return []
         return _append(part, tr, encoded, seconds, self._dedup(ids), group)

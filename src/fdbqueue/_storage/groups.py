@@ -135,14 +135,18 @@ class Groups:
         """Raise ValueError when a key of ``group``'s items or turns (with ``priority``, a
         PriorityQueue's) could exceed FoundationDB's key size limit (no database access)."""
         ranked = () if priority is None else (priority,)
-        item = self.items.pack((group, 2**64, *ranked, bytes(40)))  # random fully escaped
         turn = self.turns.pack((*ranked, 2**64, group))
-        longest = max(len(item), len(turn))
+        longest = max(self.longest_item_key(group, priority), len(turn))
         if longest > MAX_KEY_BYTES:
             raise ValueError(
                 f"the group's keys would be up to {longest:,} bytes with this queue's prefix, "
                 f"more than FoundationDB's {MAX_KEY_BYTES:,}: use a shorter group"
             )
+
+    def longest_item_key(self, group: Group, priority: int | None = None) -> int:
+        """The length of the longest key an item of ``group`` can have, in bytes."""
+        ranked = () if priority is None else (priority,)
+        return len(self.items.pack((group, 2**64, *ranked, bytes(40))))  # random escaped
 
     def group_of(self, item_key: bytes) -> Group | None:
         """The group of an item key; None for an item without a group."""

@@ -216,15 +216,16 @@ class ItemStore(TypeRecords):
             raise TypeError(f"values must be iterable, not {type(values).__name__}") from None
         return [self.encode(value) for value in iterator]
 
-    def check_batch_fits(self, encoded: list[bytes], key_suffix: int = ITEM_KEY_SUFFIX) -> None:
+    def check_batch_fits(self, encoded: list[bytes], key_suffix: int | None = None) -> None:
         """Raise ValueError unless one transaction can enqueue all of ``encoded``.
 
         Counts what FoundationDB will count (:mod:`fdbqueue._storage.transaction_bytes`): per item a
-        set of a worst-case item key (the prefix plus ``key_suffix`` bytes) with its write
-        conflict range, plus the counters and the receipt, kept free in
-        :data:`RESERVED_TRANSACTION_BYTES`.
+        set of a worst-case item key (the prefix plus ``key_suffix`` bytes; None: a Queue's,
+        :data:`ITEM_KEY_SUFFIX`) with its write conflict range, plus the counters and the
+        receipt, kept free in :data:`RESERVED_TRANSACTION_BYTES`.
         """
-        key_length = len(self.subspace.key()) + key_suffix
+        suffix = ITEM_KEY_SUFFIX if key_suffix is None else key_suffix
+        key_length = len(self.subspace.key()) + suffix
         total = sum(set_bytes(key_length, len(value)) for value in encoded)
         limit = MAX_TRANSACTION_BYTES - RESERVED_TRANSACTION_BYTES
         if total > limit:
