@@ -164,9 +164,10 @@ class Groups:
         a PriorityQueue's, each of that priority); make the group active with a turn when it
         was not.
 
-        Cost: a point read of the active record (a read conflict on that key), a snapshot
-        range read of the group's last item, one set per value and two atomic adds (as any
-        item); for a group made active, two sets and an atomic add.
+        Cost: a point read of the active record (a read conflict on that key) and a snapshot
+        point read of the group's weight, issued together, a snapshot range read of the
+        group's last item, one set per value and two atomic adds (as any item); for a group
+        made active, two sets and an atomic add.
         """
         active = tr.get(self.active.pack((group,)))
         weight = tr.snapshot.get(self.weights.pack((group,)))
