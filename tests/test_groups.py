@@ -603,33 +603,3 @@ def test_a_batch_is_checked_with_the_groups_longer_keys_before_anything_is_writt
     with pytest.raises(ValueError, match="smaller batches"):
         queue.enqueue_many(db, values, group=group)
     assert queue.size(db) == 0 and all_keys(db, Subspace(("batch",))) == []
-
-
-def test_recoveries_that_expire_leases_mid_work_lose_nothing_and_keep_each_group_in_order():
-    """A recovery moves versions on by 100 s: every lease in flight expires, its item is
-    delivered again first, and its group waits for it; nothing is lost, order holds."""
-    db = memory.open(faults=memory.Faults(recovery=0.05, commit_unknown_result=0.1), seed=7)
-    queue = Queue(Subspace(("recoveries",)), max_deliveries=None)
-    for name in "ab":
-        despite_timeouts(
-            lambda name=name: queue.enqueue_many(db, group_items(name, 10), group=name)
-        )
-    processed: list[str] = []
-    lock = threading.Lock()
-
-    def handler(value: str) -> None:
-        with lock:
-            processed.append(value)
-
-    queue.work(db, handler, lease=30, concurrency=2, until_empty=True, backoff=0.01)
-    db.faults = memory.Faults()
-    db.settle()
-    assert db.stats()["injected_recovery"] > 0
-    for name in "ab":
-        mine = [value for value in processed if value.startswith(name)]
-        assert sorted(set(mine)) == group_items(name, 10)
-        assert [v for i, v in enumerate(mine) if i == 0 or v != mine[i - 1]] == group_items(
-            name, 10
-        )
-    assert queue.size(db) == 0 and queue.leases(db) == []
-    invariant(db, queue)
