@@ -223,3 +223,13 @@ def fault_on(kind: str, applied: bool, times: int = 1) -> Iterator[list[int]]:
         yield injected
     finally:
         FaultInjector.commit = original  # type: ignore[method-assign]
+
+
+def write_into_shard(
+    db: Any, queue: Any, shard: int, value: Any, priority: int | None = None
+) -> None:
+    """Write ``value`` into shard ``shard`` of ``queue`` (a Queue's, or with ``priority`` a
+    PriorityQueue's), where the queue's own turn would not put it: the shard's own write."""
+    into = queue._router.shards[shard]
+    where = () if priority is None else (priority,)
+    into.write(db, [(into, [into.store.encode(value)])], where, 0.0, None)

@@ -340,7 +340,7 @@ def test_dead_letter_of_a_lease_no_longer_held_raises_and_changes_nothing(db, su
 def _promote_in(db: Any, queue: Any) -> Any:
     """A transaction that promoted the due items of ``queue`` (not committed yet)."""
     tr = db.create_transaction()
-    delays = queue._delays
+    delays = queue._router.shards[0].delays
     assert delays.promote(tr, delays.look(tr)) >= 1
     return tr
 

@@ -52,8 +52,8 @@ def invariant(db: Any, queue: Queue[Any]) -> None:
     """Every shard's records agree: a group is active exactly while it has items or one in a
     lease; it has a turn exactly when it has items and none in a lease, whose value is its
     first item; the count of active groups is right."""
-    for part in queue._parts:
-        store = part._store
+    for part in queue._router.shards:
+        store = part.store
         groups = store.groups
         keys = dict(all_keys(db, Subspace(rawPrefix=store.metadata.key())))
         items: dict[Any, list[bytes]] = collections.defaultdict(list)
@@ -241,8 +241,8 @@ def test_a_group_lives_in_one_shard():
     db = memory.open()
     queue = Queue(Subspace(("one-shard",)), shards=8)
     queue.enqueue_many(db, group_items("a", 40), group="a")
-    holding = [part for part in queue._parts if part.size(db)]
-    assert len(holding) == 1 and holding[0].size(db) == 40
+    holding = [shard for shard in queue.info(db).shards if shard.size]
+    assert len(holding) == 1 and holding[0].size == 40
     assert queue.size(db) == 40
     assert drain(db, queue) == group_items("a", 40)
 

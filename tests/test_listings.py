@@ -7,7 +7,7 @@ import pytest
 from helpers import run
 
 from fdbqueue import PriorityQueue, Queue, memory
-from fdbqueue._queues.stored_queue import PAGE_SIZE
+from fdbqueue._queues.base import PAGE_SIZE
 from fdbqueue._storage.queue_info import QueueInfo
 
 

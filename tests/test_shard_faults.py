@@ -15,7 +15,14 @@ import time
 from typing import Any
 
 import pytest
-from helpers import TIMED_OUT, PoisonCodec, despite_timeouts, fault_on, or_timed_out
+from helpers import (
+    TIMED_OUT,
+    PoisonCodec,
+    despite_timeouts,
+    fault_on,
+    or_timed_out,
+    write_into_shard,
+)
 
 from fdbqueue import LeaseNotHeldError, PriorityQueue, Queue, Subspace, memory
 from fdbqueue._consuming.line import WITHDRAW_ATTEMPTS
@@ -36,9 +43,9 @@ def shard_of(session: Any) -> int:
 
 
 def into(queue: Queue[Any], shard: int, db: Any, values: list[Any]) -> None:
-    """Enqueue ``values`` into one shard of ``queue`` (its part's own enqueue)."""
+    """Enqueue ``values`` into one shard of ``queue`` (the shard's own write)."""
     for value in values:
-        queue._parts[shard].enqueue(db, value)
+        write_into_shard(db, queue, shard, value)
 
 
 def on_move(consumer: Any, before_opening: Any = None, after_registering: Any = None) -> None:
@@ -84,7 +91,7 @@ def home_emptied(db: Any, queue: Queue[Any], session: Any, in_b: list[str]) -> t
     into(queue, (a + 1) % SHARDS, db, in_b)
     assert session.take() == "a0"
     assert queue.requests_in_line(db) == 1
-    assert queue._parts[a].dequeue(db) == "a1"
+    assert queue._router.shards[a].ends["front"].take(db, False, None) == "a1"
     return a, (a + 1) % SHARDS
 
 
@@ -233,7 +240,7 @@ def test_a_move_whose_closing_withdrawal_fails_still_moves():
 
     old.close = failing_close
     with pytest.raises(memory.FDBError):
-        session._move(queue._parts[b]._end)
+        session._move(queue._router.shards[b].ends["front"])
     assert session._session is not old
     assert session.take() == "b0"
     session.close()
@@ -370,7 +377,7 @@ def test_a_sharded_priority_claim_takes_the_best_priority_of_every_shard(best):
     queue = PriorityQueue(Subspace(("priority-claims",)), shards=SHARDS)
     for shard in range(SHARDS):  # shard k holds the priorities k and k + SHARDS
         for priority in (shard, shard + SHARDS):
-            queue._parts[shard].push(db, priority, priority=priority)
+            write_into_shard(db, queue, shard, priority, priority)
     top = best == "max"
     claimed = []
     for _ in range(2 * SHARDS):

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from helpers import run, run_threads
+from helpers import run, run_threads, write_into_shard
 
 import fdbqueue.asyncio as fa
 from fdbqueue import Queue, Subspace, memory
@@ -284,7 +284,7 @@ def test_a_consumer_leaving_its_home_looks_elsewhere_first():
     queue = Queue(Subspace(("elsewhere",)), shards=4)
     end = queue._end
     for shard in (0, 1):
-        queue._parts[shard].enqueue(db, f"in {shard}")
+        write_into_shard(db, queue, shard, f"in {shard}")
     consumer = Consumer()
     end.homes.move(consumer, 0)  # home: shard 0, visited first
     for shard in (2, 3, 1):  # the others visited since, by consumers now gone
@@ -302,7 +302,7 @@ def test_consumers_that_move_at_once_do_not_pile_into_one_sample(monkeypatch):
     queue = Queue(Subspace(("sample-taken",)), shards=4)
     end = queue._end
     for shard in (1, 2, 3):
-        queue._parts[shard].enqueue(db, f"in {shard}")
+        write_into_shard(db, queue, shard, f"in {shard}")
     mover = Consumer()
     end.homes.move(mover, 0)  # its home, empty
     arrived: list[Consumer] = []

@@ -12,7 +12,7 @@ import pytest
 from helpers import all_keys
 
 from fdbqueue import PriorityQueue, Queue, QueueTypeError, memory, transactional
-from fdbqueue._queues.shards import MAX_SHARDS
+from fdbqueue._queues.router import MAX_SHARDS
 
 
 def is_item(suffix: bytes) -> bool:

@@ -314,7 +314,7 @@ def _client_library() -> Any:
             "foundationdb-clients package of your cluster's FoundationDB version, which "
             "provides libfdb_c (or use fdbqueue.memory, the in-memory database)"
         ) from error
-    return impl._capi
+    return impl._capi  # the binding's loaded libfdb_c: it has no public name for it
 
 
 def _max_api_version() -> int | None:

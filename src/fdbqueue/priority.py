@@ -20,25 +20,15 @@ Source followed: FoundationDB's "Priority Queues" recipe (documentation
 
 from __future__ import annotations
 
-import functools
-import itertools
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fdbqueue._checks import check_count, check_flag
-from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
-from fdbqueue._delivery.claims import Leases
-from fdbqueue._delivery.delays import DelayedItems
+from fdbqueue._delivery.delays import check_delay
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
-from fdbqueue._queues.group_weights import GroupWeights
-from fdbqueue._queues.leased_queue import LeasedQueue
-from fdbqueue._queues.pushing import Pushing, push_at_back, where_of
-from fdbqueue._queues.sharded_end import ShardedEnd
-from fdbqueue._queues.shards import Parts, check_shards
-from fdbqueue._queues.stored_queue import QueueOptions, T, check_queue_arguments
-from fdbqueue._storage import taking
-from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
-from fdbqueue._storage.store import ItemStore
+from fdbqueue._queues.base import QueueBase, QueueOptions, T
+from fdbqueue._queues.shard import PriorityShard
+from fdbqueue._storage.groups import Group
 from fdbqueue._transactions.transactional import TransactionContext, transactional
 from fdbqueue._transactions.waiting import check_blocking_arguments
 from fdbqueue.codecs import Codec
@@ -46,10 +36,19 @@ from fdbqueue.codecs import Codec
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["PriorityQueue"]
+__all__ = ["PriorityQueue", "check_priority"]
+
+#: The end's name by ``max``.
+_END = {False: "min", True: "max"}
 
 
-class PriorityQueue(Pushing[T], GroupWeights, LeasedQueue[T]):
+def check_priority(priority: Any) -> None:
+    """Raise TypeError unless ``priority`` is an int (a bool is refused)."""
+    if type(priority) is bool or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int, not {type(priority).__name__}")
+
+
+class PriorityQueue(QueueBase[T]):
     """A shared priority queue in one FoundationDB subspace, with both ends usable.
 
     ``tr`` works as for :class:`~fdbqueue.Queue`: a Database or Tenant (own transaction,
@@ -85,7 +84,7 @@ class PriorityQueue(Pushing[T], GroupWeights, LeasedQueue[T]):
     this queue the oldest). Their items are not counted by :meth:`size`.
     """
 
-    _ends: dict[bool, End] | dict[bool, ShardedEnd]  # by max_end: min (False), max (True)
+    SHARD_CLASS = PriorityShard
 
     @overload
     def __init__(
@@ -121,14 +120,70 @@ class PriorityQueue(Pushing[T], GroupWeights, LeasedQueue[T]):
         exactly_once: bool = True,
         shards: int = 1,
     ) -> None:
-        seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
-        count = check_shards(shards)
-        self._high_contention = high_contention
-        self._store = ItemStore(subspace, codec, exactly_once, 2, shards=count)
-        compose = functools.partial(_compose, max_deliveries=max_deliveries, abandon_after=seconds)
-        self._parts = Parts(self, count, compose)
-        if self._parts.sharded:
-            self._ends = _sharded_ends(self)
+        super().__init__(
+            subspace,
+            codec,
+            high_contention=high_contention,
+            abandon_after=abandon_after,
+            max_deliveries=max_deliveries,
+            exactly_once=exactly_once,
+            shards=shards,
+        )
+        self._ends = {name: self._router.end(name, best=name) for name in ("min", "max")}
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def push(
+        self,
+        tr: TransactionContext,
+        value: T,
+        priority: int,
+        *,
+        delay: float | None = None,
+        group: Group | None = None,
+    ) -> None:
+        """Add ``value`` with ``priority``; with ``delay``, once that many seconds passed.
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+            value: any value the codec encodes, except None.
+            priority: an int of any size the tuple layer packs (negative allowed). Lower
+                priorities come out of :meth:`pop_min` first, higher ones out of
+                :meth:`pop_max`.
+            delay: seconds (at most 30 days) before consumers may pop the item; None or 0:
+                at once. Once due, it joins the back of its priority (or of its group) when
+                the next consumer looks (:doc:`delayed-delivery`).
+            group: a str, bytes, int or tuple naming the item's message group: a group's
+                items come out in push order whatever their priorities, one at a time under
+                leases, and a group's turn ranks by its first item's priority
+                (:doc:`groups`). None: no group.
+
+        Raises:
+            TypeError: ``priority`` is not an int (bools are refused too), the codec cannot
+                encode ``value``, ``delay`` is not a number, ``group`` is not a group, or
+                ``tr`` is of the wrong type.
+            ValueError: ``value`` is None or encodes to more than 100,000 bytes, the
+                priority is beyond the tuple layer's integer range, ``delay`` is out of
+                range, or the group's keys would be too long.
+
+        Nothing is written when an error is raised. Cost: one snapshot range read inside the
+        priority (no read conflict range), one set, two atomic adds; it never conflicts with
+        other pushes or pops. Delayed: the read version, one set and two atomic adds. With
+        ``group``: as a Queue's enqueue into a group (:meth:`fdbqueue.Queue.enqueue`).
+        """
+        check_priority(priority)
+        seconds = check_delay(delay)
+        encoded = self._store.encode(value)
+        self._store.item_key((priority, 0))  # checks the priority packs and the key fits
+        where: tuple[Any, ...] = (priority,)
+        if group is None:
+            shard = self._router.for_write()
+        else:
+            shard = self._router.for_group(group, priority)
+            where = (priority, group)
+        if seconds:
+            shard.delays.check_key(where)
+        shard.write(tr, [(shard, [encoded])], where, seconds, None)
 
     # -- taking and looking -----------------------------------------------------------------
 
@@ -163,7 +218,7 @@ class PriorityQueue(Pushing[T], GroupWeights, LeasedQueue[T]):
         line (each end has its own line of requests).
         """
         check_flag(max, "max")
-        taken: T | None = self._ends[max].take(
+        taken: T | None = self._ends[_END[max]].take(
             tr, block, check_blocking_arguments(tr, block, timeout)
         )
         return taken
@@ -220,7 +275,7 @@ class PriorityQueue(Pushing[T], GroupWeights, LeasedQueue[T]):
         check_flag(max, "max")
         seconds = check_lease_seconds(lease)
         wait = check_blocking_arguments(tr, block, timeout)
-        return self._ends[max].claim(tr, seconds, block, wait)
+        return self._ends[_END[max]].claim(tr, seconds, block, wait)
 
     def claim_many(
         self, tr: TransactionContext, n: int, lease: float, max: bool = False
@@ -239,7 +294,7 @@ class PriorityQueue(Pushing[T], GroupWeights, LeasedQueue[T]):
         check_flag(max, "max")
         check_count(n)
         seconds = check_lease_seconds(lease)
-        return self._ends[max].claim_many(tr, n, seconds) if n else []
+        return self._ends[_END[max]].claim_many(tr, n, seconds) if n else []
 
     def consumer(
         self,
@@ -254,10 +309,7 @@ class PriorityQueue(Pushing[T], GroupWeights, LeasedQueue[T]):
         order. Arguments and errors as for :meth:`fdbqueue.Queue.consumer`, plus TypeError
         when ``max`` is not a bool."""
         check_flag(max, "max")
-        return self._ends[max].consumer(database, prefetch, abandon_after)
-
-    def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
-        push_at_back(self._store, tr, encoded, where_of(self._store, item_key))
+        return self._ends[_END[max]].consumer(database, prefetch, abandon_after)
 
     @transactional
     def peek(self, tr: TransactionContext, max: bool = False) -> T | None:
@@ -265,22 +317,14 @@ class PriorityQueue(Pushing[T], GroupWeights, LeasedQueue[T]):
 
         Poison items are skipped, as :meth:`pop` would move them aside. Raises TypeError
         when ``max`` is not a bool, ValueError when a key at that end is not one of this
-        queue's items. Cost: as :meth:`pop` without the writes.
+        queue's items, QueueTypeError when the queue records another type, number of shards
+        or codec. Cost: as :meth:`pop` without the writes; on a queue of several shards,
+        first a snapshot range read (``limit=1``) of each shard's end and first turn, issued
+        together, to find the shard whose first item has the best priority.
         """
         check_flag(max, "max")
-        end = self._ends[max]
-        if isinstance(end, ShardedEnd):  # the shard whose first item has the best priority
-            shard = end.best_shard(tr)
-            return None if shard is None else self._parts[shard].peek(tr, max)
-        ungrouped = (
-            max_end_candidates(self._store, tr, snapshot=False)
-            if max
-            else taking.forward(self._store, tr, 1, False)
-        )
-        front = list(itertools.islice(ungrouped, 1))  # and a group's turn, when better
-        turns = self._store.groups.front(tr, 1, False, lambda: front, max)
-        candidates = itertools.chain(turns, front, ungrouped)
-        first: T | None = taking.peek_first(self._store, tr, candidates)
+        self._router.check_type(tr)
+        first: T | None = self._ends[_END[max]].peek(tr)
         return first
 
     def peek_min(self, tr: TransactionContext) -> T | None:
@@ -291,46 +335,7 @@ class PriorityQueue(Pushing[T], GroupWeights, LeasedQueue[T]):
         """Return the oldest value of the highest priority, or None when empty (two range reads)."""
         return self.peek(tr, max=True)
 
-
-def _compose(
-    queue: PriorityQueue[Any], store: ItemStore, *, max_deliveries: int | None, abandon_after: float
-) -> None:
-    """Give ``queue`` what takes from ``store``: its leases, delayed items and two ends."""
-    queue._store = store
-    queue._leases = Leases(store, max_deliveries)
-    queue._delays = DelayedItems(store, functools.partial(push_at_back, store))
-    queue._ends = {
-        max_end: End(
-            store,
-            queue._leases,
-            queue._delays,
-            functools.partial(_read_end, store, max_end),
-            name="max" if max_end else "min",
-            high_contention=queue._high_contention,
-            abandon_after=abandon_after,
-            action="pop",
-        )
-        for max_end in (False, True)
-    }
-
-
-def _sharded_ends(queue: PriorityQueue[Any]) -> dict[bool, ShardedEnd]:
-    """A sharded queue's two ends, each over the same end of every shard: pops go to the
-    shard whose first item has the best priority."""
-    return {
-        max_end: ShardedEnd(
-            [part._ends[max_end] for part in queue._parts],
-            queue._store.metric_name,
-            best="max" if max_end else "min",
-        )
-        for max_end in (False, True)
-    }
-
-
-def _read_end(
-    store: ItemStore, highest: bool, tr: TransactionContext, n: int, snapshot: bool
-) -> list[Any]:
-    """The first ``n`` items at one end (the max end with ``highest``), the groups' turns
-    among them (a :data:`~fdbqueue._consuming.ends.ReadEnd`)."""
-    read = max_end_items if highest else min_end_items
-    return store.groups.front(tr, n, snapshot, lambda: read(store, tr, n, snapshot), highest)
+    def _oldest(self, tr: Any, fronts: list[Any]) -> Any:
+        """``info().oldest`` of a queue of several shards: the value :meth:`pop_min` would
+        take (the best priority over the shards)."""
+        return self._ends["min"].peek(tr)

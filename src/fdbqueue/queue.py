@@ -21,29 +21,23 @@ Source followed: FoundationDB's "Queues" recipe (documentation ``queues.rst`` an
 
 from __future__ import annotations
 
-import functools
-import itertools
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fdbqueue._checks import check_count
-from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
-from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.deduplication import (
     DEFAULT_DEDUP_WINDOW,
+    DedupId,
     Deduplication,
+    check_dedup_id,
     check_dedup_window,
 )
-from fdbqueue._delivery.delays import DelayedItems
+from fdbqueue._delivery.delays import check_delay
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
-from fdbqueue._queues.enqueueing import Enqueueing, append_at_back
-from fdbqueue._queues.group_weights import GroupWeights
-from fdbqueue._queues.leased_queue import LeasedQueue
-from fdbqueue._queues.sharded_end import ShardedEnd
-from fdbqueue._queues.shards import Parts, check_shards
-from fdbqueue._queues.stored_queue import FifoOptions, T, check_queue_arguments
-from fdbqueue._storage import taking
-from fdbqueue._storage.store import ItemStore
+from fdbqueue._queues.base import FifoOptions, QueueBase, T
+from fdbqueue._queues.shard import FifoShard, Shard
+from fdbqueue._storage.groups import Group
 from fdbqueue._transactions.transactional import TransactionContext, transactional
 from fdbqueue._transactions.waiting import check_blocking_arguments
 from fdbqueue.codecs import Codec
@@ -54,7 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["Queue"]
 
 
-class Queue(Enqueueing[T], GroupWeights, LeasedQueue[T]):
+class Queue(QueueBase[T]):
     """A shared FIFO queue in one FoundationDB subspace.
 
     Every operation takes ``tr``: a Database or Tenant (the operation runs in its own
@@ -98,7 +92,7 @@ class Queue(Enqueueing[T], GroupWeights, LeasedQueue[T]):
     :meth:`size`, which counts what fdbqueue enqueued minus what it dequeued (never below 0).
     """
 
-    _end: End | ShardedEnd
+    SHARD_CLASS = FifoShard
 
     @overload
     def __init__(
@@ -127,18 +121,140 @@ class Queue(Enqueueing[T], GroupWeights, LeasedQueue[T]):
         shards: int = 1,
         dedup_window: float = DEFAULT_DEDUP_WINDOW,
     ) -> None:
-        seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
-        count = check_shards(shards)
         window = check_dedup_window(dedup_window)
-        self._high_contention = high_contention
-        self._store = ItemStore(subspace, codec, exactly_once, 1, shards=count)
+        super().__init__(
+            subspace,
+            codec,
+            high_contention=high_contention,
+            abandon_after=abandon_after,
+            max_deliveries=max_deliveries,
+            exactly_once=exactly_once,
+            shards=shards,
+        )
         self._deduplication = Deduplication(self._store, window)
-        compose = functools.partial(_compose, max_deliveries=max_deliveries, abandon_after=seconds)
-        self._parts = Parts(self, count, compose)
-        if self._parts.sharded:
-            self._end = ShardedEnd([part._end for part in self._parts], self._store.metric_name)
+        self._front = self._router.end("front")
 
     # -- writing ----------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        tr: TransactionContext,
+        value: T,
+        *,
+        delay: float | None = None,
+        dedup_id: DedupId | None = None,
+        group: Group | None = None,
+    ) -> bool:
+        """Add ``value`` at the back of the queue; with ``delay``, once that many seconds passed.
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+            value: any value the queue's codec encodes, except None.
+            delay: seconds (at most 30 days) before consumers may take the item (None or 0: at
+                once); it then joins the back of the queue (:doc:`delayed-delivery`).
+            dedup_id: a str, bytes or int naming this enqueue: when an enqueue with the same
+                id was accepted within ``dedup_window`` seconds, nothing is enqueued
+                (:doc:`idempotency`).
+            group: a str, bytes, int or tuple naming the item's message group: items of
+                one group are taken in enqueue order, at most one at a time under leases, and
+                groups are served in turn (:doc:`groups`). None: no group.
+
+        Returns:
+            True when the value was enqueued; False when ``dedup_id`` was seen in the window.
+
+        Raises:
+            ValueError: ``value`` is None or over 100,000 bytes encoded, a bad ``delay`` or
+                ``dedup_id``, or the subspace holds a PriorityQueue
+                (:class:`~fdbqueue.QueueTypeError`).
+            TypeError: the codec cannot encode ``value``, or a wrong type of ``delay``,
+                ``dedup_id``, ``group`` or ``tr``.
+
+        Nothing is written when an error is raised. Cost: one snapshot range read and a
+        snapshot point read (no read conflict range), one set and two atomic adds (delayed:
+        no range read): no conflicts with enqueues or dequeues. With ``dedup_id``: a point
+        read with a read conflict on the id's record and two sets (an enqueue of the same id
+        may conflict, no other), and the clean-up of two expired records. With ``group``: a
+        point read with a read conflict on the group's active record (an enqueue conflicts
+        only with the take that empties the group), and, when it makes the group active, a
+        snapshot range read, two sets and an atomic add (:doc:`groups`).
+        """
+        ids = None if dedup_id is None else [check_dedup_id(dedup_id)]
+        encoded = [self._store.encode(value)]
+        seconds = check_delay(delay)
+        if group is None:
+            return self._write(tr, self._router.runs(encoded), (), seconds, ids)[0]
+        shard = self._group_shard(group, seconds)
+        return self._write(tr, [(shard, encoded)], (group,), seconds, ids)[0]
+
+    def enqueue_many(
+        self,
+        tr: TransactionContext,
+        values: Iterable[T],
+        *,
+        delay: float | None = None,
+        dedup_ids: Iterable[DedupId] | None = None,
+        group: Group | None = None,
+    ) -> list[bool]:
+        """Add every value of ``values`` at the back of the queue, in order, atomically (all
+        delayed by ``delay`` seconds, as for :meth:`enqueue`, and kept in order); with
+        ``dedup_ids`` (one per value), those whose id was seen are left out; with ``group``,
+        all into that group, in order.
+
+        On a queue of N shards, the batch is cut into up to N contiguous runs, one per shard
+        (consecutive shards from the next in turn), all written in one transaction: each
+        shard keeps its run in order, and the batch spreads over the shards as single
+        enqueues do (:doc:`sharding`). A group's batch goes to its group's shard, whole.
+
+        Every value is checked before anything is written (a bad one changes nothing). Cost:
+        as one :meth:`enqueue` per shard written, plus one set per further value (and per
+        id); no conflicts.
+
+        Returns:
+            Per value, whether it was enqueued.
+
+        Raises:
+            ValueError, TypeError: as :meth:`enqueue`, for any value or id; ``dedup_ids`` of
+                another length than ``values``; or the batch exceeds FoundationDB's
+                10,000,000-byte transaction limit.
+        """
+        seconds = check_delay(delay)
+        shard = None if group is None else self._group_shard(group, seconds)
+        encoded = self._store.encode_many(values)
+        ids = None if dedup_ids is None else [check_dedup_id(i) for i in dedup_ids]
+        if ids is not None and len(ids) != len(encoded):
+            raise ValueError(f"{len(ids)} dedup_ids for {len(encoded)} values")
+        suffix = None  # a group's item keys are longer than the recipe's
+        if shard is not None and group is not None:
+            suffix = shard.groups.longest_item_key(group) - len(self._store.subspace.key())
+        self._store.check_batch_fits(encoded, suffix)
+        if not encoded:
+            return []
+        if shard is None:
+            return self._write(tr, self._router.runs(encoded), (), seconds, ids)
+        return self._write(tr, [(shard, encoded)], (group,), seconds, ids)
+
+    def _group_shard(self, group: Group, delay: float) -> Shard:
+        """The shard of ``group`` (:meth:`Router.for_group`); raise before anything is
+        written when ``group`` cannot name a group of this queue or, delayed, its delayed
+        records' keys would be too long."""
+        shard = self._router.for_group(group)
+        if delay:
+            shard.delays.check_key((group,))
+        return shard
+
+    def _write(
+        self,
+        tr: TransactionContext,
+        runs: list[tuple[Shard, list[bytes]]],
+        where: tuple[Any, ...],
+        delay: float,
+        ids: list[bytes] | None,
+    ) -> list[bool]:
+        """Write ``runs`` in one transaction, exactly once by the first run's shard's
+        receipts (:meth:`Shard.write`); with ``ids``, only the values they admit."""
+        dedup = None if ids is None else (self._deduplication, ids)
+        admitted: list[bool] = runs[0][0].write(tr, runs, where, delay, dedup)
+        return admitted
 
     # -- taking -----------------------------------------------------------------------------
 
@@ -177,7 +293,7 @@ class Queue(Enqueueing[T], GroupWeights, LeasedQueue[T]):
         line, else two (register, then take the item matched with the request), without
         conflicts between consumers (:doc:`high-contention`).
         """
-        taken: T | None = self._end.take(tr, block, check_blocking_arguments(tr, block, timeout))
+        taken: T | None = self._front.take(tr, block, check_blocking_arguments(tr, block, timeout))
         return taken
 
     def dequeue_many(self, tr: TransactionContext, n: int) -> list[T]:
@@ -200,7 +316,7 @@ class Queue(Enqueueing[T], GroupWeights, LeasedQueue[T]):
         range: the front up to just past the last item taken.
         """
         check_count(n)
-        return self._end.take_many(tr, n) if n else []
+        return self._front.take_many(tr, n) if n else []
 
     # -- leases -----------------------------------------------------------------------------
 
@@ -245,7 +361,7 @@ class Queue(Enqueueing[T], GroupWeights, LeasedQueue[T]):
         transaction creating the watch. Source followed: the "Queues" recipe, "Watches".
         """
         seconds = check_lease_seconds(lease)
-        return self._end.claim(tr, seconds, block, check_blocking_arguments(tr, block, timeout))
+        return self._front.claim(tr, seconds, block, check_blocking_arguments(tr, block, timeout))
 
     def claim_many(self, tr: TransactionContext, n: int, lease: float) -> list[Lease[T]]:
         """Claim up to ``n`` items in one transaction, each under its own lease of ``lease``
@@ -270,7 +386,7 @@ class Queue(Enqueueing[T], GroupWeights, LeasedQueue[T]):
         """
         check_count(n)
         seconds = check_lease_seconds(lease)
-        return self._end.claim_many(tr, n, seconds) if n else []
+        return self._front.claim_many(tr, n, seconds) if n else []
 
     def consumer(
         self, database: Any, *, prefetch: int = 0, abandon_after: float = DEFAULT_ABANDON_AFTER
@@ -285,64 +401,28 @@ class Queue(Enqueueing[T], GroupWeights, LeasedQueue[T]):
         Raises:
             TypeError, ValueError: not a Database, ``prefetch`` not in 0-255, ``abandon_after``.
         """
-        return self._end.consumer(database, prefetch, abandon_after)
-
-    def _requeue(self, tr: TransactionContext, item_key: bytes, encoded: bytes) -> None:
-        group = self._store.groups.group_of(item_key)
-        append_at_back(self._store, tr, [encoded], group=group)
+        return self._front.consumer(database, prefetch, abandon_after)
 
     # -- looking ----------------------------------------------------------------------------
 
     @transactional
     def peek(self, tr: TransactionContext) -> T | None:
-        """Return the value at the front of the queue without removing it, or None if empty.
+        """Return the value at the front of the queue without removing it, or None if empty:
+        the value this thread's next :meth:`dequeue` returns when nothing else changes the
+        queue meanwhile. On a queue of several shards, that is the front of the shard this
+        thread (or asyncio task) takes from next: its home shard while it holds items, else
+        the shard it moves to (peek moves it there, as a take would: :doc:`sharding`).
 
         Poison items (values the codec cannot decode) are skipped, as :meth:`dequeue` would
         move them aside. Raises ValueError when the key at the front is not one of this
-        queue's items, QueueTypeError when the queue records another codec.
+        queue's items, QueueTypeError when the queue records another type, number of shards
+        or codec.
 
-        Cost: one range read (``limit=1``), more only past poison items, and the codec
-        record's read (:doc:`concepts`); its read conflict range covers the front of
-        the queue up to just past the first item (the whole queue range when empty)."""
-        if self._parts.sharded:  # the front of the first shard (in shard order) holding one
-            return next((v for part in self._parts if (v := part.peek(tr)) is not None), None)
-        ungrouped = taking.forward(self._store, tr, 1, snapshot=False)
-        front = list(itertools.islice(ungrouped, 1))  # or a group's turn, at even odds
-        turns = self._store.groups.front(tr, 1, False, lambda: front)
-        candidates = itertools.chain(turns, front, ungrouped)
-        first: T | None = taking.peek_first(self._store, tr, candidates)
+        Cost: one range read (``limit=1``), more only past poison items, and the type
+        records' reads until they were once found right (:doc:`concepts`); its read conflict
+        range covers the front of the queue up to just past the first item (the whole queue
+        range when empty). On a queue of several shards, choosing a shard costs what a take's
+        choice costs (snapshot point reads of two shards' counters, or of all)."""
+        self._router.check_type(tr)
+        first: T | None = self._front.peek(tr)
         return first
-
-
-def _compose(
-    queue: Queue[Any], store: ItemStore, *, max_deliveries: int | None, abandon_after: float
-) -> None:
-    """Give ``queue`` (or one shard's part) what takes from ``store``: its leases, delayed
-    items and front end."""
-    queue._store = store
-    queue._leases = Leases(store, max_deliveries)
-    queue._delays = DelayedItems(store, functools.partial(_append_due, store))
-    queue._end = End(
-        store,
-        queue._leases,
-        queue._delays,
-        functools.partial(_read_front, store),
-        name="front",
-        high_contention=queue._high_contention,
-        abandon_after=abandon_after,
-        action="dequeue",
-    )
-
-
-def _read_front(store: ItemStore, tr: TransactionContext, n: int, snapshot: bool) -> list[Any]:
-    """The queue's first ``n`` items, its groups' turns among them (a
-    :data:`~fdbqueue._consuming.ends.ReadEnd`)."""
-    return store.groups.front(tr, n, snapshot, lambda: store.read(tr, limit=n, snapshot=snapshot))
-
-
-def _append_due(
-    store: ItemStore, tr: TransactionContext, encoded: bytes, where: tuple[Any, ...]
-) -> None:
-    """Append a delayed item that fell due at the back of the queue, or of its group when
-    ``where`` names one (a :data:`~fdbqueue._delivery.delays.Append`)."""
-    append_at_back(store, tr, [encoded], group=where[0] if where else None)

@@ -345,7 +345,7 @@ class Loop:
                 return
             lease = job.lease
             try:
-                self.queue._ack_with(self.database, lease, lambda tr: self.handler(tr, lease.value))
+                self.queue.ack_with(self.database, lease, lambda tr: self.handler(tr, lease.value))
             except LeaseError as error:
                 logger.warning("fdbqueue: job %s lost its lease: %s", describe(lease), error)
                 self.summary.count("lost")

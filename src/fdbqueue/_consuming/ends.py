@@ -52,6 +52,7 @@ class End:
         leases: the queue's leases (shared by its ends).
         delays: the queue's delayed items (shared by its ends): every take promotes those due.
         read: reads the first items at this end (:data:`ReadEnd`).
+        peek: returns the value a take here would return without removing it (None: none).
         name: the end's name (``"front"``, ``"min"``, ``"max"``): its line of requests is
             at ``metadata[("line", name)]``.
         high_contention: takes and claims given a Database go through the line.
@@ -67,15 +68,19 @@ class End:
         delays: DelayedItems,
         read: ReadEnd,
         *,
+        peek: Callable[[Any], Any],
         name: str,
         high_contention: bool,
         abandon_after: float,
         action: str,
     ) -> None:
-        self._store = store
+        self.store = store
+        self.receipts = store.receipts
         self.leases = leases
         self.delays = delays
         self.read = read
+        #: ``peek(tr)``: the value a take here would return, or None (nothing is removed)
+        self.peek = peek
         self.line = store.metadata.pack(("line", name))
         self.high_contention = high_contention
         self.abandon_after = abandon_after
@@ -92,7 +97,7 @@ class End:
     def consumer(self, database: Any, prefetch: int, abandon_after: float) -> Consumer:
         """A consumer session in this end's line (arguments checked by :class:`Consumer`)."""
         return Consumer(
-            self._store,
+            self.store,
             database,
             line=self.line,
             read=self.read,
@@ -125,10 +130,10 @@ class End:
             return take_blocking(
                 tr,
                 self._take_one,
-                self._store.signal_key,
+                self.store.signal_key,
                 seconds,
                 self.delays.seconds_until_due,
-                queue=self._store.metric_name,
+                queue=self.store.metric_name,
             )
         return self._take_one(tr)
 
@@ -144,23 +149,23 @@ class End:
         taken = self._take_items(tr, 1, None, moving=False)
         if not taken.items:
             return MOVED_ASIDE if taken.moved_aside else None
-        self._store.dequeued(tr, 1)
+        self.store.dequeued(tr, 1)
         return taken.items[0].value
 
     def take_many(self, tr: AnyContext, n: int) -> list[Any]:
         """Take up to ``n`` values in one transaction (``n`` checked by the caller, > 0)."""
-        values = self._take_many(tr, n)
+        values = self.take_batch(tr, n)
         while values is MOVED_ASIDE:
-            values = self._take_many(tr, n)
+            values = self.take_batch(tr, n)
         return values  # type: ignore[no-any-return]
 
     @exactly_once(wrote=bool)
-    def _take_many(self, tr: AnyContext, n: int) -> Any:
+    def take_batch(self, tr: AnyContext, n: int) -> Any:
         require_writable(tr, f"{self.action}_many")
         taken = self._take_items(tr, n, None, moving=False)
         if not taken.items:
             return MOVED_ASIDE if taken.moved_aside else []
-        self._store.dequeued(tr, len(taken.items))
+        self.store.dequeued(tr, len(taken.items))
         return [item.value for item in taken.items]
 
     # -- claiming ---------------------------------------------------------------------------
@@ -179,10 +184,10 @@ class End:
         lease = take_blocking(
             tr,
             lambda tr, _deadline: self._claim_one(tr, seconds),
-            self._store.signal_key,
+            self.store.signal_key,
             wait,
             lambda: soonest(self.leases.seconds_until_expiry(), self.delays.seconds_until_due()),
-            queue=self._store.metric_name,
+            queue=self.store.metric_name,
         )
         return lease
 
@@ -193,14 +198,14 @@ class End:
     def claim_many(self, tr: AnyContext, n: int, seconds: float) -> list[Lease[Any]]:
         """Claim up to ``n`` items in one transaction (arguments checked by the caller); a
         batch that only moved items to the dead letters commits, and the next goes on."""
-        claimed = self._claim_batch(tr, seconds, n)
+        claimed = self.claim_batch(tr, seconds, n)
         while claimed is MOVED_ASIDE:
-            claimed = self._claim_batch(tr, seconds, n)
+            claimed = self.claim_batch(tr, seconds, n)
         leases: list[Lease[Any]] = claimed
         return leases
 
     @exactly_once(wrote=claimed_something)
-    def _claim_batch(self, tr: AnyContext, seconds: float, n: int) -> Any:
+    def claim_batch(self, tr: AnyContext, seconds: float, n: int) -> Any:
         return self.leases.claim_many(tr, self._take_items, seconds, n)
 
     def _take_items(
@@ -214,14 +219,18 @@ class End:
         else it promotes (within half the budget: its bytes and the take's stay within
         FoundationDB's limit) and reads the end again."""
         looked = self.delays.look(tr)
-        codec_record = self._store.recorded_codec(tr)
-        first = self.front(tr, n)
+        codec_record = self.store.recorded_codec(tr)
+        try:
+            first = self.front(tr, n)
+        except ValueError:  # a foreign key: say first if the queue is of another type
+            self.store.check_codec(codec_record)
+            raise
         if self.delays.promote(tr, looked):
             rest = None if budget is None else budget // 2
             return taking.take(
-                self._store, tr, self.front, n, rest, moving=moving, codec_record=codec_record
+                self.store, tr, self.front, n, rest, moving=moving, codec_record=codec_record
             )
         front = taking.starting_with(first, self.front)
         return taking.take(
-            self._store, tr, front, n, budget, moving=moving, codec_record=codec_record
+            self.store, tr, front, n, budget, moving=moving, codec_record=codec_record
         )

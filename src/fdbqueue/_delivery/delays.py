@@ -150,15 +150,9 @@ class DelayedItems:
         per record a clear and the queue's append (its snapshot read of the back, a set,
         two atomic adds), and a set (or clear) of the hint.
         """
-        hint = looked
         read_version: int = tr.get_read_version().wait()
         read_at = time.monotonic()
-        if not hint.present():
-            self._wake_at = None
-            return 0
-        due = _VERSION.unpack(bytes(hint))[0]
-        if due > read_version:
-            self._wake_at = read_at + (due - read_version) / VERSIONS_PER_SECOND
+        if not self.note(looked, read_version, read_at):
             return 0
         tr.add_read_conflict_key(self.hint_key)  # promoters and delayed enqueues meet here
         due_end = self.records.pack((read_version + 1,))
@@ -175,6 +169,18 @@ class DelayedItems:
             promoted += 1
         self._rewrite_hint(tr, records[promoted:], read_version, read_at)
         return promoted
+
+    def note(self, hint: Any, read_version: int, read_at: float | None = None) -> bool:
+        """Learn from ``hint`` (the future of :meth:`look`, read at ``read_version``) when
+        the first delayed item falls due, for :meth:`seconds_until_due`; return whether one
+        is due at ``read_version``. Cost: waits for ``hint``."""
+        read_at = time.monotonic() if read_at is None else read_at
+        if not hint.present():
+            self._wake_at = None
+            return False
+        due = _VERSION.unpack(bytes(hint))[0]
+        self._wake_at = read_at + max(0, due - read_version) / VERSIONS_PER_SECOND
+        return bool(due <= read_version)
 
     def _rewrite_hint(
         self, tr: AnyContext, left: list[Any], read_version: int, read_at: float

@@ -20,10 +20,12 @@ its sessions are at home in that shard, and a take's read of the line stays shor
 used from coroutines (:mod:`fdbqueue.asyncio`) keep a session each: their calls share the
 event loop's thread, which cannot wait for a turn.
 
-A priority queue's session first reads every shard's first item (one round trip) and moves to
-a shard whose first item has the best priority unless its own has, so that it takes the best
-priority at that read version, as a plain pop does; a queue whose shards' best priorities
-keep changing makes its sessions move often, each move a withdrawal and a registration.
+A priority queue's session does not take in line: each take or claim ranks the shards by their
+first item and takes from the best in one transaction, as a plain pop does
+(:meth:`~fdbqueue._queues.sharded_end.ShardedEnd.take_best`), so that it returns the best
+priority at its read version even beside other consumers. A line would take in a later
+transaction than the ranking, when another shard may hold a better item. Concurrent pops of
+one best item therefore conflict (one retries and ranks again), as unsharded plain pops do.
 
 Source followed: the consumer sessions of :doc:`high-contention`, one per shard at a time;
 consumers pinned to partitions as Kafka's consumer groups and QuiCK's consumers pin them,
@@ -32,7 +34,6 @@ without a coordinator.
 
 from __future__ import annotations
 
-import random
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -59,11 +60,11 @@ class ShardedEnd(Protocol):
     turns: list[Turns]
     shared: SharedSessions
 
-    def order(self, tr: Any, every_shard: bool) -> list[End]: ...
-
     def holding(self, tr: Any, consumer: Any) -> list[End]: ...
 
-    def best_ends(self, tr: Any) -> list[End]: ...
+    def take(self, tr: Any, block: bool, seconds: float | None) -> Any: ...
+
+    def claim(self, tr: Any, seconds: float, block: bool, wait: float | None) -> Any: ...
 
     def blocking(
         self, database: Any, take: Callable[[Any, float | None], Any], seconds: float | None
@@ -134,7 +135,6 @@ class ShardedConsumer(Consumer):
         self._database = database
         self._prefetch = prefetch
         self._abandon_after = abandon_after
-        # A priority queue's session moves to the best shard on its first take.
         self._shard = end.ends[end.homes.settle(self, range(len(end.ends)))]
         self._session = self._shard.consumer(database, prefetch, abandon_after)
         # Shared with this process's other sessions at its shard (taking turns), decided at
@@ -146,14 +146,24 @@ class ShardedConsumer(Consumer):
 
     def take(self, *, block: bool = False, timeout: float | None = None) -> Any:
         seconds = check_blocking_arguments(self._database, block, timeout)
+        if self._end.best is not None:  # ranked and taken in one transaction, not in line
+            self._check_open()
+            return self._end.take(self._database, block, seconds)
         return self._serve(lambda session: session.take(), block, seconds, every_shard=False)
 
     def claim(self, lease: float, *, block: bool = False, timeout: float | None = None) -> Any:
         seconds = check_blocking_arguments(self._database, block, timeout)
         lease_seconds = check_lease_seconds(lease)
+        if self._end.best is not None:  # ranked and claimed in one transaction, not in line
+            self._check_open()
+            return self._end.claim(self._database, lease_seconds, block, seconds)
         return self._serve(
             lambda session: session.claim(lease_seconds), block, seconds, every_shard=True
         )
+
+    def _check_open(self) -> None:
+        if self._shut:
+            raise RuntimeError("this consumer session is closed")
 
     take.__doc__ = Consumer.take.__doc__
     claim.__doc__ = Consumer.claim.__doc__
@@ -173,8 +183,7 @@ class ShardedConsumer(Consumer):
         return self
 
     def _serve(self, act: Act, block: bool, seconds: float | None, *, every_shard: bool) -> Any:
-        if self._shut:
-            raise RuntimeError("this consumer session is closed")
+        self._check_open()
         if self._sharing is None:
             self._sharing = current_operation() is None
             if self._sharing:
@@ -187,17 +196,12 @@ class ShardedConsumer(Consumer):
         )
 
     def _once(self, act: Act, every_shard: bool) -> Any:
-        """``act`` on the current session (a priority queue's: after moving to a shard whose
-        first item has the best priority, unless this one's has; a FIFO queue's: unless its
-        stay at this shard is over, see :mod:`~fdbqueue._queues.shard_homes`); when it finds
+        """``act`` on the current session (unless its stay at this shard is over, see
+        :mod:`~fdbqueue._queues.shard_homes`); when it finds
         nothing, or the stay is over, on a session in each other shard holding items, moving
         there (the last one tried stays current)."""
         end = self._end
-        if end.best is not None:
-            best = run_in_retry_loop(self._database, end.best_ends)
-            if best and self._shard not in best:
-                self._move(random.choice(best))
-        elif end.homes.home(self) is None:
+        if end.homes.home(self) is None:
             return self._elsewhere(act, every_shard, stay_over=True)
         value = self._act(act)
         if value is not None:
@@ -206,15 +210,13 @@ class ShardedConsumer(Consumer):
         return self._elsewhere(act, every_shard, stay_over=False)
 
     def _elsewhere(self, act: Act, every_shard: bool, *, stay_over: bool) -> Any:
-        """``act`` in the shards holding items (read in one round trip: the best priority
-        first, or for a FIFO queue the shards with the fewest of this process's sessions,
+        """``act`` in the shards holding items (read in one round trip: the shards with the
+        fewest of this process's sessions,
         the one visited longest ago first), moving to each in turn; the current shard is
         tried again only when its stay was over (it found nothing there otherwise)."""
         end = self._end
 
         def read(tr: Any) -> list[End]:
-            if end.best is not None:
-                return end.order(tr, every_shard)
             if not every_shard:
                 return end.holding(tr, self)
             ends = end.ends

@@ -13,12 +13,19 @@ those takes all find nothing (other consumers were first), the counters are read
 take returns None only when every shard was empty at one transaction's read version (delayed
 items not yet due aside, as for an unsharded queue).
 
-A priority queue's pop and claim first read the first (``min``) or last (``max``) item of every
-shard (snapshot range reads with ``limit=1``, all issued before any is waited on) and take
-from the shard whose item has the best priority, so they take the best priority among the
-items committed before their read version. Unlike an unsharded pop they do not conflict with
-a push of a better priority into another shard that commits meanwhile: that item is simply
-the next pop's.
+A priority queue's pop and claim, in one transaction, first read the first (``min``) or last
+(``max``) item of every shard (snapshot range reads with ``limit=1``, all issued before any is
+waited on), then take from the shard whose item has the best priority, with the take's read
+conflict range there: so they take the best priority among the items committed before their
+read version, and of two concurrent pops of one best item, one retries and ranks again.
+Unlike an unsharded pop they do not conflict with a push of a better priority into another
+shard that commits meanwhile: that item is simply the next pop's. With ``high_contention``
+and in sessions they take so too, not in line (a line takes in a later transaction than the
+ranking).
+
+Every FIFO claim also looks, at most every quarter of its lease, at the first lease of every
+shard, and claims from a shard whose first lease expired: a dead holder's item comes back
+within about a quarter of a lease of its expiry, whatever shard it is in.
 
 A FIFO queue's ``claim`` goes to the consumer's home as a take does; when the home has
 nothing to claim, it claims from the shards in random order in one transaction, looking at
@@ -37,8 +44,10 @@ consumers pick a partition and stay.
 
 from __future__ import annotations
 
+import functools
 import random
 import struct
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -56,12 +65,15 @@ from fdbqueue._transactions.waiting import take_blocking
 __all__ = ["ShardedEnd"]
 
 
+#: How often, per lease period, a claim looks at every shard's first lease
+#: (:meth:`ShardedEnd._claim_expired`).
+LEASE_LOOKS = 4
+
 #: Shards a consumer whose home is empty looks at first (:meth:`ShardedEnd.holding`): the
 #: power of two choices, as load balancers sample servers.
 SAMPLE = 2
 
 _COUNTER = struct.Struct("<q")
-_VERSION = struct.Struct("<Q")
 
 
 def holding_items(tr: Any, ends: list[End]) -> list[End]:
@@ -73,13 +85,13 @@ def holding_items(tr: Any, ends: list[End]) -> list[End]:
     count), issued together, and the read version; per end holding items with an active
     group, two snapshot range reads (``limit=1``)."""
     reader = tr.snapshot
-    sizes = [reader.get(end._store.size_key) for end in ends]
+    sizes = [reader.get(end.store.size_key) for end in ends]
     hints = [reader.get(end.delays.hint_key) for end in ends]
-    counts = [reader.get(end._store.groups.count_key) for end in ends]
+    counts = [reader.get(end.store.groups.count_key) for end in ends]
     version = tr.get_read_version().wait()
     found = []
     for end, size, hint, count in zip(ends, sizes, hints, counts, strict=True):
-        due = hint.present() and _VERSION.unpack(bytes(hint))[0] <= version
+        due = end.delays.note(hint, version)  # a blocked take wakes when one falls due
         held = size.present() and _COUNTER.unpack(bytes(size))[0] > 0
         grouped = count.present() and _COUNTER.unpack(bytes(count))[0] > 0
         if due or (held and (not grouped or _takeable(reader, end))):
@@ -89,10 +101,15 @@ def holding_items(tr: Any, ends: list[End]) -> list[End]:
 
 def _takeable(reader: Any, end: End) -> bool:
     """Whether ``end``'s shard holds an item without a group or a group's turn."""
-    store = end._store
+    store = end.store
     items = reader.get_range(store.begin, store.end, limit=1)
     turns = reader.get_range(store.groups.turns_begin, store.groups.turns_end, limit=1)
     return bool(list(items)) or bool(list(turns))
+
+
+def _holding_for_sure(order: Callable[[Any], list[End]], tr: Any) -> list[End]:
+    """Those of ``order(tr)`` whose shard holds an item or a turn (:func:`_takeable`)."""
+    return [end for end in order(tr) if _takeable(tr.snapshot, end)]
 
 
 def _take(tr: AnyContext, end: End) -> Any:
@@ -117,6 +134,7 @@ class ShardedEnd:
         self.homes = Homes(len(self.ends))
         self.turns = [Turns() for _ in self.ends]
         self.shared = SharedSessions()
+        self._look_at_leases = 0.0  # time.monotonic() of the next look at every shard's leases
 
     # -- taking -----------------------------------------------------------------------------
 
@@ -129,14 +147,12 @@ class ShardedEnd:
     def take_many(self, tr: AnyContext, n: int) -> list[Any]:
         """Take up to ``n`` values in one transaction: from one shard, then from the other
         shards holding items (in the order :meth:`order` gives) until ``n`` are taken."""
-        values: list[Any] = self._gather(tr, lambda tr, end, left: end._take_many(tr, left), n)
+        values: list[Any] = self._gather(tr, lambda tr, end, left: end.take_batch(tr, left), n)
         return values
 
     def _take_one(self, tr: AnyContext) -> Any:
-        if self.best is not None:
-            return self._in_order(
-                tr, lambda tr: self._ranked(tr, False), lambda tr, end: end.take(tr, False, None)
-            )
+        if self.best is not None:  # ranked and taken in one transaction (see take_best)
+            return self.take_best(tr)
         consumer = current_consumer()
         value = self._at_home(tr, consumer, _take)
         if value is not None:
@@ -150,6 +166,38 @@ class ShardedEnd:
             return found
 
         return self._in_order(tr, lambda tr: self.holding(tr, consumer), take_and_stay)
+
+    def take_best(self, tr: AnyContext) -> Any:
+        """A priority queue's pop: in one transaction, rank the shards by their first item
+        (snapshot reads) and take from the best one with the take's read conflict range, so
+        that of two concurrent pops of the same best item one retries and ranks again: a pop
+        returns the best priority present at its read version. Its line is not used (a
+        take in line would take in another transaction than the ranking). Cost: the ranking's
+        snapshot range reads (two per shard, issued together) and the take's."""
+        values = self._gather(tr, lambda tr, end, left: end.take_batch(tr, left), 1)
+        return values[0] if values else None
+
+    def peek(self, tr: AnyContext) -> Any:
+        """The value this thread's next take returns when nothing else changes the queue,
+        without removing it, or None: a priority queue's best first item over the shards;
+        a FIFO queue's front of the consumer's home shard, or of the shard it moves to when
+        its home is empty or its stay is over (the move is made now, as a take makes it).
+        Cost: as a take's choice of shard, and the shard's peek."""
+        if self.best is not None:
+            ranked = self._ranked(tr, False)
+            return next((v for end in ranked if (v := end.peek(tr)) is not None), None)
+        consumer = current_consumer()
+        home = self.homes.home(consumer)
+        if home is not None:
+            value = self.ends[home].peek(tr)
+            if value is not None:
+                return value
+        for end in self.holding(tr, consumer):  # the first becomes its home
+            value = end.peek(tr)
+            if value is not None:
+                self.homes.move(consumer, self.ends.index(end))
+                return value
+        return None
 
     def _at_home(self, tr: AnyContext, consumer: Any, act: Callable[[Any, End], Any]) -> Any:
         """``act`` at ``consumer``'s home shard (:meth:`_at`), counted in its stay; None
@@ -196,7 +244,7 @@ class ShardedEnd:
         """Claim up to ``n`` items in one transaction, from the shards in turn (every shard:
         an expired lease makes an item claimable where the size counter says none is)."""
         leases: list[Lease[Any]] = self._gather(
-            tr, lambda tr, end, left: end._claim_batch(tr, seconds, left), n, every_shard=True
+            tr, lambda tr, end, left: end.claim_batch(tr, seconds, left), n, every_shard=True
         )
         return leases
 
@@ -207,19 +255,20 @@ class ShardedEnd:
         shard it claimed from becomes the thread's home."""
         if self.best is not None:  # the best priority of every shard, as a pop takes
             ranked: list[Lease[Any]] = self._gather(
-                tr, lambda tr, end, left: end._claim_batch(tr, seconds, left), 1, every_shard=True
+                tr, lambda tr, end, left: end.claim_batch(tr, seconds, left), 1, every_shard=True
             )
             return ranked[0] if ranked else None
         consumer = current_consumer()
-        lease: Lease[Any] | None = self._at_home(
-            tr, consumer, lambda tr, end: end.claim(tr, seconds, False, None)
-        )
+        lease: Lease[Any] | None = self._claim_expired(tr, seconds)
+        if lease is not None:
+            return lease
+        lease = self._at_home(tr, consumer, lambda tr, end: end.claim(tr, seconds, False, None))
         if lease is not None:
             return lease
         found_in: list[End] = []
 
         def claim(tr: Any, end: End, left: int) -> Any:
-            leases = end._claim_batch(tr, seconds, left)
+            leases = end.claim_batch(tr, seconds, left)
             found_in[:] = [end] if leases and leases is not MOVED_ASIDE else found_in
             return leases
 
@@ -228,6 +277,40 @@ class ShardedEnd:
             return None
         self._stay(consumer, self.ends.index(found_in[0]))
         return claimed[0]
+
+    def _claim_expired(self, tr: AnyContext, seconds: float) -> Lease[Any] | None:
+        """At most every ``seconds`` / :data:`LEASE_LOOKS` seconds (of this process's claims),
+        look at the first lease of every shard and claim from a shard whose first lease has
+        expired (or was released), so that an expired lease in a shard this process's
+        consumers do not visit is claimed again within about a fraction of its lease, not
+        when a consumer happens by. None when it did not look, or found none. Cost, when it
+        looks: a snapshot range read (``limit=1``) per shard, issued together, in a
+        read-only transaction given a Database; then the claim in the shards found."""
+        now = time.monotonic()
+        if now < self._look_at_leases:
+            return None
+        self._look_at_leases = now + seconds / LEASE_LOOKS
+
+        def expired(tr: Any) -> list[int]:
+            reader = tr.snapshot
+            firsts = [
+                reader.get_range(end.leases.leases_begin, end.leases.leases_end, limit=1)
+                for end in self.ends
+            ]
+            version = tr.get_read_version().wait()
+            found = []
+            for shard, (end, first) in enumerate(zip(self.ends, firsts, strict=True)):
+                records = list(first)
+                if records and end.leases.leases.unpack(bytes(records[0].key))[0] <= version:
+                    found.append(shard)
+            return found
+
+        shards = run_in_retry_loop(tr, expired) if is_database(tr) else expired(tr)
+        for shard in shards:
+            lease = self._at(tr, shard, lambda tr, end: end.claim(tr, seconds, False, None))
+            if lease is not None:
+                return lease  # type: ignore[no-any-return]
+        return None
 
     def consumer(self, database: Any, prefetch: int, abandon_after: float) -> Consumer:
         """A consumer session over every shard, in one shard's line at a time
@@ -297,7 +380,7 @@ class ShardedEnd:
 
         if not is_database(tr):
             return body(tr)[0]
-        receipts = random.choice(self.ends)._store.receipts
+        receipts = random.choice(self.ends).receipts
         found, _moved = receipts.run(tr, body, wrote=lambda result: bool(result[0]) or result[1])
         return found
 
@@ -326,20 +409,20 @@ class ShardedEnd:
                 if found is not None:
                     return found
             return None
+        checked = order
         while True:
-            ends = run_in_retry_loop(tr, order)
+            ends = run_in_retry_loop(tr, checked)
             if not ends:
                 return None
             for end in ends:
                 found = take(tr, end)
                 if found is not None:
                     return found
-
-    def best_shard(self, tr: Any) -> int | None:
-        """The index of the shard whose first item has the best priority at ``tr``'s read
-        version, None when every shard is empty (see :meth:`_ranked`)."""
-        ranked = self._ranked(tr, False)
-        return self.ends.index(ranked[0]) if ranked else None
+            # Every take found nothing (and promoted what was due): other consumers were
+            # first, or a size counter is off (items removed by other code). From now on,
+            # keep only shards whose item range or turns hold something, so that a counter
+            # alone cannot keep this loop going.
+            checked = functools.partial(_holding_for_sure, order)
 
     def _ranked(self, tr: Any, every_shard: bool) -> list[End]:
         """The shards holding items at ``tr``'s read version, the best first item first (the
@@ -349,13 +432,6 @@ class ShardedEnd:
         ranked = sorted(heads, key=lambda head: (head[0], random.random()))
         found = [end for _rank, end in ranked]
         return found + [end for end in self.ends if end not in found] if every_shard else found
-
-    def best_ends(self, tr: Any) -> list[End]:
-        """The shards whose first item has the best priority at ``tr``'s read version (ties
-        all listed; none when every shard is empty). Cost: as :meth:`_heads`."""
-        heads = self._heads(tr)
-        best = min((rank for rank, _end in heads), default=None)
-        return [end for rank, end in heads if rank == best]
 
     def _heads(self, tr: Any) -> list[tuple[int, End]]:
         """Each non-empty shard with the rank of its best priority (:func:`ranked_heads`)."""
@@ -369,7 +445,7 @@ class ShardedEnd:
         return take_blocking(
             database,
             take,
-            [end._store.signal_key for end in self.ends],
+            [end.store.signal_key for end in self.ends],
             seconds,
             lambda: soonest(
                 *(end.leases.seconds_until_expiry() for end in self.ends),
@@ -388,16 +464,16 @@ def ranked_heads(ends: Sequence[End], reverse: bool, tr: Any) -> list[tuple[int,
     reader = tr.snapshot
     reads = [
         (
-            reader.get_range(end._store.begin, end._store.end, limit=1, reverse=reverse),
+            reader.get_range(end.store.begin, end.store.end, limit=1, reverse=reverse),
             reader.get_range(
-                end._store.groups.turns_begin, end._store.groups.turns_end, limit=1, reverse=reverse
+                end.store.groups.turns_begin, end.store.groups.turns_end, limit=1, reverse=reverse
             ),
         )
         for end in ends
     ]
     heads = []
     for end, (items, turns) in zip(ends, reads, strict=True):
-        store = end._store
+        store = end.store
         priorities = [store.unpack_position(bytes(kv.key))[0] for kv in items]
         priorities += [store.groups.turns.unpack(bytes(kv.key))[0] for kv in turns]
         if priorities:

@@ -63,13 +63,39 @@ from fdbqueue._transactions.transactional import AnyContext
 if TYPE_CHECKING:
     from fdbqueue._storage.store import ItemStore
 
-__all__ = ["MAX_GROUP_BYTES", "Group", "GroupedItem", "Groups", "check_group"]
+__all__ = [
+    "MAX_GROUP_BYTES",
+    "MAX_GROUP_WEIGHT",
+    "Group",
+    "GroupedItem",
+    "Groups",
+    "check_group",
+    "check_weight",
+]
 
 #: What names a group: a str, bytes, an int or a tuple of such values (the tuple layer's).
 Group = str | bytes | int | tuple[Any, ...]
 #: The most bytes a group may take packed by the tuple layer (SQS allows 128 characters).
 MAX_GROUP_BYTES = 1_024
 _COUNTER = struct.Struct("<q")
+
+
+#: The largest weight a group may have.
+MAX_GROUP_WEIGHT = 1_000
+
+
+def check_weight(weight: Any) -> int:
+    """Return ``weight`` when it is an int from 1 to :data:`MAX_GROUP_WEIGHT`.
+
+    Raises:
+        TypeError: not an int (a bool is refused).
+        ValueError: out of that range.
+    """
+    if isinstance(weight, bool) or not isinstance(weight, int):
+        raise TypeError(f"weight must be an int, not {type(weight).__name__}")
+    if not 1 <= weight <= MAX_GROUP_WEIGHT:
+        raise ValueError(f"weight must be from 1 to {MAX_GROUP_WEIGHT:,}, not {weight}")
+    return weight
 
 
 def check_group(group: Any) -> Group:

@@ -325,9 +325,9 @@ def exactly_once(
     """Decorate a queue method ``method(self, tr, ...)`` to take effect exactly once.
 
     Given a Database or Tenant as ``tr`` (by position or keyword), the method runs in
-    :meth:`Receipts.run` with the queue's receipts (``self._store.receipts``). Given a
-    Transaction, it behaves as with :func:`fdbqueue.transactional`: it runs inside the caller's
-    transaction and commits nothing.
+    :meth:`Receipts.run` with the object's receipts (``self.receipts``: a shard's, an end's
+    or a router's). Given a Transaction, it behaves as with :func:`fdbqueue.transactional`: it
+    runs inside the caller's transaction and commits nothing.
 
     Args:
         wrote: tells from the method's result whether it wrote anything (see
@@ -345,7 +345,7 @@ def exactly_once(
             if not is_database(context):
                 returned: R = inside(*args, **kwargs)
                 return returned
-            receipts: Receipts = queue._store.receipts  # type: ignore[attr-defined]
+            receipts: Receipts = queue.receipts  # type: ignore[attr-defined]
 
             def body(tr: Any) -> R:
                 if by_keyword:

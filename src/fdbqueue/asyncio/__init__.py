@@ -58,13 +58,11 @@ from typing import (
     overload,
 )
 
-import fdbqueue._consuming.sessions
 import fdbqueue.priority
 import fdbqueue.queue
 from fdbqueue import worker
-from fdbqueue._queues.group_weights import GroupWeights
-from fdbqueue._queues.leased_queue import LeasedQueue
-from fdbqueue._queues.stored_queue import QueueOptions, StoredQueue, T
+from fdbqueue._consuming.sessions import Consumer as SyncConsumer
+from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._transactions import suspension
 from fdbqueue._transactions.transactional import (
     ContextParameter,
@@ -89,7 +87,7 @@ suspension.install()
 
 P = ParamSpec("P")
 R = TypeVar("R")
-S = TypeVar("S", bound=LeasedQueue[Any])
+S = TypeVar("S", bound=QueueBase[Any])
 Twin = TypeVar("Twin", bound="_StoredQueue[Any, Any]")
 
 
@@ -116,18 +114,18 @@ class Consumer:
     """A consumer session with coroutine calls (:class:`fdbqueue.Consumer` underneath, as
     ``.sync``). Use it with ``async with``: leaving closes it, withdrawing its requests."""
 
-    def __init__(self, session: fdbqueue._consuming.sessions.Consumer) -> None:
+    def __init__(self, session: SyncConsumer) -> None:
         self._session = session
 
     @property
-    def sync(self) -> fdbqueue._consuming.sessions.Consumer:
+    def sync(self) -> SyncConsumer:
         """The synchronous session this one runs."""
         return self._session
 
-    take = _twin(fdbqueue._consuming.sessions.Consumer.take, "Consumer")
+    take = _twin(SyncConsumer.take, "Consumer")
     dequeue = take
     pop = take
-    claim = _twin(fdbqueue._consuming.sessions.Consumer.claim, "Consumer")
+    claim = _twin(SyncConsumer.claim, "Consumer")
 
     async def close(self) -> None:
         """Coroutine twin of :meth:`fdbqueue.Consumer.close`, run to its end: a cancellation
@@ -144,8 +142,8 @@ class Consumer:
 
 class _StoredQueue(Generic[S, T]):
     """What both async queues share: the synchronous queue, its properties and the coroutine
-    twins of the operations of :class:`~fdbqueue._queues.stored_queue.StoredQueue` and
-    :class:`~fdbqueue._queues.leased_queue.LeasedQueue`, and the worker loop. ``S`` is the
+    twins of the operations of :class:`~fdbqueue._queues.base.QueueBase`, and the worker
+    loop. ``S`` is the
     synchronous queue's class, ``T`` the type of its values (as for :class:`fdbqueue.Queue`:
     ``fdbqueue.asyncio.Queue[str]`` for a ``Codec[str]``)."""
 
@@ -166,7 +164,7 @@ class _StoredQueue(Generic[S, T]):
         if not isinstance(queue, expected):
             raise TypeError(f"from_sync needs a {expected.__name__}, not {queue!r}")
         twin = cls.__new__(cls)
-        twin._sync = queue
+        twin._sync = queue  # a new object of this very class, made without __init__
         return twin
 
     @property
@@ -202,23 +200,23 @@ class _StoredQueue(Generic[S, T]):
     def __repr__(self) -> str:
         return f"fdbqueue.asyncio.{self._sync!r}"
 
-    empty = _twin(StoredQueue[T].empty, "Queue")
-    size = _twin(StoredQueue[T].size, "Queue")
-    peek_many = _twin(StoredQueue[T].peek_many, "Queue")
-    requests_in_line = _twin(StoredQueue[T].requests_in_line, "Queue")
-    clear = _twin(StoredQueue[T].clear, "Queue")
-    ack = _twin(LeasedQueue[T].ack, "Queue")
-    ack_many = _twin(LeasedQueue[T].ack_many, "Queue")
-    release = _twin(LeasedQueue[T].release, "Queue")
-    dead_letter = _twin(LeasedQueue[T].dead_letter, "Queue")
-    extend = _twin(LeasedQueue[T].extend, "Queue")
-    leases = _twin(LeasedQueue[T].leases, "Queue")
-    dead_letters = _twin(LeasedQueue[T].dead_letters, "Queue")
-    requeue_dead_letters = _twin(LeasedQueue[T].requeue_dead_letters, "Queue")
-    purge_dead_letters = _twin(LeasedQueue[T].purge_dead_letters, "Queue")
-    info = _twin(LeasedQueue[T].info, "Queue")
-    set_group_weight = _twin(GroupWeights.set_group_weight, "Queue")
-    group_weight = _twin(GroupWeights.group_weight, "Queue")
+    empty = _twin(QueueBase[T].empty, "Queue")
+    size = _twin(QueueBase[T].size, "Queue")
+    peek_many = _twin(QueueBase[T].peek_many, "Queue")
+    requests_in_line = _twin(QueueBase[T].requests_in_line, "Queue")
+    clear = _twin(QueueBase[T].clear, "Queue")
+    ack = _twin(QueueBase[T].ack, "Queue")
+    ack_many = _twin(QueueBase[T].ack_many, "Queue")
+    release = _twin(QueueBase[T].release, "Queue")
+    dead_letter = _twin(QueueBase[T].dead_letter, "Queue")
+    extend = _twin(QueueBase[T].extend, "Queue")
+    leases = _twin(QueueBase[T].leases, "Queue")
+    dead_letters = _twin(QueueBase[T].dead_letters, "Queue")
+    requeue_dead_letters = _twin(QueueBase[T].requeue_dead_letters, "Queue")
+    purge_dead_letters = _twin(QueueBase[T].purge_dead_letters, "Queue")
+    info = _twin(QueueBase[T].info, "Queue")
+    set_group_weight = _twin(QueueBase[T].set_group_weight, "Queue")
+    group_weight = _twin(QueueBase[T].group_weight, "Queue")
 
     async def work(
         self,

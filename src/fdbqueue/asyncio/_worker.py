@@ -223,7 +223,7 @@ class AsyncLoop:
         lease = job.lease
         try:
             await bridge.run(
-                self.queue.sync._ack_with,
+                self.queue.sync.ack_with,
                 self.database,
                 lease,
                 lambda tr: self.handler(tr, lease.value),

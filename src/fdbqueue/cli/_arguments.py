@@ -67,8 +67,8 @@ def argparse_help(parser: argparse.ArgumentParser) -> str:
         with formatter.indentation():
             formatter.write_text(parser.description)
     rows = []
-    for action in parser._actions:
-        if not action.option_strings or isinstance(action, argparse._HelpAction):
+    for action in parser._actions:  # argparse lists its options nowhere public
+        if not action.option_strings or action.dest == "help":
             continue
         name = ", ".join(action.option_strings)
         if action.nargs != 0:

@@ -88,6 +88,12 @@ class Context:
                 "in-memory database, --cluster-file a cluster"
             )
 
+    @property
+    def given_database(self) -> Any:
+        """The database the command line was given (``main(database=...)``, a test's), or
+        one :meth:`database` opened already; None before either."""
+        return self._database
+
     def database(self) -> Any:
         if self._database is None:
             self._database = open_database(

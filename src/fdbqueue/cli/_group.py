@@ -11,7 +11,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from fdbqueue._queues.shards import MAX_SHARDS
+from fdbqueue._queues.router import MAX_SHARDS
 from fdbqueue.cli._arguments import CommandLine
 from fdbqueue.cli._context import (
     CODECS,

@@ -173,8 +173,8 @@ def bench(context: Context, arguments: tuple[str, ...]) -> None:
     except benchmark.BenchmarkError as error:
         raise click.UsageError(str(error)) from None
     options = context.options
-    if options["cluster_file"] is None or context._database is not None:
-        given = context._database
+    given = context.given_database
+    if options["cluster_file"] is None or given is not None:
 
         def fresh(latency: memory.Latency) -> Any:
             return given if given is not None else memory.open(latency=latency)

@@ -1,0 +1,726 @@
+"""What every queue type shares: :class:`QueueBase`, the one base of :class:`~fdbqueue.Queue`
+and :class:`~fdbqueue.PriorityQueue`.
+
+A queue is a facade over its shards (:class:`~fdbqueue._queues.shard.Shard`, one for the
+default layout) and one :class:`~fdbqueue._queues.router.Router` that chooses the shard each
+operation acts on. Every method has the same shape: check the arguments, let the router choose,
+call the shard (or the end over every shard). What looks at the whole queue (``size``,
+``empty``, ``peek_many``, ``leases``, ``dead_letters``, ``info``, ``clear``, ...) gathers over
+the shards, a gather of one for a queue of one shard. The queue types add their writes
+(``enqueue`` or ``push``) and takes (``dequeue`` or ``pop``), which differ in their arguments.
+
+Source followed: FoundationDB's "Queues" recipe; ``fdb/directory_impl.py`` for the layer's
+conventions (``tr`` first, ``@transactional``); Amazon SQS's dead-letter queues and message
+queues' visibility timeouts for the leases (:doc:`guarantees`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar
+
+from fdb.subspace_impl import Subspace
+
+from fdbqueue import worker
+from fdbqueue._checks import check_count, check_flag
+from fdbqueue._consuming.sessions import check_abandon_after
+from fdbqueue._delivery.leases import Lease, check_lease_seconds, check_max_deliveries
+from fdbqueue._queues.router import Router, check_shards
+from fdbqueue._queues.shard import Shard
+from fdbqueue._storage.dead_letters import DeadLetter
+from fdbqueue._storage.groups import Group, check_weight
+from fdbqueue._storage.queue_info import QueueInfo
+from fdbqueue._storage.store import ItemStore
+from fdbqueue._transactions.transactional import (
+    TransactionContext,
+    is_database,
+    is_transaction,
+    require_writable,
+    transactional,
+)
+from fdbqueue.codecs import Codec, Undecodable
+
+__all__ = [
+    "PAGE_SIZE",
+    "QueueBase",
+    "QueueOptions",
+    "check_limit",
+    "check_queue_arguments",
+]
+
+#: Records one page of a listing reads (:func:`read_pages`): given a Database, each page is a
+#: transaction of its own.
+PAGE_SIZE = 1_000
+
+T = TypeVar("T")
+#: The value type of a lease given to :meth:`QueueBase.extend` (and of the one returned).
+V = TypeVar("V")
+R = TypeVar("R")
+
+
+class QueueOptions(TypedDict, total=False):
+    """The keyword arguments both queue types take beside ``subspace`` and ``codec`` (their
+    constructors document them); for typing their overloads."""
+
+    high_contention: bool
+    abandon_after: float
+    max_deliveries: int | None
+    exactly_once: bool
+    shards: int
+
+
+class FifoOptions(QueueOptions, total=False):
+    """The keyword arguments only :class:`~fdbqueue.Queue` takes besides them."""
+
+    dedup_window: float
+
+
+#: Reads one page: ``(tr, after, count)`` -> (up to ``count`` results, the last key read, or
+#: None when nothing was read; whether more may follow). ``after`` None starts at the first.
+ReadPage = Callable[[Any, "bytes | None", int], "tuple[list[R], bytes | None, bool]"]
+
+
+def check_limit(limit: Any, name: str = "limit") -> int | None:
+    """Return ``limit``: an int >= 0, or None for no limit.
+
+    Raises:
+        TypeError: not an int or None (bool included).
+        ValueError: negative.
+    """
+    if limit is None:
+        return None
+    check_count(limit, name)
+    return int(limit)
+
+
+def read_pages(tr: Any, limit: int | None, read_page: ReadPage[R]) -> list[R]:
+    """Up to ``limit`` results (None: all) of ``read_page``, page after page of at most
+    :data:`PAGE_SIZE`, each page going on after the last key the one before read.
+
+    ``read_page`` is :func:`~fdbqueue._transactions.transactional.transactional`: given a
+    Database, each page is a transaction of its own (so pages are read at different read
+    versions); given a Transaction, every page is read in it.
+    """
+    if not is_database(tr) and not is_transaction(tr):
+        read_page(tr, None, 0)  # raises the TypeError that names what was expected
+    found: list[R] = []
+    after: bytes | None = None
+    while limit is None or len(found) < limit:
+        count = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit - len(found))
+        results, last, more = read_page(tr, after, count)
+        found.extend(results)
+        if not more or last is None:
+            break
+        after = last
+    return found
+
+
+def check_queue_arguments(high_contention: Any, abandon_after: Any, max_deliveries: Any) -> float:
+    """Check the arguments :class:`~fdbqueue.Queue` and :class:`~fdbqueue.PriorityQueue` take
+    beside the subspace, codec and shards (those are checked by
+    :func:`fdbqueue._storage.store.as_subspace`, :func:`fdbqueue.codecs.resolve_codec` and
+    :func:`~fdbqueue._queues.router.check_shards`), before anything is read or written.
+
+    Returns:
+        ``abandon_after`` as a float.
+
+    Raises:
+        TypeError: ``high_contention`` is not a bool, ``max_deliveries`` is not an int or
+            None, or ``abandon_after`` is not a number. (``subspace`` or ``codec`` of the
+            wrong type, or a non-bool ``exactly_once``, raise TypeError too.)
+        ValueError: ``abandon_after`` is NaN, not > 0 or over a day, or ``max_deliveries``
+            is below 1. (So does a subspace prefix that is empty, longer than 9,872 bytes or
+            in the system keys, or an unknown codec name.)
+    """
+    check_flag(high_contention, "high_contention")
+    check_max_deliveries(max_deliveries)
+    return check_abandon_after(abandon_after)
+
+
+class QueueBase(Generic[T]):
+    """What :class:`~fdbqueue.Queue` and :class:`~fdbqueue.PriorityQueue` share (see the
+    module docstring). Its constructor checks the arguments every queue type takes and builds
+    the shards; the queue types document them."""
+
+    #: The kind of shard the queue type is made of.
+    SHARD_CLASS: ClassVar[type[Shard]]
+
+    def __init__(
+        self,
+        subspace: Any,
+        codec: str | Codec[Any],
+        *,
+        high_contention: bool,
+        abandon_after: float,
+        max_deliveries: int | None,
+        exactly_once: bool,
+        shards: int,
+    ) -> None:
+        seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
+        count = check_shards(shards)
+        self._high_contention = high_contention
+        self._max_deliveries = max_deliveries
+        self._router = Router.build(
+            self.SHARD_CLASS,
+            subspace,
+            codec,
+            check_flag(exactly_once, "exactly_once"),
+            count,
+            high_contention=high_contention,
+            abandon_after=seconds,
+            max_deliveries=max_deliveries,
+        )
+        self._store: ItemStore = self._router.root
+
+    # -- properties -------------------------------------------------------------------------
+
+    @property
+    def high_contention(self) -> bool:
+        """Whether takes and claims given a Database take in line
+        (:doc:`high-contention`)."""
+        return self._high_contention
+
+    @property
+    def subspace(self) -> Subspace:
+        """The Subspace whose ``range()`` holds the items (of every shard)."""
+        return self._store.subspace
+
+    @property
+    def codec(self) -> Codec[T]:
+        """The codec that encodes and decodes values."""
+        return self._store.codec
+
+    @property
+    def shards(self) -> int:
+        """The number of shards the queue was opened with (``shards=``; 1: unsharded)."""
+        return len(self._router)
+
+    @property
+    def max_deliveries(self) -> int | None:
+        """Deliveries after which an item whose leases keep expiring (or that is released
+        each time) becomes a dead letter; None: no limit."""
+        return self._max_deliveries
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._store.subspace!r}, codec={self._store.codec!r})"
+
+    # -- looking at the whole queue ---------------------------------------------------------
+
+    @transactional
+    def empty(self, tr: TransactionContext) -> bool:
+        """Return True when no item is ready to take: the queue's item range is empty.
+
+        Exact, whatever wrote the items. Items away from the queue are not counted: leased
+        items (until their leases expire or are released, when the next claim takes them)
+        and dead letters. Raises QueueTypeError when the queue records another type, number
+        of shards or codec. Cost: one range read (``limit=1``) per shard, issued together,
+        whose read conflict range covers the start of the shard up to just past its first
+        item (the whole item range when empty); the type records' two snapshot point reads
+        until they were once found right.
+        """
+        self._router.check_type(tr)
+        reads = [shard.store.read(tr, limit=1) for shard in self._router.shards]
+        return not any(reads)
+
+    @transactional
+    def size(self, tr: TransactionContext) -> int:
+        """Return the number of items, from a counter that enqueue/push and dequeue/pop keep.
+
+        It counts the items ready to take; leased items and dead letters are not counted.
+        The counter changes by atomic adds, so keeping it adds no conflicts. It is exact for
+        items that fdbqueue wrote and removed; items written or removed by other code (such
+        as FoundationDB's recipes) are not counted, and the result is never below 0. Use
+        :meth:`empty` for an exact emptiness test. Raises QueueTypeError when the queue
+        records another type, number of shards or codec.
+
+        Cost: one point read per shard (issued together; one for the default layout), and
+        the type records' two snapshot point reads until they were once found right. Inside
+        your own transaction that read adds a read conflict on the counter, so your
+        transaction conflicts with any enqueue or dequeue that commits first; pass
+        ``tr.snapshot`` to read the size without that conflict.
+        """
+        self._router.check_type(tr)
+        counters = [tr.get(shard.store.size_key) for shard in self._router.shards]
+        return sum(ItemStore.counter_value(counter) for counter in counters)
+
+    def peek_many(self, tr: TransactionContext, n: int | None) -> list[T]:
+        """Return up to ``n`` values from the front (None: every item), in key order, without
+        removing them: a Queue's next ``n`` items, a PriorityQueue's next ``n`` of
+        :meth:`pop_min`; then the items of message groups, group by group, each group's in
+        its order (groups in key order, not in turn: :doc:`groups`). On a queue of several
+        shards, shard after shard (shard 0 first), each in that order: across shards no
+        order holds (:doc:`sharding`).
+
+        Poison items (values the codec cannot decode) are skipped, as a take would move them
+        to the dead letters.
+
+        Given a Database, it reads pages of at most :data:`PAGE_SIZE` items, each in a
+        transaction of its own, each going on after the last key the one before read: with
+        ``n`` up to :data:`PAGE_SIZE`, one transaction; with more (or None), the pages are read
+        at different read versions, so items taken or added meanwhile may be missed or
+        listed. Given a Transaction, every page is read in it (one read version; a large
+        queue may then pass FoundationDB's five-second transaction limit).
+
+        Raises:
+            TypeError, ValueError: ``n`` is not an int >= 0 or None.
+            ValueError: a key among them is not one of this queue's items.
+            QueueTypeError: the queue records another type, number of shards or codec.
+
+        Cost: one snapshot range read per page (``limit`` the values still wanted, at most
+        :data:`PAGE_SIZE`), more only past poison items; no conflicts.
+        """
+        limit = check_limit(n, "n")
+        self._router.check_type(tr)
+        return self._concatenated(limit, lambda shard, left: read_pages(tr, left, shard.peek_page))
+
+    @transactional
+    def requests_in_line(self, tr: TransactionContext, limit: int = 10_000) -> int:
+        """Return how many requests of consumer sessions wait in line, at every end of the
+        queue (at most ``limit``): places reserved by prefetch and takes waiting for an item
+        (:doc:`high-contention`).
+
+        Raises:
+            TypeError, ValueError: ``limit`` is not an int >= 0.
+
+        Cost: one snapshot range read of up to ``limit`` keys per shard; no conflicts.
+        """
+        check_count(limit, "limit")
+        return self._summed(limit, lambda shard, left: shard.requests_in_line(tr, left or 0))
+
+    def leases(
+        self, tr: TransactionContext, limit: int | None = 100
+    ) -> list[Lease[T | Undecodable]]:
+        """Return up to ``limit`` leases in flight (None: all of them), soonest expiry first
+        (expired and released leases whose items wait for the next claim included; on a
+        queue of several shards, shard after shard). A value the codec cannot decode shows
+        as an :class:`~fdbqueue.Undecodable`.
+
+        The default, 100, is for a look: more leases may exist (:meth:`info` counts them).
+        Given a Database, it reads pages of at most 1,000 leases, each in a transaction of
+        its own, each going on after the last lease key the one before read: with ``limit``
+        up to that, one transaction; with more (or None), pages are read at different read
+        versions, so a lease extended, released or redelivered meanwhile (which moves its
+        key) may be listed twice or missed. Given a Transaction, every page is read in it.
+
+        Raises:
+            TypeError, ValueError: ``limit`` is not an int >= 0 or None.
+            QueueTypeError: the queue records another type, number of shards or codec.
+
+        Cost per page: one snapshot range read and a snapshot point read per lease (issued
+        together); no conflicts.
+        """
+        wanted = check_limit(limit)
+        self._router.check_type(tr)
+        return self._concatenated(
+            wanted, lambda shard, left: read_pages(tr, left, shard.leases_page)
+        )
+
+    @transactional
+    def info(self, tr: TransactionContext) -> QueueInfo:
+        """Return figures about the queue (:class:`~fdbqueue.QueueInfo`): the size
+        counter, the front value, requests in line, leases in flight and expired, dead
+        letters, delayed items and message groups, all read at one read version; for a queue
+        of several shards, their sums, each shard's own in ``shards``.
+
+        Given a Database, one transaction; given a Transaction, read in it. Every read is a
+        snapshot read: no conflicts.
+
+        Raises:
+            ValueError: the front key is not one of this queue's items (the subspace holds
+                something else).
+            QueueTypeError: the queue records another type, number of shards or codec.
+
+        Cost: a read version, and per shard a point read (the size), a range read of the
+        front item, and range reads that count every request in line, lease record, dead
+        letter record, delayed record and group's turn (10,000 keys each; the binding
+        returns the small records with their keys; held values are not read). The counts
+        are exact and uncapped, so the cost grows with those records, and FoundationDB's
+        five-second transaction limit bounds how many one call can count (then it raises
+        error 1007, ``transaction_too_old``).
+        """
+        context: Any = tr
+        self._router.check_type(context)
+        read_version: int = context.get_read_version().wait()
+        each = [shard.info(context, read_version) for shard in self._router.shards]
+        if len(each) == 1:
+            return each[0]
+        counted = {
+            field.name: sum(getattr(one, field.name) for one in each)
+            for field in dataclasses.fields(QueueInfo)
+            if field.name not in ("oldest", "read_version", "shards")
+        }
+        return QueueInfo(
+            **counted,
+            oldest=self._oldest(context, [one.oldest for one in each]),
+            read_version=read_version,
+            shards=tuple(each),
+        )
+
+    def _oldest(self, tr: Any, fronts: list[Any]) -> Any:
+        """``info().oldest`` of a queue of several shards, from each shard's ``oldest``: a
+        Queue's shards number their items apart, so which front is oldest is not known, and
+        None is reported (each shard's front is in ``info().shards``); a PriorityQueue
+        overrides this with the front :meth:`pop_min` takes."""
+        return None
+
+    def clear(self, tr: TransactionContext) -> None:
+        """Remove every item, the counters, leases, dead letters and the lines of requests
+        of consumer sessions (a session whose requests it removed registers again).
+
+        The receipts stay (:doc:`guarantees`: they expire by themselves), so an
+        operation in flight during a clear still takes effect exactly once: it happened before
+        the clear, or after it. Prefer this to ``clear_range_startswith(prefix)``, which also
+        removes the receipts. Given a Database it takes effect exactly once too, so a clear
+        whose commit timed out (1031) cannot land later and remove items enqueued after it.
+        Cost: a few range clears per shard; no reads, so it never conflicts, but concurrent
+        consumers that read the cleared items do.
+        """
+        self._router.clear(tr)
+
+    # -- dead letters -----------------------------------------------------------------------
+
+    def dead_letters(
+        self, tr: TransactionContext, limit: int | None = 100
+    ) -> list[DeadLetter[T | Undecodable]]:
+        """Return up to ``limit`` dead letters (None: all of them), oldest first (on a queue
+        of several shards, shard after shard): items whose leases expired ``max_deliveries``
+        times, and poison items whose values the codec cannot decode (their ``value`` is an
+        :class:`~fdbqueue.Undecodable` and ``reason`` says why).
+
+        The default, 100, is for a look: more dead letters may exist (:meth:`info` counts
+        them). Given a Database, it reads pages of at most 1,000 dead letters, each in a
+        transaction of its own, each going on after the last record key the one before read:
+        with ``limit`` up to that, one transaction; with more (or None), pages are read at
+        different read versions, so dead letters requeued or purged meanwhile may still be
+        listed, and new ones (which sort last) may be listed too. Given a Transaction, every
+        page is read in it.
+
+        Raises:
+            TypeError, ValueError: ``limit`` is not an int >= 0 or None.
+            QueueTypeError: the queue records another type, number of shards or codec.
+
+        Cost per page: one range read and a point read per dead letter (issued together).
+        """
+        wanted = check_limit(limit)
+        self._router.check_type(tr)
+        return self._concatenated(
+            wanted, lambda shard, left: read_pages(tr, left, shard.dead_letters_page)
+        )
+
+    def purge_dead_letters(self, tr: TransactionContext, limit: int | None = None) -> int:
+        """Remove up to ``limit`` dead letters (None: all of them), oldest first, with their
+        held values, for good. Returns how many.
+
+        Given a Database, it runs a transaction per 1,000 dead letters, each taking effect
+        exactly once (:doc:`guarantees`), until ``limit`` are removed or none is left; dead
+        letters added meanwhile (they sort last) may be removed too. Given a Transaction, it
+        removes them all in it (a page at a time), and commits nothing.
+
+        Raises:
+            TypeError, ValueError: ``limit`` is not an int >= 0 or None.
+
+        Cost per page: one range read of the dead letter records (a read conflict on what it
+        read, so a concurrent requeue or purge of the same dead letters makes one of them
+        retry) and two clears per dead letter; the held values are not read.
+        """
+        wanted = check_limit(limit)
+
+        def purge(shard: Shard, left: int | None) -> int:
+            purged = 0
+            while left is None or purged < left:
+                count = PAGE_SIZE if left is None else min(PAGE_SIZE, left - purged)
+                removed = shard.purge_dead_letters(tr, count)
+                purged += removed
+                if removed < count:
+                    break
+            return purged
+
+        return self._summed(wanted, purge)
+
+    def requeue_dead_letters(self, tr: TransactionContext, limit: int = 1000) -> int:
+        """Enqueue up to ``limit`` dead letters again, oldest first, as new items at the back
+        of the queue (of their priority, for a PriorityQueue; of their group, for a group's
+        item), with their stored bytes unchanged; their delivery counts start again. Returns
+        how many.
+
+        Given a Database, it runs as many transactions as the bytes need (each holds at most
+        about 5,000,000 bytes of values, and each takes effect exactly once). Given a
+        Transaction, it requeues what fits in that budget (per shard) and returns how many it
+        did.
+
+        Raises:
+            TypeError, ValueError: ``limit`` is not an int >= 0.
+
+        Cost per transaction: one range read, a point read per dead letter; per item two
+        clears and an enqueue's snapshot read, set and two atomic adds.
+        """
+        check_count(limit, "limit")
+
+        def requeue(shard: Shard, left: int | None) -> int:
+            assert left is not None
+            if not is_database(tr):
+                return shard.requeue_dead_letters(tr, left)
+            moved = 0
+            while moved < left:
+                batch = shard.requeue_dead_letters(tr, left - moved)
+                if batch == 0:
+                    break
+                moved += batch
+            return moved
+
+        return self._summed(limit, requeue)
+
+    # -- held leases ------------------------------------------------------------------------
+
+    def ack(self, tr: TransactionContext, lease: Lease[Any]) -> None:
+        """Remove a claimed item for good: its processing is done.
+
+        Args:
+            tr: a Database, Tenant or Transaction (then it composes with your own writes,
+                for example the results of processing the item).
+            lease: what ``claim`` returned.
+
+        Raises:
+            TypeError: ``lease`` is not a :class:`Lease`, or ``tr`` has the wrong type.
+            ValueError: the lease belongs to another queue.
+            LeaseNotHeldError: acknowledged, released or extended already, or expired and
+                claimed again.
+            LeaseExpiredError: the lease expired (the item will be delivered again).
+
+        Nothing changes when it raises. Given a Database, it takes effect exactly once even
+        when a commit's outcome is unknown (:doc:`guarantees`). Cost: one point
+        read (a read conflict on the lease) and two clears.
+        """
+        self._router.for_lease(lease, "ack").ack(tr, lease)
+
+    def ack_many(self, tr: TransactionContext, leases: Iterable[Lease[Any]]) -> None:
+        """Remove several claimed items for good, in one transaction: all of them, or none.
+
+        Args:
+            tr: a Database, Tenant or Transaction (then it composes with your own writes).
+            leases: what ``claim`` or ``claim_many`` returned (an iterable of
+                :class:`Lease`; empty does nothing and starts no transaction).
+
+        Raises:
+            TypeError: ``leases`` is not an iterable of :class:`Lease`, or ``tr`` has the
+                wrong type.
+            ValueError: a lease belongs to another queue, the same lease is given twice, or
+                the batch is too large for one transaction (more than about 15,000 leases).
+            LeaseNotHeldError: a lease was acknowledged, released or extended already, or
+                expired and was claimed again; the message names it (its id and its index
+                in ``leases``).
+            LeaseExpiredError: a lease expired (its item will be delivered again); named
+                the same way.
+
+        Nothing changes when it raises: every lease is read and checked before anything is
+        written, so inside your transaction too no acknowledgement is left half done. Given
+        a Database, it takes effect exactly once even when a commit's outcome is unknown
+        (:doc:`guarantees`). Cost: one transaction; one point read per lease,
+        issued together (each a read conflict on its lease, so an ack and a claim of the same
+        expired lease never both win), and two clears per lease.
+
+        Source followed: FoundationDB's developer guide (one transaction for several
+        changes that must happen together; reads issued before waiting on them).
+        """
+        holds = self._router.shards[0].leases.holds
+        batch = holds.check_many(leases, "ack_many", self._router.holds_key)
+        batches: dict[int, tuple[Shard, list[Lease[Any]]]] = {}
+        for lease in batch:  # by the shard that holds each
+            shard = self._router.for_lease(lease, "ack_many")
+            batches.setdefault(id(shard), (shard, []))[1].append(lease)
+        if batches:
+            ordered = list(batches.values())
+            ordered[0][0].ack_batches(tr, ordered)
+
+    def ack_with(self, database: Any, lease: Lease[Any], body: Callable[[Any], object]) -> None:
+        """Run ``body(tr)``, then acknowledge ``lease``, in one transaction of ``database``,
+        exactly once (the worker's ``transactional`` mode, :doc:`worker`): what ``body``
+        writes and the acknowledgement commit together or not at all.
+
+        Raises:
+            TypeError, ValueError: as :meth:`ack` for a bad ``lease``.
+            Exception: what ``body`` raises, or what :meth:`ack` raises; nothing commits then.
+
+        Cost: ``body``'s reads and writes, and :meth:`ack`'s, in one transaction.
+        """
+        self._router.for_lease(lease, "ack").ack_with(database, lease, body)
+
+    def release(
+        self, tr: TransactionContext, lease: Lease[Any], *, delay: float | None = None
+    ) -> None:
+        """Give a claimed item back unprocessed: the next ``claim`` takes it first; with
+        ``delay``, not before that many seconds (a retry with backoff).
+
+        Args:
+            delay: seconds (at most 12 hours) before the item can be claimed again; None or
+                0: at once. Measured with read versions, as leases are.
+
+        Raises as :meth:`ack` (and TypeError or ValueError for a bad ``delay``); nothing
+        changes when it raises. The delivery count is kept, so releasing counts towards
+        ``max_deliveries``. Cost: one point read, one clear, one set.
+        """
+        plain = delay is None or (type(delay) in (int, float) and delay == 0)
+        seconds = 0.0 if plain else check_lease_seconds(delay)
+        self._router.for_lease(lease, "release").release(tr, lease, seconds)
+
+    def dead_letter(self, tr: TransactionContext, lease: Lease[Any], reason: str) -> None:
+        """Move a claimed item to the dead letters now, with ``reason`` (for instance the
+        error its processing raised), instead of releasing it for another delivery.
+
+        Raises as :meth:`ack`, and TypeError when ``reason`` is not a str; nothing changes
+        when it raises. Cost: one point read, a clear and a set (the value stays where it is
+        held).
+        """
+        if not isinstance(reason, str):
+            raise TypeError(f"reason must be a str, not {type(reason).__name__}")
+        self._router.for_lease(lease, "dead_letter").dead_letter(tr, lease, reason)
+
+    def extend(self, tr: TransactionContext, lease: Lease[V], seconds: float) -> Lease[V]:
+        """Keep a claimed item longer: its lease now expires ``seconds`` after this call's
+        read version (like a visibility-timeout change). Returns the new
+        :class:`Lease`; use it from now on (the old one is no longer held, and acking it
+        raises LeaseNotHeldError).
+
+        Raises:
+            TypeError: ``lease`` is not a :class:`Lease`, ``seconds`` is not a number, or
+                ``tr`` has the wrong type.
+            ValueError: ``seconds`` out of range, or a lease of another queue.
+            LeaseNotHeldError, LeaseExpiredError: as for :meth:`ack`.
+
+        Nothing changes when it raises. Given a Database, it takes effect exactly once.
+        Cost: one point read, one clear, one set.
+        """
+        shard = self._router.for_lease(lease, "extend")
+        extended: Lease[V] = shard.extend(tr, lease, check_lease_seconds(seconds))
+        return extended
+
+    # -- message groups ---------------------------------------------------------------------
+
+    @transactional
+    def set_group_weight(self, tr: TransactionContext, group: Group, weight: int) -> None:
+        """Serve ``group`` up to ``weight`` items in a row each turn (1, the default: one),
+        from its next turn on; recorded with the queue, it holds for every consumer.
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+            group: the group (a str, bytes, int or tuple), with items or not yet.
+            weight: an int from 1 to :data:`~fdbqueue._storage.groups.MAX_GROUP_WEIGHT`.
+
+        Raises:
+            TypeError, ValueError: a bad ``group`` or ``weight``; nothing is written.
+
+        Cost: one set (a clear for 1), no read: no conflicts. Under leases a group still has
+        one item in flight; its weight keeps its place in the turns while that item is
+        processed, so it is served ``weight`` items in a row all the same.
+        """
+        checked = check_weight(weight)
+        shard = self._router.for_group(group)
+        require_writable(tr, "set_group_weight")
+        shard.groups.set_weight(tr, group, checked)
+
+    @transactional
+    def group_weight(self, tr: TransactionContext, group: Group) -> int:
+        """Return ``group``'s weight (1 unless set). Raises TypeError or ValueError for a bad
+        ``group``. Cost: a snapshot point read."""
+        weight: int = self._router.for_group(group).groups.weight(tr, group)
+        return weight
+
+    # -- the worker loop --------------------------------------------------------------------
+
+    def work(
+        self,
+        database: Any,
+        handler: Callable[[T], object] | Callable[[Any, T], object],
+        *,
+        lease: float,
+        concurrency: int = 1,
+        stop: threading.Event | None = None,
+        backoff: float = worker.DEFAULT_BACKOFF,
+        max_backoff: float = worker.DEFAULT_MAX_BACKOFF,
+        handle_signals: bool = True,
+        until_empty: bool = False,
+        transactional: bool = False,
+    ) -> worker.WorkSummary:
+        """Process items with ``handler`` until ``stop`` is set: claim, run, acknowledge; on
+        an exception release with a backoff delay, or move to the dead letters on the last
+        delivery (:mod:`fdbqueue.worker`).
+
+        Args:
+            database: a Database or Tenant.
+            handler: called with each item's value, in a worker thread; returning means
+                done (the lease is acknowledged), raising means failed.
+            lease: seconds each claim's lease lasts (> 0, at most 12 hours); a heartbeat
+                extends the lease of a running job every ``lease / 3`` seconds.
+            concurrency: worker threads (>= 1), each running one job at a time.
+            stop: a ``threading.Event``; once set, no new item is claimed, running jobs
+                finish, and ``work`` returns. None: run until SIGINT or SIGTERM.
+            backoff: seconds before the first retry of a failed item; doubled per delivery
+                (jittered) up to ``max_backoff``, and at most 12 hours.
+            handle_signals: in the main thread, SIGINT and SIGTERM set ``stop`` (the first
+                one; a second acts as usual).
+            until_empty: return once nothing is claimable and each item this run failed
+                was retried to an end (waiting at most ``max_backoff`` + 0.25 s for it):
+                a batch run, like rq's burst mode.
+            transactional: call ``handler(tr, value)`` inside the transaction that
+                acknowledges the item, so that its writes and the acknowledgement commit
+                together, exactly once (:doc:`worker`, "Exactly-once processing"); the
+                handler must finish within FoundationDB's five seconds.
+
+        Returns:
+            A :class:`~fdbqueue.worker.WorkSummary`: jobs succeeded, retried, dead-lettered,
+            lost, released.
+
+        Raises:
+            TypeError, ValueError: a bad argument (nothing is read or written); and
+                QueueTypeError at the first claim into another queue type or codec.
+            BaseException: what a handler raised that is not an Exception (SystemExit,
+                KeyboardInterrupt), once every thread finished; its item was released.
+
+        At least once (make ``handler`` idempotent): a job whose worker dies, or whose
+        lease is lost, runs again. Cost per job: the claim, the ack (or
+        release), and per heartbeat an extend; an idle worker renews its watch every
+        second to look at ``stop``.
+        """
+        if not is_database(database):
+            raise TypeError("work needs a Database: it runs its own transactions")
+        return worker.work(
+            self,
+            database,
+            handler,
+            lease=lease,
+            concurrency=concurrency,
+            stop=stop,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            handle_signals=handle_signals,
+            until_empty=until_empty,
+            transactional=transactional,
+        )
+
+    # -- gathering over the shards ----------------------------------------------------------
+
+    def _summed(self, limit: int | None, count: Callable[[Shard, int | None], int]) -> int:
+        """``count(shard, left)`` over the shards, each given what ``limit`` leaves (None: no
+        limit), stopping once ``limit`` is reached."""
+        total = 0
+        for shard in self._router.shards:
+            left = None if limit is None else limit - total
+            if left == 0:
+                break
+            total += count(shard, left)
+        return total
+
+    def _concatenated(
+        self, limit: int | None, listing: Callable[[Shard, int | None], Sequence[R]]
+    ) -> list[R]:
+        """``listing(shard, left)`` of the shards one after the other, at most ``limit`` in
+        all (None: every one)."""
+        found: list[R] = []
+        for shard in self._router.shards:
+            left = None if limit is None else limit - len(found)
+            if left == 0:
+                break
+            found.extend(listing(shard, left))
+        return found

@@ -1,0 +1,237 @@
+"""The shards of one queue, and the choice of the shard each operation acts on: :class:`Router`.
+
+``Queue(subspace, shards=N)`` spreads a queue over N disjoint key ranges so that no key range
+takes every operation: a cluster can place the shards on different storage teams. Key layout
+of a queue of N > 1 shards whose subspace has the prefix ``P``::
+
+    P + pack((k,)) + ...            shard k (0 <= k < N): every key a queue of the prefix
+                                    P + pack((k,)) has (see :doc:`concepts`): its items at
+                                    P + pack((k, index, random)), its size counter, signal
+                                    key, leases, receipts, line, ... at P + pack((k,)) + 0xff
+    P + b"\\xff" + pack(("type",))   b"Queue/N": the type and the number of shards
+    P + b"\\xff" + pack(("codec",))  the codec's name
+    P + b"\\xff" + pack(("deduplication", ...))  ids of idempotent enqueues
+
+A queue of one shard (the default) is one :class:`~fdbqueue._queues.shard.Shard` over the
+queue's own subspace: the recipes' layout, byte for byte. The type record carries N, and every
+shard records it too, checked by each write into the shard; the first write into a shard also
+checks the queue's record (:meth:`~fdbqueue._storage.store.ItemStore.check_type`), and takes
+and reads check the records they meet (:meth:`~fdbqueue._storage.store.ItemStore.check_codec`).
+So a queue opened with another number of shards or as another type raises QueueTypeError
+before it changes anything.
+
+The router chooses: a write goes to the shards in turn (from a random first one, so producers
+do not all start at shard 0), a batch is cut into contiguous runs over consecutive shards
+(:meth:`Router.runs`), a group's items go to the shard its name hashes to, a lease goes back to
+the shard that holds its key, and takes go to one end made of every shard's
+(:meth:`Router.end`: the shard's own :class:`~fdbqueue._consuming.ends.End` for one shard, a
+:class:`~fdbqueue._queues.sharded_end.ShardedEnd` over all of them for more).
+
+Source followed: FoundationDB's "Queues" recipe within each shard; the documentation on data
+distribution (shards split by size and write bandwidth) for why the shards are key ranges.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import zlib
+from typing import Any
+
+import fdb.tuple
+
+from fdbqueue._consuming.ends import End
+from fdbqueue._delivery.leases import Lease
+from fdbqueue._queues.shard import Shard
+from fdbqueue._queues.sharded_end import ShardedEnd
+from fdbqueue._storage.groups import check_group
+from fdbqueue._storage.store import ItemStore
+from fdbqueue._transactions.receipts import exactly_once
+from fdbqueue._transactions.transactional import AnyContext, TransactionContext, transactional
+
+__all__ = ["MAX_SHARDS", "Router", "check_shards"]
+
+#: The most shards a queue may have (a shard's prefix adds at most 2 bytes to the queue's).
+MAX_SHARDS = 256
+#: The fewest values of a batch written into one shard (:meth:`Router.runs`): a consumer's
+#: stay at a shard (:mod:`~fdbqueue._queues.shard_homes`) takes up to this many in a row.
+MIN_RUN = 128
+
+
+def check_shards(shards: Any) -> int:
+    """Return ``shards`` (an int from 1 to :data:`MAX_SHARDS`), or raise before anything is
+    read or written.
+
+    Raises:
+        TypeError: not an int (bool included).
+        ValueError: below 1 or above :data:`MAX_SHARDS`.
+    """
+    if isinstance(shards, bool) or not isinstance(shards, int):
+        raise TypeError(f"shards must be an int, not {type(shards).__name__}")
+    if not 1 <= shards <= MAX_SHARDS:
+        raise ValueError(f"shards must be from 1 to {MAX_SHARDS}, not {shards}")
+    return shards
+
+
+class Router:
+    """The shards of one queue and the queue's own store; it chooses where each operation
+    acts. Cost: nothing in the database, except :meth:`clear` and :meth:`check_type`.
+
+    Args:
+        root: the queue's own store: the type and codec records and the deduplication
+            records live in its metadata (for one shard, it is that shard's store).
+        shards: the shards, shard 0 first.
+
+    Attributes:
+        root: as given. receipts: the root's receipts (for :meth:`clear`).
+        shards: as given (a tuple).
+    """
+
+    def __init__(self, root: ItemStore, shards: tuple[Shard, ...]) -> None:
+        self.root = root
+        self.receipts = root.receipts
+        self.shards = shards
+        self._by_prefix = {shard.store.subspace.key(): shard for shard in shards}
+        self._prefix_length = len(root.subspace.key())
+        self._turn = itertools.count(random.randrange(len(shards)))
+
+    @classmethod
+    def build(
+        cls,
+        shard_class: type[Shard],
+        subspace: Any,
+        codec: Any,
+        exactly_once: bool,
+        shards: int,
+        **options: Any,
+    ) -> Router:
+        """The router of a queue of ``shards`` shards of ``shard_class`` over ``subspace``:
+        for one shard, one over the queue's own store (the recipes' layout); for more, one
+        per ``P + pack((k,))``, each store's ``parent`` the queue's. ``options`` go to each
+        shard (``high_contention``, ``abandon_after``, ``max_deliveries``).
+
+        Raises:
+            TypeError, ValueError: a bad subspace, codec or ``exactly_once``
+                (:class:`~fdbqueue._storage.store.ItemStore`); nothing is read or written.
+        """
+        integers = shard_class.LEADING_INTEGERS
+        root = ItemStore(subspace, codec, exactly_once, integers, shards=shards)
+        if shards == 1:
+            return cls(root, (shard_class(root, **options),))
+        stores = [
+            ItemStore(
+                root.subspace.subspace((k,)),
+                root.codec,
+                exactly_once,
+                integers,
+                shards=shards,
+                parent=root,
+                shard=k,
+            )
+            for k in range(shards)
+        ]
+        return cls(root, tuple(shard_class(store, **options) for store in stores))
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def for_write(self) -> Shard:
+        """The shard the next write goes to: the shards in turn (thread-safe: ``next`` on a
+        count is atomic in CPython)."""
+        return self.shards[next(self._turn) % len(self.shards)]
+
+    def runs(self, encoded: list[bytes]) -> list[tuple[Shard, list[bytes]]]:
+        """``encoded`` cut into contiguous runs over consecutive shards from the next in turn
+        (the turn moving on by one per run): one run per :data:`MIN_RUN` values, at most one
+        per shard, of sizes differing by at most one. A batch smaller than two runs stays
+        whole in one shard, in order; a large one spreads over the shards as single writes
+        would, each shard keeping its run in order, so no item lies deeper in its shard than
+        its position in the batch over the number of runs."""
+        count = min(len(self.shards), len(encoded) // MIN_RUN)
+        if count <= 1:
+            return [(self.for_write(), encoded)]
+        size, extra = divmod(len(encoded), count)
+        runs = []
+        start = 0
+        for k in range(count):
+            end = start + size + (1 if k < extra else 0)
+            runs.append((self.for_write(), encoded[start:end]))
+            start = end
+        return runs
+
+    def for_group(self, group: Any, priority: int | None = None) -> Shard:
+        """The shard that holds ``group``'s items: a group lives in one shard, chosen by a
+        CRC-32 of the group packed by the tuple layer (stable across processes).
+
+        Raises:
+            TypeError, ValueError: ``group`` cannot name a group
+                (:func:`~fdbqueue._storage.groups.check_group`), or its keys (with
+                ``priority``, a PriorityQueue's) would be too long.
+        """
+        packed = fdb.tuple.pack((check_group(group),))
+        shard = self.shards[zlib.crc32(packed) % len(self.shards)]
+        shard.groups.check_fits(group, priority)
+        return shard
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def for_lease(self, lease: Any, action: str) -> Shard:
+        """The shard whose keys hold ``lease``.
+
+        Raises:
+            TypeError: ``lease`` is not a Lease.
+            ValueError: a lease of another queue.
+        """
+        if not isinstance(lease, Lease):
+            raise TypeError(f"{action} needs a Lease from claim(), not {type(lease).__name__}")
+        shard = self._holding(lease.key)
+        if shard is None or not shard.leases.leases.contains(lease.key):
+            raise ValueError("the lease belongs to another queue")
+        return shard
+
+    def holds_key(self, key: bytes) -> bool:
+        """Whether ``key`` lies under one of the shards' leases."""
+        shard = self._holding(key)
+        return shard is not None and bool(shard.leases.leases.contains(key))
+
+    def _holding(self, key: bytes) -> Shard | None:
+        """The shard whose prefix starts ``key``; None when none does."""
+        if len(self.shards) == 1:
+            return self.shards[0]
+        for length in (1, 2):  # pack((k,)) is 1 byte for k = 0, 2 bytes for 0 < k < 256
+            shard = self._by_prefix.get(key[: self._prefix_length + length])
+            if shard is not None:
+                return shard
+        return None
+
+    # -- ends -------------------------------------------------------------------------------
+
+    def end(self, name: str, best: str | None = None) -> End | ShardedEnd:
+        """The end ``name`` over every shard: the shard's own for a queue of one shard, else
+        a :class:`~fdbqueue._queues.sharded_end.ShardedEnd` (``best``: ``"min"`` or
+        ``"max"`` for a priority queue's end, where pops take the best priority)."""
+        ends = [shard.ends[name] for shard in self.shards]
+        if len(ends) == 1:
+            return ends[0]
+        return ShardedEnd(ends, self.root.metric_name, best)
+
+    # -- the whole queue --------------------------------------------------------------------
+
+    @transactional
+    def check_type(self, tr: TransactionContext) -> None:
+        """Raise :class:`~fdbqueue.QueueTypeError` when the queue's records name another type,
+        number of shards or codec (nothing changes); given a Database, in a transaction of its
+        own. Cost: two snapshot point reads until they were once found right, then none."""
+        self.root.check_codec(self.root.recorded_codec(tr))
+
+    @exactly_once
+    def clear(self, tr: AnyContext) -> None:
+        """Remove every shard's items and metadata and the queue's own records, but the
+        receipts and deduplication records (:meth:`~fdbqueue._storage.store.ItemStore.clear`).
+        Cost: a few range clears per shard; no reads."""
+        for shard in self.shards:
+            shard.clear(tr)
+        if self.root is not self.shards[0].store:
+            self.root.clear(tr, items=False)

@@ -1,0 +1,474 @@
+"""A shard: one key range of a queue, with everything that range holds, and what acts on it.
+
+A queue of one shard (the default) is one :class:`Shard` over the queue's own subspace, the
+recipes' layout byte for byte; a queue of N shards is N of them, shard ``k`` over the subspace
+``P + pack((k,))`` (:mod:`fdbqueue._queues.router`). Either way a shard holds, under its
+subspace (key layout: :mod:`fdbqueue._storage.store`):
+
+* its items (the recipe's keys), its size counter and signal key: :attr:`Shard.store`;
+* its leases and their held values (:attr:`Shard.leases`), its dead letters
+  (:attr:`Shard.dead_letters`), its delayed items (:attr:`Shard.delays`), its message groups
+  (:attr:`Shard.groups`) and its exactly-once receipts (:attr:`Shard.receipts`);
+* the ends consumers take from, each with its line of requests (:attr:`Shard.ends`).
+
+The two queue types differ only in where an item goes and how an end is read: a
+:class:`FifoShard` appends after the last index (FoundationDB's "Queues" recipe) and has one
+end, the front; a :class:`PriorityShard` appends after the last count of a priority (the
+"Priority Queues" recipe) and has two ends, ``min`` and ``max``. Each overrides the four
+methods that say so (:meth:`Shard.append`, :meth:`Shard.read_end`, :meth:`Shard.where_of`,
+:meth:`Shard.peek_candidates`), as FoundationDB's ``DirectoryPartition`` overrides only what
+differs from ``DirectoryLayer``.
+
+Every method takes ``tr`` first. Those that write and may be given a Database take effect
+exactly once by this shard's receipts (:func:`~fdbqueue._transactions.receipts.exactly_once`).
+
+Source followed: FoundationDB's "Queues" and "Priority Queues" recipes (the appends, the
+ends), ``fdb/directory_impl.py`` (``tr`` first, variants as subclasses).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+from fdbqueue._consuming.ends import End
+from fdbqueue._delivery.claims import Leases
+from fdbqueue._delivery.deduplication import Deduplication
+from fdbqueue._delivery.delays import DelayedItems
+from fdbqueue._delivery.leases import Lease
+from fdbqueue._storage import taking
+from fdbqueue._storage.dead_letters import DeadLetter
+from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
+from fdbqueue._storage.queue_info import QueueInfo
+from fdbqueue._storage.store import ItemStore
+from fdbqueue._storage.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
+from fdbqueue._transactions.receipts import exactly_once
+from fdbqueue._transactions.transactional import AnyContext, require_writable, transactional
+
+__all__ = ["FifoShard", "PriorityShard", "Shard", "count_keys"]
+
+#: Keys one range read of :func:`count_keys` returns at most.
+COUNT_PAGE_SIZE = 10_000
+
+#: Values written by one enqueue into one shard, with what the dedup ids admitted.
+Run = tuple["Shard", list[bytes]]
+
+
+def count_keys(reader: Any, begin: bytes, end: bytes) -> int:
+    """How many keys ``[begin, end)`` holds, through ``reader`` (pass a snapshot view for no
+    conflicts). Cost: one range read per :data:`COUNT_PAGE_SIZE` keys, all in ``reader``'s
+    transaction; the binding returns each key's value too (no key-only read exists), so count
+    only ranges of small records."""
+    counted = 0
+    while True:
+        page = list(reader.get_range(begin, end, limit=COUNT_PAGE_SIZE))
+        counted += len(page)
+        if len(page) < COUNT_PAGE_SIZE:
+            return counted
+        begin = bytes(page[-1].key) + b"\x00"
+
+
+class Shard:
+    """Everything one key range of a queue holds, and what acts on it (see the module
+    docstring). Built by :class:`~fdbqueue._queues.router.Router` for its queue; its parts are
+    public attributes.
+
+    Args:
+        store: the shard's items and metadata (over the queue's own subspace for a queue of
+            one shard, else over ``P + pack((k,))``, its ``parent`` the queue's store).
+        high_contention: takes and claims given a Database take in line.
+        abandon_after: seconds after which a dead consumer's requests leave the line.
+        max_deliveries: deliveries after which an expiring item becomes a dead letter.
+
+    Attributes:
+        store: the items, counters, type records, held values (:class:`ItemStore`).
+        receipts, groups, dead_letters: the store's (exactly-once receipts, message groups,
+            dead letters).
+        leases: claims and leases (:class:`~fdbqueue._delivery.claims.Leases`).
+        delays: delayed items (:class:`~fdbqueue._delivery.delays.DelayedItems`).
+        ends: the ends by name (:attr:`END_NAMES`), each an :class:`End`.
+    """
+
+    #: How many integers start an item key (the queue type, recorded with it).
+    LEADING_INTEGERS: ClassVar[int]
+    #: The ends consumers take from.
+    END_NAMES: ClassVar[tuple[str, ...]]
+    #: The verbs error messages use for a write and for a take.
+    WRITE_ACTION: ClassVar[str]
+    TAKE_ACTION: ClassVar[str]
+
+    def __init__(
+        self,
+        store: ItemStore,
+        *,
+        high_contention: bool,
+        abandon_after: float,
+        max_deliveries: int | None,
+    ) -> None:
+        self.store = store
+        self.receipts = self.store.receipts
+        self.groups = self.store.groups
+        self.dead_letters = self.store.dead_letters
+        self.leases = Leases(self.store, max_deliveries)
+        self.delays = DelayedItems(self.store, self.append_due)
+        self.ends = {
+            name: End(
+                self.store,
+                self.leases,
+                self.delays,
+                functools.partial(self.read_end, name),
+                peek=functools.partial(self.peek, name),
+                name=name,
+                high_contention=high_contention,
+                abandon_after=abandon_after,
+                action=self.TAKE_ACTION,
+            )
+            for name in self.END_NAMES
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.store.subspace!r})"
+
+    # -- what differs between the queue types ---------------------------------------------
+
+    def append(
+        self,
+        tr: AnyContext,
+        encoded: list[bytes],
+        where: tuple[Any, ...],
+        check_type: Callable[[bool], None] = lambda record: None,
+    ) -> None:
+        """Write ``encoded`` at the back, in order: of the queue, of a priority, or of a group,
+        as ``where`` says (:meth:`where_of`); ``check_type(record)``
+        (:meth:`~fdbqueue._storage.store.ItemStore.check_type`) runs before the first write."""
+        raise NotImplementedError
+
+    def read_end(self, name: str, tr: AnyContext, n: int, snapshot: bool) -> list[Any]:
+        """The first ``n`` items at the end ``name``, the groups' turns among them (a
+        :data:`~fdbqueue._consuming.ends.ReadEnd`)."""
+        raise NotImplementedError
+
+    def where_of(self, item_key: bytes) -> tuple[Any, ...]:
+        """Where an item once at ``item_key`` goes back to (a requeued dead letter): the
+        ``where`` of :meth:`append`."""
+        raise NotImplementedError
+
+    def peek_candidates(self, tr: AnyContext, name: str) -> Iterator[Any]:
+        """The items a take at the end ``name`` would remove, in that order, read lazily with
+        read conflict ranges (groups' turns among them)."""
+        raise NotImplementedError
+
+    # -- writing --------------------------------------------------------------------------
+
+    def append_due(self, tr: AnyContext, encoded: bytes, where: tuple[Any, ...]) -> None:
+        """Append a delayed item that fell due (a :data:`~fdbqueue._delivery.delays.Append`)."""
+        self.append(tr, [encoded], where)
+
+    @exactly_once
+    def write(
+        self,
+        tr: AnyContext,
+        runs: list[Run],
+        where: tuple[Any, ...],
+        delay: float,
+        dedup: tuple[Deduplication, list[bytes]] | None,
+    ) -> list[bool]:
+        """Write each run's values into its shard (this one among them), at the back or
+        delayed by ``delay`` seconds, in one transaction, exactly once by this shard's
+        receipts; with ``dedup``, only the values whose id it admits. Per value (runs in
+        order), whether written. Cost: per shard written, :meth:`put`'s; with ``dedup``, its
+        reads and writes (:mod:`fdbqueue._delivery.deduplication`)."""
+        require_writable(tr, self.WRITE_ACTION)
+        count = sum(len(values) for _shard, values in runs)
+        admitted = [True] * count if dedup is None else dedup[0].admit(tr, dedup[1])
+        flags = iter(admitted)
+        for shard, values in runs:
+            kept = [value for value in values if next(flags)]
+            if kept:
+                shard.put(tr, kept, where, delay)
+        return admitted
+
+    def put(
+        self, tr: AnyContext, encoded: list[bytes], where: tuple[Any, ...], delay: float
+    ) -> None:
+        """Write ``encoded`` at the back (:meth:`append`), or delayed by ``delay`` seconds,
+        after checking the type records. Cost: two snapshot point reads (the type records,
+        issued first so they overlap the append's read), then :meth:`append`'s or
+        :meth:`~fdbqueue._delivery.delays.DelayedItems.put`'s."""
+        check = functools.partial(self.store.check_type, tr, self.store.recorded_type(tr))
+        if delay:
+            check(True)
+            self.delays.put(tr, encoded, delay, where)
+        else:
+            self.append(tr, encoded, where, check)
+
+    def requeue(self, tr: AnyContext, item_key: bytes, encoded: bytes) -> None:
+        """Append a dead letter's value again where its item was (:meth:`where_of`)."""
+        self.append(tr, [encoded], self.where_of(item_key))
+
+    # -- looking --------------------------------------------------------------------------
+
+    def peek(self, name: str, tr: AnyContext) -> Any:
+        """The value a take at the end ``name`` would return, or None (poison skipped).
+        Cost: the reads of :meth:`peek_candidates` until a decodable value."""
+        return taking.peek_first(self.store, tr, self.peek_candidates(tr, name))
+
+    @transactional
+    def peek_page(
+        self, tr: AnyContext, after: bytes | None, count: int
+    ) -> tuple[list[Any], bytes | None, bool]:
+        """One page of ``peek_many`` (a :data:`~fdbqueue._queues.base.ReadPage`): the items
+        without a group, then the groups' items (one range, after them). Cost: one or two
+        snapshot range reads, more past poison items."""
+        grouped = self.groups.items.range()
+        batch: list[Any] = []
+        store = self.store
+        for begin, end in ((store.begin, store.end), (grouped.start, grouped.stop)):
+            if after is not None and after >= end:
+                continue
+            start = begin if after is None or after < begin else after + b"\x00"
+            batch += store.read(tr, start, end, limit=count - len(batch), snapshot=True)
+            if len(batch) == count:
+                break
+        values = taking.peek(store, tr, iter(batch), count)
+        last = bytes(batch[-1].key) if batch else None
+        return values, last, len(batch) == count
+
+    @transactional
+    def leases_page(
+        self, tr: AnyContext, after: bytes | None, count: int
+    ) -> tuple[list[Lease[Any]], bytes | None, bool]:
+        """One page of ``leases``. Cost: :meth:`~fdbqueue._delivery.claims.Leases.in_flight`."""
+        found = self.leases.in_flight(tr, count, after) if count else []
+        return found, found[-1].key if found else None, len(found) == count
+
+    @transactional
+    def dead_letters_page(
+        self, tr: AnyContext, after: bytes | None, count: int
+    ) -> tuple[list[DeadLetter[Any]], bytes | None, bool]:
+        """One page of ``dead_letters``. Cost: one range read and a point read per dead
+        letter (issued together)."""
+        found = self.dead_letters.read(tr, count, after) if count else []
+        return found, found[-1].key if found else None, len(found) == count
+
+    def requests_in_line(self, tr: AnyContext, limit: int) -> int:
+        """Requests waiting in this shard's lines (at most ``limit``). Cost: one snapshot
+        range read of up to ``limit`` keys."""
+        lines = self.store.metadata.range(("line",))
+        reader: Any = getattr(tr, "snapshot", tr)  # a snapshot view has no .snapshot
+        return len(list(reader.get_range(lines.start, lines.stop, limit=limit))) if limit else 0
+
+    def info(self, tr: AnyContext, read_version: int) -> QueueInfo:
+        """This shard's figures, read at ``tr``'s read version (``read_version``) with
+        snapshot reads; ``oldest`` is the first value in key order (the items without a group
+        first). Cost: as
+        :meth:`fdbqueue.Queue.info` for one shard."""
+        reader: Any = getattr(tr, "snapshot", tr)
+        metadata = self.store.metadata
+        leases = self.leases
+        lines = metadata.range(("line",))
+        front = self.peek_page(reader, None, 1)[0]
+        active = self.groups.active_count(reader)
+        return QueueInfo(
+            size=self.store.size(reader),
+            oldest=front[0] if front else None,
+            requests_in_line=count_keys(reader, lines.start, lines.stop),
+            leases_in_flight=count_keys(reader, leases.leases_begin, leases.leases_end),
+            expired_leases=count_keys(
+                reader, leases.leases_begin, leases.leases.pack((read_version,))
+            ),
+            dead_letters=count_keys(reader, self.dead_letters.begin, self.dead_letters.end),
+            delayed=count_keys(reader, self.delays.begin, self.delays.end),
+            read_version=read_version,
+            groups=active,
+            groups_in_flight=active
+            - count_keys(reader, self.groups.turns_begin, self.groups.turns_end),
+        )
+
+    # -- dead letters ---------------------------------------------------------------------
+
+    @exactly_once(wrote=bool)
+    def purge_dead_letters(self, tr: AnyContext, limit: int) -> int:
+        """Remove up to ``limit`` dead letters (oldest first) with their held values; how
+        many. Cost: one range read (a read conflict on what it read), two clears each."""
+        require_writable(tr, "purge_dead_letters")
+        removed: int = self.dead_letters.drop(tr, limit)
+        return removed
+
+    @exactly_once(wrote=bool)
+    def requeue_dead_letters(self, tr: AnyContext, limit: int) -> int:
+        """Append up to ``limit`` dead letters again (oldest first, within the library's byte
+        budget); how many. Cost: one range read, a point read per dead letter, per item two
+        clears and an append."""
+        if limit == 0:
+            return 0
+        require_writable(tr, "requeue_dead_letters")
+        self.store.check_type(tr, self.store.recorded_type(tr))
+        taken = self.dead_letters.take(tr, limit, LIBRARY_TRANSACTION_BUDGET)
+        for letter in taken:
+            self.requeue(tr, letter.item_key, letter.encoded)
+        return len(taken)
+
+    # -- leases ---------------------------------------------------------------------------
+
+    @exactly_once
+    def ack(self, tr: AnyContext, lease: Lease[Any]) -> None:
+        """Acknowledge ``lease`` (:meth:`fdbqueue.Queue.ack`)."""
+        self.leases.holds.ack(tr, lease)
+
+    @exactly_once
+    def ack_batches(self, tr: AnyContext, batches: list[tuple[Shard, list[Lease[Any]]]]) -> None:
+        """Acknowledge each batch of leases in its shard (this one among them), in one
+        transaction, exactly once by this shard's receipts."""
+        for shard, leases in batches:
+            shard.leases.holds.ack_many(tr, leases)
+
+    @exactly_once
+    def release(self, tr: AnyContext, lease: Lease[Any], seconds: float) -> None:
+        """Give ``lease``'s item back, claimable after ``seconds``
+        (:meth:`fdbqueue.Queue.release`)."""
+        self.leases.holds.release(tr, lease, seconds)
+
+    @exactly_once
+    def dead_letter(self, tr: AnyContext, lease: Lease[Any], reason: str) -> None:
+        """Move ``lease``'s item to the dead letters (:meth:`fdbqueue.Queue.dead_letter`)."""
+        self.leases.holds.dead_letter(tr, lease, reason)
+
+    @exactly_once
+    def extend(self, tr: AnyContext, lease: Lease[Any], seconds: float) -> Lease[Any]:
+        """Extend ``lease`` to ``seconds`` from now (:meth:`fdbqueue.Queue.extend`)."""
+        extended: Lease[Any] = self.leases.holds.extend(tr, lease, seconds)
+        return extended
+
+    def ack_with(self, database: Any, lease: Lease[Any], body: Callable[[Any], object]) -> None:
+        """Run ``body(tr)``, then acknowledge ``lease``, in one transaction of ``database``,
+        exactly once by this shard's receipts: both commit together or not at all."""
+
+        def body_then_ack(tr: Any) -> None:
+            body(tr)
+            self.leases.holds.ack(tr, lease)
+
+        self.receipts.run(database, body_then_ack)
+
+    # -- the rest -------------------------------------------------------------------------
+
+    def clear(self, tr: AnyContext) -> None:
+        """Remove the shard's items and metadata but its receipts and deduplication records
+        (:meth:`~fdbqueue._storage.store.ItemStore.clear`)."""
+        self.store.clear(tr)
+
+
+class FifoShard(Shard):
+    """A shard of a :class:`~fdbqueue.Queue`: items at ``(index, random)``, one end, the
+    front (FoundationDB's "Queues" recipe)."""
+
+    LEADING_INTEGERS = 1
+    END_NAMES = ("front",)
+    WRITE_ACTION = "enqueue"
+    TAKE_ACTION = "dequeue"
+
+    def append(
+        self,
+        tr: AnyContext,
+        encoded: list[bytes],
+        where: tuple[Any, ...],
+        check_type: Callable[[bool], None] = lambda record: None,
+    ) -> None:
+        """After the last index (a snapshot reverse range read, ``limit=1``: enqueues never
+        conflict), or after the last item of the group ``where[0]`` when given. Cost: that
+        read, a set per value and two atomic adds (a group's: :mod:`fdbqueue._storage.groups`)."""
+        store = self.store
+        if where:
+            check_type(True)
+            store.groups.append(tr, where[0], encoded)
+            return
+        try:
+            last = store.read(tr, limit=1, reverse=True, snapshot=True)
+            index: int = store.unpack_position(last[0].key)[0] if last else 0
+        except ValueError:  # a foreign key: say first if a queue of another type is stored here
+            check_type(False)
+            raise
+        check_type(True)
+        for value in encoded:
+            index += 1
+            store.write(tr, store.item_key((index,)), value)
+
+    def read_end(self, name: str, tr: AnyContext, n: int, snapshot: bool) -> list[Any]:
+        store = self.store
+        return store.groups.front(
+            tr, n, snapshot, lambda: store.read(tr, limit=n, snapshot=snapshot)
+        )
+
+    def where_of(self, item_key: bytes) -> tuple[Any, ...]:
+        group = self.groups.group_of(item_key)
+        return () if group is None else (group,)
+
+    def peek_candidates(self, tr: AnyContext, name: str) -> Iterator[Any]:
+        ungrouped = taking.forward(self.store, tr, 1, snapshot=False)
+        front = list(itertools.islice(ungrouped, 1))  # or a group's turn, at even odds
+        turns = self.groups.front(tr, 1, False, lambda: front)
+        return itertools.chain(turns, front, ungrouped)
+
+
+class PriorityShard(Shard):
+    """A shard of a :class:`~fdbqueue.PriorityQueue`: items at ``(priority, count, random)``,
+    two ends, ``min`` and ``max`` (FoundationDB's "Priority Queues" recipe)."""
+
+    LEADING_INTEGERS = 2
+    END_NAMES = ("min", "max")
+    WRITE_ACTION = "push"
+    TAKE_ACTION = "pop"
+
+    def append(
+        self,
+        tr: AnyContext,
+        encoded: list[bytes],
+        where: tuple[Any, ...],
+        check_type: Callable[[bool], None] = lambda record: None,
+    ) -> None:
+        """After the last count of the priority ``where[0]`` (a snapshot reverse range read
+        inside the priority, ``limit=1``: pushes never conflict), or after the last item of
+        the group ``where[1]`` when given. Cost: that read, a set per value, two atomic adds
+        each."""
+        store = self.store
+        priority = where[0]
+        if len(where) > 1:
+            check_type(True)
+            store.groups.append(tr, where[1], encoded, priority)
+            return
+        within = store.subspace.range((priority,))
+        try:
+            last = store.read(tr, within.start, within.stop, reverse=True, snapshot=True)
+            count: int = store.unpack_position(last[0].key)[1] + 1 if last else 0
+        except ValueError:  # a foreign key: say first if a queue of another type is here
+            check_type(False)
+            raise
+        check_type(True)
+        for value in encoded:
+            store.write(tr, store.item_key((priority, count)), value)
+            count += 1
+
+    def read_end(self, name: str, tr: AnyContext, n: int, snapshot: bool) -> list[Any]:
+        store = self.store
+        highest = name == "max"
+        read = max_end_items if highest else min_end_items
+        return store.groups.front(tr, n, snapshot, lambda: read(store, tr, n, snapshot), highest)
+
+    def where_of(self, item_key: bytes) -> tuple[Any, ...]:
+        group = self.groups.group_of(item_key)
+        if group is None:
+            return self.store.unpack_position(item_key)[:1]
+        return (self.store.unpack_position(item_key)[2], group)
+
+    def peek_candidates(self, tr: AnyContext, name: str) -> Iterator[Any]:
+        highest = name == "max"
+        ungrouped = (
+            max_end_candidates(self.store, tr, snapshot=False)
+            if highest
+            else taking.forward(self.store, tr, 1, False)
+        )
+        front = list(itertools.islice(ungrouped, 1))  # and a group's turn, when better
+        turns = self.groups.front(tr, 1, False, lambda: front, highest)
+        return itertools.chain(turns, front, ungrouped)
