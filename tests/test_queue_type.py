@@ -267,7 +267,8 @@ def test_after_the_first_check_a_take_reads_no_codec_record(db, subspace):
     fresh = Queue(subspace)
     db.reset_stats()
     assert fresh.dequeue(db) == "c"
-    assert db.stats()["reads"] == reads_then + 1  # only the first take of an object reads it
+    # only the first take of an object reads them: the codec record and the type record
+    assert db.stats()["reads"] == reads_then + 2
 
 
 def test_the_asyncio_priority_queue_and_sessions_refuse_another_codec(db, subspace):

@@ -84,7 +84,7 @@ class PriorityQueue(QueueBase[T]):
     this queue the oldest). Their items are not counted by :meth:`size`.
     """
 
-    SHARD_CLASS = PriorityShard
+    _SHARD_CLASS = PriorityShard
 
     @overload
     def __init__(

@@ -92,7 +92,7 @@ class Queue(QueueBase[T]):
     :meth:`size`, which counts what fdbqueue enqueued minus what it dequeued (never below 0).
     """
 
-    SHARD_CLASS = FifoShard
+    _SHARD_CLASS = FifoShard
 
     @overload
     def __init__(

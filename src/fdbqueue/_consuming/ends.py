@@ -225,6 +225,8 @@ class End:
         except ValueError:  # a foreign key: say first if the queue is of another type
             self.store.check_codec(codec_record)
             raise
+        if looked is None and len(first) < n:  # a short front: is a delayed item due?
+            looked = self.delays.look(tr, anyway=True)
         if self.delays.promote(tr, looked):
             rest = None if budget is None else budget // 2
             return taking.take(

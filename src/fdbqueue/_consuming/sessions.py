@@ -301,7 +301,7 @@ class Consumer:
         # first item too, before waiting on either: the two reads' round trips overlap (the
         # line's also fetches the read version). Further back in line, consumers are many
         # and the machine's CPU, not the round trips, is what a guess would cost.
-        looked = None if self.delays is None else self.delays.look(tr)
+        looked = None if self.delays is None else self.delays.look(tr, anyway=True)
         line = self.line.read(tr)
         self._early = None
         if (fast and not self._may_hold) or (self._may_hold and self._rank_guess == 0):

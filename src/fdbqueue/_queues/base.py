@@ -17,6 +17,9 @@ queues' visibility timeouts for the leases (:doc:`guarantees`).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import heapq
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Generic, TypedDict, TypeVar
@@ -38,6 +41,7 @@ from fdbqueue._transactions.transactional import (
     is_database,
     is_transaction,
     require_writable,
+    run_in_retry_loop,
     transactional,
 )
 from fdbqueue.codecs import Codec, Undecodable
@@ -145,7 +149,7 @@ class QueueBase(Generic[T]):
     the shards; the queue types document them."""
 
     #: The kind of shard the queue type is made of.
-    SHARD_CLASS: ClassVar[type[Shard]]
+    _SHARD_CLASS: ClassVar[type[Shard]]
 
     def __init__(
         self,
@@ -163,7 +167,7 @@ class QueueBase(Generic[T]):
         self._high_contention = high_contention
         self._max_deliveries = max_deliveries
         self._router = Router.build(
-            self.SHARD_CLASS,
+            self._SHARD_CLASS,
             subspace,
             codec,
             check_flag(exactly_once, "exactly_once"),
@@ -250,8 +254,10 @@ class QueueBase(Generic[T]):
         removing them: a Queue's next ``n`` items, a PriorityQueue's next ``n`` of
         :meth:`pop_min`; then the items of message groups, group by group, each group's in
         its order (groups in key order, not in turn: :doc:`groups`). On a queue of several
-        shards, shard after shard (shard 0 first), each in that order: across shards no
-        order holds (:doc:`sharding`).
+        shards, a PriorityQueue's shards merged by priority (the next ``n`` of ``pop_min``
+        over every shard); a Queue's shard after shard (shard 0 first), each in its order:
+        its shards number their items apart, so no order holds across them
+        (:doc:`sharding`).
 
         Poison items (values the codec cannot decode) are skipped, as a take would move them
         to the dead letters.
@@ -273,7 +279,12 @@ class QueueBase(Generic[T]):
         """
         limit = check_limit(n, "n")
         self._router.check_type(tr)
-        return self._concatenated(limit, lambda shard, left: read_pages(tr, left, shard.peek_page))
+        pairs = self._merged(
+            limit,
+            lambda shard, left: read_pages(tr, left, shard.peek_page),
+            lambda shard, pair: shard.peek_rank(pair[0]),
+        )
+        return [value for _key, value in pairs]
 
     @transactional
     def requests_in_line(self, tr: TransactionContext, limit: int = 10_000) -> int:
@@ -294,8 +305,8 @@ class QueueBase(Generic[T]):
     ) -> list[Lease[T | Undecodable]]:
         """Return up to ``limit`` leases in flight (None: all of them), soonest expiry first
         (expired and released leases whose items wait for the next claim included; on a
-        queue of several shards, shard after shard). A value the codec cannot decode shows
-        as an :class:`~fdbqueue.Undecodable`.
+        queue of several shards, every shard's merged by expiry). A value the codec cannot
+        decode shows as an :class:`~fdbqueue.Undecodable`.
 
         The default, 100, is for a look: more leases may exist (:meth:`info` counts them).
         Given a Database, it reads pages of at most 1,000 leases, each in a transaction of
@@ -313,8 +324,8 @@ class QueueBase(Generic[T]):
         """
         wanted = check_limit(limit)
         self._router.check_type(tr)
-        return self._concatenated(
-            wanted, lambda shard, left: read_pages(tr, left, shard.leases_page)
+        return self._merged(
+            wanted, lambda shard, left: read_pages(tr, left, shard.leases_page), Shard.lease_rank
         )
 
     @transactional
@@ -385,9 +396,9 @@ class QueueBase(Generic[T]):
         self, tr: TransactionContext, limit: int | None = 100
     ) -> list[DeadLetter[T | Undecodable]]:
         """Return up to ``limit`` dead letters (None: all of them), oldest first (on a queue
-        of several shards, shard after shard): items whose leases expired ``max_deliveries``
-        times, and poison items whose values the codec cannot decode (their ``value`` is an
-        :class:`~fdbqueue.Undecodable` and ``reason`` says why).
+        of several shards, every shard's merged by age): items whose leases expired
+        ``max_deliveries`` times, and poison items whose values the codec cannot decode
+        (their ``value`` is an :class:`~fdbqueue.Undecodable` and ``reason`` says why).
 
         The default, 100, is for a look: more dead letters may exist (:meth:`info` counts
         them). Given a Database, it reads pages of at most 1,000 dead letters, each in a
@@ -405,13 +416,15 @@ class QueueBase(Generic[T]):
         """
         wanted = check_limit(limit)
         self._router.check_type(tr)
-        return self._concatenated(
-            wanted, lambda shard, left: read_pages(tr, left, shard.dead_letters_page)
+        return self._merged(
+            wanted,
+            lambda shard, left: read_pages(tr, left, shard.dead_letters_page),
+            Shard.dead_letter_rank,
         )
 
     def purge_dead_letters(self, tr: TransactionContext, limit: int | None = None) -> int:
-        """Remove up to ``limit`` dead letters (None: all of them), oldest first, with their
-        held values, for good. Returns how many.
+        """Remove up to ``limit`` dead letters (None: all of them), oldest first (over every
+        shard), with their held values, for good. Returns how many.
 
         Given a Database, it runs a transaction per 1,000 dead letters, each taking effect
         exactly once (:doc:`guarantees`), until ``limit`` are removed or none is left; dead
@@ -437,13 +450,13 @@ class QueueBase(Generic[T]):
                     break
             return purged
 
-        return self._summed(wanted, purge)
+        return self._each_oldest_dead_letters(tr, wanted, purge)
 
     def requeue_dead_letters(self, tr: TransactionContext, limit: int = 1000) -> int:
-        """Enqueue up to ``limit`` dead letters again, oldest first, as new items at the back
-        of the queue (of their priority, for a PriorityQueue; of their group, for a group's
-        item), with their stored bytes unchanged; their delivery counts start again. Returns
-        how many.
+        """Enqueue up to ``limit`` dead letters again, oldest first (over every shard), as new
+        items at the back of the queue (of their priority, for a PriorityQueue; of their
+        group, for a group's item), with their stored bytes unchanged; their delivery counts
+        start again. Returns how many.
 
         Given a Database, it runs as many transactions as the bytes need (each holds at most
         about 5,000,000 bytes of values, and each takes effect exactly once). Given a
@@ -470,7 +483,41 @@ class QueueBase(Generic[T]):
                 moved += batch
             return moved
 
-        return self._summed(limit, requeue)
+        return self._each_oldest_dead_letters(tr, limit, requeue)
+
+    def _each_oldest_dead_letters(
+        self, tr: TransactionContext, limit: int | None, act: Callable[[Shard, int | None], int]
+    ) -> int:
+        """``act(shard, count)`` in each shard holding some of the ``limit`` oldest dead
+        letters over every shard (None: all of them), ``count`` how many it holds; the sum
+        of what ``act`` returned. Cost, for a limit on a queue of several shards: a snapshot
+        range read of up to ``limit`` dead letter records per shard, issued together, in a
+        transaction of its own given a Database."""
+        shards = self._router.shards
+        if limit is None or len(shards) == 1:  # every dead letter, or one shard's oldest
+            counts: list[int | None] = [limit] * len(shards)
+        else:
+            oldest = functools.partial(self._oldest_dead_letters, limit)
+            counts = list(run_in_retry_loop(tr, oldest) if is_database(tr) else oldest(tr))
+        return sum(act(shard, count) for shard, count in zip(shards, counts, strict=True) if count)
+
+    def _oldest_dead_letters(self, limit: int, tr: Any) -> list[int]:
+        """How many of the ``limit`` oldest dead letters over every shard each shard holds."""
+        reader: Any = getattr(tr, "snapshot", tr)
+        shards = self._router.shards
+        reads = [
+            reader.get_range(s.dead_letters.begin, s.dead_letters.end, limit=limit) for s in shards
+        ]
+        ranked = heapq.merge(
+            *[
+                [(tuple(shard.dead_letters.subspace.unpack(kv.key)), k) for kv in read]
+                for k, (shard, read) in enumerate(zip(shards, reads, strict=True))
+            ]
+        )
+        counts = [0] * len(shards)
+        for _rank, k in itertools.islice(ranked, limit):
+            counts[k] += 1
+        return counts
 
     # -- held leases ------------------------------------------------------------------------
 
@@ -712,15 +759,18 @@ class QueueBase(Generic[T]):
             total += count(shard, left)
         return total
 
-    def _concatenated(
-        self, limit: int | None, listing: Callable[[Shard, int | None], Sequence[R]]
+    def _merged(
+        self,
+        limit: int | None,
+        listing: Callable[[Shard, int | None], Sequence[R]],
+        rank: Callable[[Shard, R], Any],
     ) -> list[R]:
-        """``listing(shard, left)`` of the shards one after the other, at most ``limit`` in
-        all (None: every one)."""
-        found: list[R] = []
-        for shard in self._router.shards:
-            left = None if limit is None else limit - len(found)
-            if left == 0:
-                break
-            found.extend(listing(shard, left))
-        return found
+        """Up to ``limit`` (None: every one) of the shards' ``listing(shard, limit)``, each
+        in ``rank`` order, merged by ``rank`` (equal ranks: shard 0's first). Cost: each
+        shard's listing of up to ``limit``."""
+        listings = [
+            [(rank(shard, found), k, found) for found in listing(shard, limit)]
+            for k, shard in enumerate(self._router.shards)
+        ]
+        merged = heapq.merge(*listings, key=lambda ranked: ranked[:2])
+        return [found for _rank, _k, found in itertools.islice(merged, limit)]

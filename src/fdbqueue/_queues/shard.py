@@ -160,6 +160,21 @@ class Shard:
         read conflict ranges (groups' turns among them)."""
         raise NotImplementedError
 
+    def peek_rank(self, key: bytes) -> Any:
+        """Where the item at ``key`` (of this shard) ranks among every shard's in
+        ``peek_many``: listings of several shards merge by it (equal ranks: shard by shard)."""
+        raise NotImplementedError
+
+    def lease_rank(self, lease: Lease[Any]) -> Any:
+        """Where a lease ranks among every shard's in ``leases``: its expiry version (then
+        its id), as each shard lists them."""
+        return lease.expiry_version, lease.id
+
+    def dead_letter_rank(self, letter: DeadLetter[Any]) -> Any:
+        """Where a dead letter ranks among every shard's in ``dead_letters``: the version it
+        became one at (then its id), as each shard lists them."""
+        return tuple(self.dead_letters.subspace.unpack(letter.key))
+
     # -- writing --------------------------------------------------------------------------
 
     def append_due(self, tr: AnyContext, encoded: bytes, where: tuple[Any, ...]) -> None:
@@ -220,8 +235,8 @@ class Shard:
         self, tr: AnyContext, after: bytes | None, count: int
     ) -> tuple[list[Any], bytes | None, bool]:
         """One page of ``peek_many`` (a :data:`~fdbqueue._queues.base.ReadPage`): the items
-        without a group, then the groups' items (one range, after them). Cost: one or two
-        snapshot range reads, more past poison items."""
+        without a group, then the groups' items (one range, after them), each a ``(key,
+        value)`` pair. Cost: one or two snapshot range reads, more past poison items."""
         grouped = self.groups.items.range()
         batch: list[Any] = []
         store = self.store
@@ -232,7 +247,7 @@ class Shard:
             batch += store.read(tr, start, end, limit=count - len(batch), snapshot=True)
             if len(batch) == count:
                 break
-        values = taking.peek(store, tr, iter(batch), count)
+        values = taking.peek(store, tr, iter(batch), count, keyed=True)
         last = bytes(batch[-1].key) if batch else None
         return values, last, len(batch) == count
 
@@ -269,7 +284,7 @@ class Shard:
         metadata = self.store.metadata
         leases = self.leases
         lines = metadata.range(("line",))
-        front = self.peek_page(reader, None, 1)[0]
+        front = [value for _key, value in self.peek_page(reader, None, 1)[0]]
         active = self.groups.active_count(reader)
         return QueueInfo(
             size=self.store.size(reader),
@@ -405,6 +420,11 @@ class FifoShard(Shard):
         group = self.groups.group_of(item_key)
         return () if group is None else (group,)
 
+    def peek_rank(self, key: bytes) -> Any:
+        """0 for every item: shards number their items apart, so no order holds across
+        them; listings go shard by shard."""
+        return 0
+
     def peek_candidates(self, tr: AnyContext, name: str) -> Iterator[Any]:
         ungrouped = taking.forward(self.store, tr, 1, snapshot=False)
         front = list(itertools.islice(ungrouped, 1))  # or a group's turn, at even odds
@@ -461,6 +481,13 @@ class PriorityShard(Shard):
         if group is None:
             return self.store.unpack_position(item_key)[:1]
         return (self.store.unpack_position(item_key)[2], group)
+
+    def peek_rank(self, key: bytes) -> Any:
+        """An item without a group by its priority (as :meth:`fdbqueue.PriorityQueue.pop_min`
+        takes them), before the groups' items, by group (as each shard lists them)."""
+        if self.groups.items.contains(key):
+            return (1, self.groups.items.unpack(key))
+        return (0, self.store.unpack_position(key)[0])
 
     def peek_candidates(self, tr: AnyContext, name: str) -> Iterator[Any]:
         highest = name == "max"

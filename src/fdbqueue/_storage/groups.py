@@ -256,14 +256,23 @@ class Groups:
         ``highest``, the max end's, whose groups come from the highest priority's turns).
 
         Cost: a snapshot point read of the active groups' count, issued before
-        ``read_items`` (its round trip overlaps); when a group is active, a range read of the
+        ``read_items`` (its round trip overlaps), none while no group was active and the
+        watch then set on the count has not fired when ``read_items`` returns ``n`` items
+        (:mod:`fdbqueue._storage.quiet_keys`); when a group is active, a range read of the
         first ``n`` turns (the max end: first a reverse one of the last) and a point read of
         each turn's item, issued together (with read conflicts unless ``snapshot``).
         """
-        count = tr.snapshot.get(self.count_key)
+        quiet = self._store.quiet
+        count = None if quiet.quiet(self.count_key) else tr.snapshot.get(self.count_key)
         items = read_items()
+        if count is None:  # no group was active, and the watch on the count has not fired
+            if len(items) >= n:
+                return items
+            count = tr.snapshot.get(self.count_key)  # a short front: a group may hold more
         if not count.present() or _COUNTER.unpack(bytes(count))[0] <= 0:
+            quiet.watch(tr, self.count_key)
             return items
+        quiet.not_empty(self.count_key)
         reader: Any = tr.snapshot if snapshot else tr
         turns = self._first_turns(reader, n, highest)
         values = [reader.get(fdb.tuple.unpack(bytes(turn.value))[0]) for turn in turns]

@@ -43,6 +43,7 @@ from fdbqueue._keys import MAX_KEY_BYTES, describe_key
 from fdbqueue._storage.dead_letters import DeadLetters
 from fdbqueue._storage.groups import Groups
 from fdbqueue._storage.held import HeldValues
+from fdbqueue._storage.quiet_keys import QuietKeys
 from fdbqueue._storage.transaction_bytes import MAX_TRANSACTION_BYTES, set_bytes
 from fdbqueue._storage.type_records import TypeRecords, type_name
 from fdbqueue._transactions.receipts import Receipts
@@ -190,6 +191,8 @@ class ItemStore(TypeRecords):
         self.deduplication = self.metadata.subspace(("deduplication",))
         self.held = HeldValues(self.metadata)
         self.dead_letters = DeadLetters(self.metadata, self.codec, self.held)
+        #: hints known empty and watched, whose reads takes skip (fdbqueue._storage.quiet_keys)
+        self.quiet = QuietKeys()
         #: message groups (fdbqueue._storage.groups)
         self.groups = Groups(self)
 

@@ -171,12 +171,15 @@ def take(
     return Taken(taken, quarantined, budget_spent=False)
 
 
-def peek(store: ItemStore, tr: AnyContext, candidates: Iterator[Any], n: int) -> list[Any]:
+def peek(
+    store: ItemStore, tr: AnyContext, candidates: Iterator[Any], n: int, *, keyed: bool = False
+) -> list[Any]:
     """The first ``n`` decodable values of ``candidates`` (KeyValues in take order, read
     lazily in ``tr``), skipping poison items as a take would move them aside; foreign keys
     raise ValueError and another codec recorded with the queue raises
-    :class:`~fdbqueue.QueueTypeError`, as in :func:`take`. Cost: the reads of ``candidates``
-    and a snapshot point read of the codec record issued before them."""
+    :class:`~fdbqueue.QueueTypeError`, as in :func:`take`; with ``keyed``, ``(key, value)``
+    pairs. Cost: the reads of ``candidates`` and a snapshot point read of the codec record
+    issued before them."""
     values: list[Any] = []
     if n == 0:
         return values
@@ -185,9 +188,10 @@ def peek(store: ItemStore, tr: AnyContext, candidates: Iterator[Any], n: int) ->
         store.check_codec(codec_record)
         store.unpack_position(item.key)
         try:
-            values.append(store.codec.decode(bytes(item.value)))
+            value = store.codec.decode(bytes(item.value))
         except Exception:  # poison: the next take moves it aside
             continue
+        values.append((bytes(item.key), value) if keyed else value)
         if len(values) == n:
             break
     return values

@@ -87,7 +87,7 @@ class TypeRecords:
         so that concurrent first enqueues still never conflict: two first writes of
         different types racing each other could both commit, the later type recorded).
         """
-        type_record = recorded[0]
+        type_record, codec_record = recorded
         if type_record.present():
             found = bytes(type_record)
             if found != self.type_name:
@@ -96,7 +96,7 @@ class TypeRecords:
                     f"{subspace} holds {describe_type(found)}, not {describe_type(self.type_name)}"
                     f": open it as {constructor(found)} (nothing was written)"
                 )
-            self.check_codec(recorded)
+            self._check_recorded_codec(codec_record)
             return
         if self.parent is not None:  # this shard's first write: the queue's type first
             self.parent.check_type(tr, self.parent.recorded_type(tr), record)
@@ -106,39 +106,46 @@ class TypeRecords:
                 tr[self.codec_key] = self.codec_name
 
     def recorded_codec(self, tr: AnyContext, *, again: bool = False) -> Any:
-        """Start reading the type and codec on record (two snapshot point reads, no conflict)
-        for :meth:`check_codec`; None once this store found its own type and codec there
-        (only a clear takes a record away, and writes check them every time), unless
-        ``again`` (a value that does not decode: is the record another codec's now?). Cost:
-        two snapshot point reads until the records were found to match; then none."""
+        """Start reading the codec on record (a snapshot point read, no conflict) for
+        :meth:`check_codec`; None once this store found its own type and codec there (only a
+        clear takes a record away, and writes check them every time), unless ``again`` (a
+        value that does not decode: is the record another codec's now?). Cost: one snapshot
+        point read until the records were found to match; then none."""
         if self._codec_verified and not again:
             return None
         reader: Any = getattr(tr, "snapshot", tr)  # tr may be a snapshot view already
-        return reader.get(self.type_key), reader.get(self.codec_key)
+        return reader, reader.get(self.codec_key)
 
     def check_codec(self, recorded: Any) -> None:
-        """Raise :class:`QueueTypeError` when ``recorded`` (:meth:`recorded_codec`) names
-        another queue type, number of shards or codec than this queue's, so that a queue
-        opened as another type or with the wrong codec changes nothing (a take would
-        otherwise move every item to the dead letters as undecodable, or take another
-        shard's items). No record (a queue nothing was written to yet, or written before
-        codecs were recorded, or by a codec without a name) is not checked. Cost: waits for
-        ``recorded``."""
+        """Raise :class:`QueueTypeError` when the records name another codec, queue type or
+        number of shards than this queue's, so that a queue opened as another type or with
+        the wrong codec changes nothing (a take would otherwise move every item to the dead
+        letters as undecodable, or take another shard's items). ``recorded`` is
+        :meth:`recorded_codec`'s; when the codec record is there, the type record is read
+        too (the first time: once both were found right, neither is read again). No codec
+        record (a queue nothing was written to yet, or written before codecs were recorded,
+        or by a codec without a name) is not checked. Cost: waits for ``recorded``; a
+        snapshot point read of the type record until it was found right."""
         if recorded is None:
             return
-        type_record, codec_record = recorded
-        if not type_record.present():
+        reader, codec_record = recorded
+        if not codec_record.present():
             return
-        found_type = bytes(type_record)
-        if found_type != self.type_name:
+        type_record = reader.get(self.type_key)
+        if type_record.present() and bytes(type_record) != self.type_name:
+            found_type = bytes(type_record)
             subspace = self.subspace if self.parent is None else self.parent.subspace
             raise QueueTypeError(
                 f"{subspace} holds {describe_type(found_type)}, not "
                 f"{describe_type(self.type_name)}: open it as {constructor(found_type)} "
                 "(nothing was changed)"
             )
+        self._check_recorded_codec(codec_record)
+
+    def _check_recorded_codec(self, codec_record: Any) -> None:
+        """Raise :class:`QueueTypeError` when ``codec_record`` (read) names another codec;
+        once it names this one, neither record is read again by takes (:meth:`recorded_codec`)."""
         if self.codec_name is None or not codec_record.present():
-            self._codec_verified = True
             return
         found = bytes(codec_record)
         self._codec_verified = found == self.codec_name
