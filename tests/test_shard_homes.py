@@ -282,7 +282,7 @@ def test_a_consumer_leaving_its_home_looks_elsewhere_first():
     when the home was visited longest ago (it was sampled, and held the move, before)."""
     db = memory.open()
     queue = Queue(Subspace(("elsewhere",)), shards=4)
-    end = queue._end
+    end = queue._front
     for shard in (0, 1):
         write_into_shard(db, queue, shard, f"in {shard}")
     consumer = Consumer()
@@ -300,7 +300,7 @@ def test_consumers_that_move_at_once_do_not_pile_into_one_sample(monkeypatch):
     shard and settles where none of its process is, not with them."""
     db = memory.open()
     queue = Queue(Subspace(("sample-taken",)), shards=4)
-    end = queue._end
+    end = queue._front
     for shard in (1, 2, 3):
         write_into_shard(db, queue, shard, f"in {shard}")
     mover = Consumer()

@@ -611,6 +611,7 @@ class QueueBase(Generic[T]):
         plain = delay is None or (type(delay) in (int, float) and delay == 0)
         seconds = 0.0 if plain else check_lease_seconds(delay)
         self._router.for_lease(lease, "release").release(tr, lease, seconds)
+        self._router.released()
 
     def dead_letter(self, tr: TransactionContext, lease: Lease[Any], reason: str) -> None:
         """Move a claimed item to the dead letters now, with ``reason`` (for instance the

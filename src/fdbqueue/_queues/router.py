@@ -94,6 +94,7 @@ class Router:
         self._by_prefix = {shard.store.subspace.key(): shard for shard in shards}
         self._prefix_length = len(root.subspace.key())
         self._turn = itertools.count(random.randrange(len(shards)))
+        self._sharded_ends: list[ShardedEnd] = []
 
     @classmethod
     def build(
@@ -215,7 +216,15 @@ class Router:
         ends = [shard.ends[name] for shard in self.shards]
         if len(ends) == 1:
             return ends[0]
-        return ShardedEnd(ends, self.root.metric_name, best)
+        sharded = ShardedEnd(ends, self.root.metric_name, best)
+        self._sharded_ends.append(sharded)
+        return sharded
+
+    def released(self) -> None:
+        """A lease was released: the ends' next claims look at every shard's leases first
+        (:meth:`~fdbqueue._queues.sharded_end.ShardedEnd.look_at_leases`)."""
+        for end in self._sharded_ends:
+            end.look_at_leases()
 
     # -- the whole queue --------------------------------------------------------------------
 

@@ -23,9 +23,11 @@ shard that commits meanwhile: that item is simply the next pop's. With ``high_co
 and in sessions they take so too, not in line (a line takes in a later transaction than the
 ranking).
 
-Every FIFO claim also looks, at most every quarter of its lease, at the first lease of every
-shard, and claims from a shard whose first lease expired: a dead holder's item comes back
-within about a quarter of a lease of its expiry, whatever shard it is in.
+Every claim also looks, at most every quarter of its lease (and at once after a release by
+this queue object), at the first lease of every shard, and claims from a shard whose first
+lease expired or was released: a dead holder's item comes back within about a quarter of a
+lease of its expiry, whatever shard it is in, and a released item at this object's next
+claim (another process's next claims see it within a quarter of their lease).
 
 A FIFO queue's ``claim`` goes to the consumer's home as a take does; when the home has
 nothing to claim, it claims from the shards in random order in one transaction, looking at
@@ -253,16 +255,18 @@ class ShardedEnd:
         stay is over, from the shards in random order, in one transaction (every shard: an
         expired lease makes an item claimable where the size counter says none is); the
         shard it claimed from becomes the thread's home."""
+        expired: Lease[Any] | None = self._claim_expired(tr, seconds)
+        if expired is not None:
+            return expired
         if self.best is not None:  # the best priority of every shard, as a pop takes
             ranked: list[Lease[Any]] = self._gather(
                 tr, lambda tr, end, left: end.claim_batch(tr, seconds, left), 1, every_shard=True
             )
             return ranked[0] if ranked else None
         consumer = current_consumer()
-        lease: Lease[Any] | None = self._claim_expired(tr, seconds)
-        if lease is not None:
-            return lease
-        lease = self._at_home(tr, consumer, lambda tr, end: end.claim(tr, seconds, False, None))
+        lease: Lease[Any] | None = self._at_home(
+            tr, consumer, lambda tr, end: end.claim(tr, seconds, False, None)
+        )
         if lease is not None:
             return lease
         found_in: list[End] = []
@@ -311,6 +315,11 @@ class ShardedEnd:
             if lease is not None:
                 return lease  # type: ignore[no-any-return]
         return None
+
+    def look_at_leases(self) -> None:
+        """Make the next claim look at every shard's first lease (a lease of this queue was
+        released: its item should be claimed before the fronts)."""
+        self._look_at_leases = 0.0
 
     def consumer(self, database: Any, prefetch: int, abandon_after: float) -> Consumer:
         """A consumer session over every shard, in one shard's line at a time

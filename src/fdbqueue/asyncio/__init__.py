@@ -207,6 +207,7 @@ class _StoredQueue(Generic[S, T]):
     clear = _twin(QueueBase[T].clear, "Queue")
     ack = _twin(QueueBase[T].ack, "Queue")
     ack_many = _twin(QueueBase[T].ack_many, "Queue")
+    ack_with = _twin(QueueBase[T].ack_with, "Queue")
     release = _twin(QueueBase[T].release, "Queue")
     dead_letter = _twin(QueueBase[T].dead_letter, "Queue")
     extend = _twin(QueueBase[T].extend, "Queue")
