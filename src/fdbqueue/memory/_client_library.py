@@ -49,16 +49,16 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from fdbqueue.memory.client_futures import FutureFunctions
-from fdbqueue.memory.client_handles import Handles, set_out
-from fdbqueue.memory.client_transactions import (
+from fdbqueue.memory._client_futures import FutureFunctions
+from fdbqueue.memory._client_handles import Handles, set_out
+from fdbqueue.memory._client_transactions import (
     TransactionFunctions,
     apply_option,
     decode_option,
 )
-from fdbqueue.memory.database import Database, Latency
-from fdbqueue.memory.errors import FDBError, describe, is_retryable
-from fdbqueue.memory.faults import Faults
+from fdbqueue.memory._database import Database, Latency
+from fdbqueue.memory._errors import FDBError, describe, is_retryable
+from fdbqueue.memory._faults import Faults
 
 __all__ = ["ClientLibrary"]
 
