@@ -18,7 +18,8 @@ import pytest
 
 from fdbqueue import memory
 from fdbqueue._transactions.transactional import run_in_retry_loop
-from fdbqueue.memory.injection import FaultInjector
+from fdbqueue.memory._client_library import ClientLibrary
+from fdbqueue.memory._injection import FaultInjector
 
 T = TypeVar("T")
 
@@ -187,7 +188,7 @@ def installed_fdb() -> Any:
     memory.install()
     if not binding.is_api_version_selected():
         binding.api_version(int(os.environ.get("FDB_API_VERSION", "0")) or 630)
-    if not isinstance(binding.impl._capi, memory.client_library.ClientLibrary):
+    if not isinstance(binding.impl._capi, ClientLibrary):
         pytest.skip("this session's fdb binding runs on a real libfdb_c")
     return binding
 

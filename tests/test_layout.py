@@ -69,6 +69,37 @@ def test_the_api_reference_documents_no_private_module() -> None:
         assert private == [], f"{page.name} documents private names: {private}"
 
 
+def test_the_in_memory_database_is_its_package_alone() -> None:
+    """fdbqueue.memory's modules are private (``_database.py``, ...), as httpx's are: the
+    package's ``__all__`` is the surface, and the rest of fdbqueue imports nothing from the
+    modules behind it."""
+    import fdbqueue.memory
+
+    memory = PACKAGE / "memory"
+    modules = [info.name for info in pkgutil.iter_modules([str(memory)])]
+    assert modules and [name for name in modules if not name.startswith("_")] == []
+    assert [name for name in fdbqueue.memory.__all__ if not hasattr(fdbqueue.memory, name)] == []
+    reaching = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if memory in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module == "fdbqueue.memory":
+                names = [f"fdbqueue.memory.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            reaching += [
+                f"{path.relative_to(PACKAGE)}: {name}"
+                for name in names
+                if name.startswith("fdbqueue.memory._")
+            ]
+    assert reaching == []
+
+
 def all_modules() -> list[str]:
     names = ["fdbqueue"]
     for info in pkgutil.walk_packages([str(PACKAGE)], "fdbqueue."):

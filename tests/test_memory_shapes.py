@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from fdbqueue import memory
-from fdbqueue.memory.futures import Key
+from fdbqueue.memory import Key
 
 Selector = memory.KeySelector
 

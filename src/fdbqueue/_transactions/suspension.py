@@ -18,7 +18,7 @@ effect. The core marks its commits (:func:`fdbqueue._transactions.transactional.
 waits on futures are no longer interruptible, so that it finishes and reports what it did (see
 :mod:`fdbqueue.asyncio._bridge`).
 
-:func:`install` replaces ``block_until_ready`` on :class:`fdbqueue.memory.futures.Future` and,
+:func:`install` replaces ``block_until_ready`` on :class:`fdbqueue.memory.Future` and,
 once the binding is loaded, on ``fdb.impl.Future``, as the binding's own
 ``fdb.init(event_model="gevent")`` does: outside an operation greenlet the replacement calls the
 original method unchanged. Importing :mod:`fdbqueue.asyncio` installs it; it is idempotent.
@@ -145,12 +145,12 @@ def _patch(future_class: type) -> None:
 def install() -> None:
     """Make ``block_until_ready`` of both backends' futures greenlet-aware (idempotent).
 
-    Patches :class:`fdbqueue.memory.futures.Future` and, when ``fdb.impl`` is loaded (it is
+    Patches :class:`fdbqueue.memory.Future` and, when ``fdb.impl`` is loaded (it is
     once ``fdb.api_version()`` ran), ``fdb.impl.Future``; call it again after loading the
     binding (:func:`fdbqueue.asyncio._bridge.run` does, on every call). Cost: two dictionary lookups
     once done.
     """
-    from fdbqueue.memory.futures import Future as MemoryFuture
+    from fdbqueue.memory import Future as MemoryFuture
 
     _patch(MemoryFuture)
     impl = sys.modules.get("fdb.impl")

@@ -121,7 +121,8 @@ Known differences from a real cluster:
   ``transaction_*`` defaults and ``max_watches`` take effect; the others are accepted and have
   no effect (the read version is never served from a cache, ``causal_read_risky``,
   ``read_your_writes_disable``, ``snapshot_ryw_disable``, ``bypass_unreadable``, priorities,
-  tags, ``report_conflicting_keys``, ... : see :mod:`fdbqueue.memory.options`);
+  tags, ``report_conflicting_keys``, ... : the docstring of ``fdbqueue/memory/_options.py``
+  lists them);
 * :class:`FDBError` has the binding's ``code``, ``description`` (bytes, as the binding reads
   it through ``ctypes.c_char_p``) and ``str()`` (``"b'...' (1020)"``), but it is not a
   subclass of ``fdb.FDBError``: that class exists only once ``fdb.api_version()`` has loaded
@@ -138,13 +139,13 @@ Known differences from a real cluster:
 
 from __future__ import annotations
 
-from fdbqueue.memory.database import Database, Latency
-from fdbqueue.memory.errors import FDBError, is_retryable
-from fdbqueue.memory.faults import Faults
-from fdbqueue.memory.futures import Future, Key, Value
-from fdbqueue.memory.installation import cluster, install, installed
-from fdbqueue.memory.keys import KeySelector, KeyValue
-from fdbqueue.memory.transaction import RangeResult, Snapshot, Transaction
+from fdbqueue.memory._database import Database, Latency
+from fdbqueue.memory._errors import FDBError, is_retryable
+from fdbqueue.memory._faults import Faults
+from fdbqueue.memory._futures import Future, Key, Value
+from fdbqueue.memory._installation import cluster, install, installed
+from fdbqueue.memory._keys import KeySelector, KeyValue
+from fdbqueue.memory._transaction import RangeResult, Snapshot, Transaction
 
 __all__ = [
     "Database",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from fdbqueue.memory.errors import FDBError, is_retryable
+from fdbqueue.memory._errors import FDBError, is_retryable
 
 __all__ = ["Lifecycle"]
 

@@ -1,14 +1,14 @@
 """What a transaction reaches over the network: read versions, reads at a read version,
 commits and watches, under the database's one lock. Commits sleep their simulated latency;
 read versions and reads are served at once, their latency paid by whoever waits on their
-futures (:mod:`fdbqueue.memory.reads`), so that reads issued together overlap.
+futures (:mod:`fdbqueue.memory._reads`), so that reads issued together overlap.
 
 Upstream rules: the GRV proxy hands out read versions; storage servers refuse reads more
 than five seconds behind with 1007 ``transaction_too_old``; a read-only commit never reaches
 the resolver (version -1, no versionstamp); a writing commit goes through the commit proxy
-and resolver (:mod:`fdbqueue.memory.resolver`, with the faults of
-:mod:`fdbqueue.memory.injection`), and its watches become active (:mod:`fdbqueue.memory.
-watch_registry`).
+and resolver (:mod:`fdbqueue.memory._resolver`, with the faults of
+:mod:`fdbqueue.memory._injection`), and its watches become active
+(:mod:`fdbqueue.memory._watch_registry`).
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from fdbqueue.memory.atomic import versionstamp_bytes
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.futures import Future, sleep_until
-from fdbqueue.memory.injection import FaultInjector
-from fdbqueue.memory.resolver import CommitRequest
-from fdbqueue.memory.storage import Storage, VersionView
-from fdbqueue.memory.versions import VersionClock
-from fdbqueue.memory.watch_registry import WatchRegistry
-from fdbqueue.memory.watches import PendingWatches
+from fdbqueue.memory._atomic import versionstamp_bytes
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._futures import Future, sleep_until
+from fdbqueue.memory._injection import FaultInjector
+from fdbqueue.memory._resolver import CommitRequest
+from fdbqueue.memory._storage import Storage, VersionView
+from fdbqueue.memory._versions import VersionClock
+from fdbqueue.memory._watch_registry import WatchRegistry
+from fdbqueue.memory._watches import PendingWatches
 
 __all__ = ["Latency", "Server"]
 
@@ -108,14 +108,14 @@ class Server:
     def wait_for_recovery(self) -> None:
         """Wait until a recovery under way has ended (at once when none is): read version
         requests and commits are not served during one (:attr:`Faults.recovery_seconds`).
-        Slept through a future (:func:`~fdbqueue.memory.futures.sleep_until`), so an event
+        Slept through a future (:func:`~fdbqueue.memory._futures.sleep_until`), so an event
         loop can take the wait over."""
         sleep_until(self._injector.recovered_at)
 
     def read_version(self) -> int:
         """Obtain a read version now: the newest committed version. Its GRV latency is not
         slept here: the caller's futures become ready once it has run (see
-        :class:`fdbqueue.memory.reads.Reads`)."""
+        :class:`fdbqueue.memory._reads.Reads`)."""
         with self._lock:
             version = self._clock.read_version()
             self._stats["read_versions"] += 1
@@ -129,7 +129,7 @@ class Server:
         """Run ``read`` on ``view`` brought up to date, now; 1007 when its version is more than
         five seconds old, 1009 when it is ahead of every version handed out. The read latency
         is not slept here: the read's future becomes ready once it has run from the read's
-        issue (see :class:`fdbqueue.memory.reads.Reads`)."""
+        issue (see :class:`fdbqueue.memory._reads.Reads`)."""
         with self._lock:
             if self._clock.too_old(view.version):
                 self._stats["too_old"] += 1

@@ -1,7 +1,7 @@
 """``memory.install()``: the real ``fdb`` binding, served by in-memory clusters.
 
 After :func:`install`, ``fdb.api_version(N)`` and ``fdb.open()`` work with no libfdb_c and no
-server: the binding loads :class:`~fdbqueue.memory.client_library.ClientLibrary` where it
+server: the binding loads :class:`~fdbqueue.memory._client_library.ClientLibrary` where it
 would load libfdb_c, and ``fdb.open(cluster_file)`` returns the binding's own ``Database``
 over an in-memory cluster, the same one for the same cluster file within the process. This is
 how an application tests its own ``@fdb.transactional`` code, its directory layer use and
@@ -15,9 +15,9 @@ import sys
 import threading
 from typing import Any
 
-from fdbqueue.memory.client_library import ClientLibrary
-from fdbqueue.memory.database import Database, Latency
-from fdbqueue.memory.faults import Faults
+from fdbqueue.memory._client_library import ClientLibrary
+from fdbqueue.memory._database import Database, Latency
+from fdbqueue.memory._faults import Faults
 
 __all__ = ["cluster", "install", "installed"]
 

@@ -6,7 +6,7 @@ raises 1032 ``too_many_watches`` past ``max_watches`` (``CLIENT_KNOBS->
 DEFAULT_MAX_OUTSTANDING_WATCHES``); a committed watch fires when its key's value differs from
 the one it read (storage servers' ``watchValue``), at once if it already does; a recovery
 fires every watch. A transaction's watches before its commit are
-:class:`fdbqueue.memory.watches.PendingWatches`.
+:class:`fdbqueue.memory._watches.PendingWatches`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import threading
 from collections import Counter
 from collections.abc import ValuesView
 
-from fdbqueue.memory.futures import Future
-from fdbqueue.memory.storage import Storage
-from fdbqueue.memory.watches import Watch
+from fdbqueue.memory._futures import Future
+from fdbqueue.memory._storage import Storage
+from fdbqueue.memory._watches import Watch
 
 __all__ = ["WatchRegistry"]
 

@@ -2,7 +2,7 @@
 the mutations and write conflict ranges they record, and the errors they defer.
 
 Upstream rules: ``ReadYourWritesTransaction`` (``fdbclient/ReadYourWrites.cpp``): each write
-goes to the write map (:mod:`fdbqueue.memory.writes`) and fires the transaction's own watches
+goes to the write map (:mod:`fdbqueue.memory._writes`) and fires the transaction's own watches
 of the keys it changes (``triggerWatches``); ``clear`` ignores keys over
 ``getMaxClearKeySize``; ``next_write_no_write_conflict_range`` drops the next write's
 conflict range. The binding's ``ThreadSafeTransaction`` (``fdbclient/ThreadSafeTransaction.cpp``)
@@ -13,18 +13,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fdbqueue.memory.access import SYSTEM_KEYS, KeyAccess, max_key_bytes
-from fdbqueue.memory.conflicts import ConflictRanges
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.keys import key_after, to_key, to_value
-from fdbqueue.memory.lifecycle import Lifecycle
-from fdbqueue.memory.size import MUTATION_BYTES
-from fdbqueue.memory.storage import Range
-from fdbqueue.memory.watches import PendingWatches
-from fdbqueue.memory.writes import WriteMap
+from fdbqueue.memory._access import SYSTEM_KEYS, KeyAccess, max_key_bytes
+from fdbqueue.memory._conflicts import ConflictRanges
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._keys import key_after, to_key, to_value
+from fdbqueue.memory._lifecycle import Lifecycle
+from fdbqueue.memory._size import MUTATION_BYTES
+from fdbqueue.memory._storage import Range
+from fdbqueue.memory._watches import PendingWatches
+from fdbqueue.memory._writes import WriteMap
 
 if TYPE_CHECKING:
-    from fdbqueue.memory.options import TransactionOptions
+    from fdbqueue.memory._options import TransactionOptions
 
 __all__ = ["Mutation", "Mutations"]
 
@@ -63,7 +63,7 @@ class Mutations:
         """The mutations a commit sends and their bytes, as upstream counts a committed
         transaction's ``CommittedMutations`` and ``CommittedMutationBytes``
         (``mutations.expectedSize()``: 40 bytes a mutation plus its two parameters; see
-        :mod:`fdbqueue.memory.size`). Cost: O(1) until a clear, then once O(keys written in
+        :mod:`fdbqueue.memory._size`). Cost: O(1) until a clear, then once O(keys written in
         the cleared ranges)."""
         return self._writes.mutation_count() + self._stamped_count, self.size()
 

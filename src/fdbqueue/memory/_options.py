@@ -44,10 +44,10 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from fdbqueue.memory.access import KeyAccess
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.futures import FutureString
-from fdbqueue.memory.lifecycle import Lifecycle
+from fdbqueue.memory._access import KeyAccess
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._futures import FutureString
+from fdbqueue.memory._lifecycle import Lifecycle
 
 __all__ = ["DatabaseOptions", "TransactionOptions"]
 

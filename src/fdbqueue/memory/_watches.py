@@ -29,8 +29,8 @@ import queue
 import threading
 from collections.abc import Iterator
 
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.futures import Future
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._futures import Future
 
 __all__ = ["PendingWatches", "Watch", "bury", "start_reaper"]
 

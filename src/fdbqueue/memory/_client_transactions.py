@@ -9,7 +9,7 @@ Rules kept from libfdb_c (``bindings/c/fdb_c.cpp``):
   the binding issues together overlap, as on a cluster;
 * range reads are served one batch per call, sized by the row limit, the caller's byte target
   and the streaming mode as libfdb_c's ``validate_and_update_parameters`` sizes them (the
-  engine's :func:`fdbqueue.memory.ranges.batch_limits`); each batch says whether more may
+  engine's :func:`fdbqueue.memory._ranges.batch_limits`); each batch says whether more may
   follow and adds a read conflict range for what it covered only, so an abandoned iteration
   conflicts on the batches it fetched;
 * options arrive as codes with a little-endian 64-bit integer, bytes or nothing, and are
@@ -24,9 +24,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from fdbqueue.memory.client_handles import Handle, Handles, buffer_bytes, set_out
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.keys import KeySelector
+from fdbqueue.memory._client_handles import Handle, Handles, buffer_bytes, set_out
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._keys import KeySelector
 
 __all__ = ["TransactionFunctions", "apply_option", "decode_option"]
 

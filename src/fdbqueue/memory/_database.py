@@ -1,14 +1,14 @@
 """The in-memory database: the facade with the binding's ``Database`` methods, statistics and
 test hooks, composed of the parts that hold each concept:
 
-* :mod:`fdbqueue.memory.server`: what transactions reach (read versions, reads, commits,
+* :mod:`fdbqueue.memory._server`: what transactions reach (read versions, reads, commits,
   watches), with the simulated :class:`Latency` and the database's one lock;
-* :mod:`fdbqueue.memory.versions`: the version clock;
-* :mod:`fdbqueue.memory.storage`: the versioned key space;
-* :mod:`fdbqueue.memory.resolver`: conflict checks and applying commits;
-* :mod:`fdbqueue.memory.injection`: injected faults and the commits they leave in flight;
-* :mod:`fdbqueue.memory.watch_registry`: the outstanding watches;
-* :mod:`fdbqueue.memory.options`: ``db.options``.
+* :mod:`fdbqueue.memory._versions`: the version clock;
+* :mod:`fdbqueue.memory._storage`: the versioned key space;
+* :mod:`fdbqueue.memory._resolver`: conflict checks and applying commits;
+* :mod:`fdbqueue.memory._injection`: injected faults and the commits they leave in flight;
+* :mod:`fdbqueue.memory._watch_registry`: the outstanding watches;
+* :mod:`fdbqueue.memory._options`: ``db.options``.
 """
 
 from __future__ import annotations
@@ -20,24 +20,24 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from fdbqueue.memory.atomic import AtomicOperations
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.faults import Faults
-from fdbqueue.memory.futures import Future, Key, Value
-from fdbqueue.memory.injection import FaultInjector
-from fdbqueue.memory.keys import KeySelector, KeyValue
-from fdbqueue.memory.options import DEFAULT_MAX_WATCHES, DatabaseOptions
-from fdbqueue.memory.resolver import Resolver
-from fdbqueue.memory.server import Latency, Server
-from fdbqueue.memory.storage import Storage
-from fdbqueue.memory.transaction import Transaction
-from fdbqueue.memory.versions import (
+from fdbqueue.memory._atomic import AtomicOperations
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._faults import Faults
+from fdbqueue.memory._futures import Future, Key, Value
+from fdbqueue.memory._injection import FaultInjector
+from fdbqueue.memory._keys import KeySelector, KeyValue
+from fdbqueue.memory._options import DEFAULT_MAX_WATCHES, DatabaseOptions
+from fdbqueue.memory._resolver import Resolver
+from fdbqueue.memory._server import Latency, Server
+from fdbqueue.memory._storage import Storage
+from fdbqueue.memory._transaction import Transaction
+from fdbqueue.memory._versions import (
     MAX_VERSIONS_IN_FLIGHT,
     READ_WINDOW_VERSIONS,
     VERSIONS_PER_SECOND,
     VersionClock,
 )
-from fdbqueue.memory.watch_registry import WatchRegistry
+from fdbqueue.memory._watch_registry import WatchRegistry
 
 __all__ = [
     "MAX_VERSIONS_IN_FLIGHT",
@@ -165,7 +165,7 @@ class Database(AtomicOperations):
           as the client sends them (merged as its write map merges them: a clear range is one
           mutation, repeated sets of a key one set) and their bytes, 40 a mutation
           (``sizeof(MutationRef)``) plus its two parameters (a single-key clear is
-          ``[key, key + b"\\x00")``), the figure of :mod:`fdbqueue.memory.size`. A commit that
+          ``[key, key + b"\\x00")``), as the transaction size counts them. A commit that
           fails (1020, 1007, 2101) counts none, nor does one whose result the client does not
           learn (1021, 1031), applied or not.
 

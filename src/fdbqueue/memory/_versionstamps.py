@@ -16,16 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fdbqueue.memory.access import KeyAccess
-from fdbqueue.memory.atomic import versionstamp_bytes, versionstamp_offset_valid, with_versionstamp
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.futures import Key
-from fdbqueue.memory.keys import key_after, to_key, to_value
-from fdbqueue.memory.lifecycle import Lifecycle
-from fdbqueue.memory.mutations import Mutation, Mutations
-from fdbqueue.memory.storage import Range
-from fdbqueue.memory.watches import PendingWatches
-from fdbqueue.memory.writes import WriteMap
+from fdbqueue.memory._access import KeyAccess
+from fdbqueue.memory._atomic import versionstamp_bytes, versionstamp_offset_valid, with_versionstamp
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._futures import Key
+from fdbqueue.memory._keys import key_after, to_key, to_value
+from fdbqueue.memory._lifecycle import Lifecycle
+from fdbqueue.memory._mutations import Mutation, Mutations
+from fdbqueue.memory._storage import Range
+from fdbqueue.memory._watches import PendingWatches
+from fdbqueue.memory._writes import WriteMap
 
 __all__ = ["Versionstamps", "stamped_write_ranges"]
 

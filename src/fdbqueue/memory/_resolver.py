@@ -6,7 +6,7 @@ ConflictSet``): a transaction with read conflict ranges fails with 1007
 ``transaction_too_old`` when its read version is more than five seconds old, and with 1020
 ``not_committed`` when a commit since its read version wrote into them; blind writes commit
 whatever their age. The commit proxy then applies the mutations at the commit version, with
-versionstamps filled in (:mod:`fdbqueue.memory.versionstamps`).
+versionstamps filled in (:mod:`fdbqueue.memory._versionstamps`).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from fdbqueue.memory.atomic import apply_atomic, versionstamp_bytes, with_versionstamp
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.futures import Future
-from fdbqueue.memory.mutations import Mutation
-from fdbqueue.memory.storage import Range, Storage
-from fdbqueue.memory.versions import VersionClock
-from fdbqueue.memory.versionstamps import stamped_write_ranges
-from fdbqueue.memory.watch_registry import WatchRegistry
+from fdbqueue.memory._atomic import apply_atomic, versionstamp_bytes, with_versionstamp
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._futures import Future
+from fdbqueue.memory._mutations import Mutation
+from fdbqueue.memory._storage import Range, Storage
+from fdbqueue.memory._versions import VersionClock
+from fdbqueue.memory._versionstamps import stamped_write_ranges
+from fdbqueue.memory._watch_registry import WatchRegistry
 
 __all__ = ["CommitRequest", "Resolver"]
 

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fdbqueue.memory.errors import FDBError
+from fdbqueue.memory._errors import FDBError
 
 __all__ = ["Future", "FutureString", "Key", "Value"]
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.futures import sleep_until
-from fdbqueue.memory.keys import KeyValue, key_after
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._futures import sleep_until
+from fdbqueue.memory._keys import KeyValue, key_after
 
 __all__ = ["BatchReader", "RangeResult", "StreamingMode", "batch_limits"]
 
@@ -92,7 +92,7 @@ Batch = tuple[list[KeyValue], bool, float]
 
 class BatchReader(Protocol):
     """What reads a range's batches: a transaction's read path
-    (:class:`fdbqueue.memory.reads.Reads`)."""
+    (:class:`fdbqueue.memory._reads.Reads`)."""
 
     def read_batch(
         self, begin: bytes, end: bytes, limit: int, byte_target: int, reverse: bool, snapshot: bool

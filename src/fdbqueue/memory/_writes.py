@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedDict
 
-from fdbqueue.memory.atomic import apply_atomic
-from fdbqueue.memory.size import MUTATION_BYTES, clear_bytes, coalesce_over
-from fdbqueue.memory.storage import Range, merge_ranges
+from fdbqueue.memory._atomic import apply_atomic
+from fdbqueue.memory._size import MUTATION_BYTES, clear_bytes, coalesce_over
+from fdbqueue.memory._storage import Range, merge_ranges
 
 __all__ = ["Entry", "WriteMap", "subtract_ranges"]
 

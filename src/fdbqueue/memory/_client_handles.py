@@ -14,8 +14,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.futures import Future
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._futures import Future
 
 __all__ = ["Handle", "Handles", "PendingFuture", "buffer_bytes", "point_out", "set_out"]
 

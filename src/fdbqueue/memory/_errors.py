@@ -81,7 +81,7 @@ class FDBError(Exception):
     """
 
     #: For a read's error: the ``time.monotonic()`` instant at which the read's future
-    #: reports it (its latency run; :mod:`fdbqueue.memory.reads`). 0: at once.
+    #: reports it (its latency run; :mod:`fdbqueue.memory._reads`). 0: at once.
     ready_at = 0.0
 
     def __init__(self, code: int) -> None:

@@ -4,16 +4,16 @@
 component that holds its concept, all of one attempt of the transaction (a retry starts them
 afresh) but the lifecycle, the system-key access and the options:
 
-* :mod:`fdbqueue.memory.reads`: the read version and the reads, through the transaction's own
-  writes (:mod:`fdbqueue.memory.writes`), in batches for ranges (:mod:`fdbqueue.memory.ranges`);
-* :mod:`fdbqueue.memory.mutations`: the writes, with the errors they defer;
-* :mod:`fdbqueue.memory.versionstamps`: versionstamped writes and the versionstamp;
-* :mod:`fdbqueue.memory.conflicts`: the read and write conflict ranges;
-* :mod:`fdbqueue.memory.watches`: the watches until the commit;
-* :mod:`fdbqueue.memory.lifecycle`: spent, cancelled, timed out, retried;
-* :mod:`fdbqueue.memory.access` and :mod:`fdbqueue.memory.options`.
+* :mod:`fdbqueue.memory._reads`: the read version and the reads, through the transaction's own
+  writes (:mod:`fdbqueue.memory._writes`), in batches for ranges (:mod:`fdbqueue.memory._ranges`);
+* :mod:`fdbqueue.memory._mutations`: the writes, with the errors they defer;
+* :mod:`fdbqueue.memory._versionstamps`: versionstamped writes and the versionstamp;
+* :mod:`fdbqueue.memory._conflicts`: the read and write conflict ranges;
+* :mod:`fdbqueue.memory._watches`: the watches until the commit;
+* :mod:`fdbqueue.memory._lifecycle`: spent, cancelled, timed out, retried;
+* :mod:`fdbqueue.memory._access` and :mod:`fdbqueue.memory._options`.
 
-The commit hands the request to the database's :class:`fdbqueue.memory.server.Server`, which
+The commit hands the request to the database's :class:`fdbqueue.memory._server.Server`, which
 checks conflicts and applies the mutations atomically.
 
 The rules of each call are upstream's ``ReadYourWritesTransaction``
@@ -30,22 +30,22 @@ import contextlib
 import time
 from typing import Any, cast
 
-from fdbqueue.memory.access import KeyAccess, max_key_bytes
-from fdbqueue.memory.atomic import AtomicOperations
-from fdbqueue.memory.conflicts import ConflictRanges
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.futures import Future, Key, Value, sleep_until
-from fdbqueue.memory.keys import KeySelector, key_after, strinc, to_key
-from fdbqueue.memory.lifecycle import Lifecycle
-from fdbqueue.memory.mutations import Mutations
-from fdbqueue.memory.options import DatabaseOptions, TransactionOptions
-from fdbqueue.memory.ranges import RangeResult, StreamingMode
-from fdbqueue.memory.reads import Reads
-from fdbqueue.memory.resolver import CommitRequest
-from fdbqueue.memory.server import Server
-from fdbqueue.memory.versionstamps import Versionstamps
-from fdbqueue.memory.watches import PendingWatches, bury, start_reaper
-from fdbqueue.memory.writes import WriteMap
+from fdbqueue.memory._access import KeyAccess, max_key_bytes
+from fdbqueue.memory._atomic import AtomicOperations
+from fdbqueue.memory._conflicts import ConflictRanges
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._futures import Future, Key, Value, sleep_until
+from fdbqueue.memory._keys import KeySelector, key_after, strinc, to_key
+from fdbqueue.memory._lifecycle import Lifecycle
+from fdbqueue.memory._mutations import Mutations
+from fdbqueue.memory._options import DatabaseOptions, TransactionOptions
+from fdbqueue.memory._ranges import RangeResult, StreamingMode
+from fdbqueue.memory._reads import Reads
+from fdbqueue.memory._resolver import CommitRequest
+from fdbqueue.memory._server import Server
+from fdbqueue.memory._versionstamps import Versionstamps
+from fdbqueue.memory._watches import PendingWatches, bury, start_reaper
+from fdbqueue.memory._writes import WriteMap
 
 __all__ = ["RangeResult", "Snapshot", "Transaction", "TransactionOptions"]
 
@@ -82,7 +82,7 @@ class _Reader:
     ) -> RangeResult:
         """Key-value pairs in ``[begin, end)`` (keys or KeySelectors; None means ``b""`` /
         ``b"\\xff"``), at most ``limit`` (0 or -1: no limit), in key order or reversed,
-        fetched in batches as the result is iterated (:mod:`fdbqueue.memory.ranges`)."""
+        fetched in batches as the result is iterated (:mod:`fdbqueue.memory._ranges`)."""
         return self._transaction._reads.range(
             begin, end, int(limit), bool(reverse), streaming_mode, self._snapshot
         )
@@ -99,7 +99,7 @@ class _Reader:
     ) -> Future:
         """One batch of a range read, with the arguments of libfdb_c's
         ``fdb_transaction_get_range`` (not a binding method: what
-        :mod:`fdbqueue.memory.client_library` serves the binding's ``FDBRange`` with). Returns
+        :mod:`fdbqueue.memory._client_library` serves the binding's ``FDBRange`` with). Returns
         a Future of the rows and whether the batch stopped at a limit (more may follow), ready
         once the read latency has run. Its read conflict range covers only what it read."""
         try:
@@ -287,7 +287,7 @@ class Transaction(_Reader, AtomicOperations):
         transaction reads now (upstream ``RYWImpl::watch``): it reads the key, fails with the
         read's error, 2004, 2102 (key too long) or 1032 (too many watches, counted from now),
         fires at once on this transaction's own change of the key, and fails with 1025 on a
-        reset, retry, cancel or destroy before the commit (see :mod:`fdbqueue.memory.watches`).
+        reset, retry, cancel or destroy before the commit (see :mod:`fdbqueue.memory._watches`).
         """
         key = to_key(key)
         future = Future()
@@ -314,7 +314,7 @@ class Transaction(_Reader, AtomicOperations):
 
         It is upstream's ``Transaction::getSize()`` of what the read-your-writes layer sends,
         merged as it merges them: the mutations (:meth:`Mutations.size`) and the read and
-        write conflict ranges (:class:`ConflictRanges`); see :mod:`fdbqueue.memory.size`.
+        write conflict ranges (:class:`ConflictRanges`); see :mod:`fdbqueue.memory._size`.
         Upstream's own ``get_approximate_size`` is a cheaper running sum that merges nothing;
         this one is the exact figure of the commit check.
         """
@@ -388,7 +388,7 @@ class Transaction(_Reader, AtomicOperations):
         ``onError`` and ``Transaction::onError``; the delays: :meth:`Lifecycle.retry_delay`).
 
         A cancelled (1025), timed-out (1031) or spent (2017) transaction raises that, whatever
-        ``error`` is; retryable codes are :data:`fdbqueue.memory.errors.RETRYABLE`, until the
+        ``error`` is; retryable codes are :data:`fdbqueue.memory._errors.RETRYABLE`, until the
         retry limit. The retry keeps the persistent options (timeout, retry limit, max retry
         delay) and drops ``access_system_keys``/``read_system_keys`` and ``size_limit``.
         Raising also cancels the transaction (API 610 on): later operations fail with 1025

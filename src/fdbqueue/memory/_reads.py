@@ -8,7 +8,7 @@ unreadable range raises 1036), a key read before is answered from the ``Snapshot
 non-snapshot read adds what it covered (``updateConflictMap`` after ``getValue``, ``getKey``
 and ``getRangeValue``/``getRangeValueBack``); ``Transaction::setVersion`` (2010 once a read
 version is set); ``GetRangeLimits::isValid`` (2012); range batches as
-:mod:`fdbqueue.memory.ranges` describes.
+:mod:`fdbqueue.memory._ranges` describes.
 
 Latency: as with the binding's futures, a read's latency runs from the moment it is issued.
 Each read is computed when it is issued (at the read version, through the writes made so far:
@@ -33,18 +33,18 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from fdbqueue.memory.access import SYSTEM_KEYS, KeyAccess
-from fdbqueue.memory.conflicts import ConflictRanges
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.futures import Future, sleep_until
-from fdbqueue.memory.keys import KeySelector, KeyValue, key_after, to_key
-from fdbqueue.memory.lifecycle import Lifecycle
-from fdbqueue.memory.ranges import ROW_OVERHEAD_BYTES, RangeResult, StreamingMode, batch_limits
-from fdbqueue.memory.storage import VersionView
-from fdbqueue.memory.writes import WriteMap
+from fdbqueue.memory._access import SYSTEM_KEYS, KeyAccess
+from fdbqueue.memory._conflicts import ConflictRanges
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._futures import Future, sleep_until
+from fdbqueue.memory._keys import KeySelector, KeyValue, key_after, to_key
+from fdbqueue.memory._lifecycle import Lifecycle
+from fdbqueue.memory._ranges import ROW_OVERHEAD_BYTES, RangeResult, StreamingMode, batch_limits
+from fdbqueue.memory._storage import VersionView
+from fdbqueue.memory._writes import WriteMap
 
 if TYPE_CHECKING:
-    from fdbqueue.memory.server import Server
+    from fdbqueue.memory._server import Server
 
 __all__ = ["FUTURE_VERSION_DELAY", "Reads"]
 
@@ -293,7 +293,7 @@ class Reads:
         snapshot: bool,
     ) -> tuple[list[KeyValue], bool, float]:
         """One batch of a range read as libfdb_c's ``fdb_transaction_get_range`` serves it
-        (its arguments; :func:`~fdbqueue.memory.ranges.batch_limits`): the rows, whether the
+        (its arguments; :func:`~fdbqueue.memory._ranges.batch_limits`): the rows, whether the
         batch stopped at a limit, and when it is ready (0: now)."""
         begin_key, end_key, limit, span_ready = self._span(begin, end, limit, snapshot)
         rows, byte_target = batch_limits(limit, mode, iteration, max(0, target_bytes))

@@ -1,6 +1,6 @@
 """Injected faults of writing commits, and the commits they leave in flight.
 
-Upstream rules: what :class:`fdbqueue.memory.faults.Faults` describes: the client's commit
+Upstream rules: what :class:`fdbqueue.memory.Faults` describes: the client's commit
 path (``fdbclient/NativeAPI.actor.cpp`` ``tryCommit``; ``fdbclient/ReadYourWrites.cpp``
 ``simulateTimeoutInFlightCommit``: a commit the client stopped waiting for may still land)
 and cluster recovery (``ClusterRecovery.cpp``: versions jump ``MAX_VERSIONS_IN_FLIGHT``,
@@ -13,18 +13,18 @@ import random
 import time
 from collections import Counter
 
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.faults import (
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._faults import (
     COMMIT_UNKNOWN_RESULT,
     NOT_COMMITTED,
     TIMED_OUT,
     TRANSACTION_TOO_OLD,
     Faults,
 )
-from fdbqueue.memory.futures import Future
-from fdbqueue.memory.resolver import CommitRequest, Resolver
-from fdbqueue.memory.versions import VersionClock
-from fdbqueue.memory.watch_registry import WatchRegistry
+from fdbqueue.memory._futures import Future
+from fdbqueue.memory._resolver import CommitRequest, Resolver
+from fdbqueue.memory._versions import VersionClock
+from fdbqueue.memory._watch_registry import WatchRegistry
 
 __all__ = ["FaultInjector"]
 

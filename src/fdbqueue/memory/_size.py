@@ -37,7 +37,7 @@ import bisect
 
 from sortedcontainers import SortedDict
 
-from fdbqueue.memory.atomic import apply_atomic
+from fdbqueue.memory._atomic import apply_atomic
 
 __all__ = [
     "MAX_TRANSACTION_BYTES",

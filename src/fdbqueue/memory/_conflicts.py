@@ -6,20 +6,20 @@ read conflict ranges except over keys the transaction wrote with sets, clears an
 ranges (``updateConflictMap``), as ``addReadConflictRange`` does; ``fdb_c.cpp``'s
 ``fdb_transaction_add_conflict_range`` raises 2005 for ``begin > end`` at once, while the
 binding's ``ThreadSafeTransaction`` defers 2017 and 2004; ``Transaction::getSize``
-(``fdbclient/NativeAPI.actor.cpp``) counts the merged ranges (:mod:`fdbqueue.memory.size`).
+(``fdbclient/NativeAPI.actor.cpp``) counts the merged ranges (:mod:`fdbqueue.memory._size`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fdbqueue.memory.access import METADATA_VERSION_KEY
-from fdbqueue.memory.errors import FDBError
-from fdbqueue.memory.keys import key_after, to_key
-from fdbqueue.memory.lifecycle import Lifecycle
-from fdbqueue.memory.size import RangeSet
-from fdbqueue.memory.storage import Range
-from fdbqueue.memory.writes import WriteMap, subtract_ranges
+from fdbqueue.memory._access import METADATA_VERSION_KEY
+from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._keys import key_after, to_key
+from fdbqueue.memory._lifecycle import Lifecycle
+from fdbqueue.memory._size import RangeSet
+from fdbqueue.memory._storage import Range
+from fdbqueue.memory._writes import WriteMap, subtract_ranges
 
 __all__ = ["ConflictRanges"]
 

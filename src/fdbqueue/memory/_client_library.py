@@ -9,35 +9,10 @@ arguments and error codes of ``bindings/c/foundationdb/fdb_c.h``), serving them 
 (``Database``, ``Transaction``, ``FDBRange``, ``Value``, futures, ``fdb.transactional``,
 options, the directory layer) runs for real with no server; see :func:`fdbqueue.memory.install`.
 
-How the C API's rules are kept (upstream ``bindings/c/fdb_c.cpp`` and ``fdb_c.h``):
-
-* pointers are handles: every database, transaction and future is a non-zero integer that
-  stays valid until its ``*_destroy`` call;
-* futures: each call that returns ``FDBFuture*`` gets a handle whose result or error code is
-  read by ``fdb_future_get_*``; destroying a future that is not ready cancels it (a pending
-  watch stops); ``fdb_future_set_callback`` calls the callback at once, on the calling thread,
-  when the future is ready, and otherwise later from the network thread (the thread running
-  ``fdb_run_network``), as libfdb_c does;
-* range reads: ``fdb_transaction_get_range`` honours the row limit and a byte target chosen by
-  the streaming mode (``validate_and_update_parameters``: iterator mode grows from 4,096 bytes
-  by half again per iteration up to 120,000), returns at least one row when there is one, and
-  says whether more rows remain; the engine adds a read conflict range only for the rows
-  returned, so an abandoned iteration conflicts only on the batches it fetched;
-* options arrive as codes with a little-endian 64-bit integer, bytes or nothing, and are
-  applied by name (the binding's ``fdboptions.py`` names them) to the engine's
-  ``tr.options.set_<name>``; a database's ``transaction_*`` options become defaults of the
-  transactions it creates; options the engine does not model are accepted and have no effect;
-* errors: calls that return ``fdb_error_t`` return the code; void calls (``set``, ``clear``,
-  atomic operations, conflict ranges of writes) never fail, the engine reports their errors at
-  the next read or commit.
-
-Not served: tenants (``fdb_database_open_tenant`` fails with 2136, ``tenants_disabled``),
-``get_estimated_range_size_bytes``, ``get_range_split_points``, ``get_addresses_for_key``
-and change feeds: each fails with 2000 (``client_invalid_operation``). The client status
-(``fdb_database_get_client_status``) is a small report of a healthy client with no
-coordinators or connections. The
-cluster file is only a name: no file needs to exist, and the same name (after
-``os.path.abspath``) is the same in-memory cluster.
+The C API's rules it keeps (upstream ``bindings/c/fdb_c.cpp`` and ``fdb_c.h``: handles,
+futures and their callbacks, range reads and their byte targets, options, errors) and what it
+does not serve are listed in docs/memory.rst ("The real ``fdb`` binding on the in-memory
+engine"): the module is private, so the user documentation holds them.
 """
 
 from __future__ import annotations
@@ -49,16 +24,16 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from fdbqueue.memory.client_futures import FutureFunctions
-from fdbqueue.memory.client_handles import Handles, set_out
-from fdbqueue.memory.client_transactions import (
+from fdbqueue.memory._client_futures import FutureFunctions
+from fdbqueue.memory._client_handles import Handles, set_out
+from fdbqueue.memory._client_transactions import (
     TransactionFunctions,
     apply_option,
     decode_option,
 )
-from fdbqueue.memory.database import Database, Latency
-from fdbqueue.memory.errors import FDBError, describe, is_retryable
-from fdbqueue.memory.faults import Faults
+from fdbqueue.memory._database import Database, Latency
+from fdbqueue.memory._errors import FDBError, describe, is_retryable
+from fdbqueue.memory._faults import Faults
 
 __all__ = ["ClientLibrary"]
 

@@ -13,7 +13,7 @@ import queue
 from collections.abc import Callable
 from typing import Any
 
-from fdbqueue.memory.client_handles import Handles, PendingFuture, point_out, set_out
+from fdbqueue.memory._client_handles import Handles, PendingFuture, point_out, set_out
 
 __all__ = ["FutureFunctions"]
 

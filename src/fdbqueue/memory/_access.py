@@ -9,7 +9,7 @@ Upstream rules: ``CLIENT_KNOBS->KEY_SIZE_LIMIT`` and ``SYSTEM_KEY_SIZE_LIMIT`` t
 
 from __future__ import annotations
 
-from fdbqueue.memory.errors import FDBError
+from fdbqueue.memory._errors import FDBError
 
 __all__ = ["KeyAccess", "max_key_bytes"]
 
