@@ -335,7 +335,5 @@ class PriorityQueue(QueueBase[T]):
         """Return the oldest value of the highest priority, or None when empty (two range reads)."""
         return self.peek(tr, max=True)
 
-    def _oldest(self, tr: Any, fronts: list[Any]) -> Any:
-        """``info().oldest`` of a queue of several shards: the value :meth:`pop_min` would
-        take (the best priority over the shards)."""
+    def _oldest(self, tr: Any) -> Any:
         return self._ends["min"].peek(tr)

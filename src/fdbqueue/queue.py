@@ -426,3 +426,6 @@ class Queue(QueueBase[T]):
         self._router.check_type(tr)
         first: T | None = self._front.peek(tr)
         return first
+
+    def _oldest(self, tr: Any) -> Any:
+        return self._front.peek(tr)

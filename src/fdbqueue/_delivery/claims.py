@@ -70,6 +70,11 @@ Requeue = Callable[[Any, bytes, bytes], None]
 TakeItems = Callable[[Any, int, "int | None"], Taken]
 
 
+def _nothing_fresh(tr: Any, n: int, budget: int | None) -> Taken:
+    """A :data:`TakeItems` that takes nothing: a claim of expired leases only."""
+    return Taken([], 0, budget_spent=False)
+
+
 def claimed_something(claimed: Any) -> bool:
     """Whether a claim batch wrote (leased something, or moved items to the dead letters):
     the ``wrote`` of its :func:`~fdbqueue._transactions.receipts.exactly_once`."""
@@ -93,6 +98,9 @@ class Leases:
         self.leases_begin: bytes = self.leases.range().start
         self.leases_end: bytes = self.leases.range().stop
         self.holds = LeaseHolds(store, self.leases)
+        #: the leases of the queue's other shards (none for a queue of one shard): a claim
+        #: redelivers their expired leases too, before it takes a fresh item
+        self.others: list[Leases] = []
         # monotonic time the first lease the last empty-handed claim saw expires (a hint)
         self._wake_at: float | None = None
 
@@ -117,10 +125,19 @@ class Leases:
             return MOVED_ASIDE
         return claimed[0] if claimed else None
 
-    def claim_many(self, tr: AnyContext, take_items: TakeItems, seconds: float, n: int) -> Any:
+    def claim_many(
+        self,
+        tr: AnyContext,
+        take_items: TakeItems,
+        seconds: float,
+        n: int,
+        *,
+        others: bool = True,
+    ) -> Any:
         """Lease up to ``n`` items in ``tr``, in the order ``n`` claims one after the other
-        would: expired or released leases' items first (soonest expiry first), then the
-        queue's next items.
+        would: expired or released leases' items first (soonest expiry first; then, with
+        ``others``, those of the other shards, :meth:`claim_others`), then the queue's next
+        items.
 
         It stops early, with what it leased so far, when the writes reach
         :data:`~fdbqueue._storage.transaction_bytes.LIBRARY_TRANSACTION_BUDGET` bytes (counted as
@@ -176,6 +193,10 @@ class Leases:
             if len(records) < limit:
                 break  # no expired lease left
         moved_aside = dead_lettered > 0
+        if len(leases) < n and others and self.others:
+            elsewhere, moved = self.claim_others(tr, read_version, seconds, n - len(leases))
+            leases += elsewhere
+            moved_aside = moved_aside or moved
         if len(leases) < n and spent < LIBRARY_TRANSACTION_BUDGET:
             # Each lease record costs less than the move of the value it goes with (a longer
             # key and the value): half of what is left lets the take's items and their
@@ -197,6 +218,34 @@ class Leases:
                 return MOVED_ASIDE
             self._note_next_expiry(tr, read_version, read_at)
         return leases
+
+    def claim_others(
+        self, tr: AnyContext, read_version: int, seconds: float, n: int
+    ) -> tuple[list[Lease[Any]], bool]:
+        """Redeliver up to ``n`` expired or released leases of the other shards
+        (:attr:`others`) in ``tr``: where a shard's first lease expired at ``read_version``,
+        its :meth:`claim_many` without fresh items. Returns the leases and whether items
+        moved to the dead letters. Cost: a snapshot range read (``limit=1``) per other shard,
+        issued together (one round trip); then, per shard whose first lease expired, its
+        claim's reads and writes."""
+        firsts = [
+            tr.snapshot.get_range(other.leases_begin, other.leases_end, limit=1)
+            for other in self.others
+        ]
+        found: list[Lease[Any]] = []
+        moved = False
+        for other, first in zip(self.others, firsts, strict=True):
+            records = list(first)
+            if len(found) >= n or not records:
+                continue
+            if other.leases.unpack(bytes(records[0].key))[0] > read_version:
+                continue
+            claimed = other.claim_many(tr, _nothing_fresh, seconds, n - len(found), others=False)
+            if claimed is MOVED_ASIDE:
+                moved = True
+            else:
+                found += claimed
+        return found, moved
 
     def _out_of_deliveries(self, deliveries: int) -> bool:
         return self.max_deliveries is not None and deliveries >= self.max_deliveries

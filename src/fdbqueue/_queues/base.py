@@ -333,10 +333,12 @@ class QueueBase(Generic[T]):
         """Return figures about the queue (:class:`~fdbqueue.QueueInfo`): the size
         counter, the front value, requests in line, leases in flight and expired, dead
         letters, delayed items and message groups, all read at one read version; for a queue
-        of several shards, their sums, each shard's own in ``shards``.
+        of several shards, their sums, each shard's own in ``shards``, and as ``oldest`` the
+        value this thread's next take returns (what :meth:`peek` shows, read as it reads).
 
         Given a Database, one transaction; given a Transaction, read in it. Every read is a
-        snapshot read: no conflicts.
+        snapshot read (no conflicts), but a queue of several shards' ``oldest``, read as
+        :meth:`peek` reads it (a read conflict range on one shard's front).
 
         Raises:
             ValueError: the front key is not one of this queue's items (the subspace holds
@@ -364,17 +366,15 @@ class QueueBase(Generic[T]):
         }
         return QueueInfo(
             **counted,
-            oldest=self._oldest(context, [one.oldest for one in each]),
+            oldest=self._oldest(context),
             read_version=read_version,
             shards=tuple(each),
         )
 
-    def _oldest(self, tr: Any, fronts: list[Any]) -> Any:
-        """``info().oldest`` of a queue of several shards, from each shard's ``oldest``: a
-        Queue's shards number their items apart, so which front is oldest is not known, and
-        None is reported (each shard's front is in ``info().shards``); a PriorityQueue
-        overrides this with the front :meth:`pop_min` takes."""
-        return None
+    def _oldest(self, tr: Any) -> Any:
+        """``info().oldest`` of a queue of several shards: the value this thread's next take
+        returns (a Queue's ``dequeue``, a PriorityQueue's ``pop_min``), as ``peek`` shows it."""
+        raise NotImplementedError
 
     def clear(self, tr: TransactionContext) -> None:
         """Remove every item, the counters, leases, dead letters and the lines of requests
@@ -499,7 +499,11 @@ class QueueBase(Generic[T]):
         else:
             oldest = functools.partial(self._oldest_dead_letters, limit)
             counts = list(run_in_retry_loop(tr, oldest) if is_database(tr) else oldest(tr))
-        return sum(act(shard, count) for shard, count in zip(shards, counts, strict=True) if count)
+        return sum(
+            act(shard, count)
+            for shard, count in zip(shards, counts, strict=True)
+            if count is None or count > 0
+        )
 
     def _oldest_dead_letters(self, limit: int, tr: Any) -> list[int]:
         """How many of the ``limit`` oldest dead letters over every shard each shard holds."""
@@ -611,7 +615,6 @@ class QueueBase(Generic[T]):
         plain = delay is None or (type(delay) in (int, float) and delay == 0)
         seconds = 0.0 if plain else check_lease_seconds(delay)
         self._router.for_lease(lease, "release").release(tr, lease, seconds)
-        self._router.released()
 
     def dead_letter(self, tr: TransactionContext, lease: Lease[Any], reason: str) -> None:
         """Move a claimed item to the dead letters now, with ``reason`` (for instance the

@@ -94,7 +94,8 @@ class Router:
         self._by_prefix = {shard.store.subspace.key(): shard for shard in shards}
         self._prefix_length = len(root.subspace.key())
         self._turn = itertools.count(random.randrange(len(shards)))
-        self._sharded_ends: list[ShardedEnd] = []
+        for shard in shards:  # a claim redelivers the other shards' expired leases too
+            shard.leases.others = [other.leases for other in shards if other is not shard]
 
     @classmethod
     def build(
@@ -216,15 +217,7 @@ class Router:
         ends = [shard.ends[name] for shard in self.shards]
         if len(ends) == 1:
             return ends[0]
-        sharded = ShardedEnd(ends, self.root.metric_name, best)
-        self._sharded_ends.append(sharded)
-        return sharded
-
-    def released(self) -> None:
-        """A lease was released: the ends' next claims look at every shard's leases first
-        (:meth:`~fdbqueue._queues.sharded_end.ShardedEnd.look_at_leases`)."""
-        for end in self._sharded_ends:
-            end.look_at_leases()
+        return ShardedEnd(ends, self.root.metric_name, best)
 
     # -- the whole queue --------------------------------------------------------------------
 

@@ -23,11 +23,10 @@ shard that commits meanwhile: that item is simply the next pop's. With ``high_co
 and in sessions they take so too, not in line (a line takes in a later transaction than the
 ranking).
 
-Every claim also looks, at most every quarter of its lease (and at once after a release by
-this queue object), at the first lease of every shard, and claims from a shard whose first
-lease expired or was released: a dead holder's item comes back within about a quarter of a
-lease of its expiry, whatever shard it is in, and a released item at this object's next
-claim (another process's next claims see it within a quarter of their lease).
+Every claim, in whatever shard, also reads the first lease of every other shard (snapshot
+range reads issued together, :meth:`~fdbqueue._delivery.claims.Leases.claim_others`) and
+redelivers the expired or released leases it finds there before it takes a fresh item: an
+expired or released item comes first whatever shard holds it, as in one shard.
 
 A FIFO queue's ``claim`` goes to the consumer's home as a take does; when the home has
 nothing to claim, it claims from the shards in random order in one transaction, looking at
@@ -49,7 +48,6 @@ from __future__ import annotations
 import functools
 import random
 import struct
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -66,10 +64,6 @@ from fdbqueue._transactions.waiting import take_blocking
 
 __all__ = ["ShardedEnd"]
 
-
-#: How often, per lease period, a claim looks at every shard's first lease
-#: (:meth:`ShardedEnd._claim_expired`).
-LEASE_LOOKS = 4
 
 #: Shards a consumer whose home is empty looks at first (:meth:`ShardedEnd.holding`): the
 #: power of two choices, as load balancers sample servers.
@@ -136,7 +130,6 @@ class ShardedEnd:
         self.homes = Homes(len(self.ends))
         self.turns = [Turns() for _ in self.ends]
         self.shared = SharedSessions()
-        self._look_at_leases = 0.0  # time.monotonic() of the next look at every shard's leases
 
     # -- taking -----------------------------------------------------------------------------
 
@@ -255,9 +248,6 @@ class ShardedEnd:
         stay is over, from the shards in random order, in one transaction (every shard: an
         expired lease makes an item claimable where the size counter says none is); the
         shard it claimed from becomes the thread's home."""
-        expired: Lease[Any] | None = self._claim_expired(tr, seconds)
-        if expired is not None:
-            return expired
         if self.best is not None:  # the best priority of every shard, as a pop takes
             ranked: list[Lease[Any]] = self._gather(
                 tr, lambda tr, end, left: end.claim_batch(tr, seconds, left), 1, every_shard=True
@@ -281,45 +271,6 @@ class ShardedEnd:
             return None
         self._stay(consumer, self.ends.index(found_in[0]))
         return claimed[0]
-
-    def _claim_expired(self, tr: AnyContext, seconds: float) -> Lease[Any] | None:
-        """At most every ``seconds`` / :data:`LEASE_LOOKS` seconds (of this process's claims),
-        look at the first lease of every shard and claim from a shard whose first lease has
-        expired (or was released), so that an expired lease in a shard this process's
-        consumers do not visit is claimed again within about a fraction of its lease, not
-        when a consumer happens by. None when it did not look, or found none. Cost, when it
-        looks: a snapshot range read (``limit=1``) per shard, issued together, in a
-        read-only transaction given a Database; then the claim in the shards found."""
-        now = time.monotonic()
-        if now < self._look_at_leases:
-            return None
-        self._look_at_leases = now + seconds / LEASE_LOOKS
-
-        def expired(tr: Any) -> list[int]:
-            reader = tr.snapshot
-            firsts = [
-                reader.get_range(end.leases.leases_begin, end.leases.leases_end, limit=1)
-                for end in self.ends
-            ]
-            version = tr.get_read_version().wait()
-            found = []
-            for shard, (end, first) in enumerate(zip(self.ends, firsts, strict=True)):
-                records = list(first)
-                if records and end.leases.leases.unpack(bytes(records[0].key))[0] <= version:
-                    found.append(shard)
-            return found
-
-        shards = run_in_retry_loop(tr, expired) if is_database(tr) else expired(tr)
-        for shard in shards:
-            lease = self._at(tr, shard, lambda tr, end: end.claim(tr, seconds, False, None))
-            if lease is not None:
-                return lease  # type: ignore[no-any-return]
-        return None
-
-    def look_at_leases(self) -> None:
-        """Make the next claim look at every shard's first lease (a lease of this queue was
-        released: its item should be claimed before the fronts)."""
-        self._look_at_leases = 0.0
 
     def consumer(self, database: Any, prefetch: int, abandon_after: float) -> Consumer:
         """A consumer session over every shard, in one shard's line at a time
