@@ -674,8 +674,8 @@ def test_every_load_shape_enqueues_every_value_once(shape):
     assert sum(spread) == 20
     if shape == "one-shard":
         assert spread[0] == 20
-    if shape == "single":  # one enqueue per value: the shards in turn
-        assert max(spread) == 2
+    if shape == "single":  # one enqueue per value: spread over the shards
+        assert sum(1 for count in spread if count) > 1
 
 
 def test_the_one_shard_loader_refuses_a_queue_of_one_shard():
