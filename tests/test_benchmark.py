@@ -10,11 +10,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fdb.tuple
 import pytest
 from click.testing import CliRunner
 
-from fdbqueue import Queue, benchmark, memory
-from fdbqueue.benchmark import counting, hot_ranges, ideal, measurement, report, workload
+from fdbqueue import Queue, QueueTypeError, Subspace, benchmark, memory
+from fdbqueue.benchmark import (
+    counting,
+    cpu,
+    hot_ranges,
+    ideal,
+    loading,
+    measurement,
+    recipe,
+    report,
+    workload,
+)
 from fdbqueue.cli import cli
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "contention_benchmark.py"
@@ -62,6 +73,9 @@ BAD_ARGUMENTS = {
     "latency not a number": (["--read", "slow"], "--read: must be a number of seconds >= 0"),
     "infinite latency": (["--commit", "inf"], "--commit: must be a number of seconds >= 0"),
     "negative warm-up": (["--warmup", "-1"], "--warmup: must be an integer >= 0"),
+    "unknown load shape": (["--loads", "single,heap"], "--loads: unknown load shape 'heap'"),
+    "zero cpu items": (["--cpu", "--cpu-items", "0"], "--cpu-items: must be a positive integer"),
+    "zero cpu runs": (["--cpu", "--cpu-runs", "0"], "--cpu-runs: must be a positive integer"),
 }
 
 
@@ -106,6 +120,10 @@ def arguments(**changes):
         {"phases": ["fill"]},
         {"grv": -1.0},
         {"warmup": -1},
+        {"loads": ["heap"]},
+        {"loads": []},
+        {"cpu": True, "cpu_items": 0},
+        {"cpu": True, "fairness": True},
     ],
 )
 def test_run_all_checks_arguments_given_without_the_parser(changes):
@@ -126,6 +144,8 @@ def test_defaults():
         "claims-high-contention-prefetch",
     ]
     assert (given.grv, given.read, given.commit) == (0.001, 0.0005, 0.003)
+    assert given.loads is None  # the drain preloads in batches of 10, no load column
+    assert (given.cpu, given.cpu_items, given.cpu_runs) == (False, 5000, 3)
 
 
 def test_plot_without_matplotlib_is_a_clear_error_before_running(tmp_path):
@@ -540,3 +560,216 @@ def test_fairness_in_json_gives_every_groups_dwell_percentiles():
         assert set(names) == {"noisy", "quiet-0", "quiet-1"}
         assert names["quiet-1"]["items"] == 2 and names["noisy"]["items"] == 2
         assert all(g["p50_ms"] <= g["p99_ms"] <= g["max_ms"] for g in run["groups"])
+
+
+# -- load shapes (--loads) ---------------------------------------------------------------------
+
+
+def test_without_loads_the_tables_and_the_json_have_no_load():
+    result = bench("--phases", "drain", "--consumers", "1", "--items", "5", "--modes", "plain")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[lines.index("drain phase") + 1].split()[:2] == ["mode", "C"]
+    assert "preloaded as" not in result.output
+    output = CliRunner().invoke(
+        cli,
+        ["--json", "bench", "--phases", "drain", "--consumers", "1", "--items", "5"],
+        obj={"database": memory.open()},
+    )
+    document = json.loads(output.stdout)
+    assert "loads" not in document["settings"]
+    assert all("load" not in r for r in document["results"])
+
+
+def test_loads_run_the_drain_once_per_shape_and_show_it_in_a_column():
+    result = bench(
+        "--consumers", "2", "--items", "24", "--modes", "plain,sharded", "--loads", "all",
+        "--producers", "2",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "drain preloaded as batches-10, batches-1000, single, one-shard" in lines[0]
+    drain = lines[lines.index("drain phase") + 1 : lines.index("steady phase")]
+    assert drain[0].split()[:3] == ["mode", "load", "C"]
+    rows = [line.split() for line in drain[2:] if line.strip()]
+    assert [(row[0], row[1]) for row in rows] == [
+        (mode, shape)
+        for shape in ("batches-10", "batches-1000", "single", "one-shard")
+        for mode in ("private", "plain", "sharded")
+    ]
+    assert all(row[-1] == "yes" for row in rows), result.output
+    steady = lines[lines.index("steady phase") + 1 :]
+    assert steady[0].split()[:3] == ["mode", "load", "C"]
+    steady_rows = [line.split() for line in steady[2:] if line.split()[:1] in (["plain"],)]
+    assert steady_rows and all(row[1] == "n/a" for row in steady_rows)  # steady: no shapes
+    for shape in ("batches-10", "batches-1000", "single", "one-shard"):
+        assert f"drain ({shape}): sharded / plain,  2 consumers = " in result.output
+    assert "steady: sharded / plain,  2 consumers = " in result.output
+
+
+def test_loads_in_json_give_each_drain_result_its_shape_and_compare_alike_shapes():
+    output = CliRunner().invoke(
+        cli,
+        [
+            "--json", "bench", "--phases", "drain", "--consumers", "1", "--items", "12",
+            "--modes", "plain,sharded", "--loads", "single,one-shard",
+        ],
+        obj={"database": memory.open()},
+    )  # fmt: skip
+    assert output.exit_code == 0, output.output
+    document = json.loads(output.stdout)
+    assert document["settings"]["loads"] == ["single", "one-shard"]
+    results = document["results"]
+    assert [(r["load"], r["mode"]) for r in results] == [
+        (shape, mode)
+        for shape in ("single", "one-shard")
+        for mode in ("private", "plain", "sharded")
+    ]
+    by = {(r["load"], r["mode"]): r for r in results}
+    for shape in ("single", "one-shard"):
+        private, plain, sharded = (by[shape, m] for m in ("private", "plain", "sharded"))
+        assert sharded["ratio"] == pytest.approx(
+            sharded["items_per_second"] / plain["items_per_second"]
+        )
+        assert sharded["ideal_per_second"] == private["items_per_second"]
+        assert all(r["exactly_once"] and r["items"] == 12 for r in (private, plain, sharded))
+    # one consumer and every item in one shard, written in order: taken in order
+    assert by["one-shard", "sharded"]["overtaken"] == 0
+
+
+def items_per_shard(database, queue):
+    counts = []
+    for shard in range(queue.shards):
+        items = queue.subspace.subspace((shard,)).range()
+        counts.append(len(list(database.create_transaction().get_range(items.start, items.stop))))
+    return counts
+
+
+def test_the_one_shard_load_puts_every_item_into_shard_zero_as_the_library_would():
+    [sharded] = [m for m in benchmark.MODES if m.name == "sharded"]
+    database = memory.open()
+    space = Subspace(("one-shard",))
+    queue = sharded.make(space)
+    counting_db = counting.CountingDatabase(database)
+    loading.load(sharded, [queue], counting_db, range(2500), 2, "one-shard")
+    assert items_per_shard(database, queue) == [2500] + [0] * (queue.shards - 1)
+    assert queue.size(database) == 2500  # the shard's size counter counts them
+    assert queue.peek_many(database, 3) == [0, 1, 2]
+    with pytest.raises(QueueTypeError):  # the library recorded the queue's type
+        Queue(space).enqueue(database, 1)
+    assert queue.dequeue_many(database, 2500) == list(range(2500))
+    assert queue.empty(database)
+    assert counting_db.snapshot()["loader_transactions"] > 0  # counted as the loader's
+
+
+@pytest.mark.parametrize("shape", list(loading.LOADS))
+def test_every_load_shape_enqueues_every_value_once(shape):
+    [sharded] = [m for m in benchmark.MODES if m.name == "sharded"]
+    database = memory.open()
+    queues = [sharded.make(Subspace(("shapes", shape))), Queue(Subspace(("plain", shape)))]
+    loading.load(sharded, queues, counting.CountingDatabase(database), range(40), 3, shape)
+    assert sorted(queues[0].peek_many(database, None)) == list(range(0, 40, 2))
+    assert sorted(queues[1].peek_many(database, None)) == list(range(1, 40, 2))
+    spread = items_per_shard(database, queues[0])
+    assert sum(spread) == 20
+    if shape == "one-shard":
+        assert spread[0] == 20
+    if shape == "single":  # one enqueue per value: spread over the shards
+        assert sum(1 for count in spread if count) > 1
+
+
+def test_the_one_shard_loader_refuses_a_queue_of_one_shard():
+    [plain] = [m for m in benchmark.MODES if m.name == "plain"]
+    with pytest.raises(ValueError, match="sharded Queue only"):
+        loading.load_one_shard(plain, Queue(Subspace(("x",))), memory.open(), [1])
+
+
+# -- CPU per item against the recipe (--cpu) -------------------------------------------------
+
+
+def test_cpu_prints_the_recipe_and_fdbqueue_per_item_and_their_ratio():
+    result = bench("--cpu", "--cpu-items", "30", "--cpu-runs", "1")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    header = next(line for line in lines if line.startswith("subject"))
+    for column in ("own us/item", "db us/item", "total us/item", "own share", "vs recipe"):
+        assert column in header
+    rows = {line.split()[0]: line.split() for line in lines if line.split()[:1] and
+            line.split()[0] in cpu.SUBJECTS}  # fmt: skip
+    assert list(rows) == ["recipe", "plain", "plain-no-receipts"]
+    assert rows["recipe"][5] == "1.00"
+    for row in rows.values():
+        own, db, total, share, ratio = (float(x) for x in row[1:6])
+        assert 0 < own < total and 0 < db < total and 0 < share < 1 and ratio > 0
+        assert row[-1] == "yes"
+    assert "done: cpu, plain (run 1 of 1)" in result.output
+
+
+def test_cpu_in_json_gives_every_subjects_figures():
+    output = CliRunner().invoke(
+        cli,
+        ["--json", "bench", "--cpu", "--cpu-items", "20", "--cpu-runs", "3"],
+        obj={"database": memory.open()},
+    )
+    assert output.exit_code == 0, output.output
+    document = json.loads(output.stdout)
+    assert document["settings"]["items"] == 20 and document["settings"]["runs"] == 3
+    results = {r["subject"]: r for r in document["cpu"]}
+    assert set(results) == set(cpu.SUBJECTS)
+    assert results["recipe"]["vs_recipe"] == 1.0
+    for r in results.values():
+        assert r["in_order"] is True and r["items"] == 20 and r["runs"] == 3
+        assert r["own_us_per_item"] > 0 and r["database_us_per_item"] > 0
+        assert r["vs_recipe"] == pytest.approx(
+            r["own_us_per_item"] / results["recipe"]["own_us_per_item"]
+        )
+
+
+def test_cpu_refuses_a_database_other_than_the_in_memory_one():
+    given = arguments(cpu=True, cpu_items=5, cpu_runs=1)
+    with pytest.raises(benchmark.BenchmarkError, match="in-memory database"):
+        benchmark.run_all(given, lambda latency: OtherDatabase(memory.open()), "other")
+
+
+def test_charge_gives_each_layer_its_functions_and_splits_the_others_among_their_callers():
+    own, db, helper, deeper, loop = (
+        ("own.py", 1, "f"), ("db.py", 1, "g"), ("~", 0, "helper"), ("~", 0, "deeper"),
+        ("harness.py", 1, "loop"),
+    )  # fmt: skip
+    layers = {"own.py": cpu.OWN, "db.py": cpu.DATABASE, "harness.py": cpu.HARNESS}
+    stats = {  # function: (cc, nc, own time, cumulative time, {caller: (cc, nc, tt, ct)})
+        loop: (1, 1, 0.5, 10.0, {}),
+        own: (1, 1, 2.0, 5.0, {loop: (1, 1, 2.0, 5.0)}),
+        db: (1, 1, 3.0, 4.0, {loop: (1, 1, 3.0, 4.0)}),
+        # helper spent 1.0 for own and 3.0 for the database
+        helper: (2, 2, 4.0, 4.5, {own: (1, 1, 1.0, 1.0), db: (1, 1, 3.0, 3.5)}),
+        deeper: (1, 1, 0.4, 0.4, {helper: (1, 1, 0.4, 0.4)}),  # charged as helper is
+    }
+    charged = cpu.charge(stats, lambda filename: layers.get(filename))
+    assert charged[cpu.OWN] == pytest.approx(2.0 + 1.0 + 0.1)
+    assert charged[cpu.DATABASE] == pytest.approx(3.0 + 3.0 + 0.3)
+    assert charged[cpu.HARNESS] == pytest.approx(0.5)
+
+
+def test_the_layers_are_told_apart_by_file():
+    package = Path(benchmark.__file__).resolve().parent.parent
+    assert cpu.layer(str(package / "queue.py")) == cpu.OWN
+    assert cpu.layer(str(package / "_storage" / "store.py")) == cpu.OWN
+    assert cpu.layer(recipe.__file__) == cpu.OWN
+    assert cpu.layer(str(package / "memory" / "database.py")) == cpu.DATABASE
+    assert cpu.layer(fdb.tuple.__file__) == cpu.DATABASE
+    assert cpu.layer(str(package / "benchmark" / "cpu.py")) == cpu.HARNESS
+    assert cpu.layer(json.__file__) is None  # the standard library: charged to its callers
+    assert cpu.layer("~") is None  # built-in functions too
+
+
+def test_the_recipe_is_a_fifo_queue_that_fdbqueue_reads_with_the_raw_codec():
+    database = memory.open()
+    space = Subspace(("recipe",))
+    queue = recipe.RecipeQueue(space)
+    assert queue.dequeue(database) is None
+    for value in (b"a", b"b", b"c"):
+        queue.enqueue(database, value)
+    assert queue.last_index(database.create_transaction()) == 3
+    assert queue.dequeue(database) == b"a"
+    assert Queue(space, codec="raw").dequeue_many(database, 5) == [b"b", b"c"]

@@ -60,6 +60,15 @@ apart):
   window; 0 shows the producers kept ahead.
 * ``once``: every item enqueued was delivered exactly once (taken, or in steady, still queued
   at the end), nothing lost, nothing twice.
+* ``load`` (only with ``--loads``): how the drain's items were preloaded, one of the load
+  shapes of :mod:`~fdbqueue.benchmark.loading` (``batches-10``, what the drain does without
+  the option, ``batches-1000``, ``single``, ``one-shard``); the drain runs once per shape, and
+  ``ratio`` and the ideal compare rows of the same shape. Steady rows show ``n/a``.
+
+``--fairness`` (:mod:`~fdbqueue.benchmark.fairness`) and ``--cpu``
+(:mod:`~fdbqueue.benchmark.cpu`: the library's own CPU per enqueue + dequeue against
+FoundationDB's "Queues" recipe, :mod:`~fdbqueue.benchmark.recipe`) measure something else
+instead of the phases.
 
 A mode is one :class:`Mode` entry in :data:`MODES`; a mode the queue does not support (the
 probe take raises AttributeError, NotImplementedError, TypeError or ValueError) is skipped with
@@ -67,6 +76,7 @@ a note.
 
 The parts: :mod:`~fdbqueue.benchmark.workload` (the modes), :mod:`~fdbqueue.benchmark.hot_ranges`
 (the hot-range figure), :mod:`~fdbqueue.benchmark.counting` (counting per thread role),
+:mod:`~fdbqueue.benchmark.loading` (the preload and its load shapes),
 :mod:`~fdbqueue.benchmark.measurement` (one measured run), :mod:`~fdbqueue.benchmark.ideal`
 (the private runs and the columns set against them), :mod:`~fdbqueue.benchmark.report` and
 :mod:`~fdbqueue.benchmark.plot` (what is printed and drawn),
@@ -91,6 +101,7 @@ from fdbqueue import memory
 from fdbqueue._wording import plural
 from fdbqueue.benchmark import workload
 from fdbqueue.benchmark.arguments import add_arguments, check_arguments
+from fdbqueue.benchmark.cpu import SUBJECTS, measure_cpu, print_cpu
 from fdbqueue.benchmark.fairness import FAIRNESS_MODES, measure_fairness, print_fairness
 from fdbqueue.benchmark.ideal import PRIVATE, compare_with_ideal
 from fdbqueue.benchmark.measurement import Result, run, unsupported
@@ -120,6 +131,7 @@ __all__ = [
     "print_tables",
     "run",
     "run_all",
+    "run_cpu",
     "run_fairness",
     "session",
 ]
@@ -153,6 +165,36 @@ def run_fairness(arguments: argparse.Namespace, open_db: Callable[[], Any], as_j
         raise BenchmarkError("an item was taken twice")
 
 
+def run_cpu(arguments: argparse.Namespace, open_db: Callable[[], Any], as_json: bool) -> None:
+    """The ``--cpu`` measurement (:mod:`~fdbqueue.benchmark.cpu`); print it.
+
+    Raises:
+        BenchmarkError: ``open_db`` gives another database than the in-memory one (what is
+            the database's and what the library's is told apart by file), or a subject did
+            not get its values back in order.
+    """
+    if not isinstance(open_db(), memory.Database):
+        raise BenchmarkError("--cpu measures on the in-memory database: run it with --memory")
+    items, runs = arguments.cpu_items, arguments.cpu_runs
+    describe = (
+        f"CPU per item: {plural(items, 'item')} enqueued then dequeued one call at a time by "
+        f"one thread (codec raw), a fresh in-memory database without latency per pass; "
+        f"median of {plural(runs, 'run')}\n"
+        "own: the library's code (fdbqueue: src/fdbqueue/ but memory/ and benchmark/; the "
+        "recipe: benchmark/recipe.py); db: the in-memory database and the fdb binding"
+    )
+    settings = {
+        "database": "a fresh in-memory database per pass, without latency",
+        "items": items,
+        "runs": runs,
+        "subjects": list(SUBJECTS),
+    }
+    results = measure_cpu(open_db, items, runs)
+    print_cpu(results, describe, settings, as_json)
+    if not all(result.in_order for result in results):
+        raise BenchmarkError("a subject did not get its values back in order")
+
+
 def run_all(
     arguments: argparse.Namespace,
     open_db: Callable[[memory.Latency], Any],
@@ -179,6 +221,9 @@ def run_all(
     """
     check_arguments(arguments)
     latency = memory.Latency(grv=arguments.grv, read=arguments.read, commit=arguments.commit)
+    if getattr(arguments, "cpu", False):
+        run_cpu(arguments, lambda: open_db(memory.Latency()), as_json)
+        return []
     if getattr(arguments, "fairness", False):
         run_fairness(arguments, lambda: open_db(latency), as_json)
         return []
@@ -187,6 +232,7 @@ def run_all(
     warmup = arguments.items // 4 if arguments.warmup is None else arguments.warmup
     repeat_count = getattr(arguments, "repeat", 1)
     hot_ranges = bool(getattr(arguments, "hot_ranges", False))
+    loads: list[str] | None = getattr(arguments, "loads", None)
     settings = {
         "database": where,
         "latency": {"grv": latency.grv, "read": latency.read, "commit": latency.commit},
@@ -199,12 +245,15 @@ def run_all(
         "repeat": repeat_count,
         "hot_ranges": hot_ranges,
     }
+    if loads is not None:
+        settings["loads"] = loads
     describe = (
         f"{where}; latency grv={latency.grv}s read={latency.read}s commit={latency.commit}s; "
         f"{plural(arguments.items, 'item')} measured per run; "
         f"{plural(arguments.producers, 'producer')}/loaders; "
         f"steady warm-up {plural(warmup, 'item')}"
         + (f"; median of {repeat_count} runs" if repeat_count > 1 else "")
+        + (f"; drain preloaded as {', '.join(loads)}" if loads is not None else "")
     )
     if not as_json:
         print(describe)
@@ -218,44 +267,36 @@ def run_all(
             print(f"  skipped: {name} ({reason})", file=sys.stderr)
     results: list[Result] = []
     for phase in arguments.phases:
+        shapes: list[str | None] = [None] if loads is None or phase != "drain" else [*loads]
         for consumers in arguments.consumers:
-            # the private run first, then the modes: every one once, then again (alike
-            # conditions)
-            runs: dict[str, list[Result]] = {name: [] for name in [PRIVATE.name, *modes]}
-            for repetition in range(repeat_count):
-                for mode in [PRIVATE, *modes.values()]:
-                    runs[mode.name].append(
-                        run(
-                            mode,
-                            phase,
-                            consumers,
-                            items=arguments.items,
-                            producers=arguments.producers,
-                            warmup=warmup,
-                            latency=latency,
-                            open_db=lambda: open_db(latency),
-                            private=mode is PRIVATE,
-                            hot_ranges=hot_ranges,
-                        )
+            for shape in shapes:
+                results.extend(
+                    _run_modes(
+                        arguments,
+                        phase,
+                        consumers,
+                        shape,
+                        [PRIVATE, *modes.values()],
+                        lambda: open_db(latency),
+                        latency,
+                        warmup,
+                        hot_ranges,
                     )
-                    of = f" (run {repetition + 1} of {repeat_count})" if repeat_count > 1 else ""
-                    print(
-                        f"  done: {phase}, {mode.name}, {plural(consumers, 'consumer')}{of}",
-                        file=sys.stderr,
-                    )
-            results.extend(median_run(chosen) for chosen in runs.values())
+                )
     compare_with_ideal(results)
     add_ratios(results)
     if as_json:
+        rows = [
+            {**asdict(result), "cpu_seconds_per_second": result.cpu_seconds_per_second}
+            for result in results
+        ]
+        if loads is None:  # the document of a run without --loads is as it was
+            for row in rows:
+                del row["load"]
         document = {
             "settings": settings,
             "skipped": skipped,
-            "results": [
-                json_ready(
-                    {**asdict(result), "cpu_seconds_per_second": result.cpu_seconds_per_second}
-                )
-                for result in results
-            ],
+            "results": [json_ready(row) for row in rows],
         }
         print(json.dumps(document, indent=1))
     else:
@@ -266,3 +307,44 @@ def run_all(
     if arguments.plot:
         plot(results, arguments.plot, describe)
     return results
+
+
+def _run_modes(
+    arguments: argparse.Namespace,
+    phase: str,
+    consumers: int,
+    shape: str | None,
+    modes: list[Mode],
+    open_db: Callable[[], Any],
+    latency: memory.Latency,
+    warmup: int,
+    hot_ranges: bool,
+) -> list[Result]:
+    """``modes`` (the private run first) at one phase, consumer count and load shape: every
+    one once, then again for each ``--repeat`` (alike conditions); the median run of each."""
+    repeat_count = getattr(arguments, "repeat", 1)
+    runs: dict[str, list[Result]] = {mode.name: [] for mode in modes}
+    for repetition in range(repeat_count):
+        for mode in modes:
+            runs[mode.name].append(
+                run(
+                    mode,
+                    phase,
+                    consumers,
+                    items=arguments.items,
+                    producers=arguments.producers,
+                    warmup=warmup,
+                    latency=latency,
+                    open_db=open_db,
+                    private=mode is PRIVATE,
+                    hot_ranges=hot_ranges,
+                    load_shape=shape,
+                )
+            )
+            of = f" (run {repetition + 1} of {repeat_count})" if repeat_count > 1 else ""
+            loaded = f", {shape}" if shape is not None else ""
+            print(
+                f"  done: {phase}, {mode.name}, {plural(consumers, 'consumer')}{loaded}{of}",
+                file=sys.stderr,
+            )
+    return [median_run(chosen) for chosen in runs.values()]

@@ -7,6 +7,7 @@ import math
 
 from fdbqueue import memory
 from fdbqueue.benchmark import workload
+from fdbqueue.benchmark.loading import LOADS
 from fdbqueue.benchmark.workload import (
     DEFAULT_CONSUMERS,
     DEFAULT_MODES,
@@ -97,6 +98,22 @@ def phase_names(text: str) -> list[str]:
     return [phase for phase in PHASES if phase in chosen]
 
 
+def load_names(text: str) -> list[str]:
+    """Load shapes (:data:`~fdbqueue.benchmark.loading.LOADS`) or ``all``, comma-separated, as
+    the list of names in :data:`~fdbqueue.benchmark.loading.LOADS` order."""
+    chosen: set[str] = set()
+    for part in text.split(","):
+        if part == "all":
+            chosen.update(LOADS)
+        elif part in LOADS:
+            chosen.add(part)
+        else:
+            raise argparse.ArgumentTypeError(
+                f"unknown load shape {part!r}; choose from {', '.join(LOADS)} or all"
+            )
+    return [name for name in LOADS if name in chosen]
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the benchmark's options (not the database's) to ``parser``; each is checked as it
     is parsed, so a bad one is a usage error (exit status 2)."""
@@ -152,6 +169,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--commit", type=latency_seconds, default=0.003, help="commit latency, s (default 0.003)"
     )
     parser.add_argument(
+        "--loads",
+        type=load_names,
+        default=None,
+        help=(
+            f"drain: comma-separated load shapes ({', '.join(LOADS)}) or all; the drain runs "
+            "once per shape and the tables add a load column (default: batches-10, no column)"
+        ),
+    )
+    parser.add_argument(
         "--hot-ranges",
         action="store_true",
         help=(
@@ -170,6 +196,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "instead of the phases: fair share across message groups, one noisy group's backlog "
             "then quiet groups, taken by each --consumers count (fdbqueue.benchmark.fairness)"
         ),
+    )
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help=(
+            "instead of the phases: the library's own CPU per enqueue + dequeue against "
+            "FoundationDB's Queues recipe, one thread, raw codec, on the in-memory database "
+            "(fdbqueue.benchmark.cpu)"
+        ),
+    )
+    parser.add_argument(
+        "--cpu-items",
+        type=positive_int,
+        default=5_000,
+        help="--cpu: items enqueued then dequeued per run (default 5000)",
+    )
+    parser.add_argument(
+        "--cpu-runs",
+        type=positive_int,
+        default=3,
+        help="--cpu: runs of each subject; the median is shown (default 3)",
     )
     parser.add_argument(
         "--noisy-items",
@@ -203,7 +250,7 @@ def check_arguments(arguments: argparse.Namespace) -> None:
         isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= MAX_CONSUMERS for c in counts
     ):
         problems.append(f"consumers must be integers from 1 to {MAX_CONSUMERS}")
-    for name in ("items", "producers", "repeat"):
+    for name in ("items", "producers", "repeat", "cpu_items", "cpu_runs"):
         value = getattr(arguments, name, 1)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             problems.append(f"{name} must be a positive integer, not {value!r}")
@@ -214,6 +261,11 @@ def check_arguments(arguments: argparse.Namespace) -> None:
     known = {mode.name for mode in workload.MODES}
     if not arguments.modes or not set(arguments.modes) <= known:
         problems.append(f"modes must be among {sorted(known)}, not {arguments.modes!r}")
+    loads = getattr(arguments, "loads", None)
+    if loads is not None and (not loads or not set(loads) <= set(LOADS)):
+        problems.append(f"loads must be among {list(LOADS)}, not {loads!r}")
+    if getattr(arguments, "cpu", False) and getattr(arguments, "fairness", False):
+        problems.append("--cpu and --fairness are two measurements: give one")
     if not arguments.phases or not set(arguments.phases) <= set(PHASES):
         problems.append(f"phases must be among {list(PHASES)}, not {arguments.phases!r}")
     try:

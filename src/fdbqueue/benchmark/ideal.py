@@ -26,15 +26,15 @@ PRIVATE = Mode("private", Queue, enqueue_batch, calls(dequeue), None)
 
 def compare_with_ideal(results: list[Result]) -> None:
     """Set every result's ``ideal_per_second``, ``of_ideal`` and ``cpu_vs_ideal`` from the
-    :data:`PRIVATE` result of the same phase and C in ``results`` (the private results
+    :data:`PRIVATE` result of the same phase, load shape and C in ``results`` (the private results
     included: 1.0 each); left None where there is no private result, or where it took no
     time or no CPU.
 
     Cost: O(len(results)).
     """
-    ideals = {(r.phase, r.consumers): r for r in results if r.mode == PRIVATE.name}
+    ideals = {(r.phase, r.load, r.consumers): r for r in results if r.mode == PRIVATE.name}
     for result in results:
-        ideal = ideals.get((result.phase, result.consumers))
+        ideal = ideals.get((result.phase, result.load, result.consumers))
         if ideal is None:
             continue
         result.ideal_per_second = ideal.items_per_second

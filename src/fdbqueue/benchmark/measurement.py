@@ -17,6 +17,7 @@ from fdbqueue import Subspace, memory
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue.benchmark.counting import CountingDatabase
 from fdbqueue.benchmark.hot_ranges import MutationRecorder
+from fdbqueue.benchmark.loading import DEFAULT_LOAD, load
 from fdbqueue.benchmark.workload import BATCH, STALL_SECONDS, WAIT_SECONDS, Mode
 
 # -- one run --------------------------------------------------------------------------------
@@ -30,6 +31,8 @@ class Result:
     run of the same phase and C (:mod:`~fdbqueue.benchmark.ideal`), and ``ratio`` with the
     mode's baseline; they are None until set. ``keys_read_per_item`` is None on a real
     cluster, ``hot_range_share`` without ``--hot-ranges`` or outside the steady phase.
+    ``load`` is the drain's load shape (:mod:`~fdbqueue.benchmark.loading`) when ``--loads``
+    was given, else None (and the steady phase's is always None).
     """
 
     phase: str
@@ -55,6 +58,7 @@ class Result:
     of_ideal: float | None = None
     cpu_vs_ideal: float | None = None
     ratio: float | None = None
+    load: str | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -134,40 +138,6 @@ def consume(mode: Mode, queue: Any, counting: CountingDatabase, tally: Tally) ->
         tally.fail("a consumer", error)
 
 
-def load(
-    mode: Mode, queues: list[Any], counting: CountingDatabase, values: range, threads: int
-) -> None:
-    """Enqueue ``values`` spread evenly over ``queues`` (the n-th of them gets every n-th
-    value), with ``threads`` threads, in batches of :data:`BATCH` to one queue (not timed);
-    re-raises the first error a thread met."""
-    batches = [
-        (queue, list(share[start : start + BATCH]))
-        for n, queue in enumerate(queues)
-        for share in [values[n :: len(queues)]]
-        for start in range(0, len(share), BATCH)
-    ]
-    errors: list[Exception] = []
-
-    def work(mine: list[tuple[Any, list[int]]]) -> None:
-        counting.local.role = "loader"
-        try:
-            for queue, batch in mine:
-                mode.put(queue, counting, batch)
-        except Exception as error:
-            errors.append(error)
-
-    workers = [
-        threading.Thread(target=work, args=(batches[n::threads],), daemon=True)
-        for n in range(threads)
-    ]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    if errors:
-        raise errors[0]
-
-
 def run(
     mode: Mode,
     phase: str,
@@ -180,6 +150,7 @@ def run(
     open_db: Callable[[], Any],
     private: bool = False,
     hot_ranges: bool = False,
+    load_shape: str | None = None,
 ) -> Result:
     """One run of ``mode`` in ``phase`` with ``consumers`` threads, in a fresh subspace that
     is cleared afterwards.
@@ -196,6 +167,9 @@ def run(
         private: each consumer takes from a queue of its own (``mode.make`` of a subspace
             of its own); the preload and the producers spread the items evenly over them.
         hot_ranges: record every committed mutation and set ``hot_range_share`` (steady).
+        load_shape: drain: how the items are preloaded (a name of
+            :data:`~fdbqueue.benchmark.loading.LOADS`), recorded as the result's ``load``;
+            None: as :data:`~fdbqueue.benchmark.loading.DEFAULT_LOAD`, ``load`` left None.
 
     Returns:
         The run's figures; ``exactly_once`` False when an item was lost or taken twice, a
@@ -212,12 +186,15 @@ def run(
             queues = [mode.make(space)]
         with counting.database_counters() as counted:
             if phase == "drain":
-                tally, produced, left = _drain(mode, consumers, items, producers, counting, queues)
+                tally, produced, left = _drain(
+                    mode, consumers, items, producers, counting, queues, load_shape
+                )
             else:
                 tally, produced, left = _steady(
                     mode, consumers, items, producers, warmup, counting, queues
                 )
         result = _result(mode, phase, consumers, items, latency, counted, tally, produced, left)
+        result.load = load_shape if phase == "drain" else None
         if recorder is not None and phase == "steady":
             result.hot_range_share = recorder.share(space.key(), tally.started_at, tally.ended_at)
         return result
@@ -249,8 +226,9 @@ def _drain(
     producers: int,
     counting: CountingDatabase,
     queues: list[Any],
+    load_shape: str | None = None,
 ) -> tuple[Tally, int, list[Any]]:
-    load(mode, queues, counting, range(items), producers)
+    load(mode, queues, counting, range(items), producers, load_shape or DEFAULT_LOAD)
     tally = Tally(counting, 0, items)
     threads = _start_consumers(mode, consumers, queues, counting, tally)
     for thread in threads:

@@ -27,8 +27,9 @@ def load_pyplot() -> Any:
 
 
 def plot(results: list[Result], path: str, title: str) -> None:
-    """Items/s against consumers, one panel per phase, one line per mode, and the ideal (the
-    private runs, :data:`~fdbqueue.benchmark.ideal.PRIVATE`) dashed beside them."""
+    """Items/s against consumers, one panel per phase, one line per mode (and load shape, with
+    ``--loads``), and the ideal (the private runs, :data:`~fdbqueue.benchmark.ideal.PRIVATE`)
+    dashed beside them."""
     plt = load_pyplot()
     from matplotlib.ticker import ScalarFormatter
 
@@ -37,15 +38,16 @@ def plot(results: list[Result], path: str, title: str) -> None:
     for axes, phase in zip(panels[0], phases, strict=True):
         rows = [r for r in results if r.phase == phase]
         counts = sorted({r.consumers for r in rows})
-        for name in dict.fromkeys(r.mode for r in rows):
-            mine = [r for r in rows if r.mode == name]
+        for name, load in dict.fromkeys((r.mode, r.load) for r in rows):
+            mine = [r for r in rows if (r.mode, r.load) == (name, load)]
             ideal = name == PRIVATE.name
+            label = "private queues (the ideal)" if ideal else name
             axes.plot(
                 [r.consumers for r in mine],
                 [r.items_per_second for r in mine],
                 "k--" if ideal else "-",
                 marker="s" if ideal else "o",
-                label="private queues (the ideal)" if ideal else name,
+                label=label if load is None else f"{label}, {load}",
             )
         axes.set_xscale("log", base=2)
         axes.set_yscale("log")

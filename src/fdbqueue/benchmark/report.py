@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from fdbqueue.benchmark import workload
+from fdbqueue.benchmark.loading import LOADS
 from fdbqueue.benchmark.measurement import Result
 from fdbqueue.benchmark.workload import PHASES
 
@@ -32,13 +33,14 @@ def median_run(runs: list[Result]) -> Result:
 
 
 def add_ratios(results: list[Result]) -> None:
-    """Set each result's ratio: its items/s over its baseline's at the same phase and C."""
+    """Set each result's ratio: its items/s over its baseline's at the same phase, load shape
+    and C."""
     baselines = {mode.name: mode.baseline for mode in workload.MODES}
-    found: dict[tuple[str, str | None, int], Result] = {
-        (r.phase, r.mode, r.consumers): r for r in results
+    found: dict[tuple[str, str | None, str | None, int], Result] = {
+        (r.phase, r.load, r.mode, r.consumers): r for r in results
     }
     for result in results:
-        base = found.get((result.phase, baselines.get(result.mode), result.consumers))
+        base = found.get((result.phase, result.load, baselines.get(result.mode), result.consumers))
         if base is not None and base.items_per_second > 0:
             result.ratio = result.items_per_second / base.items_per_second
 
@@ -67,6 +69,8 @@ COLUMNS: list[tuple[str, int, int, Callable[[Result], float | None]]] = [
     ("cpu s/s", 9, 2, lambda r: r.cpu_seconds_per_second),
     ("enq confl", 11, 0, lambda r: r.producer_conflicts),
 ]
+#: The ``load`` column (after ``mode``), shown when a result has a load shape (``--loads``).
+LOAD_TITLE, LOAD_WIDTH = "load", 14
 HOT_RANGE = ("hot range", 11, 2, lambda r: r.hot_range_share)
 EMPTY = ("empty", 7, 0, lambda r: r.empty_takes)
 
@@ -75,6 +79,7 @@ def print_tables(results: list[Result]) -> None:
     """One table per phase (columns: see :mod:`fdbqueue.benchmark`'s docstring); the steady
     phase adds ``hot range`` when it was recorded (``--hot-ranges``) and ``empty``."""
     width = max([len("mode")] + [len(r.mode) for r in results]) + 1
+    loads = any(r.load is not None for r in results)
     for phase in PHASES:
         rows = [r for r in results if r.phase == phase]
         if not rows:
@@ -84,8 +89,8 @@ def print_tables(results: list[Result]) -> None:
             if any(r.hot_range_share is not None for r in rows):
                 columns.append(HOT_RANGE)
             columns.append(EMPTY)
-        header = f"{'mode':<{width}}" + "".join(f"{title:>{size}}" for title, size, _, _ in columns)
-        header += "  once"
+        header = f"{'mode':<{width}}" + (f"{LOAD_TITLE:<{LOAD_WIDTH}}" if loads else "")
+        header += "".join(f"{title:>{size}}" for title, size, _, _ in columns) + "  once"
         print()
         print(f"{phase} phase")
         print(header)
@@ -93,6 +98,7 @@ def print_tables(results: list[Result]) -> None:
         for r in rows:
             print(
                 f"{r.mode:<{width}}"
+                + (f"{r.load or 'n/a':<{LOAD_WIDTH}}" if loads else "")
                 + "".join(_number(figure(r), size, digits) for _, size, digits, figure in columns)
                 + f"  {'yes' if r.exactly_once else 'NO'}"
                 + "".join(f"  ({note})" for note in r.notes)
@@ -100,16 +106,21 @@ def print_tables(results: list[Result]) -> None:
 
 
 def print_ratios(results: list[Result]) -> None:
-    """One line per result with a baseline other than itself: ``phase: mode / baseline``."""
+    """One line per result with a baseline other than itself: ``phase: mode / baseline``
+    (``phase (load): ...`` for a result with a load shape)."""
     baselines = {mode.name: mode.baseline for mode in workload.MODES}
-    order = {name: n for n, name in enumerate([*PHASES, *baselines])}
+    order = {name: n for n, name in enumerate([*PHASES, *baselines, *LOADS])}
     compared = [
         r for r in results if r.ratio is not None and baselines.get(r.mode, r.mode) != r.mode
     ]
     lines = [
-        f"{r.phase}: {r.mode} / {baselines[r.mode]}, {r.consumers:>2} "
-        f"consumer{'s' * (r.consumers != 1)} = {r.ratio:.2f}x"
-        for r in sorted(compared, key=lambda r: (order[r.phase], order[r.mode], r.consumers))
+        f"{r.phase}{f' ({r.load})' if r.load is not None else ''}: {r.mode} / "
+        f"{baselines[r.mode]}, {r.consumers:>2} consumer{'s' * (r.consumers != 1)} = "
+        f"{r.ratio:.2f}x"
+        for r in sorted(
+            compared,
+            key=lambda r: (order[r.phase], order.get(r.load or "", -1), order[r.mode], r.consumers),
+        )
     ]
     if lines:
         print()
