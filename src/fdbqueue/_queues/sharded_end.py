@@ -345,9 +345,14 @@ class ShardedEnd:
         return found
 
     def order(self, tr: Any, every_shard: bool) -> list[End]:
-        """The shards to take from: by priority for a priority queue's end (:meth:`_ranked`),
-        else those holding items in random order (:meth:`_candidates`)."""
+        """The shards to take from, in ``tr`` (which takes next): by priority for a priority
+        queue's end, once the delayed items due in every shard were promoted in ``tr``
+        (:meth:`_ranked`: a due item ranks as an item), else those holding items in random
+        order (:meth:`_candidates`)."""
         if self.best is not None:
+            looks = [end.delays.look(tr) for end in self.ends]  # issued together
+            for end, looked in zip(self.ends, looks, strict=True):
+                end.delays.promote(tr, looked)
             return self._ranked(tr, every_shard)
         return self._candidates(tr, every_shard)
 
