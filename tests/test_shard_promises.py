@@ -373,17 +373,18 @@ def test_the_command_line_pushes_into_a_sharded_priority_queue_with_a_delay(db, 
 
 
 def test_a_sharded_enqueue_many_spreads_its_batch_over_the_shards(db, subspace, backend):
+    # A batch is cut into runs of at least 128 values (a consumer's stay at a shard), one
+    # per shard at most: 1,000 values over 4 shards are 4 runs of 250.
     queue: Queue[int] = Queue(subspace, shards=4)
     if backend == "memory":
         db.reset_stats()
-    queue.enqueue_many(db, list(range(400)))
+    queue.enqueue_many(db, list(range(1000)))
     if backend == "memory":
         assert db.stats()["commits"] == 1  # one transaction
 
-    # Every shard holds part of the batch, roughly a quarter each (100 +- 50).
+    # Every shard holds a quarter of the batch.
     sizes = [shard.size for shard in queue.info(db).shards]
-    assert sum(sizes) == 400
-    assert all(50 <= size <= 150 for size in sizes), f"items per shard: {sizes}"
+    assert sizes == [250] * 4, f"items per shard: {sizes}"
 
     # Within each shard the batch keeps its order (FIFO within a shard).
     by_shard: dict[int, list[int]] = {}
@@ -393,11 +394,12 @@ def test_a_sharded_enqueue_many_spreads_its_batch_over_the_shards(db, subspace, 
     for shard, values in by_shard.items():
         assert values == sorted(values), f"shard {shard} holds the batch out of order"
 
-    # Every item comes out exactly once, and each shard's items in the batch's order.
+    # Every item comes out exactly once, and each shard's items in the batch's order; a
+    # small batch stays whole in one shard, in order.
     taken: list[int] = []
-    while batch := queue.dequeue_many(db, 100):
+    while batch := queue.dequeue_many(db, 250):
         taken.extend(batch)
-    assert sorted(taken) == list(range(400))
+    assert sorted(taken) == list(range(1000))
     for values in by_shard.values():
         held = set(values)
         assert [value for value in taken if value in held] == values
@@ -672,3 +674,11 @@ def test_a_plain_take_reads_no_group_or_delay_records(kind, shards, take):
     assert recording.reads, "the wrapper saw no read"
     found = feature_reads(recording.reads, queue)
     assert not found, "\n".join(found)
+
+
+def test_a_small_batch_stays_whole_in_one_shard(db, subspace):
+    queue: Queue[int] = Queue(subspace, shards=4)
+    queue.enqueue_many(db, list(range(200)))  # fewer than two runs of 128
+    sizes = sorted(shard.size for shard in queue.info(db).shards)
+    assert sizes == [0, 0, 0, 200]
+    assert queue.dequeue_many(db, 300) == list(range(200))

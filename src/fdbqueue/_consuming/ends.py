@@ -225,6 +225,7 @@ class End:
         except ValueError:  # a foreign key: say first if the queue is of another type
             self.store.check_codec(codec_record)
             raise
+        self.store.check_codec(codec_record)  # an empty end of another type refuses too
         if looked is None and len(first) < n:  # a short front: is a delayed item due?
             looked = self.delays.look(tr, anyway=True)
         if self.delays.promote(tr, looked):

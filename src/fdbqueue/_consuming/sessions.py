@@ -274,6 +274,9 @@ class Consumer:
             # The head is taken directly only while consumers do not collide: a call that
             # met others sends the next one through the line, until one finds it empty.
             fast = attempts == 1 and not self.contended
+            # Another type, shard count or codec on record raises before anything changes
+            # (two snapshot point reads until the records were once found right).
+            self.store.check_codec(self.store.recorded_codec(tr))
             return self._attempt(tr, take_at, wait, fast)
 
         while True:

@@ -294,10 +294,12 @@ class QueueBase(Generic[T]):
 
         Raises:
             TypeError, ValueError: ``limit`` is not an int >= 0.
+            QueueTypeError: the queue records another type, number of shards or codec.
 
         Cost: one snapshot range read of up to ``limit`` keys per shard; no conflicts.
         """
         check_count(limit, "limit")
+        self._router.check_type(tr)
         return self._summed(limit, lambda shard, left: shard.requests_in_line(tr, left or 0))
 
     def leases(
@@ -439,6 +441,7 @@ class QueueBase(Generic[T]):
         retry) and two clears per dead letter; the held values are not read.
         """
         wanted = check_limit(limit)
+        self._router.check_type(tr)
 
         def purge(shard: Shard, left: int | None) -> int:
             purged = 0

@@ -81,10 +81,13 @@ def holding_items(tr: Any, ends: list[End]) -> list[End]:
     count), issued together, and the read version; per end holding items with an active
     group, two snapshot range reads (``limit=1``)."""
     reader = tr.snapshot
+    records = [end.store.recorded_codec(tr) for end in ends]
     sizes = [reader.get(end.store.size_key) for end in ends]
     hints = [reader.get(end.delays.hint_key) for end in ends]
     counts = [reader.get(end.store.groups.count_key) for end in ends]
     version = tr.get_read_version().wait()
+    for end, record in zip(ends, records, strict=True):
+        end.store.check_codec(record)  # another type, shard count or codec raises here
     found = []
     for end, size, hint, count in zip(ends, sizes, hints, counts, strict=True):
         due = end.delays.note(hint, version)  # a blocked take wakes when one falls due
@@ -420,28 +423,41 @@ class ShardedEnd:
         )
 
 
-def ranked_heads(ends: Sequence[End], reverse: bool, tr: Any) -> list[tuple[int, End]]:
+def ranked_heads(
+    ends: Sequence[End], reverse: bool, tr: Any, *, anyway: bool = False
+) -> list[tuple[int, End]]:
     """Each non-empty shard's end with the rank of its first item's priority (lower is
     better: the priority, or minus it with ``reverse``, for the max end), its groups' turns
-    counted (a turn's key holds its priority: :mod:`fdbqueue._storage.groups`). Cost: two
-    snapshot range reads (``limit=1``) per shard, the first item and the first turn, all
-    issued before any is waited on (one round trip)."""
+    counted (a turn's key holds its priority: :mod:`fdbqueue._storage.groups`), each shard's
+    type records checked first. Cost: per shard a snapshot range read (``limit=1``) of the
+    first item, and of the first turn with a snapshot point read of the active groups'
+    count (neither while no group was active and the count is watched, unless ``anyway``
+    or no shard holds an item: :mod:`fdbqueue._storage.quiet_keys`), and the type records'
+    reads until they were found right, all issued before any is waited on (one round
+    trip)."""
     reader = tr.snapshot
-    reads = [
-        (
-            reader.get_range(end.store.begin, end.store.end, limit=1, reverse=reverse),
-            reader.get_range(
-                end.store.groups.turns_begin, end.store.groups.turns_end, limit=1, reverse=reverse
-            ),
-        )
-        for end in ends
-    ]
-    heads = []
-    for end, (items, turns) in zip(ends, reads, strict=True):
+    records = [end.store.recorded_codec(tr) for end in ends]
+    reads = []
+    for end in ends:
         store = end.store
+        items = reader.get_range(store.begin, store.end, limit=1, reverse=reverse)
+        count = store.groups.look(tr, anyway=anyway)
+        turns = None
+        if count is not None:
+            turns = reader.get_range(
+                store.groups.turns_begin, store.groups.turns_end, limit=1, reverse=reverse
+            )
+        reads.append((items, count, turns))
+    heads = []
+    for end, record, (items, count, turns) in zip(ends, records, reads, strict=True):
+        store = end.store
+        store.check_codec(record)  # before a key is unpacked: another type raises here
         priorities = [store.unpack_position(bytes(kv.key))[0] for kv in items]
-        priorities += [store.groups.turns.unpack(bytes(kv.key))[0] for kv in turns]
+        if store.groups.any_active(tr, count):
+            priorities += [store.groups.turns.unpack(bytes(kv.key))[0] for kv in turns or ()]
         if priorities:
             best: int = max(priorities) if reverse else min(priorities)
             heads.append((-best if reverse else best, end))
+    if not heads and not anyway and any(count is None for _items, count, _turns in reads):
+        return ranked_heads(ends, reverse, tr, anyway=True)  # a group's turn may be all
     return heads

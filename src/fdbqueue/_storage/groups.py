@@ -262,17 +262,14 @@ class Groups:
         first ``n`` turns (the max end: first a reverse one of the last) and a point read of
         each turn's item, issued together (with read conflicts unless ``snapshot``).
         """
-        quiet = self._store.quiet
-        count = None if quiet.quiet(self.count_key) else tr.snapshot.get(self.count_key)
+        count = self.look(tr)
         items = read_items()
         if count is None:  # no group was active, and the watch on the count has not fired
             if len(items) >= n:
                 return items
-            count = tr.snapshot.get(self.count_key)  # a short front: a group may hold more
-        if not count.present() or _COUNTER.unpack(bytes(count))[0] <= 0:
-            quiet.watch(tr, self.count_key)
+            count = self.look(tr, anyway=True)  # a short front: a group may hold more
+        if not self.any_active(tr, count):
             return items
-        quiet.not_empty(self.count_key)
         reader: Any = tr.snapshot if snapshot else tr
         turns = self._first_turns(reader, n, highest)
         values = [reader.get(fdb.tuple.unpack(bytes(turn.value))[0]) for turn in turns]
@@ -404,6 +401,25 @@ class Groups:
         return _weight(reader.get(self.weights.pack((group,))))
 
     # -- looking ----------------------------------------------------------------------------
+
+    def look(self, tr: AnyContext, *, anyway: bool = False) -> Any:
+        """Start reading the active groups' count (a snapshot point read) for
+        :meth:`any_active`; None, and no read, while it is known empty and watched
+        (:mod:`fdbqueue._storage.quiet_keys`), unless ``anyway``."""
+        if not anyway and self._store.quiet.quiet(self.count_key):
+            return None
+        return tr.snapshot.get(self.count_key)
+
+    def any_active(self, tr: AnyContext, looked: Any) -> bool:
+        """Whether :meth:`look`'s read found a group active (None: it was not read, none
+        is); an empty count is watched in ``tr`` (:mod:`fdbqueue._storage.quiet_keys`)."""
+        if looked is None:
+            return False
+        if not looked.present() or _COUNTER.unpack(bytes(looked))[0] <= 0:
+            self._store.quiet.watch(tr, self.count_key)
+            return False
+        self._store.quiet.not_empty(self.count_key)
+        return True
 
     def active_count(self, tr: AnyContext) -> int:
         """How many groups are active (have items, or one in a lease). Cost: a snapshot point

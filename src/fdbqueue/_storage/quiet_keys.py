@@ -33,7 +33,7 @@ __all__ = ["QUIET_AFTER", "QuietKeys"]
 
 #: How many takes in a row must find a hint empty before one watches it (a queue object that
 #: takes a few items sets no watch).
-QUIET_AFTER = 8
+QUIET_AFTER = 2
 
 
 class QuietKeys:

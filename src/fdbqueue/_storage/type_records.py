@@ -124,12 +124,15 @@ class TypeRecords:
         :meth:`recorded_codec`'s; when the codec record is there, the type record is read
         too (the first time: once both were found right, neither is read again). No codec
         record (a queue nothing was written to yet, or written before codecs were recorded,
-        or by a codec without a name) is not checked. Cost: waits for ``recorded``; a
-        snapshot point read of the type record until it was found right."""
+        or by a codec without a name) is not checked; a shard without one checks its queue's
+        records instead. Cost: waits for ``recorded``; a snapshot point read of the type
+        record until it was found right (for a shard not written to yet, its queue's two)."""
         if recorded is None:
             return
         reader, codec_record = recorded
         if not codec_record.present():
+            if self.parent is not None:  # a shard never written to: the queue's records
+                self.parent.check_codec(self.parent.recorded_codec(reader))
             return
         type_record = reader.get(self.type_key)
         if type_record.present() and bytes(type_record) != self.type_name:
