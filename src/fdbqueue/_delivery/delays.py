@@ -52,6 +52,7 @@ from typing import Any
 
 from fdbqueue import metrics
 from fdbqueue._checks import check_seconds
+from fdbqueue._storage.quiet_keys import hint_written
 from fdbqueue._storage.store import MAX_KEY_BYTES, ItemStore
 from fdbqueue._storage.transaction_bytes import set_bytes
 from fdbqueue._transactions.transactional import AnyContext
@@ -132,14 +133,15 @@ class DelayedItems:
         for i, value in enumerate(encoded):
             tr[self.records.pack((due, batch, i, *where))] = value
         tr.min(self.hint_key, _VERSION.pack(due))
+        hint_written(self.hint_key)
         self.store.signal(tr)
         metrics.add("delayed", len(encoded), **self.store.metric_attributes)
 
     def look(self, tr: AnyContext, *, anyway: bool = False) -> Any:
         """Start reading the hint (a snapshot point read, no conflict): pass the future to
         :meth:`promote` once other reads are issued, so the round trips overlap. None, and
-        no read, while the hint is known empty and watched
-        (:mod:`fdbqueue._storage.quiet_keys`), unless ``anyway``."""
+        no read, while the hint is quiet (:mod:`fdbqueue._storage.quiet_keys`), unless
+        ``anyway``."""
         if not anyway and self.store.quiet.quiet(self.hint_key):
             return None
         return tr.snapshot.get(self.hint_key)
@@ -148,9 +150,8 @@ class DelayedItems:
         """Move the records due at ``tr``'s read version into the queue; return how many.
 
         ``looked`` is :meth:`look`'s future (None: the hint was not read, it is quiet:
-        nothing is due). When the hint is absent or not yet due, nothing else is read and
-        nothing written (the hint is kept for :meth:`seconds_until_due`; an absent one is
-        watched, :mod:`fdbqueue._storage.quiet_keys`).
+        nothing was due lately). When the hint is absent or not yet due, nothing else is
+        read and nothing written (the hint is kept for :meth:`seconds_until_due`).
         Otherwise: a read conflict key on the hint, one snapshot range read of the due
         records (at most :data:`PROMOTE_RECORDS`, within :data:`PROMOTE_BYTES` of values),
         per record a clear and the queue's append (its snapshot read of the back, a set,
@@ -160,7 +161,7 @@ class DelayedItems:
             return 0
         read_version: int = tr.get_read_version().wait()
         read_at = time.monotonic()
-        if not self.note(looked, read_version, read_at, tr):
+        if not self.note(looked, read_version, read_at):
             return 0
         tr.add_read_conflict_key(self.hint_key)  # promoters and delayed enqueues meet here
         due_end = self.records.pack((read_version + 1,))
@@ -178,18 +179,15 @@ class DelayedItems:
         self._rewrite_hint(tr, records[promoted:], read_version, read_at)
         return promoted
 
-    def note(
-        self, hint: Any, read_version: int, read_at: float | None = None, tr: Any = None
-    ) -> bool:
+    def note(self, hint: Any, read_version: int, read_at: float | None = None) -> bool:
         """Learn from ``hint`` (the future of :meth:`look`, read at ``read_version``) when
         the first delayed item falls due, for :meth:`seconds_until_due`; return whether one
-        is due at ``read_version``. An absent hint is watched in ``tr`` when given
+        is due at ``read_version``. An absent hint counts towards its being quiet
         (:mod:`fdbqueue._storage.quiet_keys`). Cost: waits for ``hint``."""
         read_at = time.monotonic() if read_at is None else read_at
         if not hint.present():
             self._wake_at = None
-            if tr is not None:
-                self.store.quiet.watch(tr, self.hint_key)
+            self.store.quiet.empty(self.hint_key)
             return False
         self.store.quiet.not_empty(self.hint_key)
         due = _VERSION.unpack(bytes(hint))[0]

@@ -431,10 +431,9 @@ def ranked_heads(
     counted (a turn's key holds its priority: :mod:`fdbqueue._storage.groups`), each shard's
     type records checked first. Cost: per shard a snapshot range read (``limit=1``) of the
     first item, and of the first turn with a snapshot point read of the active groups'
-    count (neither while no group was active and the count is watched, unless ``anyway``
-    or no shard holds an item: :mod:`fdbqueue._storage.quiet_keys`), and the type records'
-    reads until they were found right, all issued before any is waited on (one round
-    trip)."""
+    count (neither while the count is quiet, unless ``anyway`` or no shard holds an item:
+    :mod:`fdbqueue._storage.quiet_keys`), and the type records' reads until they were found
+    right, all issued before any is waited on (one round trip)."""
     reader = tr.snapshot
     records = [end.store.recorded_codec(tr) for end in ends]
     reads = []
@@ -453,7 +452,7 @@ def ranked_heads(
         store = end.store
         store.check_codec(record)  # before a key is unpacked: another type raises here
         priorities = [store.unpack_position(bytes(kv.key))[0] for kv in items]
-        if store.groups.any_active(tr, count):
+        if store.groups.any_active(count):
             priorities += [store.groups.turns.unpack(bytes(kv.key))[0] for kv in turns or ()]
         if priorities:
             best: int = max(priorities) if reverse else min(priorities)

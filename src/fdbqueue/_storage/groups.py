@@ -58,6 +58,7 @@ import fdb.tuple
 
 from fdbqueue import metrics
 from fdbqueue._keys import MAX_KEY_BYTES
+from fdbqueue._storage.quiet_keys import hint_written
 from fdbqueue._transactions.transactional import AnyContext
 
 if TYPE_CHECKING:
@@ -210,6 +211,7 @@ class Groups:
         if not active.present():
             tr[self.active.pack((group,))] = b""
             tr.add(self.count_key, _COUNTER.pack(1))
+            hint_written(self.count_key)
             metrics.add("groups_active", **self._store.metric_attributes)
             head = keys[0] if not last else self._first(tr, group)
             self._add_turn(tr, group, head, _weight(weight))
@@ -256,19 +258,19 @@ class Groups:
         ``highest``, the max end's, whose groups come from the highest priority's turns).
 
         Cost: a snapshot point read of the active groups' count, issued before
-        ``read_items`` (its round trip overlaps), none while no group was active and the
-        watch then set on the count has not fired when ``read_items`` returns ``n`` items
-        (:mod:`fdbqueue._storage.quiet_keys`); when a group is active, a range read of the
+        ``read_items`` (its round trip overlaps), none while the count is quiet and
+        ``read_items`` returns ``n`` items (:mod:`fdbqueue._storage.quiet_keys`); when a
+        group is active, a range read of the
         first ``n`` turns (the max end: first a reverse one of the last) and a point read of
         each turn's item, issued together (with read conflicts unless ``snapshot``).
         """
         count = self.look(tr)
         items = read_items()
-        if count is None:  # no group was active, and the watch on the count has not fired
+        if count is None:  # the count is quiet: no group was active lately
             if len(items) >= n:
                 return items
             count = self.look(tr, anyway=True)  # a short front: a group may hold more
-        if not self.any_active(tr, count):
+        if not self.any_active(count):
             return items
         reader: Any = tr.snapshot if snapshot else tr
         turns = self._first_turns(reader, n, highest)
@@ -404,19 +406,20 @@ class Groups:
 
     def look(self, tr: AnyContext, *, anyway: bool = False) -> Any:
         """Start reading the active groups' count (a snapshot point read) for
-        :meth:`any_active`; None, and no read, while it is known empty and watched
+        :meth:`any_active`; None, and no read, while it is quiet
         (:mod:`fdbqueue._storage.quiet_keys`), unless ``anyway``."""
         if not anyway and self._store.quiet.quiet(self.count_key):
             return None
         return tr.snapshot.get(self.count_key)
 
-    def any_active(self, tr: AnyContext, looked: Any) -> bool:
+    def any_active(self, looked: Any) -> bool:
         """Whether :meth:`look`'s read found a group active (None: it was not read, none
-        is); an empty count is watched in ``tr`` (:mod:`fdbqueue._storage.quiet_keys`)."""
+        is); an empty count counts towards its being quiet
+        (:mod:`fdbqueue._storage.quiet_keys`)."""
         if looked is None:
             return False
         if not looked.present() or _COUNTER.unpack(bytes(looked))[0] <= 0:
-            self._store.quiet.watch(tr, self.count_key)
+            self._store.quiet.empty(self.count_key)
             return False
         self._store.quiet.not_empty(self.count_key)
         return True

@@ -1,86 +1,84 @@
-"""Keys a take need not read while they stay empty: :class:`QuietKeys`, on a FoundationDB watch.
+"""Hints a take need not read while they stay empty: :class:`QuietKeys`.
 
 A plain take reads what the recipe reads (the first items) and, for the features a queue may
 use, two hints: the delayed items' next due version (:mod:`fdbqueue._delivery.delays`) and the
 active groups' count (:mod:`fdbqueue._storage.groups`). A queue that never used delays or
-groups would pay those reads on every take for nothing. So once a take reads a hint and finds
-it empty :data:`QUIET_AFTER` times in a row, it sets a watch on the hint's key in its
-transaction: from then on, takes of this
-queue object skip that read, until the watch fires (a delayed enqueue or a group's first
-item changed the key) or fails (the transaction did not commit, too many watches, a
-recovery); then the next take reads the hint again, and watches it again if still empty.
+groups would pay those reads on every take for nothing. So once takes of one queue object
+found a hint empty :data:`QUIET_AFTER` times in a row, the hint is *quiet*: takes whose front
+holds every item they want skip its read for :data:`QUIET_SECONDS`, then read it again. A
+take whose front holds fewer items than it wants always reads the hints (a due item or a
+group may be all there is), and a hint that a queue object of this process writes (a delayed
+enqueue, a group's first item) stops being quiet for every queue object of the process at
+once (:func:`hint_written`, before and after the commit).
 
-What it costs: a watch per hint per shard per queue object (FoundationDB allows 10,000 per
-database handle by default; past that, the watch fails with 1032 and takes just read the hint),
-and a read conflict range on the hint's key in the transaction that sets the watch (as
-upstream's ``ReadYourWritesTransaction::watch`` adds one): that take retries if a delayed
-enqueue or a group's activation commits meanwhile. What it changes: for the time between such a
-commit and its watch firing (a round trip of the cluster's watch notification), a take that
-finds items at the front takes them without looking at the hints, so a due delayed item or a
-group's turn waits for the next take: no item is skipped, since a take whose front holds fewer
-items than it wants reads the hints whatever the watches say.
+What it changes: a delayed item that another process enqueued, or a group that another
+process started, may wait up to :data:`QUIET_SECONDS` longer for a consumer whose front holds
+items (it is never skipped: a short front reads the hints). Design measured against: a
+FoundationDB watch on each hint, set when it is found empty (exact, no wait), which costs a
+watch per hint per shard per queue object held for as long as the hint stays empty, and a
+read conflict range on it; this one costs no watch (:doc:`benchmarks`).
 
-Source followed: FoundationDB's developer guide, "Watches" (a watch fires when the key's
-value changes from what the transaction read; it is set at commit).
+Source followed: FoundationDB's developer guide, "Watches" (the design measured against);
+caching with a time to live for what a client may see late.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+import time
 
-__all__ = ["QUIET_AFTER", "QuietKeys"]
+from fdbqueue import metrics
 
-#: How many takes in a row must find a hint empty before one watches it (a queue object that
-#: takes a few items sets no watch).
+__all__ = ["QUIET_AFTER", "QUIET_SECONDS", "QuietKeys", "hint_written"]
+
+#: How many reads in a row must find a hint empty before takes skip it (a queue object that
+#: takes a few items keeps reading).
 QUIET_AFTER = 2
+#: Seconds a quiet hint is not read by takes whose front holds every item they want.
+QUIET_SECONDS = 0.5
+
+#: time.monotonic() of this process's last write of each hint key (any queue object's).
+_WRITTEN: dict[bytes, float] = {}
+
+
+def hint_written(key: bytes) -> None:
+    """A hint at ``key`` is being written in a transaction of this process: no queue object of
+    this process skips its read from now on, nor once the transaction commits."""
+    _WRITTEN[key] = time.monotonic()
+    metrics.on_commit(lambda: _WRITTEN.__setitem__(key, time.monotonic()))
 
 
 class QuietKeys:
-    """The keys of one store known empty and watched (see the module docstring).
-    Thread-safe. Cost: nothing in the database but the watches."""
+    """The hints of one store that takes may skip (see the module docstring). Thread-safe.
+    Cost: nothing in the database."""
 
     def __init__(self) -> None:
-        self._watched: set[bytes] = set()
-        self._empty_reads: dict[bytes, int] = {}  # key -> reads in a row that found it empty
-        # the watches' futures, kept: the binding cancels a watch whose future is destroyed
-        self._futures: dict[bytes, Any] = {}
         self._lock = threading.Lock()
+        self._empty_reads: dict[bytes, int] = {}  # key -> reads in a row that found it empty
+        self._since: dict[bytes, float] = {}  # key -> time.monotonic() it became quiet
 
     def quiet(self, key: bytes) -> bool:
-        """Whether ``key`` was read empty and is watched: no read of it is needed."""
-        return key in self._watched
+        """Whether ``key`` need not be read now: found empty :data:`QUIET_AFTER` times in a
+        row less than :data:`QUIET_SECONDS` ago, and not written by this process since."""
+        since = self._since.get(key)
+        if since is None:
+            return False
+        if time.monotonic() - since < QUIET_SECONDS and _WRITTEN.get(key, -1.0) < since:
+            return True
+        with self._lock:
+            self._since.pop(key, None)
+        return False
+
+    def empty(self, key: bytes) -> None:
+        """``key`` was read and found empty."""
+        with self._lock:
+            reads = self._empty_reads.get(key, 0) + 1
+            self._empty_reads[key] = reads
+            if reads >= QUIET_AFTER:
+                self._since[key] = time.monotonic()
 
     def not_empty(self, key: bytes) -> None:
         """``key`` was read and holds something: the count of empty reads starts again."""
-        self._empty_reads.pop(key, None)
-
-    def watch(self, tr: Any, key: bytes) -> None:
-        """``key`` was read empty in ``tr``: once that happened :data:`QUIET_AFTER` times in
-        a row, watch it there (unless it is watched already, or ``tr`` cannot watch, as a
-        snapshot view), so that takes skip its read until the watch fires or fails. Cost: a
-        watch, and a read conflict range on ``key`` in ``tr`` (a point read it made)."""
-        make = getattr(tr, "watch", None)
-        if make is None:
-            return
         with self._lock:
-            reads = self._empty_reads.get(key, 0) + 1
-            if key in self._watched or reads < QUIET_AFTER:
-                self._empty_reads[key] = reads
-                return
-            self._empty_reads[key] = 0
-            self._watched.add(key)  # before the future can fire: it discards it again
-        try:
-            future = make(key)
-        except Exception:  # a transaction that can no longer watch: read the key next time
-            self._forget(key)
-            return
-        with self._lock:
-            if key in self._watched:
-                self._futures[key] = future
-        future.on_ready(lambda _ready: self._forget(key))
-
-    def _forget(self, key: bytes) -> None:
-        with self._lock:
-            self._watched.discard(key)
-            self._futures.pop(key, None)
+            self._empty_reads.pop(key, None)
+            self._since.pop(key, None)

@@ -191,7 +191,7 @@ class ItemStore(TypeRecords):
         self.deduplication = self.metadata.subspace(("deduplication",))
         self.held = HeldValues(self.metadata)
         self.dead_letters = DeadLetters(self.metadata, self.codec, self.held)
-        #: hints known empty and watched, whose reads takes skip (fdbqueue._storage.quiet_keys)
+        #: hints found empty lately, whose reads takes skip (fdbqueue._storage.quiet_keys)
         self.quiet = QuietKeys()
         #: message groups (fdbqueue._storage.groups)
         self.groups = Groups(self)
