@@ -220,6 +220,30 @@ def check_ack(queue: Any, db: Any, lease: Any, outcome: Any) -> None:
     assert held(queue, db) == 0 and remaining(queue, db) == []
 
 
+def ack_with_a_mark(queue: Any, db: Any, lease: Any) -> Any:
+    """``ack_with`` whose body sets a mark beside the queue: it commits with the ack."""
+    mark = b"processed:" + queue.subspace.key()  # outside the queue's prefix
+    return queue.ack_with(db, lease, lambda tr: tr.set(mark, b"done"))
+
+
+def check_ack_with(queue: Any, db: Any, lease: Any, outcome: Any) -> None:
+    """The body's write and the ack commit together, or neither does."""
+    mark = b"processed:" + queue.subspace.key()  # outside the queue's prefix
+    written = db.create_transaction()[mark].present()
+    if outcome is asyncio.CancelledError and held(queue, db) == 1:
+        assert not written  # neither happened
+        queue.sync.ack(db, lease)
+    else:
+        assert written  # both happened
+    assert held(queue, db) == 0 and remaining(queue, db) == []
+
+
+def check_enqueue_spread(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
+    """A batch spread over the shards in one transaction: all of it, or none."""
+    expected = [] if outcome is asyncio.CancelledError else [str(i) for i in range(300)]
+    assert sorted(remaining(queue, db), key=int) == expected
+
+
 def check_release(queue: Any, db: Any, lease: Any, outcome: Any) -> None:
     if outcome is asyncio.CancelledError:
         assert held(queue, db) == 1
@@ -333,6 +357,7 @@ CASES: dict[str, Case] = {
     ),
     "claim_many": Case(two_items, lambda q, db, _: q.claim_many(db, 2, 60.0), check_claim_two),
     "ack": Case(one_lease, lambda q, db, lease: q.ack(db, lease), check_ack),
+    "ack_with": Case(one_lease, ack_with_a_mark, check_ack_with),
     "release": Case(one_lease, lambda q, db, lease: q.release(db, lease), check_release),
     "extend": Case(one_lease, lambda q, db, lease: q.extend(db, lease, 90.0), check_extend),
     "dead_letter": Case(
@@ -372,6 +397,13 @@ CASES.update(
     }
 )
 CASES["sharded pop"] = replace(CASES["pop"], check=check_take_either, shards=4)
+CASES["sharded ack_with"] = replace(CASES["ack_with"], shards=4)
+CASES["sharded enqueue_many spread over the shards"] = Case(
+    lambda q, db: None,
+    lambda q, db, _: q.enqueue_many(db, [str(i) for i in range(300)]),
+    check_enqueue_spread,
+    shards=4,
+)
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -359,7 +359,7 @@ class QueueBase(Generic[T]):
         self._router.check_type(context)
         read_version: int = context.get_read_version().wait()
         each = [shard.info(context, read_version) for shard in self._router.shards]
-        if len(each) == 1:
+        if len(each) == 1:  # QueueInfo.shards is empty for a queue of one shard
             return each[0]
         counted = {
             field.name: sum(getattr(one, field.name) for one in each)

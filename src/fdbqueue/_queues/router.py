@@ -200,9 +200,9 @@ class Router:
 
     def _holding(self, key: bytes) -> Shard | None:
         """The shard whose prefix starts ``key``; None when none does."""
-        if len(self.shards) == 1:
-            return self.shards[0]
-        for length in (1, 2):  # pack((k,)) is 1 byte for k = 0, 2 bytes for 0 < k < 256
+        # a queue of one shard: the queue's own prefix; of several: pack((k,)) after it, 1
+        # byte for k = 0, 2 bytes for 0 < k < 256
+        for length in (0, 1, 2):
             shard = self._by_prefix.get(key[: self._prefix_length + length])
             if shard is not None:
                 return shard
