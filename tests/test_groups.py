@@ -59,7 +59,11 @@ def invariant(db: Any, queue: Queue[Any]) -> None:
         items: dict[Any, list[bytes]] = collections.defaultdict(list)
         for key in sorted(k for k in keys if groups.items.contains(k)):
             items[groups.items.unpack(key)[0]].append(key)
-        leased = {g for lease in part.leases(db, limit=10_000) if (g := lease.group) is not None}
+        leased = {
+            g
+            for lease in part.leases.in_flight(db.create_transaction(), 10_000)
+            if (g := lease.group) is not None
+        }
         active = {groups.active.unpack(k)[0] for k in keys if groups.active.contains(k)}
         turns = {groups.turns.unpack(k)[-1]: v for k, v in keys.items() if groups.turns.contains(k)}
         assert active == set(items) | leased

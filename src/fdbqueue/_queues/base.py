@@ -278,10 +278,9 @@ class QueueBase(Generic[T]):
         :data:`PAGE_SIZE`), more only past poison items; no conflicts.
         """
         limit = check_limit(n, "n")
-        self._router.check_type(tr)
         pairs = self._merged(
             limit,
-            lambda shard, left: read_pages(tr, left, shard.peek_page),
+            lambda shard, left: read_pages(tr, left, self._checked(shard.peek_page)),
             lambda shard, pair: shard.peek_rank(pair[0]),
         )
         return [value for _key, value in pairs]
@@ -325,9 +324,10 @@ class QueueBase(Generic[T]):
         together); no conflicts.
         """
         wanted = check_limit(limit)
-        self._router.check_type(tr)
         return self._merged(
-            wanted, lambda shard, left: read_pages(tr, left, shard.leases_page), Shard.lease_rank
+            wanted,
+            lambda shard, left: read_pages(tr, left, self._checked(shard.leases_page)),
+            Shard.lease_rank,
         )
 
     @transactional
@@ -417,10 +417,9 @@ class QueueBase(Generic[T]):
         Cost per page: one range read and a point read per dead letter (issued together).
         """
         wanted = check_limit(limit)
-        self._router.check_type(tr)
         return self._merged(
             wanted,
-            lambda shard, left: read_pages(tr, left, shard.dead_letters_page),
+            lambda shard, left: read_pages(tr, left, self._checked(shard.dead_letters_page)),
             Shard.dead_letter_rank,
         )
 
@@ -754,6 +753,18 @@ class QueueBase(Generic[T]):
         )
 
     # -- gathering over the shards ----------------------------------------------------------
+
+    def _checked(self, read_page: ReadPage[R]) -> ReadPage[R]:
+        """``read_page`` whose first page (``after`` None) checks the type records first, in
+        its own transaction (:meth:`Router.check_type`)."""
+
+        @transactional
+        def page(tr: TransactionContext, after: bytes | None, count: int) -> Any:
+            if after is None:
+                self._router.check_type(tr)
+            return read_page(tr, after, count)
+
+        return page
 
     def _summed(self, limit: int | None, count: Callable[[Shard, int | None], int]) -> int:
         """``count(shard, left)`` over the shards, each given what ``limit`` leaves (None: no

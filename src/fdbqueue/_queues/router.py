@@ -221,11 +221,17 @@ class Router:
 
     # -- the whole queue --------------------------------------------------------------------
 
-    @transactional
     def check_type(self, tr: TransactionContext) -> None:
         """Raise :class:`~fdbqueue.QueueTypeError` when the queue's records name another type,
         number of shards or codec (nothing changes); given a Database, in a transaction of its
-        own. Cost: two snapshot point reads until they were once found right, then none."""
+        own, unless the records were once found right (then nothing is read). Cost: two
+        snapshot point reads until they were once found right, then none."""
+        if not self.root.verified:
+            self._check_type(tr)
+
+    @transactional
+    def _check_type(self, tr: TransactionContext) -> None:
+        """:meth:`check_type`'s reads, in ``tr`` (a transaction of its own given a Database)."""
         self.root.check_codec(self.root.recorded_codec(tr))
 
     @exactly_once

@@ -105,6 +105,12 @@ class TypeRecords:
             if self.codec_name is not None:
                 tr[self.codec_key] = self.codec_name
 
+    @property
+    def verified(self) -> bool:
+        """Whether this store found its own type and codec on record (takes then read
+        neither again)."""
+        return self._codec_verified
+
     def recorded_codec(self, tr: AnyContext, *, again: bool = False) -> Any:
         """Start reading the codec on record (a snapshot point read, no conflict) for
         :meth:`check_codec`; None once this store found its own type and codec there (only a
