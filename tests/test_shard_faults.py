@@ -282,6 +282,29 @@ def test_take_many_across_shards_is_exactly_once(kind, applied, times):
 
 @pytest.mark.parametrize("applied", [True, False])
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("times", [1, 2])
+def test_a_batch_spread_over_the_shards_lands_exactly_once(kind, applied, times):
+    """enqueue_many of 600 values: runs into 4 shards in one transaction, exactly once by
+    the first run's shard's receipts; with dedup ids, each id admitted once."""
+    db = memory.open(seed=6)
+    queue = Queue(Subspace(("faulty-spread",)), shards=SHARDS)
+    values = [str(n) for n in range(600)]
+    with fault_on(kind, applied, times) as injected:
+        outcome = or_timed_out(lambda: queue.enqueue_many(db, values, dedup_ids=values))
+    assert injected
+    db.settle()
+    if outcome is TIMED_OUT:  # 1031: surely not applied, or applied later: either way once
+        outcome = queue.enqueue_many(db, values, dedup_ids=values)
+    assert [shard.size > 0 for shard in queue.info(db).shards] == [True] * SHARDS
+    taken: list[str] = []
+    while batch := queue.dequeue_many(db, 200):
+        taken.extend(batch)
+    assert sorted(taken, key=int) == values  # every value once, none twice
+    assert queue.enqueue_many(db, values[:3], dedup_ids=values[:3]) == [False] * 3
+
+
+@pytest.mark.parametrize("applied", [True, False])
+@pytest.mark.parametrize("kind", KINDS)
 def test_claim_many_across_shards_is_exactly_once(kind, applied):
     db = memory.open(seed=4)
     queue = Queue(Subspace(("faulty-claim-many",)), shards=SHARDS)
