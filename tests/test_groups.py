@@ -607,3 +607,27 @@ def test_a_batch_is_checked_with_the_groups_longer_keys_before_anything_is_writt
     with pytest.raises(ValueError, match="smaller batches"):
         queue.enqueue_many(db, values, group=group)
     assert queue.size(db) == 0 and all_keys(db, Subspace(("batch",))) == []
+
+
+def test_a_group_another_process_starts_gets_its_turn_within_the_quiet_time():
+    """Takes stop reading the groups' count once it was 0 twice in a row
+    (fdbqueue._storage.quiet_keys); a group that another process starts (this process did
+    not write the count: its record of the write is dropped here) is served by the first
+    take after the quiet time, while items without a group fill the front."""
+    import time
+
+    from fdbqueue._storage import quiet_keys
+
+    db = memory.open()
+    queue = Queue(Subspace(("groups", "quiet")))
+    queue.enqueue_many(db, [f"plain-{n}" for n in range(50)])
+    assert queue.dequeue(db) == "plain-0" and queue.dequeue(db) == "plain-1"  # quiet now
+    Queue(Subspace(("groups", "quiet"))).enqueue(db, "grouped", group="g")
+    quiet_keys._WRITTEN.clear()  # as if another process had enqueued it
+    assert queue.dequeue(db) == "plain-2"  # within the quiet time: the count was not read
+    time.sleep(quiet_keys.QUIET_SECONDS)
+    taken = [queue.dequeue(db) for _ in range(20)]  # the group's turn: even odds per take
+    assert "grouped" in taken
+    assert sorted(queue.dequeue_many(db, 100) + taken) == sorted(
+        [f"plain-{n}" for n in range(3, 50)] + ["grouped"]
+    )
