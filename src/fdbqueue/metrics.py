@@ -97,6 +97,11 @@ _instruments: dict[str, Any] = {}
 #: (log records) to run then (:func:`on_commit`).
 Pending = list[tuple[str, int, dict[str, Any]] | Callable[[], None]]
 
+#: The attributes of :func:`add` by the keywords given (a queue's are the same each time),
+#: at most :data:`_NAMED_MOST` of them. Shared, never changed: OpenTelemetry copies them.
+_NAMED: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+_NAMED_MOST = 4096
+
 _pending: contextvars.ContextVar[Pending | None] = contextvars.ContextVar(
     "fdbqueue_pending_metrics", default=None
 )
@@ -159,7 +164,12 @@ def add(key: str, amount: int = 1, *, at_once: bool = False, **attributes: Any) 
     ``fdbqueue.error.code``."""
     if amount == 0 or (amount < 0 and key not in UP_DOWN_COUNTERS):
         return
-    named = {f"fdbqueue.{'error.code' if k == 'code' else k}": v for k, v in attributes.items()}
+    given = tuple(attributes.items())
+    named = _NAMED.get(given)
+    if named is None:
+        named = {f"fdbqueue.{'error.code' if k == 'code' else k}": v for k, v in given}
+        if len(_NAMED) < _NAMED_MOST:
+            _NAMED[given] = named
     counts = None if at_once else _pending.get()
     if counts is None:
         _record(key, amount, named)

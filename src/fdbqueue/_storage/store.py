@@ -118,6 +118,10 @@ def as_subspace(subspace: Any) -> Subspace:
     return subspace
 
 
+def _is_int(element: Any) -> bool:
+    return type(element) is int
+
+
 def random_element() -> bytes:
     """Return the random element of a new item key: :data:`RANDOM_BYTES` bytes from os.urandom."""
     return os.urandom(RANDOM_BYTES)
@@ -284,7 +288,7 @@ class ItemStore(TypeRecords):
                 "subspace?"
             ) from None
         leading = position[: self.leading_integers]
-        if len(leading) < self.leading_integers or any(type(x) is not int for x in leading):
+        if len(leading) < self.leading_integers or not all(map(_is_int, leading)):
             raise ValueError(
                 f"key {describe_key(key)} in the queue's subspace is not one of its items (it "
                 f"should start with {self.leading_integers} integer(s) after the queue's "

@@ -150,11 +150,13 @@ def take(
             raise
         for item in batch:
             encoded = bytes(item.value)
-            moved = set_bytes(len(item.key) + 64, len(encoded))
-            cost = clear_bytes(len(item.key)) + (moved if moving else 0)
-            if budget is not None and spent + cost > budget and (taken or quarantined):
-                return Taken(taken, quarantined, budget_spent=True)
-            spent += cost
+            moved = 0
+            if budget is not None:  # no budget (a plain take): nothing to count
+                moved = set_bytes(len(item.key) + 64, len(encoded))
+                cost = clear_bytes(len(item.key)) + (moved if moving else 0)
+                if spent + cost > budget and (taken or quarantined):
+                    return Taken(taken, quarantined, budget_spent=True)
+                spent += cost
             del tr[item.key]
             store.groups.taken(tr, item, holding=moving)  # a group's item: its turn ends
             try:
