@@ -218,9 +218,9 @@ class PriorityQueue(QueueBase[T]):
         line (each end has its own line of requests).
         """
         check_flag(max, "max")
-        taken: T | None = self._ends[_END[max]].take(
-            tr, block, check_blocking_arguments(tr, block, timeout)
-        )
+        plain = block is False and timeout is None  # nothing to check: the common call
+        seconds = None if plain else check_blocking_arguments(tr, block, timeout)
+        taken: T | None = self._ends[_END[max]].take(tr, block, seconds)
         return taken
 
     def pop_min(

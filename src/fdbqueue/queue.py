@@ -293,7 +293,9 @@ class Queue(QueueBase[T]):
         line, else two (register, then take the item matched with the request), without
         conflicts between consumers (:doc:`high-contention`).
         """
-        taken: T | None = self._front.take(tr, block, check_blocking_arguments(tr, block, timeout))
+        plain = block is False and timeout is None  # nothing to check: the common call
+        seconds = None if plain else check_blocking_arguments(tr, block, timeout)
+        taken: T | None = self._front.take(tr, block, seconds)
         return taken
 
     def dequeue_many(self, tr: TransactionContext, n: int) -> list[T]:

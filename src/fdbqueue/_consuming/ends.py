@@ -124,7 +124,7 @@ class End:
 
     def take(self, tr: AnyContext, block: bool, seconds: float | None) -> Any:
         """Take one value (arguments checked by the caller); None when there is none."""
-        if self._in_line(tr):
+        if self.high_contention and is_database(tr):  # in line
             return self._one_call(tr, lambda session: session.take(block=block, timeout=seconds))
         if block:
             return take_blocking(
