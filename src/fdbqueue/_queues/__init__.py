@@ -1,18 +1,14 @@
-"""What every queue type shares, composed from the layers below.
+"""The shard, the router and the base of both queue types.
 
-* :mod:`~fdbqueue._queues.stored_queue`: :class:`~fdbqueue._queues.stored_queue.StoredQueue`,
-  what looks at or acts on the whole subspace (``size``, ``peek_many``, ``info``, ``clear``).
-* :mod:`~fdbqueue._queues.dead_lettered_queue`: listing, purging and requeueing dead letters.
-* :mod:`~fdbqueue._queues.enqueueing`: a Queue's writing methods, down to the append at the
-  back (with delays and idempotent enqueue).
-* :mod:`~fdbqueue._queues.shards`, :mod:`~fdbqueue._queues.sharded_end`,
-  :mod:`~fdbqueue._queues.shard_homes`, :mod:`~fdbqueue._queues.sharded_consumer`,
-  :mod:`~fdbqueue._queues.sharded_views`: a queue of several shards, each a queue object of
-  its own (a *part*): choosing the part each operation acts on, taking from every shard's
-  end as one, each consumer's home shard, sessions that move between the shards' lines, and
-  the figures and listings gathered from the shards.
-* :mod:`~fdbqueue._queues.leased_queue`: :class:`~fdbqueue._queues.leased_queue.LeasedQueue`,
-  what a lease holder does (``ack``, ``release``, dead letters, ``work``).
-
-:class:`fdbqueue.Queue` and :class:`fdbqueue.PriorityQueue` derive from them.
+* :mod:`~fdbqueue._queues.shard`: :class:`~fdbqueue._queues.shard.Shard`, everything one key
+  range of a queue holds (items, counters, leases, dead letters, delayed items, groups,
+  receipts, the ends), with :class:`~fdbqueue._queues.shard.FifoShard` and
+  :class:`~fdbqueue._queues.shard.PriorityShard` overriding only what differs.
+* :mod:`~fdbqueue._queues.router`: :class:`~fdbqueue._queues.router.Router`, a queue's shards
+  and the shard each write, group, lease and take goes to.
+* :mod:`~fdbqueue._queues.base`: :class:`~fdbqueue._queues.base.QueueBase`, what
+  :class:`fdbqueue.Queue` and :class:`fdbqueue.PriorityQueue` share.
+* :mod:`~fdbqueue._queues.sharded_end`, :mod:`~fdbqueue._queues.shard_homes`,
+  :mod:`~fdbqueue._queues.sharded_consumer`: taking from every shard's end as one, each
+  consumer's home shard, and sessions that move between the shards' lines.
 """

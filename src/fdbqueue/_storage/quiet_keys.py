@@ -13,10 +13,11 @@ once (:func:`hint_written`, before and after the commit).
 
 What it changes: a delayed item that another process enqueued, or a group that another
 process started, may wait up to :data:`QUIET_SECONDS` longer for a consumer whose front holds
-items (it is never skipped: a short front reads the hints). Design measured against: a
-FoundationDB watch on each hint, set when it is found empty (exact, no wait), which costs a
-watch per hint per shard per queue object held for as long as the hint stays empty, and a
-read conflict range on it; this one costs no watch (:doc:`benchmarks`).
+items (it is never skipped: a short front reads the hints). The design tried first: a
+FoundationDB watch on each hint, set when it is found empty (exact, no wait), which holds a
+watch per hint per shard per queue object for as long as the hint stays empty (and adds a read
+conflict range on it to the take that sets it); a queue object would then always hold watches
+its user never asked for, so this one, which holds none, was kept.
 
 Source followed: FoundationDB's developer guide, "Watches" (the design measured against);
 caching with a time to live for what a client may see late.

@@ -21,7 +21,7 @@ flight may need (:mod:`fdbqueue._transactions.receipts`), and the deduplication 
 producers retrying an enqueue may (:mod:`fdbqueue._delivery.deduplication`).
 
 Taking items from an end, with its checks of keys and values, is :mod:`fdbqueue._storage.taking`;
-what every queue type offers on top of this store is :mod:`fdbqueue._queues.stored_queue`.
+what a shard builds on this store is :mod:`fdbqueue._queues.shard`.
 
 Source followed: FoundationDB's "Queues" and "Priority Queues" recipes (key layout, first/last
 item by ``limit=1`` range reads), and ``fdb/subspace_impl.py`` (subspaces).

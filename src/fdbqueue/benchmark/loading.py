@@ -26,7 +26,7 @@ column). The steady phase keeps its own preload (a backlog in batches of
     priority queues, the private queues of the ideal) holds its items in its one shard
     anyway: it is loaded as ``batches-1000``.
 
-``one-shard`` depends on the key layout of a sharded queue, which ``fdbqueue._queues.shards``
+``one-shard`` depends on the key layout of a sharded queue, which ``fdbqueue._queues.router``
 documents (the layout of the data on disk, not a Python interface); everything else here
 goes through the queues' public methods.
 """
@@ -155,7 +155,7 @@ def load_one_shard(mode: Mode, queue: Any, db: Any, values: list[int]) -> None:
     (the writes of a sharded queue go to its shards in turn), and taken away again through
     another object of the queue (so that the run's queue object, whose consumers keep their
     home shards, has not taken anything). Then the values are written with FoundationDB's
-    tuple layer directly at the key layout of a sharded queue (``fdbqueue._queues.shards``):
+    tuple layer directly at the key layout of a sharded queue (``fdbqueue._queues.router``):
     with ``P`` the queue's subspace prefix and ``k`` = :data:`ONE_SHARD`, each value encoded
     by the queue's codec at ``P + pack((k, index, random))`` (indexes from the shard's last
     one + 1, ``random`` 20 bytes of ``os.urandom`` as the recipe's), and, per transaction,
