@@ -9,9 +9,9 @@ import time
 
 import fdb.tuple
 import pytest
-from helpers import all_keys
+from helpers import all_keys, write_into_shard
 
-from fdbqueue import PriorityQueue, Queue, QueueTypeError, memory, transactional
+from fdbqueue import PriorityQueue, Queue, QueueTypeError, Subspace, memory, transactional
 from fdbqueue._queues.router import MAX_SHARDS
 
 
@@ -359,3 +359,38 @@ def test_claims_and_acks_across_shards_under_faults_lose_and_repeat_nothing():
     assert sorted(lease.value for lease in claimed) == list(range(24))
     assert queue.claim(db, 60) is None
     assert queue.leases(db, None) == [] and queue.size(db) == 0
+
+
+def test_consumers_of_one_process_spread_items_loaded_into_one_shard():
+    """Every item in one shard: a consumer whose home is empty moves a run of that shard's
+    front into its home (another consumer of the process lives there), so the consumers
+    spread again; every item is taken once, and the moved run keeps its order."""
+    db = memory.open()
+    queue = Queue(Subspace(("one-shard-load",)), shards=4)
+    for n in range(600):
+        write_into_shard(db, queue, 0, n)
+    first: list[int] = []
+    second: list[int] = []
+    settled, done = threading.Event(), threading.Event()
+
+    def first_consumer() -> None:  # takes one item: at home in shard 0, alive meanwhile
+        first.append(queue.dequeue(db))
+        settled.set()
+        done.wait(30)
+
+    def second_consumer() -> None:
+        settled.wait(30)
+        second.extend(queue.dequeue(db) for _ in range(5))
+
+    threads = [threading.Thread(target=first_consumer), threading.Thread(target=second_consumer)]
+    for thread in threads:
+        thread.start()
+    threads[1].join(30)
+    holding = [shard.size > 0 for shard in queue.info(db).shards]
+    done.set()
+    threads[0].join(30)
+    assert first == [0]
+    assert holding.count(True) == 2  # a run of shard 0 moved into the second one's home
+    assert second == list(range(1, 6))  # the run is shard 0's front, in order
+    rest = queue.dequeue_many(db, 1000)
+    assert sorted(first + second + rest) == list(range(600))  # each once

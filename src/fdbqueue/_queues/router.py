@@ -217,7 +217,9 @@ class Router:
         ends = [shard.ends[name] for shard in self.shards]
         if len(ends) == 1:
             return ends[0]
-        return ShardedEnd(ends, self.root.metric_name, best)
+        # A FIFO queue's consumers move runs between its shards (ShardedEnd._move_home).
+        movers = self.shards if best is None else ()
+        return ShardedEnd(ends, self.root.metric_name, best, movers)
 
     # -- the whole queue --------------------------------------------------------------------
 

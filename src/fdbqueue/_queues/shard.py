@@ -416,6 +416,48 @@ class FifoShard(Shard):
             tr, n, snapshot, lambda: store.read(tr, limit=n, snapshot=snapshot)
         )
 
+    def move_front(self, tr: AnyContext, target: FifoShard, n: int) -> int:
+        """Move this shard's first ``n`` items without a group to the back of ``target``
+        (another shard of the queue), in order, in ``tr``, when this shard holds at least
+        ``2 n`` by its size counter; return how many (0 when it holds fewer). A consumer
+        whose home shard is empty moves a run of a crowded shard's front into its home, so
+        that one process's consumers spread over the shards again
+        (:meth:`~fdbqueue._queues.sharded_end.ShardedEnd.take`).
+
+        Raises:
+            QueueTypeError: either shard records another type, shard count or codec.
+            ValueError: a key among them is not one of this queue's items.
+
+        Cost: a snapshot point read (the size) and the codec records' until verified, one
+        range read of ``n`` items (a read conflict range over them: a take of the same
+        items conflicts), the target's snapshot read of its last index, and per item a
+        clear and a set; two atomic adds on the counters and one on the target's signal
+        key. Nothing is moved twice and nothing lost: the move is one transaction.
+        """
+        store = self.store
+        records = store.recorded_codec(tr)
+        if store.size(tr.snapshot) < 2 * n:
+            return 0
+        items = store.read(tr, limit=n)
+        store.check_codec(records)
+        if len(items) < n:
+            return 0
+        for item in items:
+            store.unpack_position(item.key)  # a foreign key raises before any write
+        into = target.store
+        recorded = into.recorded_type(tr)
+        last = into.read(tr, limit=1, reverse=True, snapshot=True)
+        index: int = into.unpack_position(last[0].key)[0] if last else 0
+        into.check_type(tr, recorded)
+        for item in items:
+            del tr[item.key]
+            index += 1
+            tr[into.item_key((index,))] = bytes(item.value)
+        store.add_to_size(tr, -len(items))
+        into.add_to_size(tr, len(items))
+        into.signal(tr)
+        return len(items)
+
     def where_of(self, item_key: bytes) -> tuple[Any, ...]:
         group = self.groups.group_of(item_key)
         return () if group is None else (group,)

@@ -65,6 +65,10 @@ from fdbqueue._transactions.waiting import take_blocking
 __all__ = ["ShardedEnd"]
 
 
+#: Items a consumer whose home is empty moves from the front of a crowded shard into its home
+#: (:meth:`ShardedEnd._move_home`): a stay's worth.
+MOVE_RUN = 128
+
 #: Shards a consumer whose home is empty looks at first (:meth:`ShardedEnd.holding`): the
 #: power of two choices, as load balancers sample servers.
 SAMPLE = 2
@@ -126,8 +130,17 @@ class ShardedEnd:
             first item has the best priority (:meth:`_ranked`); None for a FIFO queue.
     """
 
-    def __init__(self, ends: Sequence[End], metric_name: str, best: str | None = None) -> None:
+    def __init__(
+        self,
+        ends: Sequence[End],
+        metric_name: str,
+        best: str | None = None,
+        shards: Sequence[Any] = (),
+    ) -> None:
         self.ends = list(ends)
+        #: a FIFO queue's shards (:class:`~fdbqueue._queues.shard.FifoShard`), for moving a
+        #: crowded shard's front into an empty home (:meth:`_move_home`); none: no moves
+        self.shards = list(shards)
         self.metric_name = metric_name
         self.best = best
         self.homes = Homes(len(self.ends))
@@ -156,14 +169,44 @@ class ShardedEnd:
         if value is not None:
             return value
 
+        home = self.homes.where(consumer)
+
         def take_and_stay(tr: Any, end: End) -> Any:
             shard = self.ends.index(end)
+            if home is not None and self._move_home(tr, consumer, shard, home):
+                found = self._at(tr, home, _take)  # the run just moved there
+                if found is not None:
+                    self._stay(consumer, home)
+                    return found
             found = self._at(tr, shard, _take)
             if found is not None:
                 self._stay(consumer, shard)
             return found
 
         return self._in_order(tr, lambda tr: self.holding(tr, consumer), take_and_stay)
+
+    def _move_home(self, tr: AnyContext, consumer: Any, shard: int, home: int) -> bool:
+        """When ``consumer``'s home is empty and ``shard``, which holds items, is the home of
+        another consumer of this process (crowded): move a run of :data:`MOVE_RUN` items of
+        ``shard``'s front to the back of the home, in ``shard``'s turn (this process's takes
+        there wait one transaction), and stay home; whether a run moved. Only given a
+        Database, for a FIFO queue, and when ``shard`` holds at least two runs: the consumers
+        of one process thus spread again over the shards however the items were loaded,
+        instead of taking turns at one shard. Cost: one transaction
+        (:meth:`~fdbqueue._queues.shard.FifoShard.move_front`) per run moved."""
+        if not self.shards or shard == home or not is_database(tr):
+            return False
+        if self.homes.fewest(consumer, [shard]) == 0:  # nobody else of this process there
+            return False
+        source, target = self.shards[shard], self.shards[home]
+
+        def move(database: Any, _end: End) -> int:
+            moved: int = run_in_retry_loop(
+                database, lambda tr: source.move_front(tr, target, MOVE_RUN)
+            )
+            return moved
+
+        return bool(self._at(tr, shard, move))
 
     def take_best(self, tr: AnyContext) -> Any:
         """A priority queue's pop: in one transaction, rank the shards by their first item
