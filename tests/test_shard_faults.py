@@ -499,3 +499,44 @@ def test_threads_take_every_item_once_under_random_faults(how):
     assert queue.size(db) == 0
     stats = db.stats()
     assert stats["injected_commit_unknown_result"] > 0 and stats["injected_timed_out"] > 0
+
+
+@pytest.mark.parametrize("applied", [True, False])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_moved_between_shards_under_faults_keeps_every_item_once(kind, applied):
+    """A consumer whose home is empty moves a run of a crowded shard into it (one
+    transaction, no receipt: moving twice is harmless); an unknown result or a timeout of
+    that move loses and duplicates nothing."""
+    db = memory.open(seed=8)
+    queue = Queue(Subspace(("faulty-move",)), shards=SHARDS)
+    for n in range(600):
+        write_into_shard(db, queue, 0, n)
+    first: list[Any] = []
+    second: list[Any] = []
+    settled, done = threading.Event(), threading.Event()
+    injected: list[int] = []
+
+    def first_consumer() -> None:  # at home in shard 0, alive while the second moves
+        first.append(queue.dequeue(db))
+        settled.set()
+        done.wait(30)
+
+    def second_consumer() -> None:
+        settled.wait(30)
+        with fault_on(kind, applied) as faults:
+            second.append(or_timed_out(lambda: queue.dequeue(db)))
+        injected.extend(faults)
+
+    threads = [threading.Thread(target=first_consumer), threading.Thread(target=second_consumer)]
+    for thread in threads:
+        thread.start()
+    threads[1].join(30)
+    done.set()
+    threads[0].join(30)
+    assert injected  # the move's commit met the fault
+    db.settle()
+    taken = [value for value in first + second if value is not TIMED_OUT]
+    while batch := queue.dequeue_many(db, 200):
+        taken.extend(batch)
+    assert sorted(taken) == list(range(600))
+    assert queue.size(db) == 0
