@@ -267,7 +267,7 @@ def test_after_the_first_check_a_take_reads_no_codec_record(db, subspace):
     fresh = Queue(subspace)
     db.reset_stats()
     assert fresh.dequeue(db) == "c"
-    # only the first take of an object reads them: the codec record and the type record
+    # only the first take of an object reads them, issued together: the type and codec records
     assert db.stats()["reads"] == reads_then + 2
 
 

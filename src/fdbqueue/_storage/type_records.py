@@ -112,35 +112,34 @@ class TypeRecords:
         return self._codec_verified
 
     def recorded_codec(self, tr: AnyContext, *, again: bool = False) -> Any:
-        """Start reading the codec on record (a snapshot point read, no conflict) for
-        :meth:`check_codec`; None once this store found its own type and codec there (only a
-        clear takes a record away, and writes check them every time), unless ``again`` (a
-        value that does not decode: is the record another codec's now?). Cost: one snapshot
-        point read until the records were found to match; then none."""
+        """Start reading the type and codec on record (two snapshot point reads issued
+        together, no conflict) for :meth:`check_codec`; None once this store found its own
+        type and codec there (only a clear takes a record away, and writes check them every
+        time), unless ``again`` (a value that does not decode: is the record another codec's
+        now?). Cost: two snapshot point reads until the records were found to match; then
+        none."""
         if self._codec_verified and not again:
             return None
         reader: Any = getattr(tr, "snapshot", tr)  # tr may be a snapshot view already
-        return reader, reader.get(self.codec_key)
+        return reader, reader.get(self.type_key), reader.get(self.codec_key)
 
     def check_codec(self, recorded: Any) -> None:
         """Raise :class:`QueueTypeError` when the records name another codec, queue type or
         number of shards than this queue's, so that a queue opened as another type or with
         the wrong codec changes nothing (a take would otherwise move every item to the dead
         letters as undecodable, or take another shard's items). ``recorded`` is
-        :meth:`recorded_codec`'s; when the codec record is there, the type record is read
-        too (the first time: once both were found right, neither is read again). No codec
-        record (a queue nothing was written to yet, or written before codecs were recorded,
-        or by a codec without a name) is not checked; a shard without one checks its queue's
-        records instead. Cost: waits for ``recorded``; a snapshot point read of the type
-        record until it was found right (for a shard not written to yet, its queue's two)."""
+        :meth:`recorded_codec`'s. No codec record (a queue nothing was written to yet, or
+        written before codecs were recorded, or by a codec without a name) is not checked; a
+        shard without one checks its queue's records instead. Cost: waits for ``recorded``;
+        for a shard not written to yet, its queue's two snapshot point reads until they were
+        found right."""
         if recorded is None:
             return
-        reader, codec_record = recorded
+        reader, type_record, codec_record = recorded
         if not codec_record.present():
             if self.parent is not None:  # a shard never written to: the queue's records
                 self.parent.check_codec(self.parent.recorded_codec(reader))
             return
-        type_record = reader.get(self.type_key)
         if type_record.present() and bytes(type_record) != self.type_name:
             found_type = bytes(type_record)
             subspace = self.subspace if self.parent is None else self.parent.subspace
