@@ -164,17 +164,50 @@ def add(key: str, amount: int = 1, *, at_once: bool = False, **attributes: Any) 
     ``fdbqueue.error.code``."""
     if amount == 0 or (amount < 0 and key not in UP_DOWN_COUNTERS):
         return
+    named = attributes_of(**attributes)
+    counts = None if at_once else _pending.get()
+    if counts is None:
+        _record(key, amount, named)
+    else:
+        counts.append((key, amount, named))
+
+
+def attributes_of(**attributes: Any) -> dict[str, Any]:
+    """The OpenTelemetry attributes of :func:`add`'s keywords (``queue`` becomes
+    ``fdbqueue.queue``, ...), the same dict each time for the same keywords (never change
+    it): pass it to :func:`add_named` on a hot path."""
     given = tuple(attributes.items())
     named = _NAMED.get(given)
     if named is None:
         named = {f"fdbqueue.{'error.code' if k == 'code' else k}": v for k, v in given}
         if len(_NAMED) < _NAMED_MOST:
             _NAMED[given] = named
-    counts = None if at_once else _pending.get()
-    if counts is None:
-        _record(key, amount, named)
-    else:
-        counts.append((key, amount, named))
+    return named
+
+
+class Count:
+    """One count a hot path adds again and again (``key``, ``amount``, ``attributes`` as for
+    :func:`add`, with a positive ``amount``): its instrument looked up and its attributes
+    named once. :meth:`add` counts it as :func:`add` does; calling it records it now."""
+
+    __slots__ = ("amount", "attributes", "instrument")
+
+    def __init__(self, key: str, amount: int = 1, **attributes: Any) -> None:
+        self.instrument = _instrument(key)
+        self.amount = amount
+        self.attributes = attributes_of(**attributes)
+
+    def add(self) -> None:
+        """Count it once the attempt in progress commits (:func:`pending`); outside one, now."""
+        counts = _pending.get()
+        if counts is None:
+            self()
+        else:
+            counts.append(self)
+
+    def __call__(self) -> None:
+        if self.instrument is not None:
+            self.instrument.add(self.amount, self.attributes)
 
 
 def record_wait(seconds: float, queue: str) -> None:

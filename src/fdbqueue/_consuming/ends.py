@@ -143,14 +143,17 @@ class End:
             value = self._take(tr)
         return value
 
-    @exactly_once(wrote=lambda value: value is not None)
-    def _take(self, tr: AnyContext) -> Any:
+    def take_in(self, tr: AnyContext) -> Any:
+        """One take inside ``tr`` (a Transaction): the value taken, None when there is none,
+        or :data:`~fdbqueue._storage.taking.MOVED_ASIDE` when it only moved poison aside."""
         require_writable(tr, self.action)
         taken = self._take_items(tr, 1, None, moving=False)
         if not taken.items:
             return MOVED_ASIDE if taken.moved_aside else None
         self.store.dequeued(tr, 1)
         return taken.items[0].value
+
+    _take = exactly_once(wrote=lambda value: value is not None)(take_in)
 
     def take_many(self, tr: AnyContext, n: int) -> list[Any]:
         """Take up to ``n`` values in one transaction (``n`` checked by the caller, > 0)."""

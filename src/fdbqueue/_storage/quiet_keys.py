@@ -70,6 +70,16 @@ class QuietKeys:
             self._since.pop(key, None)
         return False
 
+    def quiet_all(self, keys: tuple[bytes, ...]) -> bool:
+        """Whether every key of ``keys`` is :meth:`quiet` (one call for a hot path)."""
+        since = self._since
+        now = time.monotonic()
+        for key in keys:
+            began = since.get(key)
+            if began is None or now - began >= QUIET_SECONDS or _WRITTEN.get(key, -1.0) >= began:
+                return all(self.quiet(key) for key in keys)  # forgets those no longer quiet
+        return True
+
     def empty(self, key: bytes) -> None:
         """``key`` was read and found empty."""
         with self._lock:

@@ -51,6 +51,7 @@ from fdbqueue._transactions.transactional import AnyContext, require_writable
 from fdbqueue.codecs import Codec, describe_error, encode_value, resolve_codec
 
 __all__ = [
+    "COUNTER",
     "LONGEST_METADATA_SUFFIX",
     "MAX_KEY_BYTES",
     "RANDOM_BYTES",
@@ -77,7 +78,9 @@ ITEM_KEY_SUFFIX = 1 + 9 + 1 + 2 * RANDOM_BYTES + 1
 #: receipts it clears, counters, conflict ranges), kept free when a batch is checked.
 RESERVED_TRANSACTION_BYTES = 64_000
 
-_COUNTER = struct.Struct("<q")
+#: How counters (the size, the signal key) are stored: a little-endian 64-bit integer, as
+#: FoundationDB's atomic add takes it.
+COUNTER = struct.Struct("<q")
 
 
 def as_subspace(subspace: Any) -> Subspace:
@@ -347,7 +350,7 @@ class ItemStore(TypeRecords):
 
     def signal(self, tr: AnyContext) -> None:
         """Bump the signal key that blocked consumers watch (an atomic add: no conflict)."""
-        tr.add(self.signal_key, _COUNTER.pack(1))
+        tr.add(self.signal_key, COUNTER.pack(1))
 
     def quarantine(self, tr: AnyContext, key: bytes, encoded: bytes, error: BaseException) -> None:
         """Move an item whose value cannot be decoded (already cleared) to the dead letters,
@@ -374,7 +377,7 @@ class ItemStore(TypeRecords):
 
     def add_to_size(self, tr: AnyContext, delta: int) -> None:
         """Add ``delta`` to the size counter with an atomic add (no read, no read conflict)."""
-        tr.add(self.size_key, _COUNTER.pack(delta))
+        tr.add(self.size_key, COUNTER.pack(delta))
 
     def size(self, tr: AnyContext) -> int:
         """Return the size counter, never below zero. Cost: one point read of one key."""
@@ -385,7 +388,7 @@ class ItemStore(TypeRecords):
         """The size counter's value from its read (a future of ``tr.get``), never below 0."""
         if not read.present():
             return 0
-        return max(0, int(_COUNTER.unpack(bytes(read))[0]))
+        return max(0, int(COUNTER.unpack(bytes(read))[0]))
 
     def clear(self, tr: AnyContext, *, items: bool = True) -> None:
         """Remove every item and all metadata except the receipts, which calls still in flight

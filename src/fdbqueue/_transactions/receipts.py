@@ -71,8 +71,7 @@ import functools
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
+from typing import Any, NamedTuple, ParamSpec, TypeVar, cast, overload
 
 from fdb.subspace_impl import Subspace
 
@@ -114,14 +113,21 @@ def _always(_result: Any) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class _Attempt(Generic[R]):
-    """An attempt that wrote a receipt: its receipt key, read version and result."""
+class Attempt(NamedTuple):
+    """An attempt that wrote a receipt (:meth:`Receipts.write_receipt`)."""
 
+    #: its receipt key
     receipt: bytes
+    #: its read version
     version: int
-    result: R
-    finished: tuple[bytes, ...]  # the finished receipts it cleared
+    #: what the call returns if this attempt is the one applied
+    result: Any
+    #: the finished receipts it cleared (kept again if it is not applied)
+    finished: list[bytes]
+
+
+#: What :meth:`Receipts.settle` returns when the attempt is to run again.
+RETRY: Any = object()
 
 
 #: The logger, by its documented name (docs/observability.rst), whatever the module.
@@ -194,49 +200,33 @@ class Receipts:
         call_id = os.urandom(CALL_ID_BYTES)
         tr = database.create_transaction()
         while True:
-            attempt: list[_Attempt[R]] = []
+            attempt: Attempt | None = None
             with metrics.pending() as counts:
                 try:
-                    result = self._attempt(tr, body, wrote, call_id, attempt)
+                    result = body(tr)
+                    if self.enabled and wrote(result):
+                        attempt = self.write_receipt(tr, call_id, result)
                     commit(tr)
                 except Exception as error:
-                    if not is_fdb_error(error):
-                        self._unfinish(attempt)
-                        raise
-                    code: int = error.code  # type: ignore[attr-defined]
-                    if attempt and not surely_not_applied(code):
-                        applied = self._resolve(database, attempt[0])
-                        _note_unknown_result(code, applied)
-                        if applied:
-                            self._finish(attempt[0])
-                            metrics.committed(counts)
-                            return attempt[0].result  # it was applied: what it returned
-                    self._unfinish(attempt)
-                    if on_conflict is not None and code == NOT_COMMITTED:
-                        return on_conflict  # type: ignore[no-any-return]
-                    tr.on_error(error).wait()  # retryable: reset and back off; else raises
-                    note_retry(error)
-                    continue
+                    settled = self.settle(database, tr, error, attempt, counts, on_conflict)
+                    if settled is RETRY:
+                        continue
+                    return settled  # type: ignore[no-any-return]
                 except BaseException:  # cancelled (asyncio) before its commit was sent
-                    self._unfinish(attempt)
+                    self.unfinish(attempt)
                     raise
-            if attempt:
-                self._finish(attempt[0])
+            if attempt is not None:
+                self._finished.append(attempt.receipt)
             metrics.committed(counts)
             return result
 
-    def _attempt(
-        self,
-        tr: Any,
-        body: Callable[[Any], R],
-        wrote: Callable[[R], bool],
-        call_id: bytes,
-        attempt: list[_Attempt[R]],
-    ) -> R:
-        result = body(tr)
-        if not self.enabled or not wrote(result):
-            return result
-        # The body's reads fetched the read version already: no extra round trip.
+    def write_receipt(self, tr: Any, call_id: bytes, result: Any) -> Attempt:
+        """Write the receipt of an attempt of the call ``call_id`` that wrote and would return
+        ``result``, and clear the receipts of this object's calls that returned (up to
+        :data:`FINISHED_PER_ATTEMPT`) and those past their lifetime; the :class:`Attempt`
+        for :meth:`settle` and :meth:`finish`. Cost: a set, a read conflict key, a range
+        clear and a clear per finished receipt; the read version, fetched already by the
+        body's reads."""
         read_version: int = tr.get_read_version().wait()
         receipt: bytes = self.subspace.pack((read_version, call_id))
         # Self-conflicting, so that a resolution can fence it off. The read conflict must come
@@ -244,13 +234,68 @@ class Receipts:
         tr.add_read_conflict_key(receipt)
         tr[receipt] = b""
         tr.clear_range(self.begin, self.subspace.pack((read_version - self.lifetime_versions,)))
-        finished = self._take_finished()
+        finished: list[bytes] = []
+        waiting = self._finished
+        try:
+            while waiting and len(finished) < FINISHED_PER_ATTEMPT:
+                finished.append(waiting.popleft())
+        except IndexError:  # another thread took the last one
+            pass
         for key in finished:
             del tr[key]
-        attempt.append(_Attempt(receipt, read_version, result, finished))
-        return result
+        return Attempt(receipt, read_version, result, finished)
 
-    def _resolve(self, database: Any, attempt: _Attempt[R]) -> bool:
+    def finish(self, attempt: Attempt | None) -> None:
+        """The call returned with ``attempt``'s result (None: it wrote no receipt): its
+        receipt can go, cleared by this object's next writing attempt."""
+        if attempt is not None:
+            self._finished.append(attempt.receipt)
+
+    def unfinish(self, attempt: Attempt | None) -> None:
+        """``attempt`` was not applied: the finished receipts it would have cleared remain
+        for the next attempt to clear."""
+        if attempt is not None:
+            self._finished.extend(attempt.finished)
+
+    def settle(
+        self,
+        database: Any,
+        tr: Any,
+        error: Exception,
+        attempt: Attempt | None,
+        counts: metrics.Pending,
+        on_conflict: Any = None,
+    ) -> Any:
+        """What a call does after its attempt in ``tr`` raised ``error`` (``attempt``: the
+        receipt it wrote, or None; ``counts``: its metrics, :func:`fdbqueue.metrics.pending`):
+        :data:`RETRY` (``tr`` was reset and backed off: run the body again), or what the call
+        returns: ``attempt.result`` when its commit turned out applied (:meth:`_resolve`;
+        ``counts`` are recorded then), ``on_conflict`` after a conflict when that is not
+        None.
+
+        Raises:
+            ``error`` itself when it is not a FoundationDB error (nothing was applied), a
+            FoundationDB error that is not retryable, or UnknownResultError (:meth:`run`).
+        """
+        if not is_fdb_error(error):
+            self.unfinish(attempt)
+            raise error
+        code: int = error.code  # type: ignore[attr-defined]
+        if attempt is not None and not surely_not_applied(code):
+            applied = self._resolve(database, attempt)
+            _note_unknown_result(code, applied)
+            if applied:
+                self._finished.append(attempt.receipt)
+                metrics.committed(counts)
+                return attempt.result  # it was applied: what it returned
+        self.unfinish(attempt)
+        if on_conflict is not None and code == NOT_COMMITTED:
+            return on_conflict
+        tr.on_error(error).wait()  # retryable: reset and back off; else raises
+        note_retry(error)
+        return RETRY
+
+    def _resolve(self, database: Any, attempt: Attempt) -> bool:
         """Find out for good whether ``attempt`` committed (see the module docstring).
 
         Returns True when it did; False when it did not and never will.
@@ -289,24 +334,6 @@ class Receipts:
                             f"{failures} transactions trying to find it out failed ({final})"
                         ) from final
                     tr = database.create_transaction()
-
-    def _take_finished(self) -> tuple[bytes, ...]:
-        taken: list[bytes] = []
-        while len(taken) < FINISHED_PER_ATTEMPT:
-            try:
-                taken.append(self._finished.popleft())
-            except IndexError:
-                break
-        return tuple(taken)
-
-    def _finish(self, attempt: _Attempt[R]) -> None:
-        """The call returned with ``attempt``'s result: its receipt can go."""
-        self._finished.append(attempt.receipt)
-
-    def _unfinish(self, attempt: list[_Attempt[R]]) -> None:
-        """The attempt was not applied: the finished receipts it would have cleared remain."""
-        for previous in attempt:
-            self._finished.extend(previous.finished)
 
 
 @overload
