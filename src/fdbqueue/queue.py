@@ -25,7 +25,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fdbqueue._checks import check_count
-from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
 from fdbqueue._delivery.deduplication import (
     DEFAULT_DEDUP_WINDOW,
@@ -38,7 +37,6 @@ from fdbqueue._delivery.delays import check_delay
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
 from fdbqueue._queues.base import FifoOptions, QueueBase, T
 from fdbqueue._queues.shard import FifoShard, Shard
-from fdbqueue._queues.steady_path import SteadyPath
 from fdbqueue._storage.groups import Group
 from fdbqueue._transactions.transactional import TransactionContext, is_database, transactional
 from fdbqueue._transactions.waiting import check_blocking_arguments
@@ -135,13 +133,6 @@ class Queue(QueueBase[T]):
         )
         self._deduplication = Deduplication(self._store, window)
         self._front = self._router.end("front")
-        #: a one-shard queue's plain calls given a Database, each one function
-        #: (:mod:`fdbqueue._queues.steady_path`); None: the layered path serves every call
-        self._steady: SteadyPath | None = None
-        if shards == 1 and not high_contention:
-            only = self._router.shards[0]
-            assert isinstance(only, FifoShard) and isinstance(self._front, End)
-            self._steady = SteadyPath(only, self._front)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -187,8 +178,10 @@ class Queue(QueueBase[T]):
         only with the take that empties the group), and, when it makes the group active, a
         snapshot range read, two sets and an atomic add (:doc:`groups`).
         """
-        if self._steady is not None and delay is dedup_id is group is None and is_database(tr):
-            return self._steady.enqueue(tr, self._store.encode(value))
+        if delay is dedup_id is group is None and is_database(tr):  # the plainest call
+            steady = self._router.for_write().steady
+            if steady is not None:
+                return steady.enqueue(tr, self._store.encode(value))
         ids = None if dedup_id is None else [check_dedup_id(dedup_id)]
         encoded = [self._store.encode(value)]
         seconds = check_delay(delay)
@@ -305,8 +298,6 @@ class Queue(QueueBase[T]):
         conflicts between consumers (:doc:`high-contention`).
         """
         plain = block is False and timeout is None  # nothing to check: the common call
-        if plain and self._steady is not None and is_database(tr):
-            return self._steady.dequeue(tr)  # type: ignore[no-any-return]
         seconds = None if plain else check_blocking_arguments(tr, block, timeout)
         taken: T | None = self._front.take(tr, block, seconds)
         return taken

@@ -22,7 +22,7 @@ rank-matched line of :mod:`fdbqueue._consuming.sessions` for high contention.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.claims import Leases, claimed_something
@@ -34,6 +34,9 @@ from fdbqueue._storage.taking import MOVED_ASIDE, Taken
 from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import AnyContext, is_database, require_writable
 from fdbqueue._transactions.waiting import take_blocking
+
+if TYPE_CHECKING:
+    from fdbqueue._queues.steady_path import SteadyPath
 
 __all__ = ["End", "ReadEnd"]
 
@@ -88,6 +91,9 @@ class End:
         #: Whether the last one-call session met other consumers (a hint, see
         #: :attr:`fdbqueue._consuming.sessions.Consumer.contended`).
         self.contended = False
+        #: The steady path that serves this end's plain takes given a Database (a FIFO
+        #: shard's front: :mod:`fdbqueue._queues.steady_path`), or None.
+        self.steady: SteadyPath | None = None
 
     def front(self, tr: AnyContext, n: int) -> list[Any]:
         """The :data:`~fdbqueue._storage.taking.Front` of a plain take: read with conflict
@@ -138,6 +144,8 @@ class End:
         return self._take_one(tr)
 
     def _take_one(self, tr: AnyContext, _deadline: float | None = None) -> Any:
+        if self.steady is not None and is_database(tr):
+            return self.steady.dequeue(tr)
         value = self._take(tr)
         while value is MOVED_ASIDE:  # it only moved poison aside (and committed that)
             value = self._take(tr)

@@ -1,11 +1,12 @@
-"""A one-shard Queue's enqueue and dequeue in their steady state, each one function.
+"""A Queue's enqueue and dequeue in their steady state, each one function per shard.
 
 Most calls of a queue are its plainest: one value enqueued, or one taken, given a Database,
 on a queue that uses no group, delay or deduplication at the moment. The layered path
 (:class:`~fdbqueue._queues.shard.FifoShard`, :class:`~fdbqueue._consuming.ends.End`,
 :mod:`fdbqueue._storage.taking`, the groups' and delays' hints) does the same work in about
 fifty functions over a dozen modules: about 9x the CPU of FoundationDB's recipe, as
-``fdbqueue bench --cpu`` measures. :class:`SteadyPath` does those calls in one function each
+``fdbqueue bench --cpu`` measures. Each shard of a Queue (:class:`~fdbqueue._queues.shard.FifoShard`)
+has a :class:`SteadyPath` that does those calls in one function each
 that reads and writes exactly what the layered path would, the same keys, receipt and
 metrics, and hands a call to the layered path, inside the same transaction and before
 anything is written, whenever the steady state does not hold:
@@ -22,7 +23,10 @@ anything is written, whenever the steady state does not hold:
   round trip on FoundationDB), and says what it says.
 
 Both run in the shard's :meth:`~fdbqueue._transactions.receipts.Receipts.run`: exactly once
-given a Database, as every operation. Given a Transaction, a call takes the layered path.
+given a Database, as every operation. Given a Transaction, a call takes the layered path; so
+do calls in line (``high_contention``) and those with a ``delay``, ``dedup_id`` or
+``group``. On a sharded queue the router still chooses the shard (a write's turn, a
+consumer's home: :mod:`fdbqueue._queues.sharded_end`); the shard's steady path then acts.
 
 Source followed: FoundationDB's "Queues" recipe (the reads and writes), and the layered path
 it stands in for (which the matrix tests run beside it).
@@ -32,13 +36,15 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fdbqueue._consuming.ends import End
-from fdbqueue._queues.shard import FifoShard
 from fdbqueue._storage.store import COUNTER, RANDOM_BYTES
 from fdbqueue._storage.taking import MOVED_ASIDE
 from fdbqueue.metrics import Count
+
+if TYPE_CHECKING:
+    from fdbqueue._consuming.ends import End
+    from fdbqueue._queues.shard import FifoShard
 
 __all__ = ["SteadyPath"]
 
@@ -51,10 +57,10 @@ def _taken(value: Any) -> bool:
 
 
 class SteadyPath:
-    """The steady path of a one-shard :class:`~fdbqueue.Queue` (see the module docstring).
+    """The steady path of one shard of a :class:`~fdbqueue.Queue` (see the module docstring).
 
     Args:
-        shard: the queue's only shard.
+        shard: the shard.
         end: that shard's front, whose layered take stands in when the steady state does not
             hold.
     """
