@@ -5,11 +5,11 @@ on a queue that uses no group, delay or deduplication at the moment. The layered
 (:class:`~fdbqueue._queues.shard.FifoShard`, :class:`~fdbqueue._consuming.ends.End`,
 :mod:`fdbqueue._storage.taking`, the groups' and delays' hints) does the same work in about
 fifty functions over a dozen modules: about 9x the CPU of FoundationDB's recipe, as
-``fdbqueue bench --cpu`` measures. Each shard of a Queue (:class:`~fdbqueue._queues.shard.FifoShard`)
-has a :class:`SteadyPath` that does those calls in one function each
-that reads and writes exactly what the layered path would, the same keys, receipt and
-metrics, and hands a call to the layered path, inside the same transaction and before
-anything is written, whenever the steady state does not hold:
+``fdbqueue bench --cpu`` measures. Each shard of a Queue
+(:class:`~fdbqueue._queues.shard.FifoShard`) has a :class:`SteadyPath` that does those calls
+in one function each that reads and writes exactly what the layered path would, the same
+keys, receipt and metrics, and hands a call to the layered path, inside the same
+transaction and before anything is written, whenever the steady state does not hold:
 
 * an enqueue reads the type and codec records and the last index together (snapshot reads,
   as :meth:`~fdbqueue._queues.shard.FifoShard.append` does), and goes on only when both
