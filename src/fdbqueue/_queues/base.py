@@ -487,6 +487,58 @@ class QueueBase(Generic[T]):
 
         return self._each_oldest_dead_letters(tr, limit, requeue)
 
+    def requeue_dead_letter(self, tr: TransactionContext, letter: DeadLetter[Any]) -> bool:
+        """Enqueue one dead letter (as :meth:`dead_letters` listed it) again, as a new item at
+        the back of the queue (of its priority; of its group), with its stored bytes
+        unchanged, as :meth:`requeue_dead_letters` does for the oldest.
+
+        Args:
+            tr: a Database (its own transaction, taking effect exactly once) or a
+                Transaction (runs inside it, commits nothing).
+            letter: a dead letter of this queue, from :meth:`dead_letters`.
+
+        Returns:
+            True; False when that dead letter is gone already (requeued or purged meanwhile).
+
+        Raises:
+            ValueError: ``letter`` is not a dead letter of this queue.
+            QueueTypeError: the queue records another type, number of shards or codec.
+
+        Cost: two point reads, two clears and an enqueue's snapshot read, set and two atomic
+        adds.
+        """
+        return self._shard_of(letter).requeue_dead_letter(tr, letter.key)
+
+    def purge_dead_letter(self, tr: TransactionContext, letter: DeadLetter[Any]) -> bool:
+        """Remove one dead letter (as :meth:`dead_letters` listed it) with its held value, for
+        good.
+
+        Args:
+            tr: a Database (its own transaction, taking effect exactly once) or a
+                Transaction (runs inside it, commits nothing).
+            letter: a dead letter of this queue, from :meth:`dead_letters`.
+
+        Returns:
+            True; False when that dead letter is gone already (requeued or purged meanwhile).
+
+        Raises:
+            ValueError: ``letter`` is not a dead letter of this queue.
+
+        Cost: one point read (a read conflict on it) and two clears.
+        """
+        return self._shard_of(letter).purge_dead_letter(tr, letter.key)
+
+    def _shard_of(self, letter: DeadLetter[Any]) -> Shard:
+        """The shard that stores ``letter``'s record.
+
+        Raises:
+            ValueError: none does.
+        """
+        for shard in self._router.shards:
+            if shard.dead_letters.begin <= letter.key < shard.dead_letters.end:
+                return shard
+        raise ValueError(f"dead letter {letter.id} is not one of {self!r}'s")
+
     def _each_oldest_dead_letters(
         self, tr: TransactionContext, limit: int | None, act: Callable[[Shard, int | None], int]
     ) -> int:
