@@ -74,7 +74,13 @@ def named_queues(
     help="A queue's directory path (app/jobs; needs libfdb_c); repeat for more queues.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8400, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8400,
+    show_default=True,
+    help="Port to listen on.",
+)
 @click.option("--read-only", is_flag=True, help="Refuse requeues and purges; show no buttons.")
 @click.option(
     "--token",
