@@ -22,7 +22,7 @@ import warnings
 from click.testing import CliRunner
 
 with warnings.catch_warnings():  # Starlette 1.x suggests httpx2 over httpx, which still works
-    warnings.simplefilter("ignore", DeprecationWarning)
+    warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
 from fdbqueue import PriorityQueue, Queue, QueueInfo, Subspace, memory
@@ -289,3 +289,32 @@ def test_the_command_serves_the_named_queues(
     with TestClient(served["app"]) as client:
         page = client.get("/").text
     assert "PriorityQueue" in page and "read-only" in page  # opened as its record says
+
+
+def test_queues_in_directories_with_the_fdbqueue_layer_are_found(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """On the ``fdb`` binding (over memory.install()), the command lists the queues whose
+    directories carry the layer b"fdbqueue", without naming them."""
+    import uvicorn
+    from helpers import installed_fdb
+
+    from fdbqueue.cli._dashboard import discovered_directories
+
+    fdb = installed_fdb()
+    database = fdb.open(str(tmp_path / "discovery.cluster"))
+    found = Queue(fdb.directory.create_or_open(database, ("app", "jobs"), layer=b"fdbqueue"))
+    found.enqueue(database, "a")
+    deep = fdb.directory.create_or_open(database, ("app", "teams", "red"), layer=b"fdbqueue")
+    PriorityQueue(deep).push(database, "p", 1)
+    Queue(fdb.directory.create_or_open(database, ("app", "other"))).enqueue(database, "x")
+    assert discovered_directories(database) == ["app/jobs", "app/teams/red"]
+    assert discovered_directories(memory.open()) == []
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.update(app=app))
+    result = CliRunner().invoke(cli, ["dashboard"], obj={"database": database})
+    assert result.exit_code == 0, result.output
+    with TestClient(served["app"]) as client:
+        page = client.get("/").text
+    assert re.findall(r'<tr data-queue="([^"]+)">', page) == ["app/jobs", "app/teams/red"]
+    assert "PriorityQueue" in page

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from fdbqueue import memory
 from fdbqueue._storage.type_records import parse_type
 from fdbqueue.cli._context import Context, guarded, open_directory, prefix_subspace
 from fdbqueue.cli._group import cli, shared_options
@@ -17,6 +18,12 @@ from fdbqueue.queue import Queue
 AnyQueue = Queue[Any] | PriorityQueue[Any]
 
 EXTRA = "pip install 'fdbqueue[dashboard]'"
+#: The layer of the directories the dashboard finds by itself: create a queue's directory
+#: with ``fdb.directory.create_or_open(db, path, layer=b"fdbqueue")`` to have it listed.
+DISCOVERY_LAYER = b"fdbqueue"
+#: How deep and how many directories the discovery walks at most.
+DISCOVERY_DEPTH = 4
+DISCOVERY_LIMIT = 1000
 
 
 def is_loopback(host: str) -> bool:
@@ -29,12 +36,46 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def discovered_directories(database: Any) -> list[str]:
+    """The paths (``app/jobs``) of the directories whose layer is :data:`DISCOVERY_LAYER`,
+    found by walking FoundationDB's directory layer breadth first (at most
+    :data:`DISCOVERY_DEPTH` deep and :data:`DISCOVERY_LIMIT` directories; not below a queue's
+    directory). Empty on the in-memory database, which has no directory layer. FoundationDB
+    keeps no other list of queues, and fdbqueue does not create directories itself, so a
+    queue under a tuple prefix is not found: name it with ``--queue``.
+
+    Raises:
+        click.ClickException: the directory layer cannot be read (a database error).
+    """
+    if isinstance(database, memory.Database):
+        return []
+    import fdb
+
+    found: list[str] = []
+    frontier: list[tuple[str, ...]] = [()]
+    walked = 0
+    while frontier and walked < DISCOVERY_LIMIT:
+        path = frontier.pop(0)
+        for name in guarded(lambda path=path: fdb.directory.list(database, path)):
+            walked += 1
+            child = (*path, name)
+            directory = guarded(lambda child=child: fdb.directory.open(database, child))
+            if bytes(directory.get_layer()) == DISCOVERY_LAYER:
+                found.append("/".join(child))
+            elif len(child) < DISCOVERY_DEPTH:
+                frontier.append(child)
+            if walked >= DISCOVERY_LIMIT:
+                break
+    return found
+
+
 def named_queues(
     context: Context, prefixes: tuple[str, ...], directories: tuple[str, ...]
 ) -> dict[str, AnyQueue]:
     """The queues ``--queue`` and ``--directory`` name (the group's ``--queue`` or
-    ``--directory`` too), each opened as the type, codec and shard count on its record
-    (``--priority-queue``/``--codec``/``--shards`` for one that has none yet).
+    ``--directory`` too) and those :func:`discovered_directories` finds, each opened as the
+    type, codec and shard count on its record (``--priority-queue``/``--codec``/``--shards``
+    for one that has none yet).
 
     Raises:
         click.ClickException: a queue's record names a codec the command line does not know,
@@ -42,6 +83,11 @@ def named_queues(
     """
     names = [("queue", prefix) for prefix in prefixes]
     names += [("directory", path) for path in directories]
+    names += [
+        ("directory", path)
+        for path in discovered_directories(context.database())
+        if ("directory", path) not in names
+    ]
     for kind in ("queue", "directory"):
         given = context.options.get(kind)
         if given is not None and (kind, given) not in names:
@@ -111,8 +157,9 @@ def dashboard(
 
     The overview updates every 2 s; a queue's page shows its shards, a depth plot, the next
     items, leases and dead letters, and requeues or deletes dead letters (one or all, each
-    confirmed). FoundationDB keeps no list of queues, so name them (fdbqueue --memory
-    dashboard --demo shows a demo workload without a cluster).
+    confirmed). On a cluster, it also lists the queues in directories created with the
+    layer b"fdbqueue"; FoundationDB keeps no other list of queues, so name the others
+    (fdbqueue --memory dashboard --demo shows a demo workload without a cluster).
     """
     try:
         import uvicorn
