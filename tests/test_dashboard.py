@@ -184,12 +184,24 @@ def test_a_token_is_checked_on_every_request(db: Any, jobs: Queue[Any]) -> None:
 def test_dead_letters_are_paged(db: Any) -> None:
     queue: Queue[Any] = Queue(Subspace(("many",)))
     dead(queue, db, [f"d{n}" for n in range(DEAD_LETTERS_PAGE * 2 + 7)])
+
+    def next_page(page: str) -> str:
+        found = re.search(r'hx-get="(/fragments/dead-letters\?[^"]+)"[^>]*id="next-page"', page)
+        assert found is not None
+        return found.group(1).replace("&amp;", "&")
+
     with TestClient(create_app(db, {"many": queue})) as client:
         first = client.get("/queue", params={"name": "many"}).text
-        last = client.get("/fragments/dead-letters", params={"name": "many", "page": 2}).text
-    assert first.count('class="dead-letter"') == DEAD_LETTERS_PAGE and 'id="next-page"' in first
+        second = client.get(next_page(first)).text
+        last = client.get(next_page(second)).text
+        wrong = client.get("/fragments/dead-letters?name=many&after=00ff&first=51").text
+    assert (
+        first.count('class="dead-letter"') == DEAD_LETTERS_PAGE and 'id="first-page"' not in first
+    )
+    assert "<code>d50</code>" in second and 'id="first-page"' in second
     assert last.count('class="dead-letter"') == 7 and 'id="next-page"' not in last
     assert f"dead letters {2 * DEAD_LETTERS_PAGE + 1} to {2 * DEAD_LETTERS_PAGE + 7}" in last
+    assert "<code>d0</code>" in wrong and "dead letters 1 to 50" in wrong  # back to the first
 
 
 def test_an_unknown_queue_is_a_page_saying_so(client: TestClient) -> None:

@@ -64,3 +64,26 @@ def test_priority_queue_requeues_one_at_its_priority() -> None:
     for letter in letters:
         assert queue.requeue_dead_letter(db, letter)
     assert queue.peek_many(db, None) == ["high", "low"]
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_dead_letters_after_one_lists_the_next_page(shards: int) -> None:
+    db = memory.open()
+    queue: Queue[str] = Queue(Subspace(("pages",)), shards=shards)
+    dead(queue, db, [f"v{n:02}" for n in range(25)])
+    everything = queue.dead_letters(db, None)
+    pages, after = [], None
+    while True:
+        page = queue.dead_letters(db, 7, after=after)
+        if not page:
+            break
+        pages.extend(page)
+        after = page[-1]
+    assert [letter.id for letter in pages] == [letter.id for letter in everything]
+    # the cursor still works once its dead letter is gone
+    assert queue.purge_dead_letter(db, everything[3])
+    assert queue.dead_letters(db, 2, after=everything[3]) == everything[4:6]
+    with pytest.raises(ValueError, match="not one of"):
+        other: Queue[str] = Queue(Subspace(("elsewhere",)))
+        dead(other, db, ["o"])
+        queue.dead_letters(db, 1, after=other.dead_letters(db)[0])

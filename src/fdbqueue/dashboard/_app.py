@@ -255,13 +255,12 @@ class Dashboard:
         if found is None:
             return self.missing(request)
         name, _queue = found
-        page = page_number(request)
         return self.render(
             "queue.html",
             name=name,
             done=done_message(request),
             **self.live_values(name),
-            **self.dead_letter_values(name, page),
+            **self.dead_letter_values(name, *cursor_of(request)),
         )
 
     def queue_live(self, request: Request) -> Response:
@@ -274,7 +273,7 @@ class Dashboard:
         found = self.named(request)
         if found is None:
             return self.missing(request)
-        values = self.dead_letter_values(found[0], page_number(request))
+        values = self.dead_letter_values(found[0], *cursor_of(request))
         return self.render("dead_letters.html", name=found[0], **values)
 
     def missing(self, request: Request) -> Response:
@@ -315,18 +314,26 @@ class Dashboard:
             "error": row.error,
         }
 
-    def dead_letter_values(self, name: str, page: int) -> dict[str, Any]:
-        """One page of queue ``name``'s dead letters (oldest first): the library lists them
-        from the oldest, so page N reads the first N pages' records too (a page of the
-        10,000th dead letter reads 10,000 records, in transactions of 1,000)."""
+    def dead_letter_values(self, name: str, after: str | None, first: int) -> dict[str, Any]:
+        """One page of queue ``name``'s dead letters, oldest first: the first page, or the one
+        after the dead letter whose record key is ``after`` (hexadecimal; the library's cursor,
+        so a page reads only its own records). ``first`` numbers its first row."""
         queue = self.sampler.queues[name]
-        start = page * DEAD_LETTERS_PAGE
-        found = queue.dead_letters(self.database, start + DEAD_LETTERS_PAGE + 1)
+        cursor = None
+        if after:
+            try:
+                cursor = DeadLetter(None, 0, "", "", b"", bytes.fromhex(after))
+                found = queue.dead_letters(self.database, DEAD_LETTERS_PAGE + 1, after=cursor)
+            except Exception:  # not a dead letter key of this queue: the first page
+                cursor, first = None, 1
+        if cursor is None:
+            found = queue.dead_letters(self.database, DEAD_LETTERS_PAGE + 1)
+        letters = found[:DEAD_LETTERS_PAGE]
         return {
-            "letters": found[start : start + DEAD_LETTERS_PAGE],
-            "page": page,
-            "more": len(found) > start + DEAD_LETTERS_PAGE,
-            "first": start + 1,
+            "letters": letters,
+            "paged": cursor is not None,
+            "next_after": letters[-1].key.hex() if len(found) > DEAD_LETTERS_PAGE else None,
+            "first": first,
         }
 
     # -- actions ------------------------------------------------------------------------------
@@ -375,11 +382,11 @@ class Dashboard:
         return RedirectResponse(target, 303)
 
 
-def page_number(request: Request) -> int:
-    try:
-        return max(0, int(request.query_params.get("page", "0")))
-    except ValueError:
-        return 0
+def cursor_of(request: Request) -> tuple[str | None, int]:
+    """The page of dead letters asked for: the record key it follows (``after``; None: the
+    first page) and the number of its first row (``first``; 1 by default)."""
+    first = request.query_params.get("first", "1")
+    return request.query_params.get("after"), max(1, int(first)) if first.isdigit() else 1
 
 
 def done_message(request: Request) -> str | None:
