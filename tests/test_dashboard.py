@@ -236,11 +236,16 @@ def test_oldest_age_is_shown_when_queue_info_has_it() -> None:
                      expired_leases=0, dead_letters=0, delayed=0, read_version=1)  # fmt: skip
     assert sample_of(info, 0.0).oldest_age == getattr(info, "oldest_age", None)
 
-    class WithAge:
+    class ShardWithAge:
         size, leases_in_flight, delayed, dead_letters, groups, shards = 1, 0, 0, 0, 0, ()
+        oldest_age = 3.0
+
+    class WithAge(ShardWithAge):
+        shards = (ShardWithAge(), ShardWithAge())
         oldest_age = 12.5
 
-    assert sample_of(WithAge(), 0.0).oldest_age == 12.5
+    taken = sample_of(WithAge(), 0.0)
+    assert taken.oldest_age == 12.5 and [s["oldest_age"] for s in taken.shards] == [3.0, 3.0]
 
 
 def test_shortened_and_the_plot() -> None:

@@ -322,3 +322,19 @@ def test_screenshots_of_the_demo_for_the_docs(page: Page, serve: Callable[..., S
     finally:
         demo.stop()
     assert (SCREENSHOTS / "dashboard-overview.png").stat().st_size > 10_000
+
+
+def test_with_a_token_the_page_needs_it_once_then_updates_live(
+    page: Page, serve: Callable[..., Served]
+) -> None:
+    db = memory.open()
+    jobs: Queue[str] = Queue(Subspace(("guarded",)))
+    served = serve(db, {"guarded": jobs}, token="s3cret")
+    answer = page.goto(served.url + "/")
+    assert answer is not None and answer.status == 401
+    page.goto(served.url + "/?token=s3cret")
+    assert page.url == served.url + "/"  # the token left the address bar for a cookie
+    size = page.locator('tr[data-queue="guarded"] td.size')
+    expect(size).to_have_text("0")
+    jobs.enqueue(db, "x")
+    expect(size).to_have_text("1", timeout=10_000)  # htmx's polls carry the cookie

@@ -43,7 +43,7 @@ class Sample:
     dead_letters: int
     groups: int
     oldest_age: float | None
-    shards: tuple[dict[str, int], ...]
+    shards: tuple[dict[str, Any], ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,8 +63,8 @@ class Row:
 def sample_of(info: Any, at: float) -> Sample:
     """A :class:`Sample` of ``info`` (a :class:`~fdbqueue.QueueInfo`) read at ``at``.
 
-    ``oldest_age`` is QueueInfo's ``oldest_age`` where the installed fdbqueue has that field
-    (issue 32, part 1), else None."""
+    ``oldest_age`` (the queue's and each shard's) is QueueInfo's ``oldest_age`` where the
+    installed fdbqueue has that field (issue 32, part 1), else None."""
     per_shard = tuple(
         {
             "size": shard.size,
@@ -72,6 +72,7 @@ def sample_of(info: Any, at: float) -> Sample:
             "delayed": shard.delayed,
             "dead_letters": shard.dead_letters,
             "groups": shard.groups,
+            "oldest_age": getattr(shard, "oldest_age", None),
         }
         for shard in info.shards
     )
