@@ -335,3 +335,5 @@ def test_queues_in_directories_with_the_fdbqueue_layer_are_found(
         page = client.get("/").text
     assert re.findall(r'<tr data-queue="([^"]+)">', page) == ["app/jobs", "app/teams/red"]
     assert "PriorityQueue" in page
+    refused = CliRunner().invoke(cli, ["dashboard", "--demo"], obj={"database": database})
+    assert refused.exit_code == 2 and "--memory" in refused.output  # no demo on a cluster

@@ -138,7 +138,7 @@ def named_queues(
     "--demo",
     is_flag=True,
     help="Run a small live workload in this process (producers, workers, dead letters, "
-    "groups) and show its queues too; for --memory.",
+    "groups) and show its queues too; with --memory only.",
 )
 @shared_options(queue=False)
 @click.pass_obj
@@ -177,6 +177,11 @@ def dashboard(
     if token is not None and not token:
         raise click.UsageError("--token must not be empty")
     database = context.database()
+    if demo and not isinstance(database, memory.Database):
+        raise click.UsageError(
+            "--demo writes a workload under the prefix ('demo',): run it on the in-memory "
+            "database, fdbqueue --memory dashboard --demo"
+        )
     queues = named_queues(context, prefixes, directories)
     running = None
     if demo:
