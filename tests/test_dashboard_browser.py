@@ -312,12 +312,15 @@ def test_screenshots_of_the_demo_for_the_docs(page: Page, serve: Callable[..., S
         page.goto(served.url + "/")
         dead = page.locator('tr[data-queue="demo/jobs"] td.dead')
         expect(dead).not_to_have_text("0", timeout=15_000)
-        time.sleep(3)  # a few samples for the rates and the plot
+        time.sleep(5)  # a few samples for the rates and the plot
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.set_viewport_size({"width": 1160, "height": 300})  # the table, not blank space
         page.screenshot(path=str(SCREENSHOTS / "dashboard-overview.png"))
+        page.set_viewport_size({"width": 1280, "height": 900})
         page.get_by_role("link", name="demo/jobs").click()
+        time.sleep(5)
+        page.reload()  # the dead letters as the figures say (the list is not live)
         expect(page.locator("#dead-letter-list tr.dead-letter").first).to_be_visible()
-        time.sleep(3)
         page.screenshot(path=str(SCREENSHOTS / "dashboard-queue.png"), full_page=True)
     finally:
         demo.stop()
