@@ -55,6 +55,11 @@ UNRUNNABLE_COMMANDS = [
     (r"\swork\s", "the worker loop runs until SIGINT and imports the reader's handler"),
     (r"\stail\b", "tail follows the queue until Ctrl-C"),
     (
+        r"\sdashboard\b",
+        "the dashboard serves until Ctrl-C (tests/test_dashboard.py runs the command with "
+        "uvicorn.run replaced, tests/test_dashboard_browser.py serves it to Chromium)",
+    ),
+    (
         r"--cluster-file\s",
         "a cluster file names a real cluster (one that does not exist is refused)",
     ),

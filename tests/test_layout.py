@@ -32,6 +32,7 @@ PUBLIC = {
     "binding",
     "cli",
     "codecs",
+    "dashboard",
     "errors",
     "memory",
     "metrics",
@@ -189,7 +190,14 @@ def test_import_fdbqueue_loads_neither_the_command_line_nor_the_benchmark_nor_as
         text=True,
         check=True,
     ).stdout.split()
-    for name in ["fdbqueue.cli", "fdbqueue.benchmark", "fdbqueue.asyncio", "click"]:
+    for name in [
+        "fdbqueue.cli",
+        "fdbqueue.benchmark",
+        "fdbqueue.asyncio",
+        "fdbqueue.dashboard",
+        "click",
+        "starlette",
+    ]:
         assert name not in loaded
     assert "matplotlib" not in loaded
 

@@ -99,9 +99,12 @@ def check_limit(limit: Any, name: str = "limit") -> int | None:
     return int(limit)
 
 
-def read_pages(tr: Any, limit: int | None, read_page: ReadPage[R]) -> list[R]:
+def read_pages(
+    tr: Any, limit: int | None, read_page: ReadPage[R], start: bytes | None = None
+) -> list[R]:
     """Up to ``limit`` results (None: all) of ``read_page``, page after page of at most
-    :data:`PAGE_SIZE`, each page going on after the last key the one before read.
+    :data:`PAGE_SIZE`, each page going on after the last key the one before read (the first
+    after ``start``; None: from the beginning).
 
     ``read_page`` is :func:`~fdbqueue._transactions.transactional.transactional`: given a
     Database, each page is a transaction of its own (so pages are read at different read
@@ -110,7 +113,7 @@ def read_pages(tr: Any, limit: int | None, read_page: ReadPage[R]) -> list[R]:
     if not is_database(tr) and not is_transaction(tr):
         read_page(tr, None, 0)  # raises the TypeError that names what was expected
     found: list[R] = []
-    after: bytes | None = None
+    after: bytes | None = start
     while limit is None or len(found) < limit:
         count = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit - len(found))
         results, last, more = read_page(tr, after, count)
@@ -395,10 +398,17 @@ class QueueBase(Generic[T]):
     # -- dead letters -----------------------------------------------------------------------
 
     def dead_letters(
-        self, tr: TransactionContext, limit: int | None = 100
+        self,
+        tr: TransactionContext,
+        limit: int | None = 100,
+        *,
+        after: DeadLetter[Any] | None = None,
     ) -> list[DeadLetter[T | Undecodable]]:
         """Return up to ``limit`` dead letters (None: all of them), oldest first (on a queue
-        of several shards, every shard's merged by age): items whose leases expired
+        of several shards, every shard's merged by age), those younger than ``after`` only
+        when it is given (a dead letter this method listed before, requeued or purged since
+        or not: the next page of a listing, read without reading the pages before it): items
+        whose leases expired
         ``max_deliveries`` times, and poison items whose values the codec cannot decode
         (their ``value`` is an :class:`~fdbqueue.Undecodable` and ``reason`` says why).
 
@@ -412,14 +422,25 @@ class QueueBase(Generic[T]):
 
         Raises:
             TypeError, ValueError: ``limit`` is not an int >= 0 or None.
+            ValueError: ``after`` is not a dead letter of this queue.
             QueueTypeError: the queue records another type, number of shards or codec.
 
         Cost per page: one range read and a point read per dead letter (issued together).
         """
         wanted = check_limit(limit)
+        rank = None if after is None else self._shard_of(after).dead_letter_rank(after)
+
+        def start(shard: Shard) -> bytes | None:
+            return None if rank is None else shard.dead_letters.subspace.pack(rank)
+
         return self._merged(
             wanted,
-            lambda shard, left: read_pages(tr, left, self._checked(shard.dead_letters_page)),
+            lambda shard, left: read_pages(
+                tr,
+                left,
+                self._checked(shard.dead_letters_page, start(shard)),
+                start(shard),
+            ),
             Shard.dead_letter_rank,
         )
 
@@ -486,6 +507,58 @@ class QueueBase(Generic[T]):
             return moved
 
         return self._each_oldest_dead_letters(tr, limit, requeue)
+
+    def requeue_dead_letter(self, tr: TransactionContext, letter: DeadLetter[Any]) -> bool:
+        """Enqueue one dead letter (as :meth:`dead_letters` listed it) again, as a new item at
+        the back of the queue (of its priority; of its group), with its stored bytes
+        unchanged, as :meth:`requeue_dead_letters` does for the oldest.
+
+        Args:
+            tr: a Database (its own transaction, taking effect exactly once) or a
+                Transaction (runs inside it, commits nothing).
+            letter: a dead letter of this queue, from :meth:`dead_letters`.
+
+        Returns:
+            True; False when that dead letter is gone already (requeued or purged meanwhile).
+
+        Raises:
+            ValueError: ``letter`` is not a dead letter of this queue.
+            QueueTypeError: the queue records another type, number of shards or codec.
+
+        Cost: two point reads, two clears and an enqueue's snapshot read, set and two atomic
+        adds.
+        """
+        return self._shard_of(letter).requeue_dead_letter(tr, letter.key)
+
+    def purge_dead_letter(self, tr: TransactionContext, letter: DeadLetter[Any]) -> bool:
+        """Remove one dead letter (as :meth:`dead_letters` listed it) with its held value, for
+        good.
+
+        Args:
+            tr: a Database (its own transaction, taking effect exactly once) or a
+                Transaction (runs inside it, commits nothing).
+            letter: a dead letter of this queue, from :meth:`dead_letters`.
+
+        Returns:
+            True; False when that dead letter is gone already (requeued or purged meanwhile).
+
+        Raises:
+            ValueError: ``letter`` is not a dead letter of this queue.
+
+        Cost: one point read (a read conflict on it) and two clears.
+        """
+        return self._shard_of(letter).purge_dead_letter(tr, letter.key)
+
+    def _shard_of(self, letter: DeadLetter[Any]) -> Shard:
+        """The shard that stores ``letter``'s record.
+
+        Raises:
+            ValueError: none does.
+        """
+        for shard in self._router.shards:
+            if shard.dead_letters.begin <= letter.key < shard.dead_letters.end:
+                return shard
+        raise ValueError(f"dead letter {letter.id} is not one of {self!r}'s")
 
     def _each_oldest_dead_letters(
         self, tr: TransactionContext, limit: int | None, act: Callable[[Shard, int | None], int]
@@ -754,13 +827,13 @@ class QueueBase(Generic[T]):
 
     # -- gathering over the shards ----------------------------------------------------------
 
-    def _checked(self, read_page: ReadPage[R]) -> ReadPage[R]:
-        """``read_page`` whose first page (``after`` None) checks the type records first, in
-        its own transaction (:meth:`Router.check_type`)."""
+    def _checked(self, read_page: ReadPage[R], start: bytes | None = None) -> ReadPage[R]:
+        """``read_page`` whose first page (``after`` is ``start``) checks the type records
+        first, in its own transaction (:meth:`Router.check_type`)."""
 
         @transactional
         def page(tr: TransactionContext, after: bytes | None, count: int) -> Any:
-            if after is None:
+            if after == start:
                 self._router.check_type(tr)
             return read_page(tr, after, count)
 

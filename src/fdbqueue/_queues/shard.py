@@ -335,6 +335,26 @@ class Shard:
             self.requeue(tr, letter.item_key, letter.encoded)
         return len(taken)
 
+    @exactly_once(wrote=bool)
+    def purge_dead_letter(self, tr: AnyContext, key: bytes) -> bool:
+        """Remove the dead letter whose record is at ``key``, with its held value; whether it
+        was there. Cost: one point read (a read conflict on it) and two clears."""
+        require_writable(tr, "purge_dead_letter")
+        removed: bool = self.dead_letters.drop_one(tr, key)
+        return removed
+
+    @exactly_once(wrote=bool)
+    def requeue_dead_letter(self, tr: AnyContext, key: bytes) -> bool:
+        """Append the dead letter whose record is at ``key`` again; whether it was there.
+        Cost: two point reads, two clears and an append."""
+        require_writable(tr, "requeue_dead_letter")
+        self.store.check_type(tr, self.store.recorded_type(tr))
+        taken = self.dead_letters.take_one(tr, key)
+        if taken is None:
+            return False
+        self.requeue(tr, taken.item_key, taken.encoded)
+        return True
+
     # -- leases ---------------------------------------------------------------------------
 
     @exactly_once

@@ -166,6 +166,37 @@ class DeadLetters:
             taken.append(TakenDeadLetter(item_key, encoded))
         return taken
 
+    def take_one(self, tr: Any, key: bytes) -> TakenDeadLetter | None:
+        """Remove the dead letter stored at the record key ``key`` and return its stored
+        bytes; None when no dead letter is stored there (requeued or purged already).
+        Cost: two point reads (issued together) and two clears."""
+        record, stored = self.one(tr, key)
+        if record is None:
+            return None
+        item_key, _deliveries, _reason = fdb.tuple.unpack(record)
+        held_id = self.subspace.unpack(key)[1]
+        del tr[key]
+        self.held.drop(tr, held_id)
+        return TakenDeadLetter(item_key, stored)
+
+    def drop_one(self, tr: Any, key: bytes) -> bool:
+        """Remove the dead letter stored at the record key ``key`` with its held value;
+        whether one was there. Cost: one point read and two clears."""
+        record = tr.get(key)
+        if not record.present():
+            return False
+        del tr[key]
+        self.held.drop(tr, self.subspace.unpack(key)[1])
+        return True
+
+    def one(self, tr: Any, key: bytes) -> tuple[bytes | None, bytes]:
+        """The record stored at ``key`` (None: none) and the held value it names."""
+        record = tr.get(key)
+        stored = self.held.get(tr, self.subspace.unpack(key)[1])
+        if not record.present():
+            return None, b""
+        return bytes(record), bytes(stored) if stored.present() else b""
+
     def drop(self, tr: Any, limit: int) -> int:
         """Remove up to ``limit`` dead letters, oldest first, with their held values; return
         how many. Cost: one range read of the records (not of the held values) and two

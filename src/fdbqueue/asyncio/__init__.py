@@ -215,6 +215,8 @@ class _StoredQueue(Generic[S, T]):
     dead_letters = _twin(QueueBase[T].dead_letters, "Queue")
     requeue_dead_letters = _twin(QueueBase[T].requeue_dead_letters, "Queue")
     purge_dead_letters = _twin(QueueBase[T].purge_dead_letters, "Queue")
+    requeue_dead_letter = _twin(QueueBase[T].requeue_dead_letter, "Queue")
+    purge_dead_letter = _twin(QueueBase[T].purge_dead_letter, "Queue")
     info = _twin(QueueBase[T].info, "Queue")
     set_group_weight = _twin(QueueBase[T].set_group_weight, "Queue")
     group_weight = _twin(QueueBase[T].group_weight, "Queue")

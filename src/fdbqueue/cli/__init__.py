@@ -31,7 +31,12 @@ import sys
 
 import click
 
-from fdbqueue.cli import _changing, _looking, _running  # noqa: F401 - they add the commands
+from fdbqueue.cli import (  # noqa: F401 - they add the commands
+    _changing,
+    _dashboard,
+    _looking,
+    _running,
+)
 from fdbqueue.cli._arguments import PROGRAM
 from fdbqueue.cli._context import Context, first_line, jsonable, open_database
 from fdbqueue.cli._group import cli

@@ -1,0 +1,425 @@
+"""The dashboard's ASGI application (:func:`create_app`): the pages, the fragments htmx polls,
+the actions on dead letters, and the checks every request passes (token, CSRF, read-only)."""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import secrets
+import threading
+import urllib.parse
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from fdbqueue._delivery.leases import VERSIONS_PER_SECOND
+from fdbqueue._storage.dead_letters import DeadLetter
+from fdbqueue._transactions.transactional import run_in_retry_loop
+from fdbqueue.dashboard._figures import AnyQueue, Sampler, depth_svg, shortened
+
+__all__ = ["DEAD_LETTERS_PAGE", "TOKEN_COOKIE", "create_app"]
+
+#: Dead letters per page of a queue's page.
+DEAD_LETTERS_PAGE = 50
+#: Leases and next items a queue's page shows.
+SHOWN = 20
+#: The cookie that carries ``--token`` once a browser gave it as ``?token=``.
+TOKEN_COOKIE = "fdbqueue_dashboard_token"
+#: The form field and header that carry the CSRF token.
+CSRF_FIELD = "csrf"
+CSRF_HEADER = "x-csrf-token"
+
+PACKAGE = "fdbqueue.dashboard"
+
+
+def create_app(
+    database: Any,
+    queues: Mapping[str, AnyQueue],
+    *,
+    read_only: bool = False,
+    token: str | None = None,
+    sample_every: float = 2.0,
+) -> Starlette:
+    """Build the dashboard's ASGI application.
+
+    Args:
+        database: the database the queues live in (a ``fdb`` Database or
+            :func:`fdbqueue.memory.open`'s).
+        queues: display names to :class:`~fdbqueue.Queue` or :class:`~fdbqueue.PriorityQueue`
+            objects; the overview lists them in name order.
+        read_only: refuse every action that changes a queue (HTTP 403) and show no buttons.
+        token: when given, every request must carry it: as ``Authorization: Bearer TOKEN``,
+            or once as ``?token=TOKEN`` (the answer sets a cookie that carries it after).
+        sample_every: seconds between the samples of every queue's figures taken in the
+            background while the application runs (the rates and the depth plot use them).
+
+    Returns:
+        The Starlette application; serve it with uvicorn (``uvicorn.run(app)``) or any ASGI
+        server. Its lifespan starts and stops the background sampling.
+
+    Raises:
+        TypeError: a value of ``queues`` is not a Queue or PriorityQueue.
+        ValueError: ``sample_every`` is not > 0, or ``token`` is empty.
+    """
+    from fdbqueue.priority import PriorityQueue
+    from fdbqueue.queue import Queue
+
+    for name, queue in queues.items():
+        if not isinstance(queue, (Queue, PriorityQueue)):
+            raise TypeError(f"queue {name!r} is a {type(queue).__name__}, not a Queue")
+    if not sample_every > 0:
+        raise ValueError(f"sample_every must be > 0, not {sample_every!r}")
+    if token is not None and not token:
+        raise ValueError("token must not be empty")
+    dashboard = Dashboard(database, queues, read_only=read_only, sample_every=sample_every)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        dashboard.start()
+        try:
+            yield
+        finally:
+            dashboard.stop()
+
+    static = StaticFiles(packages=[(PACKAGE, "static")])
+    app = Starlette(
+        routes=[
+            Route("/", dashboard.overview),
+            Route("/fragments/overview", dashboard.overview_rows),
+            Route("/queue", dashboard.queue_page),
+            Route("/fragments/queue", dashboard.queue_live),
+            Route("/fragments/dead-letters", dashboard.dead_letters_fragment),
+            Route("/actions/requeue", dashboard.requeue, methods=["POST"]),
+            Route("/actions/purge", dashboard.purge, methods=["POST"]),
+            Mount("/static", static, name="static"),
+        ],
+        middleware=[Middleware(Guard, token=token, csrf=dashboard.csrf, read_only=read_only)],
+        lifespan=lifespan,
+    )
+    app.state.dashboard = dashboard
+    return app
+
+
+class Guard(BaseHTTPMiddleware):
+    """Every request's checks: the token (when one is set), then for a POST the read-only
+    refusal and a same-origin ``Origin`` (the action itself checks the CSRF token); and the
+    headers every answer carries (a content security policy allowing only this origin's
+    scripts, no framing, no sniffing)."""
+
+    def __init__(self, app: Any, *, token: str | None, csrf: str, read_only: bool) -> None:
+        super().__init__(app)
+        self.token = token
+        self.csrf = csrf
+        self.read_only = read_only
+
+    async def dispatch(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        set_cookie = False
+        if self.token is not None:
+            given = request.query_params.get("token")
+            if given is not None and same(given, self.token):
+                set_cookie = True
+            elif not self.authorised(request):
+                return PlainTextResponse(
+                    "401: this dashboard needs its token (open it with ?token=...)", 401
+                )
+        if request.method == "POST":
+            refusal = await self.refusal(request)
+            if refusal is not None:
+                return secured(PlainTextResponse(refusal, 403))
+        if set_cookie:  # drop the token from the address bar
+            query = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            target = request.url.path + ("?" + urllib.parse.urlencode(query) if query else "")
+            response: Response = RedirectResponse(target, 303)
+            assert self.token is not None
+            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+            return secured(response)
+        return secured(await call_next(request))
+
+    def authorised(self, request: Request) -> bool:
+        assert self.token is not None
+        header = request.headers.get("authorization", "")
+        if header.startswith("Bearer ") and same(header[7:], self.token):
+            return True
+        cookie = request.cookies.get(TOKEN_COOKIE)
+        return cookie is not None and same(cookie, self.token)
+
+    async def refusal(self, request: Request) -> str | None:
+        """Why a POST is refused, or None."""
+        if self.read_only:
+            return "403: this dashboard is read-only (--read-only): nothing was changed"
+        origin = request.headers.get("origin")
+        if origin is not None and origin != "null":
+            host = urllib.parse.urlsplit(origin).netloc
+            if host != request.headers.get("host"):
+                return "403: cross-origin request refused (CSRF): nothing was changed"
+        return None
+
+
+def same(given: str, expected: str) -> bool:
+    """Whether two secrets are equal, in a time that does not tell how much of them is."""
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def secured(response: Response) -> Response:
+    response.headers["content-security-policy"] = (
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"
+    )
+    response.headers["x-content-type-options"] = "nosniff"
+    response.headers["x-frame-options"] = "DENY"
+    response.headers["referrer-policy"] = "same-origin"
+    return response
+
+
+class Dashboard:
+    """The pages and actions of one application (see :func:`create_app`)."""
+
+    def __init__(
+        self,
+        database: Any,
+        queues: Mapping[str, AnyQueue],
+        *,
+        read_only: bool,
+        sample_every: float,
+    ) -> None:
+        self.database = database
+        self.sampler = Sampler(database, queues)
+        self.read_only = read_only
+        self.sample_every = sample_every
+        self.csrf = secrets.token_urlsafe(32)
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.templates = jinja2.Environment(
+            loader=jinja2.PackageLoader(PACKAGE, "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+        )
+        self.templates.filters["short"] = shortened
+        self.templates.filters["rate"] = rate
+        self.templates.filters["age"] = age
+
+    # -- background sampling ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start sampling every queue every ``sample_every`` seconds, in a daemon thread."""
+        self.stopping.clear()
+        self.thread = threading.Thread(target=self.run, name="fdbqueue-dashboard", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop the sampling thread and wait for it."""
+        self.stopping.set()
+        if self.thread is not None:
+            self.thread.join(timeout=10)
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            self.sampler.sample_all(fresher_than=self.sample_every / 2)
+            self.stopping.wait(self.sample_every)
+
+    # -- pages --------------------------------------------------------------------------------
+
+    def render(self, template: str, **values: Any) -> HTMLResponse:
+        page = self.templates.get_template(template).render(
+            csrf=self.csrf, read_only=self.read_only, **values
+        )
+        return HTMLResponse(page)
+
+    def overview(self, request: Request) -> Response:
+        self.sampler.sample_all(fresher_than=1.0)
+        return self.render("overview.html", rows=self.sampler.rows())
+
+    def overview_rows(self, request: Request) -> Response:
+        self.sampler.sample_all(fresher_than=1.0)
+        return self.render("overview_rows.html", rows=self.sampler.rows())
+
+    def named(self, request: Request, name: str | None = None) -> tuple[str, AnyQueue] | None:
+        name = request.query_params.get("name") if name is None else name
+        if name is None or name not in self.sampler.queues:
+            return None
+        return name, self.sampler.queues[name]
+
+    def queue_page(self, request: Request) -> Response:
+        found = self.named(request)
+        if found is None:
+            return self.missing(request)
+        name, _queue = found
+        return self.render(
+            "queue.html",
+            name=name,
+            done=done_message(request),
+            **self.live_values(name),
+            **self.dead_letter_values(name, *cursor_of(request)),
+        )
+
+    def queue_live(self, request: Request) -> Response:
+        found = self.named(request)
+        if found is None:
+            return self.missing(request)
+        return self.render("queue_live.html", name=found[0], **self.live_values(found[0]))
+
+    def dead_letters_fragment(self, request: Request) -> Response:
+        found = self.named(request)
+        if found is None:
+            return self.missing(request)
+        values = self.dead_letter_values(found[0], *cursor_of(request))
+        return self.render("dead_letters.html", name=found[0], **values)
+
+    def missing(self, request: Request) -> Response:
+        return self.render(
+            "message.html", title="No such queue", text=request.query_params.get("name", "")
+        )
+
+    def live_values(self, name: str) -> dict[str, Any]:
+        """What a queue's live part shows: its figures, per shard, the depth plot, the next
+        items and the soonest leases with their seconds left."""
+        queue = self.sampler.queues[name]
+        self.sampler.sample(name)
+        row = self.sampler.row(name)
+        try:
+            version, leases = run_in_retry_loop(
+                self.database,
+                lambda tr: (tr.get_read_version().wait(), queue.leases(tr, SHOWN)),
+            )
+            items = queue.peek_many(self.database, SHOWN)
+        except Exception as error:
+            row = self.sampler.row(name)
+            return {"row": row, "leases": [], "items": [], "plot": "", "error": str(error)}
+        shown_leases = [
+            {
+                "id": lease.id,
+                "deliveries": lease.deliveries,
+                "group": lease.group,
+                "value": lease.value,
+                "left": lease_state(lease.expiry_version, version),
+            }
+            for lease in leases
+        ]
+        return {
+            "row": row,
+            "leases": shown_leases,
+            "items": items,
+            "plot": depth_svg(self.sampler.samples(name)),
+            "error": row.error,
+        }
+
+    def dead_letter_values(self, name: str, after: str | None, first: int) -> dict[str, Any]:
+        """One page of queue ``name``'s dead letters, oldest first: the first page, or the one
+        after the dead letter whose record key is ``after`` (hexadecimal; the library's cursor,
+        so a page reads only its own records). ``first`` numbers its first row."""
+        queue = self.sampler.queues[name]
+        cursor = None
+        if after:
+            try:
+                cursor = DeadLetter(None, 0, "", "", b"", bytes.fromhex(after))
+                found = queue.dead_letters(self.database, DEAD_LETTERS_PAGE + 1, after=cursor)
+            except Exception:  # not a dead letter key of this queue: the first page
+                cursor, first = None, 1
+        if cursor is None:
+            found = queue.dead_letters(self.database, DEAD_LETTERS_PAGE + 1)
+        letters = found[:DEAD_LETTERS_PAGE]
+        return {
+            "letters": letters,
+            "paged": cursor is not None,
+            "next_after": letters[-1].key.hex() if len(found) > DEAD_LETTERS_PAGE else None,
+            "first": first,
+        }
+
+    # -- actions ------------------------------------------------------------------------------
+
+    async def requeue(self, request: Request) -> Response:
+        return await self.act(request, "requeue")
+
+    async def purge(self, request: Request) -> Response:
+        return await self.act(request, "purge")
+
+    async def act(self, request: Request, action: str) -> Response:
+        """Requeue or purge one dead letter (form fields ``key`` and ``id``) or all of them
+        (``all=1``), then go back to the queue's page, saying what was done. Refused (403)
+        without the CSRF token (form field ``csrf`` or header ``X-CSRF-Token``)."""
+        form = await request.form()
+        given = request.headers.get(CSRF_HEADER) or form.get(CSRF_FIELD)
+        if not isinstance(given, str) or not same(given, self.csrf):
+            return secured(
+                PlainTextResponse(
+                    "403: missing or wrong CSRF token: nothing was changed (reload the page)", 403
+                )
+            )
+        name = form.get("name")
+        found = self.named(request, name if isinstance(name, str) else "")
+        if found is None:
+            return PlainTextResponse("400: no such queue", 400)
+        name, queue = found
+        database = self.database
+        if form.get("all") == "1":
+            if action == "requeue":
+                count = await run_in_threadpool(queue.requeue_dead_letters, database, 2**62)
+            else:
+                count = await run_in_threadpool(queue.purge_dead_letters, database, None)
+        else:
+            key, ident = form.get("key"), form.get("id")
+            if not isinstance(key, str) or not isinstance(ident, str):
+                return PlainTextResponse("400: which dead letter?", 400)
+            try:
+                letter = DeadLetter(None, 0, "", ident, b"", bytes.fromhex(key))
+                act = queue.requeue_dead_letter if action == "requeue" else queue.purge_dead_letter
+                count = int(await run_in_threadpool(act, database, letter))
+            except ValueError:
+                return PlainTextResponse("400: not a dead letter of this queue", 400)
+        self.sampler.sample(name)
+        target = "/queue?" + urllib.parse.urlencode({"name": name, "done": action, "count": count})
+        return RedirectResponse(target, 303)
+
+
+def cursor_of(request: Request) -> tuple[str | None, int]:
+    """The page of dead letters asked for: the record key it follows (``after``; None: the
+    first page) and the number of its first row (``first``; 1 by default)."""
+    first = request.query_params.get("first", "1")
+    return request.query_params.get("after"), max(1, int(first)) if first.isdigit() else 1
+
+
+def done_message(request: Request) -> str | None:
+    """What the last action did, from the address it redirected to."""
+    action = request.query_params.get("done")
+    if action not in ("requeue", "purge"):
+        return None
+    count = request.query_params.get("count", "0")
+    count = count if count.isdigit() else "0"
+    letters = "dead letter" if count == "1" else "dead letters"
+    return f"{'requeued' if action == 'requeue' else 'purged'} {count} {letters}"
+
+
+def lease_state(expiry_version: int, read_version: int) -> str:
+    if expiry_version == 0:
+        return "released"
+    seconds = (expiry_version - read_version) / VERSIONS_PER_SECOND
+    return f"expired {-seconds:.1f} s ago" if seconds < 0 else f"{seconds:.1f} s left"
+
+
+def rate(value: float | None) -> str:
+    """A rate per second as the overview shows it; ``-`` before two samples."""
+    if value is None:
+        return "-"
+    return f"{value:+.1f}/s"
+
+
+def age(value: float | None) -> str:
+    """An age in seconds, ``-`` for none (an empty queue, or a QueueInfo without it)."""
+    if value is None:
+        return "-"
+    if value < 120:
+        return f"{value:.1f} s"
+    if value < 7200:
+        return f"{value / 60:.1f} min"
+    return f"{value / 3600:.1f} h"

@@ -1,0 +1,339 @@
+"""The web dashboard without a browser: Starlette's TestClient over the in-memory database
+(tests/test_dashboard_browser.py drives it in Chromium)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip(
+    "starlette", reason="the dashboard extra is not installed: pip install -e '.[dashboard-test]'"
+)
+pytest.importorskip(
+    "httpx", reason="Starlette's TestClient needs httpx: pip install -e '.[dashboard-test]'"
+)
+
+import warnings
+
+from click.testing import CliRunner
+
+with warnings.catch_warnings():  # Starlette 1.x suggests httpx2 over httpx, which still works
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+from fdbqueue import PriorityQueue, Queue, QueueInfo, Subspace, memory
+from fdbqueue.cli import cli
+from fdbqueue.cli._dashboard import is_loopback
+from fdbqueue.dashboard import DEAD_LETTERS_PAGE, create_app, start_demo
+from fdbqueue.dashboard._figures import Sample, Sampler, depth_svg, sample_of, shortened
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+def dead(queue: Queue[Any], db: Any, values: list[Any], reason: str = "failed") -> None:
+    queue.enqueue_many(db, values)
+    for _ in values:
+        lease = queue.claim(db, 30)
+        assert lease is not None
+        queue.dead_letter(db, lease, reason)
+
+
+@pytest.fixture
+def db() -> memory.Database:
+    return memory.open()
+
+
+@pytest.fixture
+def jobs(db: memory.Database) -> Queue[Any]:
+    queue: Queue[Any] = Queue(Subspace(("jobs",)), max_deliveries=3)
+    queue.enqueue_many(db, ["a", SCRIPT])
+    dead(queue, db, ["x" * 5000], reason=f"ValueError: {SCRIPT}")
+    return queue
+
+
+@pytest.fixture
+def client(db: memory.Database, jobs: Queue[Any]) -> Iterator[TestClient]:
+    tasks: PriorityQueue[Any] = PriorityQueue(Subspace(("tasks",)))
+    tasks.push(db, "t", 1)
+    with TestClient(create_app(db, {"jobs": jobs, "tasks": tasks})) as client:
+        yield client
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+def letter_fields(page: str) -> dict[str, str]:
+    key = re.search(r'name="key" value="([^"]+)"', page)
+    ident = re.search(r'name="id" value="([^"]+)"', page)
+    assert key is not None and ident is not None
+    return {"key": key.group(1), "id": ident.group(1), "csrf": csrf_of(page), "name": "jobs"}
+
+
+def test_the_overview_lists_every_queue_with_its_figures(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200
+    rows = re.findall(r'<tr data-queue="([^"]+)">', page.text)
+    assert rows == ["jobs", "tasks"]
+    jobs_row = page.text.split('data-queue="jobs"')[1].split("</tr>")[0]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", jobs_row, re.S)
+    assert cells[1:9] == ["Queue", "tuple", "1", "2", "0", "0", "1", "0"]
+    assert "PriorityQueue" in page.text
+    assert 'hx-trigger="every 2s"' in page.text  # updated live
+    assert page.headers["content-security-policy"].startswith("default-src 'self'")
+
+
+def test_the_overview_fragment_and_the_static_files_are_served(client: TestClient) -> None:
+    assert client.get("/fragments/overview").text.startswith("<tbody")
+    htmx = client.get("/static/htmx.min.js")
+    assert htmx.status_code == 200 and "Zero-Clause BSD" in htmx.text[:400]
+    assert client.get("/static/htmx.LICENSE").status_code == 200
+
+
+def test_values_and_reasons_are_escaped_and_long_values_shortened(client: TestClient) -> None:
+    page = client.get("/queue", params={"name": "jobs"}).text
+    assert SCRIPT not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "ValueError: &lt;script&gt;" in page
+    assert "x" * 5000 not in page and "(5,000 characters)" in page
+
+
+def test_a_queue_page_shows_shards_plot_items_and_leases(db: Any, client: TestClient) -> None:
+    sharded: Queue[str] = Queue(Subspace(("sharded",)), shards=3)
+    sharded.enqueue_many(db, [f"v{n}" for n in range(9)])
+    lease = sharded.claim(db, 60)
+    assert lease is not None
+    with TestClient(create_app(db, {"sharded": sharded})) as other:
+        other.get("/queue", params={"name": "sharded"})
+        page = other.get("/queue", params={"name": "sharded"}).text
+    assert page.count("<th>shard ") == 3
+    assert "<svg" in page and "<polyline" in page  # two samples: a line
+    assert "s left" in page and lease.id[:8] in page
+    assert page.count("<li><code>v") == 8
+
+
+def test_requeue_one_dead_letter_changes_the_database(
+    db: Any, jobs: Queue[Any], client: TestClient
+) -> None:
+    fields = letter_fields(client.get("/queue", params={"name": "jobs"}).text)
+    answer = client.post("/actions/requeue", data=fields)
+    assert answer.status_code == 200 and "requeued 1 dead letter" in answer.text
+    assert jobs.info(db).dead_letters == 0 and jobs.size(db) == 3
+    again = client.post("/actions/requeue", data=fields)  # gone already: nothing happens
+    assert "requeued 0 dead letters" in again.text
+
+
+def test_delete_one_purge_all_and_requeue_all(
+    db: Any, jobs: Queue[Any], client: TestClient
+) -> None:
+    dead(jobs, db, ["y", "z"])
+    fields = letter_fields(client.get("/queue", params={"name": "jobs"}).text)
+    assert "purged 1 dead letter" in client.post("/actions/purge", data=fields).text
+    assert jobs.info(db).dead_letters == 2
+    everything = {"name": "jobs", "all": "1", "csrf": fields["csrf"]}
+    assert "requeued 2 dead letters" in client.post("/actions/requeue", data=everything).text
+    dead(jobs, db, ["w"])
+    assert "purged 1 dead letter" in client.post("/actions/purge", data=everything).text
+    assert jobs.info(db).dead_letters == 0
+
+
+def test_a_post_without_the_csrf_token_changes_nothing(
+    db: Any, jobs: Queue[Any], client: TestClient
+) -> None:
+    fields = letter_fields(client.get("/queue", params={"name": "jobs"}).text)
+    for wrong in ({**fields, "csrf": "guess"}, {k: v for k, v in fields.items() if k != "csrf"}):
+        answer = client.post("/actions/purge", data=wrong)
+        assert answer.status_code == 403 and "CSRF" in answer.text
+    cross = client.post("/actions/purge", data=fields, headers={"origin": "http://evil.test"})
+    assert cross.status_code == 403 and "cross-origin" in cross.text
+    assert client.get("/actions/purge").status_code == 405  # never a GET
+    assert jobs.info(db).dead_letters == 1
+
+
+def test_read_only_refuses_actions_and_shows_no_buttons(db: Any, jobs: Queue[Any]) -> None:
+    with TestClient(create_app(db, {"jobs": jobs}, read_only=True)) as client:
+        page = client.get("/queue", params={"name": "jobs"}).text
+        assert "read-only" in page and "<button" not in page
+        token = re.search(r'"x-csrf-token": "([^"]+)"', page)
+        assert token is not None
+        answer = client.post(
+            "/actions/purge", data={"name": "jobs", "all": "1", "csrf": token.group(1)}
+        )
+    assert answer.status_code == 403 and "read-only" in answer.text
+    assert jobs.info(db).dead_letters == 1
+
+
+def test_a_token_is_checked_on_every_request(db: Any, jobs: Queue[Any]) -> None:
+    with TestClient(create_app(db, {"jobs": jobs}, token="s3cret")) as client:
+        for path in ("/", "/queue?name=jobs", "/static/htmx.min.js", "/fragments/overview"):
+            assert client.get(path).status_code == 401
+        assert client.get("/?token=wrong").status_code == 401
+        bearer = client.get("/", headers={"authorization": "Bearer s3cret"})
+        assert bearer.status_code == 200
+        first = client.get("/queue?name=jobs&token=s3cret", follow_redirects=False)
+        assert first.status_code == 303 and first.headers["location"] == "/queue?name=jobs"
+        assert client.get("/queue?name=jobs").status_code == 200  # the cookie carries it
+
+
+def test_dead_letters_are_paged(db: Any) -> None:
+    queue: Queue[Any] = Queue(Subspace(("many",)))
+    dead(queue, db, [f"d{n}" for n in range(DEAD_LETTERS_PAGE * 2 + 7)])
+
+    def next_page(page: str) -> str:
+        found = re.search(r'hx-get="(/fragments/dead-letters\?[^"]+)"[^>]*id="next-page"', page)
+        assert found is not None
+        return found.group(1).replace("&amp;", "&")
+
+    with TestClient(create_app(db, {"many": queue})) as client:
+        first = client.get("/queue", params={"name": "many"}).text
+        second = client.get(next_page(first)).text
+        last = client.get(next_page(second)).text
+        wrong = client.get("/fragments/dead-letters?name=many&after=00ff&first=51").text
+    assert (
+        first.count('class="dead-letter"') == DEAD_LETTERS_PAGE and 'id="first-page"' not in first
+    )
+    assert "<code>d50</code>" in second and 'id="first-page"' in second
+    assert last.count('class="dead-letter"') == 7 and 'id="next-page"' not in last
+    assert f"dead letters {2 * DEAD_LETTERS_PAGE + 1} to {2 * DEAD_LETTERS_PAGE + 7}" in last
+    assert "<code>d0</code>" in wrong and "dead letters 1 to 50" in wrong  # back to the first
+
+
+def test_an_unknown_queue_is_a_page_saying_so(client: TestClient) -> None:
+    page = client.get("/queue", params={"name": SCRIPT}).text
+    assert "No such queue" in page and SCRIPT not in page
+
+
+def test_create_app_checks_its_arguments(db: Any) -> None:
+    with pytest.raises(TypeError):
+        create_app(db, {"x": object()})  # type: ignore[dict-item]
+    with pytest.raises(ValueError):
+        create_app(db, {}, sample_every=0)
+    with pytest.raises(ValueError):
+        create_app(db, {}, token="")
+
+
+def test_the_net_rate_comes_from_successive_samples(db: Any) -> None:
+    queue: Queue[int] = Queue(Subspace(("rate",)))
+    now = [100.0]
+    sampler = Sampler(db, {"rate": queue}, clock=lambda: now[0])
+    sampler.sample_all()
+    assert sampler.row("rate").growth is None
+    queue.enqueue_many(db, list(range(10)))
+    now[0] += 2
+    sampler.sample_all()
+    assert sampler.row("rate").growth == pytest.approx(5.0)
+
+
+def test_oldest_age_is_shown_when_queue_info_has_it() -> None:
+    """Issue 32 part 1 adds QueueInfo.oldest_age; the sample takes it when it exists."""
+    info = QueueInfo(size=1, oldest="a", requests_in_line=0, leases_in_flight=0,
+                     expired_leases=0, dead_letters=0, delayed=0, read_version=1)  # fmt: skip
+    assert sample_of(info, 0.0).oldest_age == getattr(info, "oldest_age", None)
+
+    class ShardWithAge:
+        size, leases_in_flight, delayed, dead_letters, groups, shards = 1, 0, 0, 0, 0, ()
+        oldest_age = 3.0
+
+    class WithAge(ShardWithAge):
+        shards = (ShardWithAge(), ShardWithAge())
+        oldest_age = 12.5
+
+    taken = sample_of(WithAge(), 0.0)
+    assert taken.oldest_age == 12.5 and [s["oldest_age"] for s in taken.shards] == [3.0, 3.0]
+
+
+def test_shortened_and_the_plot() -> None:
+    assert shortened("short") == "short"
+    assert shortened(b"\x00") == "b'\\x00'"
+    assert shortened("y" * 500).endswith("… (500 characters)")
+    assert "collecting" in depth_svg([])
+    samples = [Sample(float(t), t, 0, 0, 0, 0, None, ()) for t in range(3)]
+    assert depth_svg(samples).count("<polyline") == 3
+
+
+def test_the_demo_workload_moves(db: Any) -> None:
+    demo = start_demo(db, seed=1)
+    try:
+        jobs = demo.queues["demo/jobs"]
+        for _ in range(100):
+            info = jobs.info(db)
+            if info.dead_letters and info.groups:
+                break
+            time.sleep(0.1)
+        assert info.dead_letters > 0 and info.groups > 0
+    finally:
+        demo.stop()
+    assert all(not thread.is_alive() for thread in demo.threads)
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def test_a_host_other_than_loopback_needs_a_token() -> None:
+    result = CliRunner().invoke(cli, ["--memory", "dashboard", "--demo", "--host", "0.0.0.0"])
+    assert result.exit_code == 2 and "--token" in result.output
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.com")
+
+
+def test_the_command_needs_queues() -> None:
+    result = CliRunner().invoke(cli, ["--memory", "dashboard"])
+    assert result.exit_code == 2 and "--queue" in result.output
+
+
+def test_the_command_serves_the_named_queues(
+    db: Any, jobs: Queue[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    PriorityQueue(Subspace(("tasks",))).push(db, "t", 1)
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.update(app=app, **options))
+    result = CliRunner().invoke(
+        cli,
+        ["dashboard", "--queue", "jobs", "--queue", "tasks", "--port", "8411", "--read-only"],
+        obj={"database": db},
+    )
+    assert result.exit_code == 0, result.output
+    assert "2 queue(s) at http://localhost:8411/" in result.output
+    assert served["port"] == 8411 and served["host"] == "127.0.0.1"
+    with TestClient(served["app"]) as client:
+        page = client.get("/").text
+    assert "PriorityQueue" in page and "read-only" in page  # opened as its record says
+
+
+def test_queues_in_directories_with_the_fdbqueue_layer_are_found(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """On the ``fdb`` binding (over memory.install()), the command lists the queues whose
+    directories carry the layer b"fdbqueue", without naming them."""
+    import uvicorn
+    from helpers import installed_fdb
+
+    from fdbqueue.cli._dashboard import discovered_directories
+
+    fdb = installed_fdb()
+    database = fdb.open(str(tmp_path / "discovery.cluster"))
+    found = Queue(fdb.directory.create_or_open(database, ("app", "jobs"), layer=b"fdbqueue"))
+    found.enqueue(database, "a")
+    deep = fdb.directory.create_or_open(database, ("app", "teams", "red"), layer=b"fdbqueue")
+    PriorityQueue(deep).push(database, "p", 1)
+    Queue(fdb.directory.create_or_open(database, ("app", "other"))).enqueue(database, "x")
+    assert discovered_directories(database) == ["app/jobs", "app/teams/red"]
+    assert discovered_directories(memory.open()) == []
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.update(app=app))
+    result = CliRunner().invoke(cli, ["dashboard"], obj={"database": database})
+    assert result.exit_code == 0, result.output
+    with TestClient(served["app"]) as client:
+        page = client.get("/").text
+    assert re.findall(r'<tr data-queue="([^"]+)">', page) == ["app/jobs", "app/teams/red"]
+    assert "PriorityQueue" in page
+    refused = CliRunner().invoke(cli, ["dashboard", "--demo"], obj={"database": database})
+    assert refused.exit_code == 2 and "--memory" in refused.output  # no demo on a cluster

@@ -1,0 +1,343 @@
+"""The web dashboard in a real browser: Playwright driving Debian's Chromium
+(``apt-get install chromium``; Playwright's own browser download is not used), over uvicorn
+serving :func:`fdbqueue.dashboard.create_app` on the in-memory database in this process.
+
+Skipped, saying why, when the dashboard extra, Playwright or Chromium is missing. The
+screenshots in docs/_static/ (shown in docs/dashboard.rst) are written by these tests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+
+def unavailable(reason: str) -> None:
+    """Skip this module, saying why; fail it instead under FDBQUEUE_REQUIRE_BROWSER=1 (CI)."""
+    if os.environ.get("FDBQUEUE_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"FDBQUEUE_REQUIRE_BROWSER=1, but {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+EXTRA = "pip install -e '.[dashboard-test]'"
+for needed in ("starlette", "uvicorn", "jinja2"):
+    if importlib.util.find_spec(needed) is None:
+        unavailable(f"the dashboard extra is not installed ({needed} is missing): {EXTRA}")
+if importlib.util.find_spec("playwright") is None:
+    unavailable(
+        f"Playwright is not installed: {EXTRA} (the browser is Debian's chromium, apt-get "
+        "install chromium; no 'playwright install')"
+    )
+CHROMIUM = os.environ.get("FDBQUEUE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+if not os.path.exists(CHROMIUM):
+    unavailable(
+        f"no Chromium at {CHROMIUM}: apt-get install chromium (or set FDBQUEUE_CHROMIUM) to run "
+        "the dashboard's browser tests"
+    )
+
+import uvicorn  # noqa: E402 - after the checks above, which say what is missing
+from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright  # noqa: E402
+
+from fdbqueue import PriorityQueue, Queue, Subspace, memory  # noqa: E402
+from fdbqueue.dashboard import create_app, start_demo  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCREENSHOTS = ROOT / "docs" / "_static"
+SCRIPT = "<script>alert(1)</script>"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class Served:
+    """An ASGI application served by uvicorn in a thread of this process."""
+
+    def __init__(self, app: Any) -> None:
+        self.port = free_port()
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(15_000)
+    yield opened
+    context.close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Served]]:
+    running: list[Served] = []
+
+    def start(database: Any, queues: dict[str, Any], **options: Any) -> Served:
+        served = Served(create_app(database, queues, sample_every=0.5, **options))
+        running.append(served)
+        return served
+
+    yield start
+    for served in running:
+        served.stop()
+
+
+def with_dead_letters(db: Any) -> Queue[Any]:
+    jobs: Queue[Any] = Queue(Subspace(("jobs",)), max_deliveries=3)
+    jobs.enqueue_many(db, ["first job", SCRIPT])
+    jobs.enqueue_many(db, ["broken 1", "broken 2"])
+    for _ in range(2):
+        lease = jobs.claim(db, 30)
+        assert lease is not None
+        jobs.ack(db, lease)
+    for _ in range(2):
+        lease = jobs.claim(db, 30)
+        assert lease is not None
+        jobs.dead_letter(db, lease, f"ValueError: {lease.value} failed {SCRIPT}")
+    jobs.enqueue(db, "waiting")
+    return jobs
+
+
+class Dialogs:
+    """Every dialog the page opens, answered ``accept`` (True: OK), its message kept."""
+
+    def __init__(self, page: Page, accept: bool = True) -> None:
+        self.accept = accept
+        self.seen: list[str] = []
+        page.on("dialog", self.answer)
+
+    def answer(self, dialog: Dialog) -> None:
+        self.seen.append(dialog.message)
+        if self.accept:
+            dialog.accept()
+        else:
+            dialog.dismiss()
+
+
+def test_overview_to_queue_to_dead_letters_then_requeue_changes_the_database(
+    page: Page, serve: Callable[..., Served]
+) -> None:
+    db = memory.open()
+    jobs = with_dead_letters(db)
+    served = serve(db, {"jobs": jobs, "tasks": PriorityQueue(Subspace(("tasks",)))})
+    dialogs = Dialogs(page, accept=False)
+    page.goto(served.url + "/")
+    row = page.locator('tr[data-queue="jobs"]')
+    expect(row.locator("td.dead")).to_have_text("2")
+    row.get_by_role("link", name="jobs").click()
+    expect(page.get_by_role("heading", name="jobs", exact=True)).to_be_visible()
+    letters = page.locator("#dead-letter-list tr.dead-letter")
+    expect(letters).to_have_count(2)
+    first = letters.first
+    expect(first.locator("td.value")).to_have_text("broken 1")
+    # dismissed: the confirmation keeps the database as it was
+    first.get_by_role("button", name="Requeue").click()
+    assert dialogs.seen == ["Requeue this dead letter?"]
+    assert jobs.info(db).dead_letters == 2
+    dialogs.accept = True
+    first.get_by_role("button", name="Requeue").click()
+    expect(page.locator("#done")).to_have_text("requeued 1 dead letter")
+    assert dialogs.seen == ["Requeue this dead letter?"] * 2
+    assert jobs.info(db).dead_letters == 1
+    assert jobs.peek_many(db, None) == ["waiting", "broken 1"]
+    expect(page.locator("#dead-letter-list tr.dead-letter")).to_have_count(1)
+    # then purge all, confirmed
+    page.get_by_role("button", name="Purge all").click()
+    expect(page.locator("#done")).to_have_text("purged 1 dead letter")
+    assert dialogs.seen[-1] == "Purge ALL dead letters of jobs, for good?"
+    assert jobs.info(db).dead_letters == 0
+
+
+def test_the_overview_and_a_queue_page_update_live_without_a_reload(
+    page: Page, serve: Callable[..., Served]
+) -> None:
+    db = memory.open()
+    jobs: Queue[str] = Queue(Subspace(("live",)))
+    served = serve(db, {"live": jobs})
+    page.goto(served.url + "/")
+    size = page.locator('tr[data-queue="live"] td.size')
+    expect(size).to_have_text("0")
+    page.evaluate("window.notReloaded = true")
+    jobs.enqueue_many(db, [f"item {n}" for n in range(7)])
+    expect(size).to_have_text("7", timeout=10_000)
+    assert page.evaluate("window.notReloaded") is True  # the same page, updated in place
+    page.goto(served.url + "/queue?name=live")
+    page.evaluate("window.notReloaded = true")
+    lease = jobs.claim(db, 60)
+    assert lease is not None
+    expect(page.locator("#leases")).to_contain_text("s left", timeout=10_000)
+    expect(page.locator("#items li")).to_have_count(6)
+    expect(page.locator("svg.depth polyline").first).to_be_attached()
+    assert page.evaluate("window.notReloaded") is True
+
+
+def test_a_script_in_a_value_or_reason_shows_as_text(
+    page: Page, serve: Callable[..., Served]
+) -> None:
+    db = memory.open()
+    jobs = with_dead_letters(db)
+    jobs.enqueue(db, SCRIPT)
+    served = serve(db, {SCRIPT: jobs})
+    dialogs = Dialogs(page)
+    page.goto(served.url + "/")
+    expect(page.get_by_role("link", name=SCRIPT)).to_be_visible()  # the queue's name
+    page.get_by_role("link", name=SCRIPT).click()
+    expect(page.locator("#items")).to_contain_text(SCRIPT)
+    expect(page.locator("#dead-letter-list td.reason").first).to_contain_text(SCRIPT)
+    time.sleep(2.5)  # a live update or two
+    assert dialogs.seen == []  # no alert ever ran
+    assert page.locator("main script").count() == 0
+
+
+def test_a_post_without_the_csrf_token_or_from_another_site_is_refused(
+    page: Page, serve: Callable[..., Served], tmp_path: pathlib.Path
+) -> None:
+    db = memory.open()
+    jobs = with_dead_letters(db)
+    served = serve(db, {"jobs": jobs})
+    page.goto(served.url + "/queue?name=jobs")
+    status = page.evaluate(
+        """async () => {
+            const form = new FormData();
+            form.append("name", "jobs"); form.append("all", "1");
+            const answer = await fetch("/actions/purge", {method: "POST", body: form});
+            return [answer.status, await answer.text()];
+        }"""
+    )
+    assert status[0] == 403 and "CSRF" in status[1]
+    # another site's page that posts a form to the dashboard, as a CSRF attack would
+    (tmp_path / "attack.html").write_text(
+        f'<form id="f" method="post" action="{served.url}/actions/purge">'
+        '<input name="name" value="jobs"><input name="all" value="1">'
+        '<input name="csrf" value="guessed"></form>'
+        "<script>document.getElementById('f').submit()</script>"
+    )
+    attacker = Served(StaticSite(tmp_path))
+    try:
+        page.goto(f"{attacker.url}/attack.html")
+        expect(page.locator("body")).to_contain_text("403")
+    finally:
+        attacker.stop()
+    assert jobs.info(db).dead_letters == 2  # nothing purged
+
+
+class StaticSite:
+    """A minimal ASGI application serving one folder's files (the attacker's site)."""
+
+    def __init__(self, folder: pathlib.Path) -> None:
+        self.folder = folder
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = (self.folder / scope["path"].lstrip("/")).read_bytes()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/html")],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def test_read_only_shows_no_buttons_and_refuses_posts(
+    page: Page, serve: Callable[..., Served]
+) -> None:
+    db = memory.open()
+    jobs = with_dead_letters(db)
+    served = serve(db, {"jobs": jobs}, read_only=True)
+    page.goto(served.url + "/queue?name=jobs")
+    expect(page.locator("#read-only")).to_be_visible()
+    expect(page.locator("#dead-letter-list tr.dead-letter")).to_have_count(2)
+    assert page.locator("button").count() == 0
+    status = page.evaluate(
+        """async () => {
+            const token = JSON.parse(document.body.getAttribute("hx-headers"))["x-csrf-token"];
+            const form = new FormData();
+            form.append("name", "jobs"); form.append("all", "1"); form.append("csrf", token);
+            const answer = await fetch("/actions/purge", {method: "POST", body: form});
+            return [answer.status, await answer.text()];
+        }"""
+    )
+    assert status[0] == 403 and "read-only" in status[1]
+    assert jobs.info(db).dead_letters == 2
+
+
+def test_screenshots_of_the_demo_for_the_docs(page: Page, serve: Callable[..., Served]) -> None:
+    """docs/dashboard.rst shows these: the demo workload's overview and its jobs queue."""
+    db = memory.open()
+    demo = start_demo(db, seed=7)
+    try:
+        served = serve(db, demo.queues)
+        page.goto(served.url + "/")
+        dead = page.locator('tr[data-queue="demo/jobs"] td.dead')
+        expect(dead).not_to_have_text("0", timeout=15_000)
+        time.sleep(5)  # a few samples for the rates and the plot
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.set_viewport_size({"width": 1160, "height": 300})  # the table, not blank space
+        page.screenshot(path=str(SCREENSHOTS / "dashboard-overview.png"))
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.get_by_role("link", name="demo/jobs").click()
+        time.sleep(5)
+        page.reload()  # the dead letters as the figures say (the list is not live)
+        expect(page.locator("#dead-letter-list tr.dead-letter").first).to_be_visible()
+        page.screenshot(path=str(SCREENSHOTS / "dashboard-queue.png"), full_page=True)
+    finally:
+        demo.stop()
+    assert (SCREENSHOTS / "dashboard-overview.png").stat().st_size > 10_000
+
+
+def test_with_a_token_the_page_needs_it_once_then_updates_live(
+    page: Page, serve: Callable[..., Served]
+) -> None:
+    db = memory.open()
+    jobs: Queue[str] = Queue(Subspace(("guarded",)))
+    served = serve(db, {"guarded": jobs}, token="s3cret")
+    answer = page.goto(served.url + "/")
+    assert answer is not None and answer.status == 401
+    page.goto(served.url + "/?token=s3cret")
+    assert page.url == served.url + "/"  # the token left the address bar for a cookie
+    size = page.locator('tr[data-queue="guarded"] td.size')
+    expect(size).to_have_text("0")
+    jobs.enqueue(db, "x")
+    expect(size).to_have_text("1", timeout=10_000)  # htmx's polls carry the cookie
