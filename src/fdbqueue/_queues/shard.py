@@ -50,6 +50,9 @@ from fdbqueue._transactions.transactional import AnyContext, require_writable, t
 
 __all__ = ["FifoShard", "PriorityShard", "Shard", "count_keys"]
 
+#: The fewest items :meth:`FifoShard.move_front` moves: fewer are taken where they are (a
+#: move costs a transaction, about what taking them there in turn costs).
+MIN_MOVE = 16
 #: Keys one range read of :func:`count_keys` returns at most.
 COUNT_PAGE_SIZE = 10_000
 
@@ -451,26 +454,28 @@ class FifoShard(Shard):
         )
 
     def move_front(self, tr: AnyContext, target: FifoShard, n: int) -> int:
-        """Move this shard's first ``n`` items without a group to the back of ``target``
-        (another shard of the queue), in order, in ``tr``, when this shard holds at least
-        ``2 n`` by its size counter; return how many (0 when it holds fewer). A consumer
-        whose home shard is empty moves a run of a crowded shard's front into its home, so
-        that one process's consumers spread over the shards again
-        (:meth:`~fdbqueue._queues.sharded_end.ShardedEnd.take`).
+        """Move this shard's first items without a group, up to ``n`` and at most half of
+        what it holds by its size counter, to the back of ``target`` (another shard of the
+        queue), in order, in ``tr``; return how many (0 when that is under
+        :data:`MIN_MOVE`). A consumer whose home shard is empty moves a run of a crowded
+        shard's front into its home, so that one process's consumers spread over the shards
+        again (:meth:`~fdbqueue._queues.sharded_end.ShardedEnd.take`); halving to the end, so
+        that a crowded shard's last items spread too instead of being taken in turn there.
 
         Raises:
             QueueTypeError: either shard records another type, shard count or codec.
             ValueError: a key among them is not one of this queue's items.
 
         Cost: a snapshot point read (the size) and the codec records' until verified, one
-        range read of ``n`` items (a read conflict range over them: a take of the same
+        range read of the items moved (a read conflict range over them: a take of the same
         items conflicts), the target's snapshot read of its last index, and per item a
         clear and a set; two atomic adds on the counters and one on the target's signal
         key. Nothing is moved twice and nothing lost: the move is one transaction.
         """
         store = self.store
         records = store.recorded_codec(tr)
-        if store.size(tr.snapshot) < 2 * n:
+        n = min(n, store.size(tr.snapshot) // 2)  # it keeps at least as many as it gives
+        if n < MIN_MOVE:
             return 0
         items = store.read(tr, limit=n)
         store.check_codec(records)

@@ -187,10 +187,10 @@ class ShardedEnd:
 
     def _move_home(self, tr: AnyContext, consumer: Any, shard: int, home: int) -> bool:
         """When ``consumer``'s home is empty and ``shard``, which holds items, is the home of
-        another consumer of this process (crowded): move a run of :data:`MOVE_RUN` items of
-        ``shard``'s front to the back of the home, in ``shard``'s turn (this process's takes
-        there wait one transaction), and stay home; whether a run moved. Only given a
-        Database, for a FIFO queue, and when ``shard`` holds at least two runs: the consumers
+        another consumer of this process (crowded): move a run of up to :data:`MOVE_RUN`
+        items of ``shard``'s front (at most half of it) to the back of the home, in
+        ``shard``'s turn (this process's takes there wait one transaction), and stay home;
+        whether a run moved. Only given a Database, for a FIFO queue: the consumers
         of one process thus spread again over the shards however the items were loaded,
         instead of taking turns at one shard. Cost: one transaction
         (:meth:`~fdbqueue._queues.shard.FifoShard.move_front`) per run moved."""
