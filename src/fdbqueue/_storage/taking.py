@@ -127,8 +127,9 @@ def take(
             the caller issued it with its own reads (None: the take issues it).
 
     Cost: the reads ``front`` makes (one range read when no item is poison) and a snapshot
-    point read of the codec record issued with the first, one clear per item, and per poison
-    item two sets and an atomic add.
+    point read of the codec record issued with the first, one clear per item, a range clear
+    of the ``began`` records below them (:mod:`fdbqueue._storage.ages`; no read, no read
+    conflict), and per poison item two sets and an atomic add.
     """
     require_writable(tr, "taking items")
     if codec_record is None:
@@ -155,6 +156,7 @@ def take(
                 moved = set_bytes(len(item.key) + 64, len(encoded))
                 cost = clear_bytes(len(item.key)) + (moved if moving else 0)
                 if spent + cost > budget and (taken or quarantined):
+                    _forget_ages(store, tr, taken)
                     return Taken(taken, quarantined, budget_spent=True)
                 spent += cost
             del tr[item.key]
@@ -170,7 +172,17 @@ def take(
             taken.append(TakenItem(item.key, encoded, value))
             if len(taken) == n:
                 break
+    _forget_ages(store, tr, taken)
     return Taken(taken, quarantined, budget_spent=False)
+
+
+def _forget_ages(store: ItemStore, tr: AnyContext, taken: list[TakenItem]) -> None:
+    """Clear the ``began`` records below the last item taken outside a message group
+    (:mod:`fdbqueue._storage.ages`): blind, no read and no read conflict."""
+    for item in reversed(taken):
+        if store.begin <= item.key < store.end:
+            store.ages.taken(tr, [store.unpack_position(item.key)])
+            return
 
 
 def peek(
