@@ -178,6 +178,29 @@ def test_clear_removes_the_records_and_takes_keep_them_few(clock, kind, shards):
     assert queue.oldest_age(db) == 1
 
 
+@pytest.mark.parametrize("shards", [1, 4])
+@pytest.mark.parametrize("highest", [False, True], ids=["pop_min", "pop_max"])
+def test_priorities_that_pops_emptied_leave_no_records(clock, shards, highest):
+    """A queue that uses each priority once (a time as the priority, say) keeps no record of
+    the priorities its pops passed: a plain pop clears those of the priorities it read
+    empty."""
+    db = memory.open()
+    queue = make("priority", shards)
+    for priority in range(300):
+        queue.push(db, priority, priority)
+        clock.now += 1
+    assert began_records(db, queue) == 300
+    for _ in range(150):
+        (queue.pop_max if highest else queue.pop_min)(db)
+    assert began_records(db, queue) <= 150 + shards  # the priorities left, and one each
+    waiting = queue.peek_many(db, None)
+    assert queue.oldest_age(db) == clock.now - 1_000_000.0 - min(waiting)
+    while (queue.pop_max if highest else queue.pop_min)(db) is not None:
+        pass
+    assert began_records(db, queue) <= shards
+    assert queue.oldest_age(db) is None
+
+
 @pytest.mark.parametrize(("kind", "shards"), KINDS)
 def test_an_enqueue_reads_nothing_more_and_writes_blind(clock, kind, shards):
     """Enqueues never conflict over the records: a crowd of producers writing bucket starts

@@ -17,8 +17,9 @@ enqueues never conflict over them (nobody reads them with a conflict range). An 
 found the queue (the priority) empty first clears the records at and above its bucket, which
 the positions of an earlier run left. A take clears, blind too, the records of the buckets
 more than one below the bucket of the last item it took (one is kept for consumers taking
-in line, a little out of order): records stay about ``items / BUCKET`` plus two per priority
-in use.
+in line, a little out of order), and a plain take (not in line) those of the priorities it
+passed (below a ``pop_min``'s item, above a ``pop_max``'s), which it read empty with read
+conflict ranges: records stay about ``items / BUCKET`` plus two per priority in use.
 
 The age of the oldest item (:meth:`ItemAges.oldest_began`) is ``now`` minus the record of the
 front item's bucket (the latest record at or below it): an **upper bound**, too large by at
@@ -41,7 +42,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from fdb.subspace_impl import Subspace
@@ -106,23 +107,29 @@ class ItemAges:
         for position in range(start, first + n, BUCKET):
             tr[self.records.pack((*prefix, position // BUCKET))] = now
 
-    def taken(self, tr: AnyContext, positions: Iterable[tuple[Any, ...]]) -> None:
-        """Clear the records of the buckets more than one below the last bucket of
-        ``positions`` (item positions a take removed), per prefix: one bucket is kept, as
-        consumers taking in line take items a little out of order (the k-th request in line
-        the k-th item), so items just below may still wait. Cost: a clear range per prefix;
-        no reads, no read conflicts (nobody reads the records with one)."""
-        last: dict[tuple[Any, ...], int] = {}
-        for position in positions:
-            prefix = tuple(position[: self.prefix_length])
-            bucket = position[self.prefix_length] // BUCKET
-            if bucket > last.get(prefix, -1):
-                last[prefix] = bucket
-        for prefix, bucket in last.items():
-            if bucket > 1:
-                tr.clear_range(
-                    self.records.range(prefix).start, self.records.pack((*prefix, bucket - 1))
-                )
+    def taken(
+        self, tr: AnyContext, position: tuple[Any, ...], *, lower: bool, higher: bool
+    ) -> None:
+        """Clear the records of the buckets more than one below the bucket of ``position``
+        (the last item a take removed) under its prefix: one bucket is kept, as consumers
+        taking in line take items a little out of order (the k-th request in line the k-th
+        item), so items just below may still wait. With ``lower`` (``higher``), the records
+        of every priority below (above) the item's too: the take read that end with read
+        conflict ranges up to the item, so none of their items waits, and an enqueue into
+        them makes the take retry (a Queue has no priorities: nothing more).
+
+        Cost: one to two clear ranges; no reads, and no read conflicts added (nobody reads
+        the records with one)."""
+        prefix = tuple(position[: self.prefix_length])
+        bucket = position[self.prefix_length] // BUCKET
+        within = self.records.range(prefix)
+        if lower and prefix:
+            below = max(0, bucket - 1)
+            tr.clear_range(self.begin, self.records.pack((*prefix, below)))
+        elif bucket > 1:
+            tr.clear_range(within.start, self.records.pack((*prefix, bucket - 1)))
+        if higher and prefix:
+            tr.clear_range(within.stop, self.end)
 
     def began_of(self, reader: Any, key: bytes) -> float | None:
         """When the bucket of the item at ``key`` (of this queue's item subspace) began: the
