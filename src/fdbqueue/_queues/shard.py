@@ -476,7 +476,8 @@ class FifoShard(Shard):
         into.check_type(tr, recorded)
         began = store.ages.began_of(tr.snapshot, bytes(items[0].key))
         into.ages.appended(tr, (), index + 1, len(items), not last, at=began)
-        store.ages.taken(tr, store.unpack_position(bytes(items[-1].key)), lower=False, higher=False)
+        moved = [store.unpack_position(bytes(item.key)) for item in (items[0], items[-1])]
+        store.ages.taken(tr, moved[0], moved[1], lower=False, higher=False)
         for item in items:
             del tr[item.key]
             index += 1

@@ -15,8 +15,9 @@ position it writes, and of its first position's bucket when it found the queue (
 empty: a blind set, no read, no read conflict, at most one record per bucket per enqueue;
 enqueues never conflict over them (nobody reads them with a conflict range). An enqueue that
 found the queue (the priority) empty first clears the records at and above its bucket, which
-the positions of an earlier run left. A take clears, blind too, the records of the buckets
-more than one below the bucket of the last item it took (one is kept for consumers taking
+the positions of an earlier run left. A take that begins a bucket (takes its first
+position, or crosses into it) clears, blind too, the records of the buckets more than one
+below the bucket of the last item it took (one is kept for consumers taking
 in line, a little out of order), and a plain take (not in line) those of the priorities it
 passed (below a ``pop_min``'s item, above a ``pop_max``'s), which it read empty with read
 conflict ranges: records stay about ``items / BUCKET`` plus two per priority in use.
@@ -108,24 +109,40 @@ class ItemAges:
             tr[self.records.pack((*prefix, position // BUCKET))] = now
 
     def taken(
-        self, tr: AnyContext, position: tuple[Any, ...], *, lower: bool, higher: bool
+        self,
+        tr: AnyContext,
+        first: tuple[Any, ...],
+        last: tuple[Any, ...],
+        *,
+        lower: bool,
+        higher: bool,
     ) -> None:
-        """Clear the records of the buckets more than one below the bucket of ``position``
-        (the last item a take removed) under its prefix: one bucket is kept, as consumers
-        taking in line take items a little out of order (the k-th request in line the k-th
-        item), so items just below may still wait. With ``lower`` (``higher``), the records
-        of every priority below (above) the item's too: the take read that end with read
-        conflict ranges up to the item, so none of their items waits, and an enqueue into
-        them makes the take retry (a Queue has no priorities: nothing more).
+        """After a take of the items at positions ``first`` to ``last`` (in take order), when
+        it began a bucket (``last`` is the first position of its bucket, or ``first`` lies in
+        another bucket or priority), clear the records of the buckets more than one below
+        ``last``'s under its prefix: one bucket is kept, as consumers taking in line take
+        items a little out of order (the k-th request in line the k-th item), so items just
+        below may still wait. With ``lower`` (``higher``), the records of every priority
+        below (above) ``last``'s too: the take read that end with read conflict ranges up to
+        its items, so none of their items waits, and an enqueue into them makes the take
+        retry (a Queue has no priorities: nothing more). Other takes write nothing here.
 
-        Cost: one to two clear ranges; no reads, and no read conflicts added (nobody reads
-        the records with one)."""
-        prefix = tuple(position[: self.prefix_length])
-        bucket = position[self.prefix_length] // BUCKET
+        Cost: nothing, or (once per bucket begun) one to two clear ranges; no reads, and no
+        read conflicts added (nobody reads the records with one)."""
+        length = self.prefix_length
+        position = last[length]
+        began = (
+            position % BUCKET == 0
+            or first[length] // BUCKET != position // BUCKET
+            or first[:length] != last[:length]
+        )
+        if not began:
+            return
+        prefix = tuple(last[:length])
+        bucket = position // BUCKET
         within = self.records.range(prefix)
         if lower and prefix:
-            below = max(0, bucket - 1)
-            tr.clear_range(self.begin, self.records.pack((*prefix, below)))
+            tr.clear_range(self.begin, self.records.pack((*prefix, max(0, bucket - 1))))
         elif bucket > 1:
             tr.clear_range(within.start, self.records.pack((*prefix, bucket - 1)))
         if higher and prefix:

@@ -182,14 +182,14 @@ def take(
 
 
 def _forget_ages(store: ItemStore, tr: AnyContext, taken: list[TakenItem], end: str | None) -> None:
-    """Clear the ``began`` records behind the last item taken outside a message group
-    (:mod:`fdbqueue._storage.ages`), and with ``end`` those of the priorities between it and
-    that end: blind, no read and no read conflict."""
-    for item in reversed(taken):
-        if store.begin <= item.key < store.end:
-            position = store.unpack_position(item.key)
-            store.ages.taken(tr, position, lower=end in ("front", "min"), higher=end == "max")
-            return
+    """Clear the ``began`` records behind the items taken outside a message group
+    (:mod:`fdbqueue._storage.ages`), and with ``end`` those of the priorities between them
+    and that end, when the take began a bucket: blind, no read and no read conflict."""
+    ungrouped = [item.key for item in taken if store.begin <= item.key < store.end]
+    if ungrouped:
+        first = store.unpack_position(ungrouped[0])
+        last = first if len(ungrouped) == 1 else store.unpack_position(ungrouped[-1])
+        store.ages.taken(tr, first, last, lower=end in ("front", "min"), higher=end == "max")
 
 
 def peek(
