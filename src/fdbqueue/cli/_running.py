@@ -176,7 +176,8 @@ def bench(context: Context, arguments: tuple[str, ...]) -> None:
     except benchmark.BenchmarkError as error:
         raise click.UsageError(str(error)) from None
     options = context.options
-    given = context.given_database
+    # a test's database; in the shell, the session's holds the user's queues: not for a run
+    given = None if context.in_shell else context.given_database
     if options["cluster_file"] is None or given is not None:
 
         def fresh(latency: memory.Latency) -> Any:
