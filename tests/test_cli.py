@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from helpers import BytesDescriptionError, run
 
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
+from fdbqueue._storage import ages
 from fdbqueue.cli import cli, jsonable
 
 
@@ -77,11 +78,32 @@ def test_info_reports_size_oldest_requests_leases_and_dead_letters(db, subspace)
         "delayed": 1,
         "groups": 0,
         "groups_in_flight": 0,
+        "oldest_age": None,
         "codec": "tuple",
     }
     text = ok(db, "--queue", jobs, "info")
     assert "dead letters      1" in text
     assert "leases in flight  2" in text
+    assert "oldest age        -" in text
+
+
+@pytest.mark.parametrize("priority", [False, True])
+@pytest.mark.parametrize("shards", [1, 4])
+def test_info_prints_the_age_of_the_oldest_item(db, subspace, monkeypatch, priority, shards):
+    now = [1_000.0]
+    monkeypatch.setattr(ages, "clock", lambda: now[0])
+    queue_class = PriorityQueue if priority else Queue
+    queue = queue_class(subspace["aged"], shards=shards)
+    for value in ("a", "b"):
+        queue.push(db, value, 1) if priority else queue.enqueue(db, value)
+    now[0] += 12.34
+    options = ["--queue", queue_path(subspace, "aged")]
+    options += ["--priority-queue"] if priority else []
+    facts = json.loads(ok(db, "--json", *options, "info"))
+    assert facts["oldest_age"] == pytest.approx(12.34)
+    assert "oldest age        12.3 s" in ok(db, *options, "info")
+    if shards > 1:
+        assert max(shard["oldest_age"] or 0 for shard in facts["shards"]) == facts["oldest_age"]
 
 
 def test_priority_queue_commands(db, subspace):
@@ -308,6 +330,7 @@ def test_shared_options_go_before_or_after_the_command(db, subspace):
     mixed = json.loads(ok(db, "--json", "info", "--queue", jobs))
     for facts in (before, after, mixed):
         facts.pop("read_version")
+        assert facts.pop("oldest_age") < 60  # read at a different time each
     assert before == after == mixed
     assert before["size"] == 2
     assert json.loads(ok(db, "peek", "--json", "--queue", jobs)) == ["a", "b"]

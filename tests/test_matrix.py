@@ -35,6 +35,7 @@ import pytest
 import fdbqueue
 import fdbqueue.asyncio as fa
 from fdbqueue import LeaseExpiredError, LeaseNotHeldError, Subspace, memory
+from fdbqueue._storage import ages
 
 #: Values with their priorities: a PriorityQueue pops b, d, a, c; a Queue takes a, b, c, d.
 ITEMS = [("a", 2), ("b", 0), ("c", 3), ("d", 1)]
@@ -270,6 +271,7 @@ class Shape:
     size = _on_queue("size")
     empty = _on_queue("empty")
     info = _on_queue("info")
+    oldest_age = _on_queue("oldest_age")
     leases = _on_queue("leases")
     clear = _on_queue("clear")
 
@@ -713,6 +715,30 @@ def test_info(shape: Shape) -> None:
     shape.put("later", 0, delay=LONG)
     delayed = shape.info()
     assert (delayed.delayed, delayed.size, delayed.oldest) == (1, 0, None)
+
+
+@shapes(SHAPES)
+def test_oldest_age(shape: Shape, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1_000.0]
+    monkeypatch.setattr(ages, "clock", lambda: now[0])
+    assert (shape.info().oldest_age, shape.oldest_age()) == (None, None)
+    shape.put_items(ITEMS)
+    now[0] += 7.5
+    info = shape.info()
+    assert (info.oldest_age, shape.oldest_age()) == (7.5, 7.5)
+    if shape.spec.shards > 1:  # each shard's, and the queue's the oldest of them
+        assert {part.oldest_age for part in info.shards} <= {7.5, None}
+    shape.put("later", 0, delay=LONG)  # not in the queue yet: not counted
+    held = shape.claim(LONG)  # in a lease: not waiting in the queue
+    assert held is not None
+    while shape.take() is not None:
+        pass
+    assert shape.oldest_age() is None
+    shape.put("new", 0)
+    now[0] += 2
+    assert shape.info().oldest_age == 2
+    shape.clear()
+    assert shape.oldest_age() is None
 
 
 @shapes(SHAPES)

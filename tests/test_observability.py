@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import sys
+import uuid
 from typing import Any
 
 import pytest
 
+import fdbqueue.asyncio as fa
 from fdbqueue import Queue, Subspace, memory, metrics
 
 otel_sdk = pytest.importorskip("opentelemetry.sdk.metrics")
@@ -198,6 +200,35 @@ def test_a_cleared_abandoned_request_is_logged(caplog):
         session.take()
     assert any("abandoned" in r.getMessage() for r in caplog.records)
     assert queue.requests_in_line(db) == 0
+
+
+def test_the_oldest_age_gauge_reports_each_registered_queue_until_stopped(monkeypatch, db):
+    from fdbqueue._storage import ages
+
+    now = [5_000.0]
+    monkeypatch.setattr(ages, "clock", lambda: now[0])
+    queue = Queue(Subspace(("gauged", uuid.uuid4().hex)))
+    priority = fa.PriorityQueue(Subspace(("gauged", uuid.uuid4().hex)), shards=4)
+    stops = [metrics.observe_oldest_age(db, queue), metrics.observe_oldest_age(db, priority)]
+    queue.enqueue(db, "a")
+    now[0] += 12
+
+    def gauge(of: Any) -> float | None:
+        attributes = (("fdbqueue.queue", metrics.queue_name(of.subspace.key())),)
+        return totals().get(("fdbqueue.queue.oldest_age", attributes))
+
+    assert gauge(queue) == 12
+    assert gauge(priority) == 0  # nothing waits: 0
+    priority.sync.push(db, "p", 3)
+    now[0] += 1
+    assert (gauge(queue), gauge(priority)) == (13, 1)
+    for stop in stops:
+        stop()
+        stop()  # twice: nothing more
+    now[0] += 100
+    assert gauge(queue) in (None, 13)  # no longer read
+    with pytest.raises(TypeError):
+        metrics.observe_oldest_age(db, "not a queue")
 
 
 def test_the_library_installs_no_log_handler():

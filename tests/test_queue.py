@@ -109,7 +109,7 @@ def test_metadata_lies_outside_the_item_range(db, subspace):
     metadata = subspace.key() + b"\xff"
     assert all(key.startswith(metadata) for key in outside)
     names = [fdb.tuple.unpack(key[len(metadata) :])[0] for key in outside]
-    assert names == ["codec", "receipts", "signal", "size", "type"]  # the codec, a receipt, ...
+    assert names == ["began", "codec", "receipts", "signal", "size", "type"]  # when it began, ...
 
 
 # -- codecs --------------------------------------------------------------------------------

@@ -30,6 +30,11 @@ so that a sum over ``fdbqueue.shard`` is the queue's figure; the transaction cou
   process since the queue was new, the groups with items;
 * ``fdbqueue.groups.in_flight`` (an up-down counter): groups whose item went into a lease
   minus those whose lease ended for good: summed likewise, the groups with an item in flight.
+* ``fdbqueue.queue.oldest_age`` (an observable gauge, seconds): how long the oldest item of
+  each queue registered with :func:`observe_oldest_age` has waited (0 when none waits), read
+  when the SDK collects (``Queue.oldest_age``: an upper bound, too large by at most the
+  time the queue took to receive 64 items, plus the clock skew between clients). It carries
+  ``fdbqueue.queue`` only.
 
 When counted: an operation's counts are kept while its transaction runs and recorded once it
 committed (a retried attempt's counts are dropped), when fdbqueue runs the transaction (given
@@ -51,9 +56,11 @@ from fdbqueue._keys import describe_key
 
 __all__ = [
     "COUNTERS",
+    "OLDEST_AGE",
     "UP_DOWN_COUNTERS",
     "add",
     "committed",
+    "observe_oldest_age",
     "pending",
     "queue_name",
     "record_wait",
@@ -91,7 +98,14 @@ UP_DOWN_COUNTERS: dict[str, tuple[str, str, str]] = {
     ),
 }
 
+#: the observable gauge of :func:`observe_oldest_age`: (instrument name, unit, description)
+OLDEST_AGE = ("fdbqueue.queue.oldest_age", "s", "Seconds the oldest item of a queue has waited")
+
 _instruments: dict[str, Any] = {}
+#: what the gauge observes: a token -> (database, queue); the gauge is made at the first
+#: registration and reads them all at each collection
+_observed: dict[int, tuple[Any, Any]] = {}
+_tokens = iter(range(1, 1 << 62))
 #: counts of the attempt running in this context, recorded once it commits (None: no attempt)
 #: What an attempt keeps for its commit: counts ``(key, amount, attributes)``, and actions
 #: (log records) to run then (:func:`on_commit`).
@@ -215,6 +229,63 @@ def record_wait(seconds: float, queue: str) -> None:
     instrument = _instrument("wait")
     if instrument is not None:
         instrument.record(seconds, {"fdbqueue.queue": queue})
+
+
+def observe_oldest_age(database: Any, queue: Any) -> Callable[[], None]:
+    """Report ``queue``'s oldest item age in the gauge ``fdbqueue.queue.oldest_age``
+    (:data:`OLDEST_AGE`) each time the OpenTelemetry SDK collects, until the returned
+    function is called.
+
+    Args:
+        database: the Database the gauge reads with (one read-only transaction per queue and
+            collection).
+        queue: a :class:`~fdbqueue.Queue` or :class:`~fdbqueue.PriorityQueue`, or their
+            ``fdbqueue.asyncio`` twin (read through its ``sync`` queue: the SDK's callback
+            is not a coroutine).
+
+    Returns:
+        A function that stops reporting this queue (calling it twice does nothing).
+
+    Raises:
+        TypeError: ``queue`` has no ``oldest_age`` method.
+
+    Cost: nothing now; at each collection, ``queue.oldest_age(database)``'s snapshot reads
+    (no writes, no conflicts). A queue whose read fails (an unreachable cluster) is left out
+    of that collection. Without ``opentelemetry-api``, nothing is ever read.
+    """
+    target = getattr(queue, "sync", queue)
+    if not callable(getattr(target, "oldest_age", None)):
+        raise TypeError(f"observe_oldest_age needs a queue, not {queue!r}")
+    token = next(_tokens)
+    _observed[token] = (database, target)
+    if "oldest_age" not in _instruments:
+        meter = _meter()
+        _instruments["oldest_age"] = (
+            None
+            if meter is None
+            else meter.create_observable_gauge(
+                OLDEST_AGE[0],
+                callbacks=[_observe_oldest_ages],
+                unit=OLDEST_AGE[1],
+                description=OLDEST_AGE[2],
+            )
+        )
+    return lambda: _observed.pop(token, None) and None
+
+
+def _observe_oldest_ages(options: Any) -> list[Any]:
+    """The gauge's callback: an Observation per registered queue (0 when none waits)."""
+    from opentelemetry.metrics import Observation
+
+    observations = []
+    for database, queue in list(_observed.values()):
+        try:
+            age = queue.oldest_age(database)
+        except Exception:  # an unreachable cluster: left out of this collection
+            continue
+        attributes = {"fdbqueue.queue": queue_name(queue.subspace.key())}
+        observations.append(Observation(0.0 if age is None else age, attributes))
+    return observations
 
 
 class pending:

@@ -85,6 +85,8 @@ class End:
         #: ``peek(tr)``: the value a take here would return, or None (nothing is removed)
         self.peek = peek
         self.line = store.metadata.pack(("line", name))
+        #: the end's name, ``"front"``, ``"min"`` or ``"max"``
+        self.name = name
         self.high_contention = high_contention
         self.abandon_after = abandon_after
         self.action = action
@@ -242,9 +244,23 @@ class End:
         if self.delays.promote(tr, looked):
             rest = None if budget is None else budget // 2
             return taking.take(
-                self.store, tr, self.front, n, rest, moving=moving, codec_record=codec_record
+                self.store,
+                tr,
+                self.front,
+                n,
+                rest,
+                moving=moving,
+                codec_record=codec_record,
+                end=self.name,
             )
         front = taking.starting_with(first, self.front)
         return taking.take(
-            self.store, tr, front, n, budget, moving=moving, codec_record=codec_record
+            self.store,
+            tr,
+            front,
+            n,
+            budget,
+            moving=moving,
+            codec_record=codec_record,
+            end=self.name,
         )

@@ -336,10 +336,12 @@ class QueueBase(Generic[T]):
     @transactional
     def info(self, tr: TransactionContext) -> QueueInfo:
         """Return figures about the queue (:class:`~fdbqueue.QueueInfo`): the size
-        counter, the front value, requests in line, leases in flight and expired, dead
-        letters, delayed items and message groups, all read at one read version; for a queue
-        of several shards, their sums, each shard's own in ``shards``, and as ``oldest`` the
-        value this thread's next take returns (what :meth:`peek` shows, read as it reads).
+        counter, the front value, the age of the oldest item (``oldest_age``, seconds: an
+        upper bound, see :class:`~fdbqueue.QueueInfo`), requests in line, leases in flight
+        and expired, dead letters, delayed items and message groups, all read at one read
+        version; for a queue of several shards, their sums (``oldest_age``: the largest),
+        each shard's own in ``shards``, and as ``oldest`` the value this thread's next take
+        returns (what :meth:`peek` shows, read as it reads).
 
         Given a Database, one transaction; given a Transaction, read in it. Every read is a
         snapshot read (no conflicts), but a queue of several shards' ``oldest``, read as
@@ -353,10 +355,12 @@ class QueueBase(Generic[T]):
         Cost: a read version, and per shard a point read (the size), a range read of the
         front item, and range reads that count every request in line, lease record, dead
         letter record, delayed record and group's turn (10,000 keys each; the binding
-        returns the small records with their keys; held values are not read). The counts
-        are exact and uncapped, so the cost grows with those records, and FoundationDB's
-        five-second transaction limit bounds how many one call can count (then it raises
-        error 1007, ``transaction_too_old``).
+        returns the small records with their keys; held values are not read), and for
+        ``oldest_age`` a range read of the ``began`` records (about one per 64 items and per
+        priority in use) with a range read of one key or two per priority that may hold the
+        oldest item (usually one). The counts are exact and uncapped, so the cost grows with
+        those records, and FoundationDB's five-second transaction limit bounds how many one
+        call can count (then it raises error 1007, ``transaction_too_old``).
         """
         context: Any = tr
         self._router.check_type(context)
@@ -367,14 +371,41 @@ class QueueBase(Generic[T]):
         counted = {
             field.name: sum(getattr(one, field.name) for one in each)
             for field in dataclasses.fields(QueueInfo)
-            if field.name not in ("oldest", "read_version", "shards")
+            if field.name not in ("oldest", "oldest_age", "read_version", "shards")
         }
+        waited = [one.oldest_age for one in each if one.oldest_age is not None]
         return QueueInfo(
             **counted,
+            oldest_age=max(waited) if waited else None,
             oldest=self._oldest(context),
             read_version=read_version,
             shards=tuple(each),
         )
+
+    @transactional
+    def oldest_age(self, tr: TransactionContext) -> float | None:
+        """Return how many seconds the oldest item has waited, or None when no item waits:
+        ``info(tr).oldest_age`` without the other figures (see :class:`~fdbqueue.QueueInfo`
+        for its accuracy: an upper bound, too large by at most the time the queue took to
+        receive the 64 positions before the oldest item, plus clock skew between clients).
+
+        Given a Database, one read-only transaction; given a Transaction, read in it with
+        snapshot reads (no conflicts).
+
+        Raises:
+            ValueError: a key in the queue's subspace is not one of its items.
+
+        Cost: per shard, a range read of the ``began`` records (about one per 64 items and
+        per priority in use), then for the priority (a Queue: the queue) whose records began
+        first, a range read of its first item and a reverse range read of one record (more
+        priorities when some emptied); no writes.
+        """
+        waited = [
+            age
+            for age in (shard.oldest_age(tr) for shard in self._router.shards)
+            if age is not None
+        ]
+        return max(waited) if waited else None
 
     def _oldest(self, tr: Any) -> Any:
         """``info().oldest`` of a queue of several shards: the value this thread's next take

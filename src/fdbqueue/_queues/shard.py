@@ -39,7 +39,7 @@ from fdbqueue._delivery.deduplication import Deduplication
 from fdbqueue._delivery.delays import DelayedItems
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._queues.steady_path import SteadyPath
-from fdbqueue._storage import taking
+from fdbqueue._storage import ages, taking
 from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue._storage.queue_info import QueueInfo
@@ -290,8 +290,8 @@ class Shard:
     def info(self, tr: AnyContext, read_version: int) -> QueueInfo:
         """This shard's figures, read at ``tr``'s read version (``read_version``) with
         snapshot reads; ``oldest`` is the first value in key order (the items without a group
-        first). Cost: as
-        :meth:`fdbqueue.Queue.info` for one shard."""
+        first), ``oldest_age`` from the ``began`` records (:mod:`fdbqueue._storage.ages`).
+        Cost: as :meth:`fdbqueue.Queue.info` for one shard."""
         reader: Any = getattr(tr, "snapshot", tr)
         metadata = self.store.metadata
         leases = self.leases
@@ -299,6 +299,7 @@ class Shard:
         front = [value for _key, value in self.peek_page(reader, None, 1)[0]]
         active = self.groups.active_count(reader)
         return QueueInfo(
+            oldest_age=self.oldest_age(reader),
             size=self.store.size(reader),
             oldest=front[0] if front else None,
             requests_in_line=count_keys(reader, lines.start, lines.stop),
@@ -313,6 +314,27 @@ class Shard:
             groups_in_flight=active
             - count_keys(reader, self.groups.turns_begin, self.groups.turns_end),
         )
+
+    def oldest_age(self, tr: AnyContext) -> float | None:
+        """Seconds the oldest item of this shard has waited (an upper bound, never below 0),
+        or None when none waits (:mod:`fdbqueue._storage.ages`). Cost: snapshot reads: one
+        range read of the ``began`` records, and per prefix that may hold the oldest item
+        (usually one) a range read of its first item and a reverse range read of one
+        record."""
+        reader: Any = getattr(tr, "snapshot", tr)
+        began = self.store.ages.oldest_began(reader, functools.partial(self._first_key, reader))
+        return None if began is None else max(0.0, ages.clock() - began)
+
+    def _first_key(self, reader: Any, prefix: tuple[Any, ...]) -> bytes | None:
+        """The key of the first item under ``prefix`` (outside message groups), or None.
+        Cost: one range read of one key through ``reader``."""
+        within = self.store.subspace.range(prefix)
+        first = (
+            self.store.read(reader, within.start, within.stop)
+            if prefix
+            else self.store.read(reader)
+        )
+        return bytes(first[0].key) if first else None
 
     # -- dead letters ---------------------------------------------------------------------
 
@@ -443,6 +465,7 @@ class FifoShard(Shard):
             check_type(False)
             raise
         check_type(True)
+        store.ages.appended(tr, (), index + 1, len(encoded), found_empty=not last)
         for value in encoded:
             index += 1
             store.write(tr, store.item_key((index,)), value)
@@ -468,9 +491,11 @@ class FifoShard(Shard):
 
         Cost: a snapshot point read (the size) and the codec records' until verified, one
         range read of the items moved (a read conflict range over them: a take of the same
-        items conflicts), the target's snapshot read of its last index, and per item a
-        clear and a set; two atomic adds on the counters and one on the target's signal
-        key. Nothing is moved twice and nothing lost: the move is one transaction.
+        items conflicts), the target's snapshot read of its last index, a snapshot reverse
+        range read of one key (when the moved items began, recorded in the target with them:
+        :mod:`fdbqueue._storage.ages`), and per item a clear and a set; two atomic adds on the
+        counters and one on the target's signal key. Nothing is moved twice and nothing lost:
+        the move is one transaction.
         """
         store = self.store
         records = store.recorded_codec(tr)
@@ -488,6 +513,10 @@ class FifoShard(Shard):
         last = into.read(tr, limit=1, reverse=True, snapshot=True)
         index: int = into.unpack_position(last[0].key)[0] if last else 0
         into.check_type(tr, recorded)
+        began = store.ages.began_of(tr.snapshot, bytes(items[0].key))
+        into.ages.appended(tr, (), index + 1, len(items), not last, at=began)
+        moved = [store.unpack_position(bytes(item.key)) for item in (items[0], items[-1])]
+        store.ages.taken(tr, moved[0], moved[1], lower=False, higher=False)
         for item in items:
             del tr[item.key]
             index += 1
@@ -547,6 +576,7 @@ class PriorityShard(Shard):
             check_type(False)
             raise
         check_type(True)
+        store.ages.appended(tr, (priority,), count, len(encoded), found_empty=not last)
         for value in encoded:
             store.write(tr, store.item_key((priority, count)), value)
             count += 1

@@ -13,14 +13,16 @@ transaction and before anything is written, whenever the steady state does not h
 
 * an enqueue reads the type and codec records and the last index together (snapshot reads,
   as :meth:`~fdbqueue._queues.shard.FifoShard.append` does), and goes on only when both
-  records name this queue and the last key is one of its items;
+  records name this queue and the last key is one of its items; it writes the ``began``
+  record of :mod:`fdbqueue._storage.ages` when it begins a bucket, as the layered append;
 * a dequeue goes on only while the groups' and delays' hints are quiet
   (:mod:`fdbqueue._storage.quiet_keys`: found empty lately, so the layered path would not read
   them either), once the codec record was found right, and when the front holds an item
-  whose key is one of the queue's and whose value decodes. An empty front, a poison item, a
-  foreign key or a hint to read: the layered take runs in the same transaction (its reads
-  of what was read already come from the transaction's read-your-writes cache, no extra
-  round trip on FoundationDB), and says what it says.
+  whose key is one of the queue's and whose value decodes (clearing the ``began`` records
+  behind it when it begins a bucket, as :func:`~fdbqueue._storage.taking.take`). An empty
+  front, a poison item, a foreign key or a hint to read: the layered take runs in the same
+  transaction (its reads of what was read already come from the transaction's
+  read-your-writes cache, no extra round trip on FoundationDB), and says what it says.
 
 Both run in the shard's :meth:`~fdbqueue._transactions.receipts.Receipts.run`: exactly once
 given a Database, as every operation. Given a Transaction, a call takes the layered path; so
@@ -38,6 +40,7 @@ import functools
 import os
 from typing import TYPE_CHECKING, Any
 
+from fdbqueue._storage.ages import BUCKET
 from fdbqueue._storage.store import COUNTER, RANDOM_BYTES
 from fdbqueue._storage.taking import MOVED_ASIDE
 from fdbqueue.metrics import Count
@@ -72,6 +75,7 @@ class SteadyPath:
         self.receipts = shard.receipts
         self.subspace = store.subspace
         self.store = store
+        self.ages = store.ages
         self.begin = store.begin
         self.stop = store.end
         self.type_key = store.type_key
@@ -117,8 +121,11 @@ class SteadyPath:
         if not steady:
             self.shard.put(tr, [encoded], (), 0.0)
             return True
+        index += 1
+        if not last or index % BUCKET == 0:  # it begins a bucket: when, for the oldest age
+            self.ages.appended(tr, (), index, 1, found_empty=not last)
         # The prefix's length was checked when the queue was made: the key fits.
-        tr[self.subspace.pack((index + 1, os.urandom(RANDOM_BYTES)))] = encoded
+        tr[self.subspace.pack((index, os.urandom(RANDOM_BYTES)))] = encoded
         tr.add(self.size_key, _ONE)
         tr.add(self.signal_key, _ONE)
         self.enqueued.add()
@@ -150,6 +157,8 @@ class SteadyPath:
             return self.end.take_in(tr)
         if type(index) is not int:
             return self.end.take_in(tr)
+        if index % BUCKET == 0:  # it begins a bucket: the records behind it can go
+            self.ages.taken(tr, (index,), (index,), lower=True, higher=False)
         del tr[key]
         tr.add(self.size_key, _MINUS_ONE)
         self.dequeued.add()

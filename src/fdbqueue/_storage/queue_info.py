@@ -1,10 +1,10 @@
 """What :meth:`~fdbqueue.Queue.info` reports about a queue: :class:`QueueInfo`.
 
-Why no age of the oldest item: an item's key holds its position (a Queue's ``(index,
-random)``, a PriorityQueue's ``(priority, count, random)``) and its value holds what the
-producer gave; neither holds a time, and FoundationDB keeps no write time of a key. Telling
-the age would need a timestamp stored with every item, which changes the key layout the
-recipes share. ``oldest`` is the front value instead.
+An item's key holds its position (a Queue's ``(index, random)``, a PriorityQueue's
+``(priority, count, random)``) and its value holds what the producer gave; neither holds a
+time, and FoundationDB keeps no write time of a key. ``oldest_age`` comes from sparse records
+of when ranges of positions began (:mod:`fdbqueue._storage.ages`), which enqueues write blind:
+an upper bound of the oldest item's age.
 """
 
 from __future__ import annotations
@@ -33,8 +33,17 @@ class QueueInfo:
         groups: message groups with items or an item in a lease (:doc:`groups`).
         groups_in_flight: of those, the ones whose item is in a lease: their next item waits
             for its end.
+        oldest_age: seconds the oldest item has waited (a float, never below 0), or None
+            when no item waits (or none has a record of when it began: items another
+            program wrote). An upper bound: too large by at most the time the queue took to
+            receive the 64 positions before it (:data:`fdbqueue._storage.ages.BUCKET`), plus
+            the skew between the enqueuing and the reading clients' wall clocks; a cluster's
+            recovery does not change it (wall-clock seconds, not versions). It counts the
+            items ready to take outside message groups, from when they entered the queue (a
+            delayed item: when it fell due; a requeued dead letter: when requeued). For a
+            sharded queue, the oldest over its shards.
         shards: a sharded queue's figures per shard, shard 0 first (the fields above are
-            their sums); empty for a queue of one shard.
+            their sums, ``oldest_age`` their largest); empty for a queue of one shard.
     """
 
     size: int
@@ -47,4 +56,5 @@ class QueueInfo:
     read_version: int
     groups: int = 0
     groups_in_flight: int = 0
+    oldest_age: float | None = None
     shards: tuple[QueueInfo, ...] = ()

@@ -11,6 +11,7 @@ Key layout of a queue whose subspace has the prefix ``P`` (bytes)::
     P + b"\\xff" + pack(("receipts", ...))                   exactly-once receipts
     P + b"\\xff" + pack(("deduplication", ...))              ids of idempotent enqueues
     P + b"\\xff" + pack(("grouped"|"group"|"turns"|"groups", ...))  message groups
+    P + b"\\xff" + pack(("began", ...))     -> float64 LE    when position buckets began
 
 Items live exactly where FoundationDB's recipes put them, so ``subspace.range()`` holds items
 and nothing else. Everything else the library keeps lives under ``P + b"\\xff"``: that byte
@@ -40,6 +41,7 @@ from fdb.subspace_impl import Subspace
 from fdbqueue import metrics
 from fdbqueue._checks import check_flag
 from fdbqueue._keys import MAX_KEY_BYTES, describe_key
+from fdbqueue._storage.ages import ItemAges
 from fdbqueue._storage.dead_letters import DeadLetters
 from fdbqueue._storage.groups import Groups
 from fdbqueue._storage.held import HeldValues
@@ -202,6 +204,8 @@ class ItemStore(TypeRecords):
         self.quiet = QuietKeys()
         #: message groups (fdbqueue._storage.groups)
         self.groups = Groups(self)
+        #: when ranges of positions began: the age of the oldest item (fdbqueue._storage.ages)
+        self.ages = ItemAges(self.metadata, self.subspace, leading_integers)
 
     # -- values -----------------------------------------------------------------------------
 

@@ -102,6 +102,7 @@ def take(
     *,
     moving: bool = True,
     codec_record: Any = None,
+    end: str | None = None,
 ) -> Taken:
     """Remove up to ``n`` decodable items in take order; move poison items aside.
 
@@ -125,10 +126,15 @@ def take(
             them (a dequeue: the budget then counts clears and quarantines).
         codec_record: the future of :meth:`~fdbqueue._storage.store.ItemStore.recorded_codec`, when
             the caller issued it with its own reads (None: the take issues it).
+        end: the end ``front`` reads (``"front"``, ``"min"``, ``"max"``) when its reads add
+            read conflict ranges over everything between that end and the items taken (a
+            plain take, not one in line): the ``began`` records of the priorities beyond
+            them are cleared too (:meth:`~fdbqueue._storage.ages.ItemAges.taken`).
 
     Cost: the reads ``front`` makes (one range read when no item is poison) and a snapshot
-    point read of the codec record issued with the first, one clear per item, and per poison
-    item two sets and an atomic add.
+    point read of the codec record issued with the first, one clear per item, a range clear
+    of the ``began`` records below them (:mod:`fdbqueue._storage.ages`; no read, no read
+    conflict), and per poison item two sets and an atomic add.
     """
     require_writable(tr, "taking items")
     if codec_record is None:
@@ -155,6 +161,7 @@ def take(
                 moved = set_bytes(len(item.key) + 64, len(encoded))
                 cost = clear_bytes(len(item.key)) + (moved if moving else 0)
                 if spent + cost > budget and (taken or quarantined):
+                    _forget_ages(store, tr, taken, end)
                     return Taken(taken, quarantined, budget_spent=True)
                 spent += cost
             del tr[item.key]
@@ -170,7 +177,19 @@ def take(
             taken.append(TakenItem(item.key, encoded, value))
             if len(taken) == n:
                 break
+    _forget_ages(store, tr, taken, end)
     return Taken(taken, quarantined, budget_spent=False)
+
+
+def _forget_ages(store: ItemStore, tr: AnyContext, taken: list[TakenItem], end: str | None) -> None:
+    """Clear the ``began`` records behind the items taken outside a message group
+    (:mod:`fdbqueue._storage.ages`), and with ``end`` those of the priorities between them
+    and that end, when the take began a bucket: blind, no read and no read conflict."""
+    ungrouped = [item.key for item in taken if store.begin <= item.key < store.end]
+    if ungrouped:
+        first = store.unpack_position(ungrouped[0])
+        last = first if len(ungrouped) == 1 else store.unpack_position(ungrouped[-1])
+        store.ages.taken(tr, first, last, lower=end in ("front", "min"), higher=end == "max")
 
 
 def peek(

@@ -218,6 +218,7 @@ class _StoredQueue(Generic[S, T]):
     requeue_dead_letter = _twin(QueueBase[T].requeue_dead_letter, "Queue")
     purge_dead_letter = _twin(QueueBase[T].purge_dead_letter, "Queue")
     info = _twin(QueueBase[T].info, "Queue")
+    oldest_age = _twin(QueueBase[T].oldest_age, "Queue")
     set_group_weight = _twin(QueueBase[T].set_group_weight, "Queue")
     group_weight = _twin(QueueBase[T].group_weight, "Queue")
 

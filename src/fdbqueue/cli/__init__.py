@@ -1,5 +1,6 @@
 """The ``fdbqueue`` command line: look inside a queue (info, peek, leases, dead letters),
-push, pop, follow (tail), clear, requeue or purge dead letters, run a worker, and benchmark.
+push, pop, follow (tail), clear, requeue or purge dead letters, run a worker, benchmark, and
+run them all at a prompt (shell).
 
 Shared options go before or after the command (``fdbqueue --queue app,jobs info --json`` is
 ``fdbqueue --json info --queue app,jobs``; given in both places, the command's wins)::
@@ -17,10 +18,13 @@ usage error). Commands that
 read a queue (info, peek, pop, leases, dead-letters, tail) say so when nothing at all is
 stored under its prefix (exit status 1): a mistyped name.
 
+``fdbqueue shell`` runs the commands at a prompt (or from standard input) on one database
+for the session (:mod:`fdbqueue.cli._shell`).
+
 The commands live in one module per group: :mod:`fdbqueue.cli._looking` (info, peek,
-leases, dead-letters), :mod:`fdbqueue.cli._changing` (push, pop, tail, clear) and
-:mod:`fdbqueue.cli._running` (work, bench); what they share is in
-:mod:`fdbqueue.cli._context` and :mod:`fdbqueue.cli._group`.
+leases, dead-letters), :mod:`fdbqueue.cli._changing` (push, pop, tail, clear),
+:mod:`fdbqueue.cli._running` (work, bench) and :mod:`fdbqueue.cli._shell` (shell); what
+they share is in :mod:`fdbqueue.cli._context` and :mod:`fdbqueue.cli._group`.
 
 Tests hand the command a database: ``CliRunner().invoke(cli, args, obj={"database": db})``.
 """
@@ -36,6 +40,7 @@ from fdbqueue.cli import (  # noqa: F401 - they add the commands
     _dashboard,
     _looking,
     _running,
+    _shell,
 )
 from fdbqueue.cli._arguments import PROGRAM
 from fdbqueue.cli._context import Context, first_line, jsonable, open_database

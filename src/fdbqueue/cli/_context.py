@@ -9,6 +9,7 @@ import importlib
 import importlib.metadata
 import json
 import sys
+import threading
 from typing import Any
 
 import click
@@ -69,9 +70,20 @@ class Record:
 class Context:
     """What the shared options chose; opens the database and the queue on first use."""
 
-    def __init__(self, options: dict[str, Any], database: Any) -> None:
+    def __init__(
+        self,
+        options: dict[str, Any],
+        database: Any,
+        *,
+        stop: threading.Event | None = None,
+        in_shell: bool = False,
+    ) -> None:
         self.options = options
         self._database = database
+        #: set by ``fdbqueue shell`` for a ``work`` in the background: its ``stop`` command
+        self.stop = stop
+        #: the command runs inside ``fdbqueue shell`` (one database for the session)
+        self.in_shell = in_shell
         self._record: Record | None = None
         #: the codec of the queue :meth:`queue` opened (its record's, else --codec's)
         self.codec = "tuple"
@@ -201,8 +213,14 @@ class Context:
         """
         record = self.record(queue.subspace)
         if must_exist and not record.found:
+            hint = ""
+            if self.options.get("use_memory") and not self.in_shell:
+                hint = (
+                    "; --memory gives each command a new, empty database: run the commands "
+                    "in `fdbqueue --memory shell` to keep one"
+                )
             raise click.ClickException(
-                f"{self.queue_name()} does not exist (nothing stored under its prefix)"
+                f"{self.queue_name()} does not exist (nothing stored under its prefix){hint}"
             )
         wanted = type(queue).__name__
         recorded = None if record.type is None else parse_type(record.type.encode())[0]

@@ -48,8 +48,8 @@ CONNECTION_OPTIONS: list[Callable[[Any], Any]] = [
         "use_memory",
         is_flag=True,
         help="Use a fresh in-memory database for trying commands out: each command starts "
-        "with an empty one, gone when it ends (so nothing can be inspected later); not with "
-        "--cluster-file.",
+        "with an empty one, gone when it ends; `fdbqueue --memory shell` keeps one for a "
+        "whole session of commands. Not with --cluster-file.",
     ),
     click.option(
         "--timeout",
@@ -148,5 +148,10 @@ def cli(ctx: click.Context, /, **options: Any) -> None:
     The shared options (connection and queue) go before or after the command:
     "fdbqueue --queue app,jobs info" and "fdbqueue info --queue app,jobs" are the same.
     """
-    given = ctx.obj.get("database") if isinstance(ctx.obj, dict) else None
-    ctx.obj = Context(options, given)
+    given: dict[str, Any] = ctx.obj if isinstance(ctx.obj, dict) else {}
+    ctx.obj = Context(
+        options,
+        given.get("database"),
+        stop=given.get("stop"),
+        in_shell=bool(given.get("in_shell")),
+    )

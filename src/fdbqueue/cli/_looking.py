@@ -89,12 +89,15 @@ def shown(fact: Any) -> str:
     return repr(fact)
 
 
-@cli.command(short_help="Size, oldest item, leases, dead letters, delayed items.")
+@cli.command(short_help="Size, oldest item and age, leases, dead letters, delayed items.")
 @shared_options()
 @click.pass_obj
 def info(context: Context) -> None:
-    """Size, oldest item, requests in line, leases (in flight, expired), dead letters and
-    delayed items, read at one read version.
+    """Size, oldest item and its age, requests in line, leases (in flight, expired), dead
+    letters and delayed items, read at one read version.
+
+    The oldest age is in seconds, an upper bound: too large by at most the time the queue
+    (each shard) took to receive 64 items, plus clock skew between clients.
 
     The counts are exact: info reads every lease, dead letter, delayed and request record
     (not their values), so it takes longer on a queue with millions of them.
@@ -104,9 +107,13 @@ def info(context: Context) -> None:
     shards = facts.pop("shards")  # empty for a queue of one shard
     facts["codec"] = context.record(queue.subspace).codec  # None: none recorded
     width = max(len(name) for name in facts)
-    lines = [f"{name.replace('_', ' '):<{width}}  {shown(facts[name])}" for name in facts]
+    lines = [
+        f"{name.replace('_', ' '):<{width}}  {shown_fact(name, facts[name])}" for name in facts
+    ]
     for number, shard in enumerate(shards):  # each shard's figures, one line each
-        figures = (f"{name.replace('_', ' ')} {shard[name]}" for name in SHARD_FIGURES)
+        figures = (
+            f"{name.replace('_', ' ')} {shown_fact(name, shard[name])}" for name in SHARD_FIGURES
+        )
         lines.append(f"{f'shard {number}':<{width}}  {', '.join(figures)}")
     if shards:
         facts["shards"] = [{name: shard[name] for name in SHARD_FIGURES} for shard in shards]
@@ -114,7 +121,22 @@ def info(context: Context) -> None:
 
 
 #: What ``info`` shows of each shard of a sharded queue.
-SHARD_FIGURES = ("size", "leases_in_flight", "dead_letters", "delayed", "requests_in_line")
+SHARD_FIGURES = (
+    "size",
+    "oldest_age",
+    "leases_in_flight",
+    "dead_letters",
+    "delayed",
+    "requests_in_line",
+)
+
+
+def shown_fact(name: str, fact: Any) -> str:
+    """A fact of ``info`` as text (:func:`shown`); the age of the oldest item in seconds,
+    to a tenth (``12.3 s``)."""
+    if name == "oldest_age" and isinstance(fact, float):
+        return f"{fact:.1f} s"
+    return shown(fact)
 
 
 @cli.command(short_help="Show the next items without removing them.")

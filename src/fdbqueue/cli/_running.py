@@ -106,7 +106,8 @@ def work(
 ) -> None:
     """Run the worker loop: claim items and call HANDLER (module:function) with each value;
     acknowledge on success, retry with backoff on an exception, dead-letter on the last
-    delivery (fdbqueue.worker). Stops on SIGINT or SIGTERM after running jobs finish."""
+    delivery (fdbqueue.worker). Stops on SIGINT or SIGTERM after running jobs finish (in
+    fdbqueue shell it runs in the background: its stop command ends it)."""
     function = import_handler(handler)
     try:
         worker.check_work_arguments(function, lease, concurrency, backoff, max_backoff)
@@ -123,6 +124,8 @@ def work(
             backoff=backoff,
             max_backoff=max_backoff,
             until_empty=until_empty,
+            stop=context.stop,
+            handle_signals=context.stop is None,
         )
     )
     facts = dataclasses.asdict(summary)
@@ -173,7 +176,8 @@ def bench(context: Context, arguments: tuple[str, ...]) -> None:
     except benchmark.BenchmarkError as error:
         raise click.UsageError(str(error)) from None
     options = context.options
-    given = context.given_database
+    # a test's database; in the shell, the session's holds the user's queues: not for a run
+    given = None if context.in_shell else context.given_database
     if options["cluster_file"] is None or given is not None:
 
         def fresh(latency: memory.Latency) -> Any:

@@ -63,8 +63,7 @@ class Row:
 def sample_of(info: Any, at: float) -> Sample:
     """A :class:`Sample` of ``info`` (a :class:`~fdbqueue.QueueInfo`) read at ``at``.
 
-    ``oldest_age`` (the queue's and each shard's) is QueueInfo's ``oldest_age`` where the
-    installed fdbqueue has that field (issue 32, part 1), else None."""
+    ``oldest_age`` (the queue's and each shard's) is QueueInfo's ``oldest_age``."""
     per_shard = tuple(
         {
             "size": shard.size,
@@ -72,7 +71,7 @@ def sample_of(info: Any, at: float) -> Sample:
             "delayed": shard.delayed,
             "dead_letters": shard.dead_letters,
             "groups": shard.groups,
-            "oldest_age": getattr(shard, "oldest_age", None),
+            "oldest_age": shard.oldest_age,
         }
         for shard in info.shards
     )
@@ -83,7 +82,7 @@ def sample_of(info: Any, at: float) -> Sample:
         delayed=info.delayed,
         dead_letters=info.dead_letters,
         groups=info.groups,
-        oldest_age=getattr(info, "oldest_age", None),
+        oldest_age=info.oldest_age,
         shards=per_shard,
     )
 
