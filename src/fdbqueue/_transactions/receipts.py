@@ -33,8 +33,9 @@ fdbqueue does it itself so that it holds for 1031 too, where the client does not
 
 Receipts expire. Every transaction that writes one also clears, with blind clears (no read,
 no conflict), the receipts of this queue object's calls that have already returned (they will
-never be looked up again) and, with one range clear, all receipts older than
-:data:`RECEIPT_LIFETIME` seconds of read versions (those of clients that stopped). A resolution
+never be looked up again) and, with one range clear (at most once a second of versions per
+queue object), all receipts older than :data:`RECEIPT_LIFETIME` seconds of read versions
+(those of clients that stopped). A resolution
 at read version ``R`` trusts an absent receipt when ``R`` is at most :data:`RECEIPT_LIFETIME`
 seconds of versions after the attempt's read version: any clear committed before ``R`` was made
 at a read version below ``R`` and cleared only receipts older than :data:`RECEIPT_LIFETIME`
@@ -53,7 +54,8 @@ most one per thread of each). Each is one key of about ``len(prefix) + 35`` byte
 empty value.
 
 Cost, per operation and in the same transaction: one set of the receipt, one read conflict
-range on it, one range clear, and one clear per finished receipt of this queue object; no extra
+range on it, one clear per finished receipt of this queue object, and at most once a second
+of versions per queue object a range clear of the expired receipts; no extra
 transaction and no extra read. After an error that may have been applied, one resolving
 transaction. Operations given a Transaction run inside it and write no receipt: the owner of
 the transaction owns its retry loop and its idempotence.
@@ -168,6 +170,9 @@ class Receipts:
         # Receipts of calls that returned: nothing looks them up any more. The next writing
         # attempt of this object clears them (deque appends and pops are thread-safe).
         self._finished: collections.deque[bytes] = collections.deque()
+        # The read version from which this object's next writing attempt clears the receipts
+        # past their lifetime (once a second of versions is enough: they are a day old).
+        self._next_expiry = 0
 
     def run(
         self,
@@ -223,17 +228,20 @@ class Receipts:
     def write_receipt(self, tr: Any, call_id: bytes, result: Any) -> Attempt:
         """Write the receipt of an attempt of the call ``call_id`` that wrote and would return
         ``result``, and clear the receipts of this object's calls that returned (up to
-        :data:`FINISHED_PER_ATTEMPT`) and those past their lifetime; the :class:`Attempt`
-        for :meth:`settle` and :meth:`finish`. Cost: a set, a read conflict key, a range
-        clear and a clear per finished receipt; the read version, fetched already by the
-        body's reads."""
+        :data:`FINISHED_PER_ATTEMPT`) and, once a second of versions per object, those past
+        their lifetime; the :class:`Attempt` for :meth:`settle` and :meth:`finish`. Cost: a
+        set, a read conflict key, a clear per finished receipt, at most once a second a
+        range clear; the read version, fetched already by the body's reads."""
         read_version: int = tr.get_read_version().wait()
         receipt: bytes = self.subspace.pack((read_version, call_id))
         # Self-conflicting, so that a resolution can fence it off. The read conflict must come
         # before the write: FoundationDB adds none for a key the transaction already wrote.
         tr.add_read_conflict_key(receipt)
         tr[receipt] = b""
-        tr.clear_range(self.begin, self.subspace.pack((read_version - self.lifetime_versions,)))
+        if read_version >= self._next_expiry:  # at most once a second of versions per object
+            self._next_expiry = read_version + VERSIONS_PER_SECOND
+            expired = self.subspace.pack((read_version - self.lifetime_versions,))
+            tr.clear_range(self.begin, expired)
         finished: list[bytes] = []
         waiting = self._finished
         try:
