@@ -803,3 +803,35 @@ def test_work_transactional(shape: Shape) -> None:
 
     assert sorted(fdbqueue.transactional(read)(shape.db)) == sorted(v for v, _ in ITEMS)
     assert shape.empty() and shape.leases() == []
+
+
+# -- recoveries -------------------------------------------------------------------------------
+
+
+def current_version(db: Any) -> int:
+    """A read version taken now: what every lease returned before must outlive."""
+    version: int = db.create_transaction().get_read_version().wait()
+    return version
+
+
+@shapes(SHAPES)
+def test_a_claim_never_returns_an_expired_lease_under_recoveries(shape: Shape) -> None:
+    """A recovery moves versions about 100 s on and fails the commit with 1021; a claim
+    whose commit was applied finds its receipt, and must not return the lease it granted
+    if it already expired then (it claims again instead)."""
+    items = [(f"v{n}", n % 4) for n in range(120)]
+    shape.put_items(items)
+    shape.db.faults = memory.Faults(recovery=0.1, commit_unknown_result=0.1, recovery_seconds=0)
+    claimed = expired = 0
+    try:
+        for _ in range(len(items)):
+            lease = shape.claim(30)
+            if lease is None:
+                break
+            claimed += 1
+            if lease.expiry_version <= current_version(shape.db):
+                expired += 1
+    finally:
+        shape.db.faults = memory.Faults()
+    assert shape.db.stats()["injected_recovery"] > 0
+    assert claimed > 0 and expired == 0

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fdbqueue._consuming.sessions import Consumer
-from fdbqueue._delivery.claims import Leases, claimed_something
+from fdbqueue._delivery.claims import Leases, claimed_something, leases_unexpired
 from fdbqueue._delivery.delays import DelayedItems, soonest
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
@@ -204,8 +204,11 @@ class End:
         leases: list[Lease[Any]] = claimed
         return leases
 
-    @exactly_once(wrote=claimed_something)
+    @exactly_once(wrote=claimed_something, still_good=leases_unexpired)
     def claim_batch(self, tr: AnyContext, seconds: float, n: int) -> Any:
+        """Claim up to ``n`` items in one transaction (:meth:`Leases.claim_many`); given a
+        Database, exactly once, and never returning a lease that expired before the call
+        learned its commit's outcome (it claims again then)."""
         return self.leases.claim_many(tr, self._take_items, seconds, n)
 
     def _take_items(

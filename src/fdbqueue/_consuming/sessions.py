@@ -49,7 +49,7 @@ from typing import Any
 from fdbqueue import metrics
 from fdbqueue._checks import check_count, check_seconds
 from fdbqueue._consuming.line import MAX_PREFETCH, OWNER_BYTES, Line
-from fdbqueue._delivery.claims import Leases
+from fdbqueue._delivery.claims import Leases, leases_unexpired
 from fdbqueue._delivery.delays import DelayedItems, soonest
 from fdbqueue._delivery.leases import check_lease_seconds
 from fdbqueue._storage import taking
@@ -280,7 +280,9 @@ class Consumer:
             return self._attempt(tr, take_at, wait, fast)
 
         while True:
-            outcome, value = self.store.receipts.run(self.database, attempt, wrote=_needs_receipt)
+            outcome, value = self.store.receipts.run(
+                self.database, attempt, wrote=_needs_receipt, still_good=leases_unexpired
+            )
             met_others = met_others or attempts > 1 or self._others_in_line
             if outcome in (REGISTERED, WAITING) or (outcome == TAKEN and self.prefetch):
                 self._may_hold = True

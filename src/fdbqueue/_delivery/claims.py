@@ -55,7 +55,7 @@ from fdbqueue._transactions.transactional import (
 )
 from fdbqueue.codecs import decode_or_undecodable, describe_error
 
-__all__ = ["Leases", "claimed_something"]
+__all__ = ["Leases", "claimed_something", "leases_unexpired"]
 
 #: The logger, by its documented name (docs/observability.rst), whatever the module.
 logger = logging.getLogger("fdbqueue.leases")
@@ -79,6 +79,20 @@ def claimed_something(claimed: Any) -> bool:
     """Whether a claim batch wrote (leased something, or moved items to the dead letters):
     the ``wrote`` of its :func:`~fdbqueue._transactions.receipts.exactly_once`."""
     return claimed is MOVED_ASIDE or bool(claimed)
+
+
+def leases_unexpired(claimed: Any, version: int) -> bool:
+    """Whether every :class:`Lease` in ``claimed`` (a Lease, or a list or tuple holding
+    some, at any depth) is still held at ``version``: its expiry version is above it. The
+    ``still_good`` of a claim's :func:`~fdbqueue._transactions.receipts.exactly_once`: a
+    claim whose commit had an unknown result learns that it was applied only after a
+    recovery moved versions about 100 s on, and must not return a lease that has expired
+    since; it claims again."""
+    if isinstance(claimed, Lease):
+        return claimed.expiry_version > version
+    if isinstance(claimed, (list, tuple)):
+        return all(leases_unexpired(part, version) for part in claimed)
+    return True
 
 
 class Leases:

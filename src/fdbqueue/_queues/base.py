@@ -590,11 +590,14 @@ class QueueBase(Generic[T]):
     def ack_with(self, database: Any, lease: Lease[Any], body: Callable[[Any], object]) -> None:
         """Run ``body(tr)``, then acknowledge ``lease``, in one transaction of ``database``,
         exactly once (the worker's ``transactional`` mode, :doc:`worker`): what ``body``
-        writes and the acknowledgement commit together or not at all.
+        writes and the acknowledgement commit together or not at all. The lease is read and
+        checked in the transaction before ``body`` runs: ``body`` never runs for a lease that
+        is no longer held (expired, or its item claimed again).
 
         Raises:
             TypeError, ValueError: as :meth:`ack` for a bad ``lease``.
-            Exception: what ``body`` raises, or what :meth:`ack` raises; nothing commits then.
+            LeaseNotHeldError, LeaseExpiredError: as :meth:`ack`, before ``body`` is called.
+            Exception: what ``body`` raises; nothing commits then.
 
         Cost: ``body``'s reads and writes, and :meth:`ack`'s, in one transaction.
         """

@@ -53,6 +53,7 @@ from typing import Any
 
 from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import Consumer
+from fdbqueue._delivery.claims import leases_unexpired
 from fdbqueue._delivery.delays import soonest
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._queues.shard_homes import Homes, Turns, current_consumer
@@ -285,7 +286,11 @@ class ShardedEnd:
         """Claim up to ``n`` items in one transaction, from the shards in turn (every shard:
         an expired lease makes an item claimable where the size counter says none is)."""
         leases: list[Lease[Any]] = self._gather(
-            tr, lambda tr, end, left: end.claim_batch(tr, seconds, left), n, every_shard=True
+            tr,
+            lambda tr, end, left: end.claim_batch(tr, seconds, left),
+            n,
+            every_shard=True,
+            still_good=leases_unexpired,
         )
         return leases
 
@@ -296,7 +301,11 @@ class ShardedEnd:
         shard it claimed from becomes the thread's home."""
         if self.best is not None:  # the best priority of every shard, as a pop takes
             ranked: list[Lease[Any]] = self._gather(
-                tr, lambda tr, end, left: end.claim_batch(tr, seconds, left), 1, every_shard=True
+                tr,
+                lambda tr, end, left: end.claim_batch(tr, seconds, left),
+                1,
+                every_shard=True,
+                still_good=leases_unexpired,
             )
             return ranked[0] if ranked else None
         consumer = current_consumer()
@@ -312,7 +321,9 @@ class ShardedEnd:
             found_in[:] = [end] if leases and leases is not MOVED_ASIDE else found_in
             return leases
 
-        claimed: list[Lease[Any]] = self._gather(tr, claim, 1, every_shard=True)
+        claimed: list[Lease[Any]] = self._gather(
+            tr, claim, 1, every_shard=True, still_good=leases_unexpired
+        )
         if not claimed:
             return None
         self._stay(consumer, self.ends.index(found_in[0]))
@@ -367,11 +378,14 @@ class ShardedEnd:
         n: int,
         *,
         every_shard: bool = False,
+        still_good: Callable[[Any, int], bool] | None = None,
     ) -> list[Any]:
         """``take(tr, end, left)`` from the shards in :meth:`order`, in one transaction,
         until ``n`` are taken; given a Database, exactly once (a random shard's receipts,
         written when something was taken or poison moved aside). ``take`` returns a list, or
-        MOVED_ASIDE when it only moved poison to the dead letters (it is called again)."""
+        MOVED_ASIDE when it only moved poison to the dead letters (it is called again).
+        ``still_good``: as for :meth:`~fdbqueue._transactions.receipts.Receipts.run` (claims:
+        no lease that expired before the outcome was known)."""
 
         def body(tr: Any) -> tuple[list[Any], bool]:
             found: list[Any] = []
@@ -387,7 +401,12 @@ class ShardedEnd:
         if not is_database(tr):
             return body(tr)[0]
         receipts = random.choice(self.ends).receipts
-        found, _moved = receipts.run(tr, body, wrote=lambda result: bool(result[0]) or result[1])
+        found, _moved = receipts.run(
+            tr,
+            body,
+            wrote=lambda result: bool(result[0]) or result[1],
+            still_good=None if still_good is None else lambda result, v: still_good(result[0], v),
+        )
         return found
 
     def order(self, tr: Any, every_shard: bool) -> list[End]:

@@ -108,6 +108,9 @@ CALL_ID_BYTES = 16
 RESOLVE_ATTEMPTS = 10
 #: Finished receipts one writing attempt clears at most.
 FINISHED_PER_ATTEMPT = 64
+#: Times a call whose commit succeeded runs again because its result was already stale
+#: (``still_good``) when the commit landed, before it returns that result anyway.
+STALE_RERUNS = 2
 
 
 def _always(_result: Any) -> bool:
@@ -137,6 +140,15 @@ def _note_unknown_result(code: int, applied: bool) -> None:
         "applied" if applied else "not applied (it is retried)",
     )
     metrics.add("unknown_results", at_once=True, code=code)
+
+
+def _note_stale(code: int | None) -> None:
+    """Log (INFO) an applied attempt whose result was stale when the call learned of it."""
+    logger.info(
+        "fdbqueue: an applied attempt's result was stale when its outcome was known (%s): "
+        "running it again",
+        "a commit that landed late" if code is None else f"FoundationDB error {code} resolved",
+    )
 
 
 class Receipts:
@@ -170,6 +182,7 @@ class Receipts:
         *,
         wrote: Callable[[R], bool] = _always,
         on_conflict: Any = None,
+        still_good: Callable[[R, int], bool] | None = None,
     ) -> R:
         """Run ``body(tr)`` in a retry loop so that its effect commits exactly once.
 
@@ -181,6 +194,16 @@ class Receipts:
                 receipt is written only then; a read-only attempt has no outcome to lose).
             on_conflict: when not None, a conflict (1020) is not retried: this value is
                 returned instead.
+            still_good: ``still_good(result, version)`` tells whether what an applied
+                attempt returned is still good at ``version``, the version at which the
+                call learns that it was applied: the resolving transaction's read version
+                after an unknown result (a recovery moves versions about 100 s on
+                meanwhile), else the commit version. When it is not, the call runs the
+                body again (a claim whose lease expired meanwhile claims again; the lease
+                it granted has expired, and the next claim redelivers its item): always
+                after an unknown result, at most :data:`STALE_RERUNS` times after a
+                commit that succeeded (a lease shorter than a commit), then it returns
+                the result.
 
         Returns:
             What the attempt that committed returned.
@@ -193,6 +216,7 @@ class Receipts:
         """
         call_id = os.urandom(CALL_ID_BYTES)
         tr = database.create_transaction()
+        stale_commits = 0
         while True:
             attempt: list[_Attempt[R]] = []
             with metrics.pending() as counts:
@@ -205,12 +229,17 @@ class Receipts:
                         raise
                     code: int = error.code  # type: ignore[attr-defined]
                     if attempt and not surely_not_applied(code):
-                        applied = self._resolve(database, attempt[0])
+                        applied, version = self._resolve(database, attempt[0])
                         _note_unknown_result(code, applied)
                         if applied:
                             self._finish(attempt[0])
                             metrics.committed(counts)
-                            return attempt[0].result  # it was applied: what it returned
+                            result = attempt[0].result  # it was applied: what it returned
+                            if still_good is None or still_good(result, version):
+                                return result
+                            _note_stale(code)
+                            tr.reset()
+                            continue
                     self._unfinish(attempt)
                     if on_conflict is not None and code == NOT_COMMITTED:
                         return on_conflict  # type: ignore[no-any-return]
@@ -223,6 +252,16 @@ class Receipts:
             if attempt:
                 self._finish(attempt[0])
             metrics.committed(counts)
+            if (
+                still_good is not None
+                and attempt
+                and stale_commits < STALE_RERUNS
+                and not still_good(result, tr.get_committed_version())
+            ):
+                stale_commits += 1
+                _note_stale(None)
+                tr.reset()
+                continue
             return result
 
     def _attempt(
@@ -250,10 +289,11 @@ class Receipts:
         attempt.append(_Attempt(receipt, read_version, result, finished))
         return result
 
-    def _resolve(self, database: Any, attempt: _Attempt[R]) -> bool:
+    def _resolve(self, database: Any, attempt: _Attempt[R]) -> tuple[bool, int]:
         """Find out for good whether ``attempt`` committed (see the module docstring).
 
-        Returns True when it did; False when it did not and never will.
+        Returns True when it did, False when it did not and never will; and the read
+        version at which that was found.
 
         Raises:
             UnknownResultError: the attempt is too old to tell, or :data:`RESOLVE_ATTEMPTS`
@@ -271,10 +311,10 @@ class Receipts:
                         "of versions ago: whether it took effect cannot be found out"
                     )
                 if tr.get(attempt.receipt).present():
-                    return True
+                    return True, read_version
                 tr.add_write_conflict_key(attempt.receipt)  # fence the attempt off
                 tr.commit().wait()
-                return False
+                return False, read_version
             except Exception as error:
                 if not is_fdb_error(error):
                     raise
@@ -315,12 +355,18 @@ def exactly_once(function: Callable[P, R], /) -> Callable[P, R]: ...
 
 @overload
 def exactly_once(
-    *, wrote: Callable[[Any], bool] = _always
+    *,
+    wrote: Callable[[Any], bool] = _always,
+    still_good: Callable[[Any, int], bool] | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
 def exactly_once(
-    function: Callable[P, R] | None = None, /, *, wrote: Callable[[Any], bool] = _always
+    function: Callable[P, R] | None = None,
+    /,
+    *,
+    wrote: Callable[[Any], bool] = _always,
+    still_good: Callable[[Any, int], bool] | None = None,
 ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a queue method ``method(self, tr, ...)`` to take effect exactly once.
 
@@ -332,6 +378,7 @@ def exactly_once(
     Args:
         wrote: tells from the method's result whether it wrote anything (see
             :meth:`Receipts.run`).
+        still_good: whether an applied result is still good (see :meth:`Receipts.run`).
     """
 
     def decorate(method: Callable[P, R]) -> Callable[P, R]:
@@ -352,7 +399,7 @@ def exactly_once(
                     return method(queue, **{**kwargs, "tr": tr})  # type: ignore[arg-type]
                 return method(queue, tr, *rest[1:], **kwargs)  # type: ignore[arg-type]
 
-            result: R = receipts.run(context, body, wrote=wrote)
+            result: R = receipts.run(context, body, wrote=wrote, still_good=still_good)
             return result
 
         return wrapper
