@@ -342,6 +342,25 @@ def test_put_into_groups(shape: Shape) -> None:
     assert third is not None and (third.value, third.group) == ("a-2", "a")
 
 
+@shapes(SHAPES)
+def test_a_dead_holders_group_is_released_to_plain_takes(shape: Shape) -> None:
+    """A consumer claimed a group's first item and died: once its lease expired, takes of
+    every kind (not only claims) deliver that item again, then the group's other items."""
+    items = [("g-1", 1), ("g-2", 1), ("g-3", 1)]
+    for value, priority in items:
+        shape.put(value, priority, group="g")
+    dead = shape.claim(SHORT)
+    assert dead is not None and dead.value == "g-1"
+    assert shape.take() is None  # held: the group waits for its lease
+    shape.advance(PAST_SHORT)
+    assert shape.take_all() == ["g-1", "g-2", "g-3"]
+    with pytest.raises(LeaseNotHeldError):
+        shape.ack(dead)
+    info = shape.info()
+    assert (info.groups, info.groups_in_flight, info.size) == (0, 0, 0)
+    assert shape.leases() == [] and shape.dead_letters() == []
+
+
 @shapes(FIFO_SHAPES)
 def test_enqueue_with_dedup_id(shape: Shape) -> None:
     # A PriorityQueue has no dedup_id: push(tr, value, priority, *, delay, group).

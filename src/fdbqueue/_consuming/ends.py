@@ -146,7 +146,12 @@ class End:
     @exactly_once(wrote=lambda value: value is not None)
     def _take(self, tr: AnyContext) -> Any:
         require_writable(tr, self.action)
+        expired, moved = self._take_expired(tr, 1)
+        if expired:
+            return expired[0]
         taken = self._take_items(tr, 1, None, moving=False)
+        if not taken.items and moved:
+            return MOVED_ASIDE
         if not taken.items:
             return MOVED_ASIDE if taken.moved_aside else None
         self.store.dequeued(tr, 1)
@@ -162,11 +167,23 @@ class End:
     @exactly_once(wrote=bool)
     def take_batch(self, tr: AnyContext, n: int) -> Any:
         require_writable(tr, f"{self.action}_many")
-        taken = self._take_items(tr, n, None, moving=False)
-        if not taken.items:
-            return MOVED_ASIDE if taken.moved_aside else []
+        expired, moved = self._take_expired(tr, n)
+        if len(expired) == n:
+            return expired
+        taken = self._take_items(tr, n - len(expired), None, moving=False)
+        if not taken.items and not expired:
+            return MOVED_ASIDE if taken.moved_aside or moved else []
         self.store.dequeued(tr, len(taken.items))
-        return [item.value for item in taken.items]
+        return expired + [item.value for item in taken.items]
+
+    def _take_expired(self, tr: AnyContext, n: int) -> tuple[list[Any], bool]:
+        """Where a message group is active, up to ``n`` expired leases' items, taken plainly
+        (:meth:`~fdbqueue._delivery.claims.Leases.take_expired`): a group whose holder died
+        is released to plain takes too. Nothing, and no read, on a queue without an active
+        group (its count is quiet, or read from the transaction's cache by the take)."""
+        if not self.store.groups.active_now(tr):
+            return [], False
+        return self.leases.take_expired(tr, n)
 
     # -- claiming ---------------------------------------------------------------------------
 

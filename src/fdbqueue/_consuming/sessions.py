@@ -374,7 +374,15 @@ class Consumer:
 
     def _dequeue_at(self, tr: Any, rank: int) -> tuple[str, Any] | None:
         """Take the item at ``rank``: (TAKEN, value), (MOVED_ASIDE, None) when only poison
-        moved aside, or None when there is no item for that rank."""
+        moved aside, or None when there is no item for that rank. Where a message group is
+        active, an expired lease's item comes first, whatever the rank (a group whose
+        holder died is released to takes too)."""
+        if self.leases is not None and self.store.groups.active_now(tr):
+            expired, moved = self.leases.take_expired(tr, 1)
+            if expired:
+                return TAKEN, expired[0]
+            if moved:
+                return MOVED_ASIDE, None
         taken = taking.take(self.store, tr, self._front_at(rank), 1, moving=False)
         if taken.items:
             self.store.dequeued(tr, 1)

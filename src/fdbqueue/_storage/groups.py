@@ -424,6 +424,14 @@ class Groups:
         self._store.quiet.not_empty(self.count_key)
         return True
 
+    def active_now(self, tr: AnyContext) -> bool:
+        """Whether a group is active at ``tr``'s read version, as far as a take must know:
+        False without a read while the count is quiet (:meth:`look`). Cost: a snapshot
+        point read of the count, answered from the transaction's cache when a take read it
+        already; none while it is quiet."""
+        looked = self.look(tr)
+        return looked is not None and looked.present() and _COUNTER.unpack(bytes(looked))[0] > 0
+
     def active_count(self, tr: AnyContext) -> int:
         """How many groups are active (have items, or one in a lease). Cost: a snapshot point
         read."""
