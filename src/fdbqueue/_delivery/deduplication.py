@@ -37,7 +37,7 @@ from typing import Any
 
 import fdb.tuple
 
-from fdbqueue._checks import check_seconds
+from fdbqueue._checks import check_packable_int, check_seconds
 from fdbqueue._delivery.leases import VERSIONS_PER_SECOND
 from fdbqueue._storage.store import ItemStore
 
@@ -87,12 +87,15 @@ def check_dedup_id(dedup_id: Any) -> bytes:
 
     Raises:
         TypeError: not a str, bytes or int (bool included), or None.
-        ValueError: empty, or over :data:`MAX_DEDUP_ID_BYTES` bytes packed.
+        ValueError: empty, an int the tuple layer cannot pack, or over
+            :data:`MAX_DEDUP_ID_BYTES` bytes packed.
     """
     if isinstance(dedup_id, bool) or not isinstance(dedup_id, (str, bytes, int)):
         raise TypeError(f"dedup_id must be a str, bytes or int, not {type(dedup_id).__name__}")
     if dedup_id in ("", b""):
         raise ValueError("dedup_id must not be empty")
+    if isinstance(dedup_id, int):
+        check_packable_int(dedup_id, "dedup_id")
     packed: bytes = fdb.tuple.pack((dedup_id,))
     if len(packed) > MAX_DEDUP_ID_BYTES:
         raise ValueError(

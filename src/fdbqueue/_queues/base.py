@@ -44,6 +44,7 @@ from fdbqueue._transactions.transactional import (
     run_in_retry_loop,
     transactional,
 )
+from fdbqueue._wording import name_methods_after
 from fdbqueue.codecs import Codec, Undecodable
 
 __all__ = [
@@ -150,6 +151,13 @@ class QueueBase(Generic[T]):
 
     #: The kind of shard the queue type is made of.
     _SHARD_CLASS: ClassVar[type[Shard]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Name the inherited public methods after the queue type (``Queue.ack``), so that
+        Python's TypeErrors for a wrong call name the public class
+        (:func:`~fdbqueue._wording.name_methods_after`)."""
+        super().__init_subclass__(**kwargs)
+        name_methods_after(cls)
 
     def __init__(
         self,

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 import fdb.tuple
 
 from fdbqueue import metrics
+from fdbqueue._checks import check_packable_int
 from fdbqueue._keys import MAX_KEY_BYTES
 from fdbqueue._storage.quiet_keys import hint_written
 from fdbqueue._transactions.transactional import AnyContext
@@ -99,23 +100,38 @@ def check_weight(weight: Any) -> int:
     return weight
 
 
+def _check_group_part(part: Any, top: bool) -> None:
+    """Raise unless ``part`` is a str, bytes, int (not a bool, packable) or a tuple of such
+    parts, at any depth (no database access)."""
+    if isinstance(part, tuple):
+        for inner in part:
+            _check_group_part(inner, False)
+        return
+    if isinstance(part, bool) or not isinstance(part, (str, bytes, int)):
+        where = "group" if top else "a group's tuple"
+        raise TypeError(
+            f"{where} must hold only str, bytes, int or tuples of those, not {type(part).__name__}"
+        )
+    if isinstance(part, int):
+        check_packable_int(part, "group" if top else "an int in the group")
+
+
 def check_group(group: Any) -> Group:
-    """Return ``group`` when it can name a group, or raise before anything is written.
+    """Return ``group`` when it can name a group, or raise before anything is written: a
+    str, bytes, an int, or a tuple of those (nested tuples too), exactly what comes back
+    as the lease's ``group``.
 
     Raises:
-        TypeError: not a str, bytes, int or tuple (a bool is refused), or a tuple holding
-            what the tuple layer cannot pack.
-        ValueError: packed, it takes over :data:`MAX_GROUP_BYTES` bytes.
+        TypeError: anything else (a bool, float, NaN, None inside a tuple, a UUID, a list).
+        ValueError: an int the tuple layer cannot pack (``abs(n) >= 2**2040``), or, packed,
+            over :data:`MAX_GROUP_BYTES` bytes.
     """
-    if isinstance(group, bool) or not isinstance(group, (str, bytes, int, tuple)):
-        raise TypeError(f"group must be a str, bytes, int or tuple, not {type(group).__name__}")
-    try:
-        packed = fdb.tuple.pack((group,))
-    except Exception as error:  # the tuple layer raises several types on what it cannot pack
-        raise TypeError(f"group {group!r} cannot be packed by the tuple layer: {error}") from None
+    _check_group_part(group, True)
+    packed = fdb.tuple.pack((group,))
     if len(packed) > MAX_GROUP_BYTES:
         raise ValueError(f"group is {len(packed):,} bytes packed, more than {MAX_GROUP_BYTES:,}")
-    return group
+    checked: Group = group
+    return checked
 
 
 class GroupedItem:
