@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import fdb.tuple
 import pytest
 from helpers import TIMED_OUT, all_keys, fault_on, or_timed_out, run, run_threads
 
@@ -81,12 +82,13 @@ def test_bad_windows_are_refused(window, error):
 def test_expired_records_are_cleaned_a_few_per_admitting_enqueue():
     db = memory.open()
     store, deduplication = records(seconds=1)
-    admit(db, deduplication, *[f"old-{n}" for n in range(5)])
+    old = CLEANED_PER_ENQUEUE + 10
+    admit(db, deduplication, *[f"old-{n}" for n in range(old)])
     db.advance_time(2)
     before = len(all_keys(db, store.deduplication))
-    admit(db, deduplication, "new")  # adds an id and its expiry entry, cleans two expired
+    admit(db, deduplication, "new")  # adds an id and its expiry entry, cleans 2 + 16 expired
     after = len(all_keys(db, store.deduplication))
-    assert after == before + 2 - 2 * CLEANED_PER_ENQUEUE
+    assert after == before + 2 - 2 * (CLEANED_PER_ENQUEUE + 2)
     for _ in range(5):
         admit(db, deduplication, "new")  # refused: cleans nothing, writes nothing
     assert len(all_keys(db, store.deduplication)) == after
@@ -213,3 +215,28 @@ def test_the_records_of_an_asyncio_queue_are_the_same():
         ]
 
     assert asyncio.run(main()) == [True, False, False, True]
+
+
+def dedup_records(db, queue) -> int:
+    """The ids a queue remembers (their records, not their expiry entries)."""
+    marker = fdb.tuple.pack(("deduplication", "id"))
+    return sum(marker in key for key, _value in all_keys(db, queue.subspace))
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_records_are_cleaned_as_fast_as_they_are_added(shards):
+    """Producers sending ids in batches keep at most about a window's worth of records: each
+    admitting enqueue cleans at least twice as many expired records as it adds."""
+    db = memory.open()
+    queue = Queue(Subspace(("dedup-bound", shards)), dedup_window=0.01, shards=shards)
+    batch, batches = 100, 150
+    for n in range(batches):
+        ids = range(n * batch, (n + 1) * batch)
+        assert queue.enqueue_many(db, list(ids), dedup_ids=list(ids)) == [True] * batch
+    left = dedup_records(db, queue)
+    # a window (0.01 s) holds a few batches: what is left is those, not 15,000 records
+    assert left <= 5 * batch, left
+    db.advance_time(1)
+    for n in range(left // (2 + CLEANED_PER_ENQUEUE) + 1):  # each cleans 18, adds one
+        queue.enqueue(db, n, dedup_id=f"late-{n}")
+    assert dedup_records(db, queue) <= left // (2 + CLEANED_PER_ENQUEUE) + 1

@@ -14,12 +14,16 @@ Key layout under the queue's metadata ``M = P + b"\\xff"``::
 
 Conflicts: an enqueue reads its id's record with a read conflict (two enqueues of one id
 cannot both commit: the second retries and finds the first's record) and nothing else with
-one, so enqueues of distinct ids never conflict. Each admitting enqueue also cleans up to
-:data:`CLEANED_PER_ENQUEUE` expired records: a snapshot range read of the oldest expiry
-entries, a clear of each, and a ``compare_and_clear`` of its record (an atomic operation that
-clears the key only while it still holds that version, so a record written again meanwhile
-stays; no read, no conflict). So the records never outgrow the ids enqueued within about one
-window, at a bounded cost per enqueue.
+one, so enqueues of distinct ids never conflict. Each admitting enqueue also cleans expired
+records, up to twice as many as it admits plus :data:`CLEANED_PER_ENQUEUE` (within a byte
+budget): a snapshot range read of the oldest expired entries (only those), a clear of each,
+and a ``compare_and_clear`` of its record (an atomic operation that clears the key only while
+it still holds that version, so a record written again meanwhile stays; no read, no conflict).
+Records are thus cleaned at least twice as fast as they are added, and they never outgrow the
+ids admitted within about one window, plus the last admitting enqueue's: 100,000 ids sent in
+batches of 100 with a 0.01 s window leave a few hundred records (there were 98,002 when each
+enqueue cleaned two). After the last enqueue, what remains stays until the next admitting
+enqueue (it never grows without one).
 
 Exactly once: the records are written in the enqueue's own transaction, which the queue's
 receipts make exactly-once under unknown results (:doc:`guarantees`): a retry after 1021
@@ -58,8 +62,11 @@ DEFAULT_DEDUP_WINDOW = 300.0
 MAX_DEDUP_WINDOW = 24 * 60 * 60.0
 #: The longest id, packed with the tuple layer (SQS allows 128 characters).
 MAX_DEDUP_ID_BYTES = 1_000
-#: Expired records an admitting enqueue clears at most.
-CLEANED_PER_ENQUEUE = 2
+#: Expired records an admitting enqueue clears at most, beyond twice the ids it admits.
+CLEANED_PER_ENQUEUE = 16
+#: Bytes of clears an admitting enqueue may add for the clean-up, beyond twice the bytes its
+#: own records write (so the clean-up never more than triples an enqueue's size).
+CLEANING_BYTES = 32_768
 
 _VERSION = struct.Struct("<Q")
 
@@ -144,26 +151,41 @@ class Deduplication:
             tr[self.ids.key() + packed] = _VERSION.pack(version)
             tr[self._expiry_key(version, packed)] = b""
             admitted.append(True)
-        if any(admitted):
-            self.clean(tr, version)
+        count = sum(admitted)
+        if count:
+            written = sum(
+                2 * len(packed) for packed, taken in zip(packed_ids, admitted, strict=True) if taken
+            )
+            self.clean(tr, version, CLEANED_PER_ENQUEUE + 2 * count, CLEANING_BYTES + 2 * written)
         return admitted
 
-    def clean(self, tr: Any, version: int) -> int:
-        """Clear up to :data:`CLEANED_PER_ENQUEUE` records that expired before ``version``;
-        return how many. Snapshot reads and blind clears: no conflict with anything."""
-        entries = tr.snapshot.get_range(
-            self.expiry.range().start, self.expiry.range().stop, limit=CLEANED_PER_ENQUEUE
-        )
-        cleaned = 0
+    def clean(
+        self,
+        tr: Any,
+        version: int,
+        limit: int = CLEANED_PER_ENQUEUE,
+        budget: int = CLEANING_BYTES,
+    ) -> int:
+        """Clear up to ``limit`` records that expired at ``version``, oldest first, within
+        about ``budget`` bytes of ids; return how many. An admitting enqueue cleans up to
+        twice as many as it adds, plus :data:`CLEANED_PER_ENQUEUE`: the records are cleaned
+        faster than they are added, so they never hold many more than the ids admitted
+        within one window. Cost: one snapshot range read of the expired entries only (its
+        end is the window's start: no live entry is read) and two blind clears per record
+        (a ``compare_and_clear`` of the record, a clear of its entry): no conflict with
+        anything."""
+        expired_end = self.expiry.pack((version - self.window_versions + 1,))
+        entries = tr.snapshot.get_range(self.expiry.range().start, expired_end, limit=limit)
+        cleaned = spent = 0
         for entry in entries:
             recorded_version, dedup_id = self.expiry.unpack(bytes(entry.key))
-            if version - recorded_version < self.window_versions:
-                break
-            tr.compare_and_clear(
-                self.ids.key() + fdb.tuple.pack((dedup_id,)), _VERSION.pack(recorded_version)
-            )
+            packed = fdb.tuple.pack((dedup_id,))
+            tr.compare_and_clear(self.ids.key() + packed, _VERSION.pack(recorded_version))
             del tr[bytes(entry.key)]
             cleaned += 1
+            spent += 2 * len(packed)
+            if spent >= budget:
+                break
         return cleaned
 
     def _expiry_key(self, version: int, packed: bytes) -> bytes:
