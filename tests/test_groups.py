@@ -631,3 +631,38 @@ def test_a_group_another_process_starts_gets_its_turn_within_the_quiet_time():
     assert sorted(queue.dequeue_many(db, 100) + taken) == sorted(
         [f"plain-{n}" for n in range(3, 50)] + ["grouped"]
     )
+
+
+def _put(queue: Any, tr: Any, value: str) -> None:
+    if isinstance(queue, PriorityQueue):
+        queue.push(tr, value, 1, group="g")
+    else:
+        queue.enqueue(tr, value, group="g")
+
+
+@pytest.mark.parametrize("kind", [Queue, PriorityQueue])
+@pytest.mark.parametrize("shards", [1, 4])
+def test_overlapping_enqueues_into_a_group_come_out_in_commit_order(kind, shards):
+    """Two enqueues into one group that overlap (both read the group before either commits)
+    come out in the order they committed: the later one conflicts and retries behind the
+    first, whatever their random parts."""
+    db = memory.open()
+    out_of_order = 0
+    for trial in range(30):
+        queue = kind(Subspace(("commit-order", trial)), shards=shards)
+        _put(queue, db, "before")
+        first, second = db.create_transaction(), db.create_transaction()
+        _put(queue, first, "first")
+        _put(queue, second, "second")
+        second.commit().wait()  # "second" commits first
+        while True:
+            try:
+                first.commit().wait()
+                break
+            except memory.FDBError as error:
+                first.on_error(error).wait()  # a conflict: retry, as a retry loop does
+                _put(queue, first, "first")
+        taken = [queue.dequeue(db) if kind is Queue else queue.pop(db) for _ in range(3)]
+        assert sorted(taken) == ["before", "first", "second"]
+        out_of_order += taken != ["before", "second", "first"]
+    assert out_of_order == 0

@@ -35,8 +35,11 @@ lease ends. A weight is read when a group gets a new turn.
 
 What conflicts: turns are written blind (numbered without a read), so takes of different
 groups in line never conflict. An enqueue reads the group's active record (a read
-conflict on that one key), so it conflicts only with the transaction that makes the group
-active or inactive at the same time; otherwise enqueues to a group conflict with nothing.
+conflict on that one key), so it conflicts with the transaction that makes the group
+active or inactive at the same time; and it reads the group's last item with a read
+conflict (from that item to the group's end), so two overlapping enqueues into one group
+conflict and the later one retries behind the first: a group's items come out in commit
+order. Enqueues into different groups never conflict.
 
 Items without a group stay where FoundationDB's "Queues" recipe puts them; when both are
 waiting, a take serves a group's turn or the ungrouped front with even odds (in a
@@ -208,14 +211,19 @@ class Groups:
         was not.
 
         Cost: a point read of the active record (a read conflict on that key) and a snapshot
-        point read of the group's weight, issued together, a snapshot range read of the
-        group's last item, one set per value and two atomic adds (as any item); for a group
-        made active, two sets and an atomic add.
+        point read of the group's weight, issued together, a range read of the group's last
+        item (``limit=1``, reverse) with a read conflict from that item to the group's end,
+        one set per value and two atomic adds (as any item); for a group made active, two
+        sets and an atomic add. The read conflict orders enqueues into one group by commit:
+        of two that overlap, the later to commit conflicts and retries after the first's
+        items (an index taken from a snapshot read would give both the same index, and
+        their random parts would order them). Enqueues into other groups, and takes of
+        the group's items but its last, never conflict with it.
         """
         active = tr.get(self.active.pack((group,)))
         weight = tr.snapshot.get(self.weights.pack((group,)))
         members = self.items.range((group,))
-        last = list(tr.snapshot.get_range(members.start, members.stop, limit=1, reverse=True))
+        last = list(tr.get_range(members.start, members.stop, limit=1, reverse=True))
         index: int = self.items.unpack(last[0].key)[1] if last else 0
         keys = []
         for value in encoded:
