@@ -666,3 +666,24 @@ def test_overlapping_enqueues_into_a_group_come_out_in_commit_order(kind, shards
         assert sorted(taken) == ["before", "first", "second"]
         out_of_order += taken != ["before", "second", "first"]
     assert out_of_order == 0
+
+
+@pytest.mark.parametrize("batch", [1, 3, 7, 16])
+def test_batch_takes_keep_the_fairness_bound_exactly(batch):
+    """One group's backlog delays every other group's item by at most one turn per item,
+    whether the takes come one at a time or in batches: turns given by one transaction are
+    ordered by when their groups were served, not by the groups' names (the backlog's group
+    sorts first here)."""
+    db = memory.open()
+    queue = Queue(Subspace(("fair-batches", batch)))
+    queue.enqueue_many(db, [("big", n) for n in range(600)], group="a-big")
+    small, per_group = 40, 5
+    for g in range(small):
+        queue.enqueue_many(db, [(f"s-{g:03d}", n) for n in range(per_group)], group=f"s-{g:03d}")
+    taken: list[Any] = []
+    while len(taken) < 600 + small * per_group:
+        got = queue.dequeue_many(db, batch)
+        assert got
+        taken += got
+    last_small = max(i for i, (group, _n) in enumerate(taken) if group != "big")
+    assert last_small + 1 <= per_group * (small + 1), last_small + 1

@@ -21,9 +21,11 @@ lease. An active group whose next item may be taken has one *turn*: an entry in 
 turns, whose value is the key of the group's first item. A take reads the first turns with one
 range read and their first items with point reads issued together; taking a group's item
 clears its turn, and, unless the item goes into a lease, gives the group a new turn when it
-has more items, numbered by the transaction's read version: after every turn given by a
-transaction that committed before it began (round robin: a group's backlog delays another
-group by at most one turn). A leased item's group gets its next turn when the lease ends
+has more items, numbered by the transaction's read version and, within the transaction, by the
+order the turns were given (:func:`new_turn`): after every turn given by a transaction that
+committed before it began, and in the order a batch take served the groups (round robin: a
+group's backlog delays another group by at most one turn, for single and batch takes alike).
+A leased item's group gets its next turn when the lease ends
 (acknowledged or dead-lettered); when the lease expires or is released, the same item is
 delivered again first, and the group stays without a turn meanwhile: at most one item of a
 group is in flight, and claims never see a busy group, so they pass over it at no cost.
@@ -54,6 +56,8 @@ from __future__ import annotations
 import itertools
 import random
 import struct
+import threading
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +80,7 @@ __all__ = [
     "Groups",
     "check_group",
     "check_weight",
+    "new_turn",
 ]
 
 #: What names a group: a str, bytes, an int or a tuple of such values (the tuple layer's).
@@ -83,6 +88,36 @@ Group = str | bytes | int | tuple[Any, ...]
 #: The most bytes a group may take packed by the tuple layer (SQS allows 128 characters).
 MAX_GROUP_BYTES = 1_024
 _COUNTER = struct.Struct("<q")
+
+
+#: Turns one transaction may give in order: a turn is numbered ``read version *
+#: TURNS_PER_VERSION + n`` for the ``n``-th turn the transaction gives (a transaction takes
+#: fewer items than this: 10,000,000 bytes hold fewer keys).
+TURNS_PER_VERSION = 2**20
+#: The turns given so far by each transaction still alive: (its read version, how many).
+_TURNS_GIVEN: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
+_TURNS_LOCK = threading.Lock()
+#: For a transaction that cannot be weakly referenced: a process-wide count.
+_TURNS_COUNTED = itertools.count()
+
+
+def new_turn(tr: AnyContext) -> int:
+    """The number of a turn ``tr`` gives now: its read version times
+    :data:`TURNS_PER_VERSION`, plus how many turns ``tr`` gave before at that read version.
+    So turns given by one transaction sort in the order they were given (the groups served
+    first get their next turn first, as single takes would give them: a batch take keeps the
+    fairness bound exactly), and every turn sorts after those of transactions that committed
+    before ``tr`` began. No read (the read version is the transaction's)."""
+    version: int = tr.get_read_version().wait()
+    with _TURNS_LOCK:
+        try:
+            last_version, given = _TURNS_GIVEN.get(tr, (version, 0))
+        except TypeError:  # not weakly referenceable, or unhashable
+            return version * TURNS_PER_VERSION + next(_TURNS_COUNTED) % TURNS_PER_VERSION
+        if last_version != version:
+            given = 0
+        _TURNS_GIVEN[tr] = (version, given + 1)
+    return version * TURNS_PER_VERSION + min(given, TURNS_PER_VERSION - 1)
 
 
 #: The largest weight a group may have.
@@ -181,7 +216,7 @@ class Groups:
         """Raise ValueError when a key of ``group``'s items or turns (with ``priority``, a
         PriorityQueue's) could exceed FoundationDB's key size limit (no database access)."""
         ranked = () if priority is None else (priority,)
-        turn = self.turns.pack((*ranked, 2**64, group))
+        turn = self.turns.pack((*ranked, 2**64 * TURNS_PER_VERSION, group))
         longest = max(self.longest_item_key(group, priority), len(turn))
         if longest > MAX_KEY_BYTES:
             raise ValueError(
@@ -256,13 +291,13 @@ class Groups:
         turn: int | None = None,
     ) -> None:
         """Give ``group`` a turn, whose first item is ``head``, after every turn given by a
-        transaction that committed before ``tr`` began: the turn is ``tr``'s read version
-        (no read; turns given in one transaction sort by group); or the turn ``turn`` it had,
-        ``served`` of its ``weight`` items served."""
+        transaction that committed before ``tr`` began and after every turn ``tr`` gave
+        before (:func:`new_turn`: no read); or the turn ``turn`` it had, ``served`` of its
+        ``weight`` items served."""
         if head is None:
             return
         if turn is None:
-            turn = tr.get_read_version().wait()
+            turn = new_turn(tr)
         ranked = (self.items.unpack(head)[2],) if self.prioritized else ()
         tr[self.turns.pack((*ranked, turn, group))] = fdb.tuple.pack((head, weight, served))
 
