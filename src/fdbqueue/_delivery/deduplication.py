@@ -1,16 +1,28 @@
-"""Idempotent enqueue: deduplication ids remembered for a window of versions.
+"""Idempotent enqueue: deduplication ids remembered for a window of seconds.
 
 An enqueue given a ``dedup_id`` first looks the id up in the queue's deduplication records:
-when an enqueue recorded that id less than ``dedup_window`` seconds of versions ago, the value
-is not enqueued (the call returns False); otherwise the id is recorded with the transaction's
-read version, in the same transaction as the item, so both commit or neither does. The record
-outlives the item (it is kept when the item is taken, and by ``clear``) until the window ends,
-as Amazon SQS keeps a message deduplication id for five minutes after the send.
+when an enqueue recorded that id within ``dedup_window`` seconds (see "Clock" below), the
+value is not enqueued (the call returns False); otherwise the id is recorded with the
+transaction's read version and the wall-clock time, in the same transaction as the item, so
+both commit or neither does. The record outlives the item (it is kept when the item is
+taken, and by ``clear``) until the window ends, as Amazon SQS keeps a message deduplication
+id for five minutes after the send.
 
 Key layout under the queue's metadata ``M = P + b"\\xff"``::
 
-    M + pack(("deduplication", "id", dedup_id))               read version (8 bytes, little)
-    M + pack(("deduplication", "expiry", version, dedup_id))   b"" (the records by age)
+    M + pack(("deduplication", "id", dedup_id))               read version, wall-clock time
+    M + pack(("deduplication", "expiry", version, dedup_id))   the same (the records by age)
+
+(each value 16 bytes: the read version and the admitting client's ``time.time()`` in
+microseconds, both little-endian; records of 8 bytes, the version alone, are older ones.)
+
+Clock: an id is remembered until both ``dedup_window`` seconds of read versions *and*
+``dedup_window`` seconds of wall-clock time (the admitting client's clock against the checking
+client's) have passed. Read versions alone are no clock across recoveries: each moves them
+about 100 s on in a moment, so three recoveries (a rolling restart) would end a 300 s window at
+once. The wall clock alone would trust every client's clock. Bound by both, a window is never
+shorter than its versions (clock skew cannot shorten it below that) nor, across recoveries,
+than its seconds by the clocks (minus the skew between the two clients' clocks).
 
 Conflicts: an enqueue reads its id's record with a read conflict (two enqueues of one id
 cannot both commit: the second retries and finds the first's record) and nothing else with
@@ -37,6 +49,7 @@ atomic ``compare_and_clear`` (API 610) for the clean-up, and read versions as th
 from __future__ import annotations
 
 import struct
+import time
 from typing import Any
 
 import fdb.tuple
@@ -69,6 +82,26 @@ CLEANED_PER_ENQUEUE = 16
 CLEANING_BYTES = 32_768
 
 _VERSION = struct.Struct("<Q")
+#: A record's value: the read version and the wall-clock time (microseconds since the epoch)
+#: of the enqueue that admitted the id. Records of 8 bytes (the version alone) were written
+#: before the time was recorded: they count by versions only.
+_RECORD = struct.Struct("<Qq")
+MICROSECONDS_PER_SECOND = 1_000_000
+
+
+def wall_clock() -> float:
+    """The clock the windows are measured by besides read versions: ``time.time()`` (tests
+    that move time on move it too)."""
+    return time.time()
+
+
+def _unpack_record(value: bytes) -> tuple[int, int | None]:
+    """A record's (read version, wall-clock microseconds or None for an 8-byte record)."""
+    if len(value) == _VERSION.size:
+        return _VERSION.unpack(value)[0], None
+    version, micros = _RECORD.unpack(value)
+    return version, micros
+
 
 #: What a deduplication id may be.
 DedupId = str | bytes | int
@@ -124,6 +157,16 @@ class Deduplication:
         self.ids = records.subspace(("id",))
         self.expiry = records.subspace(("expiry",))
         self.window_versions = max(1, round(window * VERSIONS_PER_SECOND))
+        self.window_micros = max(1, round(window * MICROSECONDS_PER_SECOND))
+
+    def _fresh(self, recorded: tuple[int, int | None], version: int, now: int) -> bool:
+        """Whether a record is still within the window: until both the window's versions
+        and its wall-clock seconds have passed (a recovery moves versions about 100 s on in
+        a moment; a wall clock alone would trust every client's clock)."""
+        recorded_version, recorded_micros = recorded
+        if version - recorded_version < self.window_versions:
+            return True
+        return recorded_micros is not None and now - recorded_micros < self.window_micros
 
     def admit(self, tr: Any, packed_ids: list[bytes]) -> list[bool]:
         """Record each id not seen within the window and return, per id, whether its value
@@ -133,23 +176,22 @@ class Deduplication:
         id (and a clear of the entry it replaces), and the clean-up of
         :data:`CLEANED_PER_ENQUEUE` expired records (one snapshot range read)."""
         version: int = tr.get_read_version().wait()
+        now = round(wall_clock() * MICROSECONDS_PER_SECOND)
+        record = _RECORD.pack(version, now)
         reads = [tr.get(self.ids.key() + packed) for packed in packed_ids]
         admitted: list[bool] = []
         seen: set[bytes] = set()
         for packed, read in zip(packed_ids, reads, strict=True):
-            recorded = read.wait()
-            recorded_version = _VERSION.unpack(bytes(recorded))[0] if recorded.present() else None
-            fresh = (
-                recorded_version is not None and version - recorded_version < self.window_versions
-            )
-            if packed in seen or fresh:
+            found = read.wait()
+            recorded = _unpack_record(bytes(found)) if found.present() else None
+            if packed in seen or (recorded is not None and self._fresh(recorded, version, now)):
                 admitted.append(False)
                 continue
             seen.add(packed)
-            if recorded_version is not None:
-                del tr[self._expiry_key(recorded_version, packed)]
-            tr[self.ids.key() + packed] = _VERSION.pack(version)
-            tr[self._expiry_key(version, packed)] = b""
+            if recorded is not None:
+                del tr[self._expiry_key(recorded[0], packed)]
+            tr[self.ids.key() + packed] = record
+            tr[self._expiry_key(version, packed)] = record
             admitted.append(True)
         count = sum(admitted)
         if count:
@@ -176,11 +218,18 @@ class Deduplication:
         anything."""
         expired_end = self.expiry.pack((version - self.window_versions + 1,))
         entries = tr.snapshot.get_range(self.expiry.range().start, expired_end, limit=limit)
+        now = round(wall_clock() * MICROSECONDS_PER_SECOND)
         cleaned = spent = 0
         for entry in entries:
             recorded_version, dedup_id = self.expiry.unpack(bytes(entry.key))
+            value = bytes(entry.value)
+            if value:  # the record's value, with its wall-clock time
+                if self._fresh(_unpack_record(value), version, now):
+                    break  # within the window by the clock (versions jumped): kept
+            else:  # an entry of an 8-byte record
+                value = _VERSION.pack(recorded_version)
             packed = fdb.tuple.pack((dedup_id,))
-            tr.compare_and_clear(self.ids.key() + packed, _VERSION.pack(recorded_version))
+            tr.compare_and_clear(self.ids.key() + packed, value)
             del tr[bytes(entry.key)]
             cleaned += 1
             spent += 2 * len(packed)
