@@ -687,3 +687,44 @@ def test_batch_takes_keep_the_fairness_bound_exactly(batch):
         taken += got
     last_small = max(i for i, (group, _n) in enumerate(taken) if group != "big")
     assert last_small + 1 <= per_group * (small + 1), last_small + 1
+
+
+def _shares(concurrency: int, pause: float) -> tuple[float, int]:
+    """The weight-3 group's share of the first jobs the worker loop ran while four groups
+    (weights 3, 1, 1, 1) all had items, and the most items of one group ever in flight."""
+    db = memory.open()
+    queue = Queue(Subspace(("weights-workers", concurrency)))
+    queue.set_group_weight(db, "heavy", 3)
+    for group in ("heavy", "l1", "l2", "l3"):
+        queue.enqueue_many(db, [(group, n) for n in range(40)], group=group)
+    handled: list[str] = []
+    running: collections.Counter[str] = collections.Counter()
+    most = 0
+    lock = threading.Lock()
+
+    def handler(value: Any) -> None:
+        nonlocal most
+        with lock:
+            running[value[0]] += 1
+            most = max(most, running[value[0]])
+            handled.append(value[0])
+        time.sleep(pause)
+        with lock:
+            running[value[0]] -= 1
+
+    queue.work(db, handler, lease=30, concurrency=concurrency, until_empty=True)
+    assert len(handled) == 160
+    window = handled[:80]  # every group still has items then (40 each)
+    return window.count("heavy") / len(window), most
+
+
+def test_weights_give_their_share_to_one_worker_and_one_item_in_flight_caps_them():
+    """What docs/groups.rst states: weights are shares of takes, and of one worker's claims
+    (3 of 6: 0.5 here); under leases a group has one item in flight, so with concurrent
+    workers a weighted group cannot take more than one worker: its share falls towards
+    1/concurrency (never below an unweighted group's)."""
+    share, most = _shares(1, 0.0)
+    assert 0.45 <= share <= 0.55 and most == 1
+    share, most = _shares(4, 0.003)
+    assert most == 1  # never two items of a group at once
+    assert 0.15 <= share < 0.45  # capped near 1/4, not the 0.5 weights give one worker
