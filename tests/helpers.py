@@ -234,3 +234,13 @@ def write_into_shard(
     into = queue._router.shards[shard]
     where = () if priority is None else (priority,)
     into.write(db, [(into, [into.store.encode(value)])], where, 0.0, None)
+
+
+def pass_time(db: Any, seconds: float, monkeypatch: Any) -> None:
+    """Let ``seconds`` pass for the in-memory database (its versions) and for the wall clock
+    fdbqueue's deduplication windows are also measured by (both, as time passes)."""
+    from fdbqueue._delivery import deduplication
+
+    db.advance_time(seconds)
+    clock = deduplication.wall_clock
+    monkeypatch.setattr(deduplication, "wall_clock", lambda: clock() + seconds)

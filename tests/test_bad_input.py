@@ -4,13 +4,36 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 
 import pytest
 from helpers import all_keys
 
+import fdbqueue.asyncio as fa
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
 
 TOO_BIG = "x" * 100_001
+
+#: Groups as documented: str, bytes, int, and tuples of those (nested too).
+GOOD_GROUPS = ["a", b"b", 7, -(2**64), ("tenant", 3, b"x"), ("a", ("b", 2)), ()]
+
+#: What the docs do not allow as a group (str, bytes, int, or tuples of those).
+BAD_GROUPS = {
+    "float": 1.5,
+    "nan": float("nan"),
+    "bool": True,
+    "uuid": uuid.UUID(int=7),
+    "list": ["a"],
+    "tuple of a float": ("a", 1.5),
+    "tuple of None": (None,),
+    "tuple of a bool": ("a", False),
+    "tuple of a uuid": (uuid.UUID(int=7),),
+    "tuple of a list": (["a"],),
+    "tuple of nan": (float("nan"),),
+    "nested tuple of a float": ("a", ("b", 2.5)),
+    "int beyond the tuple layer": 2**3000,
+    "tuple of an int beyond the tuple layer": ("a", 10**700),
+}
 
 QUEUE_CALLS = {
     "enqueue None": (lambda q, db: q.enqueue(db, None), ValueError),
@@ -46,6 +69,36 @@ QUEUE_CALLS = {
         lambda q, db: q.enqueue_many(db, range(100_000)),
         ValueError,
     ),
+    "enqueue_many dedup_ids a str": (
+        lambda q, db: q.enqueue_many(db, ["x", "y", "z"], dedup_ids="abc"),
+        TypeError,
+    ),
+    "enqueue_many dedup_ids bytes": (
+        lambda q, db: q.enqueue_many(db, ["x", "y"], dedup_ids=b"ab"),
+        TypeError,
+    ),
+    "enqueue dedup_id beyond the tuple layer": (
+        lambda q, db: q.enqueue(db, "x", dedup_id=2**3000),
+        ValueError,
+    ),
+    "enqueue_many dedup_id beyond the tuple layer": (
+        lambda q, db: q.enqueue_many(db, ["x"], dedup_ids=[-(2**3000)]),
+        ValueError,
+    ),
+    **{
+        f"enqueue group {label}": (
+            lambda q, db, group=group: q.enqueue(db, "x", group=group),
+            (TypeError, ValueError),
+        )
+        for label, group in BAD_GROUPS.items()
+    },
+    **{
+        f"enqueue_many group {label}": (
+            lambda q, db, group=group: q.enqueue_many(db, ["x"], group=group),
+            (TypeError, ValueError),
+        )
+        for label, group in BAD_GROUPS.items()
+    },
 }
 
 PRIORITY_CALLS = {
@@ -66,6 +119,32 @@ PRIORITY_CALLS = {
     "claim max not a bool": (lambda q, db: q.claim(db, 5, max=None), TypeError),
     "peek max not a bool": (lambda q, db: q.peek(db, max=1), TypeError),
     "pop block not a bool": (lambda q, db: q.pop_min(db, block=1), TypeError),
+    "push priority beyond the tuple layer": (
+        lambda q, db: q.push(db, "v", priority=10**700),
+        ValueError,
+    ),
+    "push negative priority beyond the tuple layer": (
+        lambda q, db: q.push(db, "v", priority=-(2**3000)),
+        ValueError,
+    ),
+    "push delayed priority beyond the tuple layer": (
+        lambda q, db: q.push(db, "v", priority=10**700, delay=5),
+        ValueError,
+    ),
+    **{
+        f"push group {label}": (
+            lambda q, db, group=group: q.push(db, "x", 1, group=group),
+            (TypeError, ValueError),
+        )
+        for label, group in BAD_GROUPS.items()
+    },
+    **{
+        f"set_group_weight group {label}": (
+            lambda q, db, group=group: q.set_group_weight(db, group, 2),
+            (TypeError, ValueError),
+        )
+        for label, group in BAD_GROUPS.items()
+    },
 }
 
 
@@ -90,9 +169,51 @@ def test_a_rejected_call_changes_nothing(db, subspace, kind, name, high_contenti
     call, error = (QUEUE_CALLS if kind == "queue" else PRIORITY_CALLS)[name]
     queue = loaded(db, subspace, kind, high_contention)
     before = all_keys(db, queue.subspace)
-    with pytest.raises(error):
+    with pytest.raises(error) as raised:
         call(queue, db)
     assert all_keys(db, queue.subspace) == before
+    assert len(str(raised.value)) <= 300, "a short message, not the argument's digits"
+
+
+@pytest.mark.parametrize("group", [*GOOD_GROUPS], ids=repr)
+def test_every_documented_group_round_trips(db, subspace, group):
+    queue = Queue(subspace, shards=2)
+    queue.enqueue(db, "x", group=group)
+    lease = queue.claim(db, lease=30)
+    assert lease.group == group and type(lease.group) is type(group)
+
+
+def _public_methods(queue):
+    return [
+        name for name in dir(queue) if not name.startswith("_") and callable(getattr(queue, name))
+    ]
+
+
+def test_the_asyncio_worker_loop_names_the_public_class():
+    for kind in (fa.Queue, fa.PriorityQueue):
+        with pytest.raises(TypeError) as raised:
+            kind(("named",)).work()
+        assert str(raised.value).startswith((f"{kind.__name__}.work()", "work()"))
+
+
+@pytest.mark.parametrize("kind", [Queue, PriorityQueue])
+def test_type_errors_name_the_public_class(kind):
+    """A call with missing or extra arguments names ``Queue.ack``, never an internal class."""
+    queue = kind(("named",))
+    named = 0
+    for name in _public_methods(queue):
+        for args in [(), tuple(range(12))]:
+            try:
+                getattr(queue, name)(*args)
+            except TypeError as error:
+                message = str(error)
+                if "argument" in message and "()" in message:
+                    # Python 3.10 names the bare function: ``ack()``
+                    assert message.startswith((f"{kind.__name__}.{name}()", f"{name}()")), message
+                    named += 1
+            except Exception:
+                pass
+    assert named > 20
 
 
 CONSTRUCTIONS = {

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import fdb.tuple
 import pytest
-from helpers import TIMED_OUT, all_keys, fault_on, or_timed_out, run, run_threads
+from helpers import TIMED_OUT, all_keys, fault_on, or_timed_out, pass_time, run, run_threads
 
 import fdbqueue.asyncio as fa
 from fdbqueue import Queue, Subspace, memory
@@ -32,13 +33,13 @@ def admit(db, deduplication: Deduplication, *ids) -> list[bool]:
     return run(db, lambda tr: deduplication.admit(tr, packed))
 
 
-def test_an_id_is_admitted_once_within_its_window_and_again_after_it():
+def test_an_id_is_admitted_once_within_its_window_and_again_after_it(monkeypatch):
     db = memory.open()
     _store, deduplication = records(seconds=10)
     assert admit(db, deduplication, "job-1") == [True]
     assert admit(db, deduplication, "job-1") == [False]
     assert admit(db, deduplication, "job-2", "job-1", "job-2") == [True, False, False]
-    db.advance_time(11)
+    pass_time(db, 11, monkeypatch)
     assert admit(db, deduplication, "job-1") == [True]
     assert admit(db, deduplication, "job-1") == [False]
 
@@ -78,25 +79,26 @@ def test_bad_windows_are_refused(window, error):
         check_dedup_window(window)
 
 
-def test_expired_records_are_cleaned_a_few_per_admitting_enqueue():
+def test_expired_records_are_cleaned_a_few_per_admitting_enqueue(monkeypatch):
     db = memory.open()
     store, deduplication = records(seconds=1)
-    admit(db, deduplication, *[f"old-{n}" for n in range(5)])
-    db.advance_time(2)
+    old = CLEANED_PER_ENQUEUE + 10
+    admit(db, deduplication, *[f"old-{n}" for n in range(old)])
+    pass_time(db, 2, monkeypatch)
     before = len(all_keys(db, store.deduplication))
-    admit(db, deduplication, "new")  # adds an id and its expiry entry, cleans two expired
+    admit(db, deduplication, "new")  # adds an id and its expiry entry, cleans 2 + 16 expired
     after = len(all_keys(db, store.deduplication))
-    assert after == before + 2 - 2 * CLEANED_PER_ENQUEUE
+    assert after == before + 2 - 2 * (CLEANED_PER_ENQUEUE + 2)
     for _ in range(5):
         admit(db, deduplication, "new")  # refused: cleans nothing, writes nothing
     assert len(all_keys(db, store.deduplication)) == after
 
 
-def test_cleaning_keeps_a_record_written_again_after_it_expired():
+def test_cleaning_keeps_a_record_written_again_after_it_expired(monkeypatch):
     db = memory.open()
     _store, deduplication = records(seconds=1)
     admit(db, deduplication, "again")
-    db.advance_time(2)
+    pass_time(db, 2, monkeypatch)
     assert admit(db, deduplication, "again") == [True]  # replaces its record and its entry
     assert admit(db, deduplication, "other") == [True]  # cleans nothing of "again"'s new record
     assert admit(db, deduplication, "again") == [False]
@@ -149,7 +151,7 @@ def test_clear_keeps_the_records():
 
 
 @pytest.mark.parametrize("shards", [1, 4])
-def test_enqueue_with_an_id_enqueues_once_and_says_so(shards):
+def test_enqueue_with_an_id_enqueues_once_and_says_so(shards, monkeypatch):
     db = memory.open()
     queue = Queue(Subspace(("jobs", shards)), shards=shards, dedup_window=10)
     assert queue.enqueue(db, "job") is True  # no id: always
@@ -164,7 +166,7 @@ def test_enqueue_with_an_id_enqueues_once_and_says_so(shards):
     while queue.dequeue(db) is not None:  # taking the items does not forget the ids
         pass
     assert queue.enqueue(db, "again", dedup_id="order-42") is False
-    db.advance_time(11)
+    pass_time(db, 11, monkeypatch)
     assert queue.enqueue(db, "after the window", dedup_id="order-42") is True
     assert queue.enqueue(db, "delayed", dedup_id="later", delay=5) is True
     assert queue.enqueue(db, "delayed", dedup_id="later", delay=5) is False
@@ -213,3 +215,65 @@ def test_the_records_of_an_asyncio_queue_are_the_same():
         ]
 
     assert asyncio.run(main()) == [True, False, False, True]
+
+
+def dedup_records(db, queue) -> int:
+    """The ids a queue remembers (their records, not their expiry entries)."""
+    marker = fdb.tuple.pack(("deduplication", "id"))
+    return sum(marker in key for key, _value in all_keys(db, queue.subspace))
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_records_are_cleaned_as_fast_as_they_are_added(shards, monkeypatch):
+    """Producers sending ids in batches keep at most about a window's worth of records: each
+    admitting enqueue cleans at least twice as many expired records as it adds."""
+    db = memory.open()
+    queue = Queue(Subspace(("dedup-bound", shards)), dedup_window=0.01, shards=shards)
+    batch, batches = 100, 150
+    for n in range(batches):
+        ids = range(n * batch, (n + 1) * batch)
+        assert queue.enqueue_many(db, list(ids), dedup_ids=list(ids)) == [True] * batch
+    left = dedup_records(db, queue)
+    # a window (0.01 s) holds a few batches: what is left is those, not 15,000 records
+    assert left <= 5 * batch, left
+    pass_time(db, 1, monkeypatch)
+    for n in range(left // (2 + CLEANED_PER_ENQUEUE) + 1):  # each cleans 18, adds one
+        queue.enqueue(db, n, dedup_id=f"late-{n}")
+    assert dedup_records(db, queue) <= left // (2 + CLEANED_PER_ENQUEUE) + 1
+
+
+def recover(db, times: int) -> None:
+    """``times`` cluster recoveries: each moves versions about 100 s on in no time."""
+    before = db.stats()["injected_recovery"]
+    db.faults = memory.Faults(recovery=1.0, recovery_seconds=0)
+    try:
+        while db.stats()["injected_recovery"] < before + times:
+            tr = db.create_transaction()
+            tr.set(b"recovery-scratch", b"x")
+            try:
+                tr.commit().wait()
+            except memory.FDBError as error:
+                assert error.code == 1021
+    finally:
+        db.faults = memory.Faults()
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_a_window_in_seconds_holds_across_recoveries(shards, monkeypatch):
+    """Three recoveries move versions 300 s on in a moment: an id re-sent then, within its
+    300 s window of wall-clock time, is still refused; once the window passed by both
+    clocks, it is accepted again."""
+    db = memory.open()
+    queue = Queue(Subspace(("dedup-recoveries", shards)), shards=shards)
+    assert queue.enqueue(db, "order", dedup_id="order-1") is True
+    assert queue.enqueue_many(db, ["a", "b"], dedup_ids=["id-a", "id-b"]) == [True, True]
+    recover(db, 4)
+    assert queue.enqueue(db, "order again", dedup_id="order-1") is False
+    assert queue.enqueue_many(db, ["a", "b", "c"], dedup_ids=["id-a", "id-b", "id-c"]) == [
+        False,
+        False,
+        True,
+    ]
+    assert queue.size(db) == 4
+    pass_time(db, 301, monkeypatch)  # the window passed by both clocks
+    assert queue.enqueue(db, "order later", dedup_id="order-1") is True

@@ -14,7 +14,7 @@ import pytest
 from helpers import despite_timeouts
 
 import fdbqueue.asyncio as fa
-from fdbqueue import Queue, Subspace, memory, transactional
+from fdbqueue import LeaseExpiredError, LeaseNotHeldError, Queue, Subspace, memory, transactional
 
 EFFECTS = Subspace(("effects",))
 EVERY_FAULT = memory.Faults(
@@ -142,3 +142,29 @@ def test_cancelling_an_asyncio_transactional_worker_loses_nothing_and_repeats_no
     assert info.leases_in_flight == info.expired_leases  # none held: released ones wait
     left = queue.sync.peek_many(db, None) + [lease.value for lease in queue.sync.leases(db, None)]
     assert sorted([*done, *left]) == list(range(8))  # nothing lost
+
+
+@pytest.mark.memory_only("moves time on with db.advance_time()")
+@pytest.mark.parametrize("shards", [1, 4])
+def test_the_lease_is_checked_before_the_handler_runs(shards):
+    """A transactional handler runs only for an item whose lease is still held: once the
+    lease expired (its item may be another consumer's, its group moved on), ack_with raises
+    before it calls the handler, sync and asyncio alike."""
+    db = memory.open()
+    queue = Queue(Subspace(("checked-first", shards)), shards=shards)
+    queue.enqueue_many(db, ["a", "b"])
+    called: list[Any] = []
+    expired = queue.claim(db, lease=1)
+    db.advance_time(2)
+    with pytest.raises(LeaseExpiredError):
+        queue.ack_with(db, expired, lambda tr: called.append(expired.value))
+    again = queue.claim(db, lease=30)  # delivered again, to another holder
+    assert again.value == expired.value and again.deliveries == 2
+    with pytest.raises(LeaseNotHeldError):
+        queue.ack_with(db, expired, lambda tr: called.append(expired.value))
+    aqueue = fa.Queue(Subspace(("checked-first", shards)), shards=shards)
+    with pytest.raises(LeaseNotHeldError):
+        asyncio.run(aqueue.ack_with(db, expired, lambda tr: called.append(expired.value)))
+    assert called == []
+    queue.ack_with(db, again, lambda tr: called.append(again.value))
+    assert called == ["a"]

@@ -631,3 +631,100 @@ def test_a_group_another_process_starts_gets_its_turn_within_the_quiet_time():
     assert sorted(queue.dequeue_many(db, 100) + taken) == sorted(
         [f"plain-{n}" for n in range(3, 50)] + ["grouped"]
     )
+
+
+def _put(queue: Any, tr: Any, value: str) -> None:
+    if isinstance(queue, PriorityQueue):
+        queue.push(tr, value, 1, group="g")
+    else:
+        queue.enqueue(tr, value, group="g")
+
+
+@pytest.mark.parametrize("kind", [Queue, PriorityQueue])
+@pytest.mark.parametrize("shards", [1, 4])
+def test_overlapping_enqueues_into_a_group_come_out_in_commit_order(kind, shards):
+    """Two enqueues into one group that overlap (both read the group before either commits)
+    come out in the order they committed: the later one conflicts and retries behind the
+    first, whatever their random parts."""
+    db = memory.open()
+    out_of_order = 0
+    for trial in range(30):
+        queue = kind(Subspace(("commit-order", trial)), shards=shards)
+        _put(queue, db, "before")
+        first, second = db.create_transaction(), db.create_transaction()
+        _put(queue, first, "first")
+        _put(queue, second, "second")
+        second.commit().wait()  # "second" commits first
+        while True:
+            try:
+                first.commit().wait()
+                break
+            except memory.FDBError as error:
+                first.on_error(error).wait()  # a conflict: retry, as a retry loop does
+                _put(queue, first, "first")
+        taken = [queue.dequeue(db) if kind is Queue else queue.pop(db) for _ in range(3)]
+        assert sorted(taken) == ["before", "first", "second"]
+        out_of_order += taken != ["before", "second", "first"]
+    assert out_of_order == 0
+
+
+@pytest.mark.parametrize("batch", [1, 3, 7, 16])
+def test_batch_takes_keep_the_fairness_bound_exactly(batch):
+    """One group's backlog delays every other group's item by at most one turn per item,
+    whether the takes come one at a time or in batches: turns given by one transaction are
+    ordered by when their groups were served, not by the groups' names (the backlog's group
+    sorts first here)."""
+    db = memory.open()
+    queue = Queue(Subspace(("fair-batches", batch)))
+    queue.enqueue_many(db, [("big", n) for n in range(600)], group="a-big")
+    small, per_group = 40, 5
+    for g in range(small):
+        queue.enqueue_many(db, [(f"s-{g:03d}", n) for n in range(per_group)], group=f"s-{g:03d}")
+    taken: list[Any] = []
+    while len(taken) < 600 + small * per_group:
+        got = queue.dequeue_many(db, batch)
+        assert got
+        taken += got
+    last_small = max(i for i, (group, _n) in enumerate(taken) if group != "big")
+    assert last_small + 1 <= per_group * (small + 1), last_small + 1
+
+
+def _shares(concurrency: int, pause: float) -> tuple[float, int]:
+    """The weight-3 group's share of the first jobs the worker loop ran while four groups
+    (weights 3, 1, 1, 1) all had items, and the most items of one group ever in flight."""
+    db = memory.open()
+    queue = Queue(Subspace(("weights-workers", concurrency)))
+    queue.set_group_weight(db, "heavy", 3)
+    for group in ("heavy", "l1", "l2", "l3"):
+        queue.enqueue_many(db, [(group, n) for n in range(40)], group=group)
+    handled: list[str] = []
+    running: collections.Counter[str] = collections.Counter()
+    most = 0
+    lock = threading.Lock()
+
+    def handler(value: Any) -> None:
+        nonlocal most
+        with lock:
+            running[value[0]] += 1
+            most = max(most, running[value[0]])
+            handled.append(value[0])
+        time.sleep(pause)
+        with lock:
+            running[value[0]] -= 1
+
+    queue.work(db, handler, lease=30, concurrency=concurrency, until_empty=True)
+    assert len(handled) == 160
+    window = handled[:80]  # every group still has items then (40 each)
+    return window.count("heavy") / len(window), most
+
+
+def test_weights_give_their_share_to_one_worker_and_one_item_in_flight_caps_them():
+    """What docs/groups.rst states: weights are shares of takes, and of one worker's claims
+    (3 of 6: 0.5 here); under leases a group has one item in flight, so with concurrent
+    workers a weighted group cannot take more than one worker: its share falls towards
+    1/concurrency (never below an unweighted group's)."""
+    share, most = _shares(1, 0.0)
+    assert 0.45 <= share <= 0.55 and most == 1
+    share, most = _shares(4, 0.003)
+    assert most == 1  # never two items of a group at once
+    assert 0.15 <= share < 0.45  # capped near 1/4, not the 0.5 weights give one worker

@@ -344,6 +344,25 @@ def test_put_into_groups(shape: Shape) -> None:
     assert third is not None and (third.value, third.group) == ("a-2", "a")
 
 
+@shapes(SHAPES)
+def test_a_dead_holders_group_is_released_to_plain_takes(shape: Shape) -> None:
+    """A consumer claimed a group's first item and died: once its lease expired, takes of
+    every kind (not only claims) deliver that item again, then the group's other items."""
+    items = [("g-1", 1), ("g-2", 1), ("g-3", 1)]
+    for value, priority in items:
+        shape.put(value, priority, group="g")
+    dead = shape.claim(SHORT)
+    assert dead is not None and dead.value == "g-1"
+    assert shape.take() is None  # held: the group waits for its lease
+    shape.advance(PAST_SHORT)
+    assert shape.take_all() == ["g-1", "g-2", "g-3"]
+    with pytest.raises(LeaseNotHeldError):
+        shape.ack(dead)
+    info = shape.info()
+    assert (info.groups, info.groups_in_flight, info.size) == (0, 0, 0)
+    assert shape.leases() == [] and shape.dead_letters() == []
+
+
 @shapes(FIFO_SHAPES)
 def test_enqueue_with_dedup_id(shape: Shape) -> None:
     # A PriorityQueue has no dedup_id: push(tr, value, priority, *, delay, group).
@@ -829,3 +848,35 @@ def test_work_transactional(shape: Shape) -> None:
 
     assert sorted(fdbqueue.transactional(read)(shape.db)) == sorted(v for v, _ in ITEMS)
     assert shape.empty() and shape.leases() == []
+
+
+# -- recoveries -------------------------------------------------------------------------------
+
+
+def current_version(db: Any) -> int:
+    """A read version taken now: what every lease returned before must outlive."""
+    version: int = db.create_transaction().get_read_version().wait()
+    return version
+
+
+@shapes(SHAPES)
+def test_a_claim_never_returns_an_expired_lease_under_recoveries(shape: Shape) -> None:
+    """A recovery moves versions about 100 s on and fails the commit with 1021; a claim
+    whose commit was applied finds its receipt, and must not return the lease it granted
+    if it already expired then (it claims again instead)."""
+    items = [(f"v{n}", n % 4) for n in range(120)]
+    shape.put_items(items)
+    shape.db.faults = memory.Faults(recovery=0.1, commit_unknown_result=0.1, recovery_seconds=0)
+    claimed = expired = 0
+    try:
+        for _ in range(len(items)):
+            lease = shape.claim(30)
+            if lease is None:
+                break
+            claimed += 1
+            if lease.expiry_version <= current_version(shape.db):
+                expired += 1
+    finally:
+        shape.db.faults = memory.Faults()
+    assert shape.db.stats()["injected_recovery"] > 0
+    assert claimed > 0 and expired == 0

@@ -262,6 +262,14 @@ class QueueModel(RuleBasedStateMachine):
     def claim(self) -> None:
         self.recovered = False
         lease = self.call(lambda: self.queue.claim(self.db, lease=LEASE_SECONDS))
+        if self.recovered:
+            # A claim whose commit's outcome was unknown across a recovery learns it at a new
+            # version; a lease that expired by then is not returned, it claims again: items
+            # may be in leases (expired) the model did not see, redelivered or dead-lettered.
+            if lease is not None and lease is not TIMED_OUT:  # not expired when returned
+                assert lease.expiry_version > self.db.create_transaction().get_read_version().wait()
+            self.reconcile()
+            return
         if lease is TIMED_OUT:
             self._sync_dead_letters({i for i in self.expired if i in self.leases})
             self.after_timed_out_take()
@@ -289,6 +297,35 @@ class QueueModel(RuleBasedStateMachine):
         self.leases[lease.id] = (lease, lease.value)
         if self.recovered:  # granted, then versions moved on: it may be expired already
             self.refresh_expiry()
+
+    def reconcile(self) -> None:
+        """Take the leases and dead letters as the database has them after a claim during
+        which a recovery happened (it may have claimed again, see :meth:`claim`)."""
+        faults, self.db.faults = self.db.faults, memory.Faults()
+        try:
+            in_db = {lease.value: lease for lease in self.queue.leases(self.db, limit=None)}
+            dead = [plain(letter.value) for letter in self.queue.dead_letters(self.db, limit=None)]
+        finally:
+            self.db.faults = faults
+        for lease_id, (_lease, value) in list(self.leases.items()):
+            current = in_db.get(value)
+            if current is None:
+                assert value in dead
+                self._forget(lease_id)
+                self.dead.append(value)
+            elif current.id != lease_id:
+                self._forget(lease_id)
+                self.leases[current.id] = (current, value)
+        known = {value for _lease, value in self.leases.values()}
+        for value, current in in_db.items():
+            if value not in known:
+                self.remove(value)  # queued, then claimed by a claim that claimed again
+                self.leases[current.id] = (current, value)
+        for entry in list(self.queued):  # poison moved aside by such a claim
+            if dead.count(entry[2]) > self.dead.count(entry[2]):
+                self.queued.remove(entry)
+                self.dead.append(entry[2])
+        self.refresh_expiry()
 
     def _forget(self, lease_id: str) -> None:
         del self.leases[lease_id]

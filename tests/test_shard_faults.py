@@ -356,9 +356,9 @@ def test_clear_between_a_gathering_take_and_its_resolution(applied, monkeypatch)
     values = spread(db, queue, 2)
     resolve = Receipts._resolve
 
-    def clear_then_resolve(self: Receipts, database: Any, attempt: Any) -> bool:
+    def clear_then_resolve(self: Receipts, database: Any, attempt: Any) -> tuple[bool, int]:
         queue.clear(db)
-        return bool(resolve(self, database, attempt))
+        return resolve(self, database, attempt)
 
     monkeypatch.setattr(Receipts, "_resolve", clear_then_resolve)
     with fault_on("commit_unknown_result", applied) as injected:

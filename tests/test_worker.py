@@ -333,7 +333,7 @@ def test_the_work_command_explains_a_bad_handler(handler, message):
 
 def test_the_work_command_refuses_a_bad_lease():
     result = CliRunner().invoke(
-        cli, ["--queue", "q", "work", "os:getcwd", "--lease", "0"], obj={"database": memory.open()}
+        cli, ["--queue", "q", "work", "os:fspath", "--lease", "0"], obj={"database": memory.open()}
     )
     assert result.exit_code == 2 and "lease" in result.output
 
@@ -428,3 +428,50 @@ def test_a_backoff_above_the_release_cap_is_capped(db, subspace):
 def test_concurrency_below_one_is_refused_in_one_line(db, subspace, concurrency):
     with pytest.raises(ValueError, match="concurrency must be >= 1"):
         Queue(subspace).work(db, print, lease=30, concurrency=concurrency)
+
+
+@pytest.mark.parametrize(
+    ("handler", "transactional"),
+    [
+        (lambda value: None, True),
+        (lambda tr, value: None, False),
+        (lambda: None, False),
+        (lambda a, b, c: None, True),
+    ],
+    ids=["one-argument-transactional", "two-arguments-plain", "none", "three"],
+)
+def test_a_handler_of_the_wrong_arity_is_refused_before_anything_is_claimed(handler, transactional):
+    db = memory.open()
+    queue = Queue(Subspace(("arity",)))
+    queue.enqueue(db, "job")
+    with pytest.raises(TypeError, match="handler"):
+        queue.work(db, handler, lease=5, until_empty=True, transactional=transactional)
+    assert queue.leases(db) == [] and queue.size(db) == 1 and queue.dead_letters(db) == []
+
+
+def test_the_work_command_runs_a_transactional_handler_and_checks_its_arity(tmp_path):
+    db = memory.open()
+    Queue(Subspace(("cli-tx",))).enqueue_many(db, [1, 2])
+    (tmp_path / "cli_tx_handlers.py").write_text(
+        "def effect(tr, value):\n    tr[b'cli-tx-effect-%d' % value] = b'1'\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        plain = CliRunner().invoke(
+            cli,
+            ["--queue", "cli-tx", "work", "cli_tx_handlers:effect", "--lease", "5"],
+            obj={"database": db},
+        )
+        assert plain.exit_code == 2 and "transactional=True" in plain.output
+        result = CliRunner().invoke(
+            cli,
+            [
+                *("--queue", "cli-tx", "work", "cli_tx_handlers:effect", "--lease", "5"),
+                *("--until-empty", "--transactional"),
+            ],
+            obj={"database": db},
+        )
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert db[b"cli-tx-effect-1"] == b"1" and db[b"cli-tx-effect-2"] == b"1"

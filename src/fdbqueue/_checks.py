@@ -6,7 +6,24 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["check_count", "check_flag", "check_seconds"]
+import fdb.tuple
+
+__all__ = ["check_count", "check_flag", "check_packable_int", "check_seconds"]
+
+
+def check_packable_int(number: int, name: str) -> int:
+    """Return the int ``number`` when FoundationDB's tuple layer can pack it (at most 255
+    bytes of magnitude: ``abs(number) < 2**2040``), else raise a short ValueError (the
+    tuple layer's own error is a ``struct.error``, and an int's repr may run to hundreds of
+    digits). No database access."""
+    try:
+        fdb.tuple.pack((number,))
+    except Exception:  # struct.error, or a ValueError past the length byte
+        raise ValueError(
+            f"{name} is an int of {number.bit_length():,} bits: the tuple layer packs ints "
+            "of at most 255 bytes (abs(n) < 2**2040)"
+        ) from None
+    return number
 
 
 def check_count(n: Any, name: str = "n") -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from fdbqueue._checks import check_count, check_flag
+from fdbqueue._checks import check_count, check_flag, check_packable_int
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
 from fdbqueue._delivery.delays import check_delay
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
@@ -43,9 +43,11 @@ _END = {False: "min", True: "max"}
 
 
 def check_priority(priority: Any) -> None:
-    """Raise TypeError unless ``priority`` is an int (a bool is refused)."""
+    """Raise TypeError unless ``priority`` is an int (a bool is refused), and ValueError when
+    the tuple layer cannot pack it (``abs(priority) >= 2**2040``)."""
     if type(priority) is bool or not isinstance(priority, int):
         raise TypeError(f"priority must be an int, not {type(priority).__name__}")
+    check_packable_int(priority, "priority")
 
 
 class PriorityQueue(QueueBase[T]):

@@ -218,12 +218,18 @@ class Queue(QueueBase[T]):
 
         Raises:
             ValueError, TypeError: as :meth:`enqueue`, for any value or id; ``dedup_ids`` of
-                another length than ``values``; or the batch exceeds FoundationDB's
+                another length than ``values``, or a str or bytes (not a sequence of ids:
+                TypeError); or the batch exceeds FoundationDB's
                 10,000,000-byte transaction limit.
         """
         seconds = check_delay(delay)
         shard = None if group is None else self._group_shard(group, seconds)
         encoded = self._store.encode_many(values)
+        if isinstance(dedup_ids, (str, bytes, bytearray)):
+            raise TypeError(
+                f"dedup_ids must be an iterable of ids, one per value, not a "
+                f"{type(dedup_ids).__name__} (use dedup_ids=[...])"
+            )
         ids = None if dedup_ids is None else [check_dedup_id(i) for i in dedup_ids]
         if ids is not None and len(ids) != len(encoded):
             raise ValueError(f"{len(ids)} dedup_ids for {len(encoded)} values")

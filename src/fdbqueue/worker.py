@@ -47,6 +47,7 @@ backoff, warm shutdown on SIGTERM); Amazon SQS's visibility timeout extension
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import random
@@ -69,6 +70,7 @@ __all__ = [
     "Retries",
     "Settlement",
     "WorkSummary",
+    "check_handler",
     "check_work_arguments",
     "retry_delay",
     "settlement",
@@ -120,21 +122,50 @@ class WorkSummary:
 _SUMMARY_LOCK = threading.Lock()
 
 
+def check_handler(handler: Any, transactional: bool) -> None:
+    """Raise TypeError unless ``handler`` can be called as the worker loop calls it:
+    ``handler(value)``, or ``handler(tr, value)`` when ``transactional`` (no database
+    access). A callable whose signature Python cannot tell (some built-ins) passes."""
+    if not callable(handler):
+        raise TypeError(f"handler must be callable, not {type(handler).__name__}")
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*((None, None) if transactional else (None,)))
+    except TypeError:
+        wanted = "handler(tr, value)" if transactional else "handler(value)"
+        name = getattr(handler, "__qualname__", type(handler).__name__)
+        raise TypeError(
+            f"with transactional={transactional}, the worker calls {wanted}, but handler "
+            f"{name}{signature} cannot take that"
+            + ("" if transactional else " (pass transactional=True for handler(tr, value))")
+        ) from None
+
+
 def check_work_arguments(
-    handler: Any, lease: Any, concurrency: Any, backoff: Any, max_backoff: Any
+    handler: Any,
+    lease: Any,
+    concurrency: Any,
+    backoff: Any,
+    max_backoff: Any,
+    *,
+    transactional: Any = False,
 ) -> float:
     """Validate the worker loop's arguments before anything is read or written; return the
     lease in seconds.
 
     Raises:
-        TypeError: ``handler`` is not callable, or an argument has the wrong type.
+        TypeError: ``handler`` is not callable, or cannot be called with one argument (two
+            with ``transactional``: :func:`check_handler`), or an argument has the wrong
+            type.
         ValueError: ``lease`` out of range (see
         ``check_lease_seconds``;
             also refused: infinite), ``concurrency`` < 1, a backoff that is not a finite
             number > 0, or ``max_backoff`` < ``backoff``.
     """
-    if not callable(handler):
-        raise TypeError(f"handler must be callable, not {type(handler).__name__}")
+    check_handler(handler, check_flag(transactional, "transactional"))
     seconds = check_lease_seconds(lease)
     if math.isinf(seconds):
         raise ValueError("a worker's lease must be finite: the heartbeat extends it")
@@ -418,7 +449,9 @@ def work(
     Arguments are those of :meth:`fdbqueue.Queue.work`, which documents them. Raises
     TypeError or ValueError for a bad argument, before anything is read or written.
     """
-    seconds = check_work_arguments(handler, lease, concurrency, backoff, max_backoff)
+    seconds = check_work_arguments(
+        handler, lease, concurrency, backoff, max_backoff, transactional=transactional
+    )
     if stop is not None and not isinstance(stop, threading.Event):
         raise TypeError(f"stop must be a threading.Event or None, not {type(stop).__name__}")
     stop = stop if stop is not None else threading.Event()

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fdbqueue._consuming.sessions import Consumer
-from fdbqueue._delivery.claims import Leases, claimed_something
+from fdbqueue._delivery.claims import Leases, claimed_something, leases_unexpired
 from fdbqueue._delivery.delays import DelayedItems, soonest
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
@@ -157,7 +157,12 @@ class End:
         """One take inside ``tr`` (a Transaction): the value taken, None when there is none,
         or :data:`~fdbqueue._storage.taking.MOVED_ASIDE` when it only moved poison aside."""
         require_writable(tr, self.action)
+        expired, moved = self._take_expired(tr, 1)
+        if expired:
+            return expired[0]
         taken = self._take_items(tr, 1, None, moving=False)
+        if not taken.items and moved:
+            return MOVED_ASIDE
         if not taken.items:
             return MOVED_ASIDE if taken.moved_aside else None
         self.store.dequeued(tr, 1)
@@ -175,11 +180,23 @@ class End:
     @exactly_once(wrote=bool)
     def take_batch(self, tr: AnyContext, n: int) -> Any:
         require_writable(tr, f"{self.action}_many")
-        taken = self._take_items(tr, n, None, moving=False)
-        if not taken.items:
-            return MOVED_ASIDE if taken.moved_aside else []
+        expired, moved = self._take_expired(tr, n)
+        if len(expired) == n:
+            return expired
+        taken = self._take_items(tr, n - len(expired), None, moving=False)
+        if not taken.items and not expired:
+            return MOVED_ASIDE if taken.moved_aside or moved else []
         self.store.dequeued(tr, len(taken.items))
-        return [item.value for item in taken.items]
+        return expired + [item.value for item in taken.items]
+
+    def _take_expired(self, tr: AnyContext, n: int) -> tuple[list[Any], bool]:
+        """Where a message group is active, up to ``n`` expired leases' items, taken plainly
+        (:meth:`~fdbqueue._delivery.claims.Leases.take_expired`): a group whose holder died
+        is released to plain takes too. Nothing, and no read, on a queue without an active
+        group (its count is quiet, or read from the transaction's cache by the take)."""
+        if not self.store.groups.active_now(tr):
+            return [], False
+        return self.leases.take_expired(tr, n)
 
     # -- claiming ---------------------------------------------------------------------------
 
@@ -217,8 +234,11 @@ class End:
         leases: list[Lease[Any]] = claimed
         return leases
 
-    @exactly_once(wrote=claimed_something)
+    @exactly_once(wrote=claimed_something, still_good=leases_unexpired)
     def claim_batch(self, tr: AnyContext, seconds: float, n: int) -> Any:
+        """Claim up to ``n`` items in one transaction (:meth:`Leases.claim_many`); given a
+        Database, exactly once, and never returning a lease that expired before the call
+        learned its commit's outcome (it claims again then)."""
         return self.leases.claim_many(tr, self._take_items, seconds, n)
 
     def _take_items(

@@ -49,7 +49,7 @@ from typing import Any
 from fdbqueue import metrics
 from fdbqueue._checks import check_count, check_seconds
 from fdbqueue._consuming.line import MAX_PREFETCH, OWNER_BYTES, Line
-from fdbqueue._delivery.claims import Leases
+from fdbqueue._delivery.claims import Leases, leases_unexpired
 from fdbqueue._delivery.delays import DelayedItems, soonest
 from fdbqueue._delivery.leases import check_lease_seconds
 from fdbqueue._storage import taking
@@ -280,7 +280,9 @@ class Consumer:
             return self._attempt(tr, take_at, wait, fast)
 
         while True:
-            outcome, value = self.store.receipts.run(self.database, attempt, wrote=_needs_receipt)
+            outcome, value = self.store.receipts.run(
+                self.database, attempt, wrote=_needs_receipt, still_good=leases_unexpired
+            )
             met_others = met_others or attempts > 1 or self._others_in_line
             if outcome in (REGISTERED, WAITING) or (outcome == TAKEN and self.prefetch):
                 self._may_hold = True
@@ -372,7 +374,15 @@ class Consumer:
 
     def _dequeue_at(self, tr: Any, rank: int) -> tuple[str, Any] | None:
         """Take the item at ``rank``: (TAKEN, value), (MOVED_ASIDE, None) when only poison
-        moved aside, or None when there is no item for that rank."""
+        moved aside, or None when there is no item for that rank. Where a message group is
+        active, an expired lease's item comes first, whatever the rank (a group whose
+        holder died is released to takes too)."""
+        if self.leases is not None and self.store.groups.active_now(tr):
+            expired, moved = self.leases.take_expired(tr, 1)
+            if expired:
+                return TAKEN, expired[0]
+            if moved:
+                return MOVED_ASIDE, None
         taken = taking.take(self.store, tr, self._front_at(rank), 1, moving=False)
         if taken.items:
             self.store.dequeued(tr, 1)

@@ -55,7 +55,7 @@ from fdbqueue._transactions.transactional import (
 )
 from fdbqueue.codecs import decode_or_undecodable, describe_error
 
-__all__ = ["Leases", "claimed_something"]
+__all__ = ["Leases", "claimed_something", "leases_unexpired"]
 
 #: The logger, by its documented name (docs/observability.rst), whatever the module.
 logger = logging.getLogger("fdbqueue.leases")
@@ -79,6 +79,20 @@ def claimed_something(claimed: Any) -> bool:
     """Whether a claim batch wrote (leased something, or moved items to the dead letters):
     the ``wrote`` of its :func:`~fdbqueue._transactions.receipts.exactly_once`."""
     return claimed is MOVED_ASIDE or bool(claimed)
+
+
+def leases_unexpired(claimed: Any, version: int) -> bool:
+    """Whether every :class:`Lease` in ``claimed`` (a Lease, or a list or tuple holding
+    some, at any depth) is still held at ``version``: its expiry version is above it. The
+    ``still_good`` of a claim's :func:`~fdbqueue._transactions.receipts.exactly_once`: a
+    claim whose commit had an unknown result learns that it was applied only after a
+    recovery moved versions about 100 s on, and must not return a lease that has expired
+    since; it claims again."""
+    if isinstance(claimed, Lease):
+        return claimed.expiry_version > version
+    if isinstance(claimed, (list, tuple)):
+        return all(leases_unexpired(part, version) for part in claimed)
+    return True
 
 
 class Leases:
@@ -218,6 +232,60 @@ class Leases:
                 return MOVED_ASIDE
             self._note_next_expiry(tr, read_version, read_at)
         return leases
+
+    def any_expired(self, reader: Any) -> bool:
+        """Whether a lease has expired (or was released) at ``reader``'s read version.
+        Cost: a range read (``limit=1``) of the first lease, with ``reader``'s conflicts."""
+        version: int = reader.get_read_version().wait()
+        first = list(reader.get_range(self.leases_begin, self.leases_end, limit=1))
+        return bool(first) and self.leases.unpack(bytes(first[0].key))[0] <= version
+
+    def take_expired(self, tr: AnyContext, n: int) -> tuple[list[Any], bool]:
+        """Take up to ``n`` expired or released leases' items as a plain take does, soonest
+        expiry first: each lease ends (its record and held value cleared, its group's next
+        turn given, :meth:`~fdbqueue._storage.groups.Groups.finished`) and its value is
+        returned; a lease out of deliveries, or whose value cannot be decoded, goes to the
+        dead letters instead, as a claim would move it. So a group whose holder died is
+        released to plain takes too (:doc:`groups`).
+
+        Returns:
+            The values taken, and whether anything moved to the dead letters.
+
+        Cost: a read version, one range read of the expired leases (``limit=n``; its read
+        conflict range, so two takes of one lease conflict) and a point read of each held
+        value, issued together; per lease two clears (record and held value) and the
+        group's next turn (a range read, a set and an atomic add); nothing is written when
+        no lease expired.
+        """
+        read_version: int = tr.get_read_version().wait()
+        expired_end: bytes = self.leases.pack((read_version,))
+        records = list(tr.get_range(self.leases_begin, expired_end, limit=n))
+        if not records:
+            return [], False
+        unpacked = [fdb.tuple.unpack(bytes(record.value)) for record in records]
+        stored = [self.store.held.get(tr.snapshot, held) for _item, _n, held in unpacked]
+        values: list[Any] = []
+        moved = False
+        for record, (item_key, deliveries, held_id), value in zip(
+            records, unpacked, stored, strict=True
+        ):
+            if self._out_of_deliveries(deliveries):
+                self._redeliver(tr, record, None, read_version, 1.0)  # a dead letter
+                moved = True
+                continue
+            try:
+                decoded = self.store.codec.decode(bytes(value))
+            except Exception:  # a codec may raise anything: the claim's path says why
+                self._redeliver(tr, record, value, read_version, 1.0)
+                moved = True
+                continue
+            del tr[record.key]
+            self.store.held.drop(tr, held_id)
+            self.store.groups.finished(tr, item_key)
+            metrics.add("expired", **self.store.metric_attributes)
+            metrics.add("dequeued", **self.store.metric_attributes)
+            values.append(decoded)
+        return values, moved
 
     def claim_others(
         self, tr: AnyContext, read_version: int, seconds: float, n: int

@@ -44,6 +44,7 @@ from fdbqueue._transactions.transactional import (
     run_in_retry_loop,
     transactional,
 )
+from fdbqueue._wording import name_methods_after
 from fdbqueue.codecs import Codec, Undecodable
 
 __all__ = [
@@ -153,6 +154,13 @@ class QueueBase(Generic[T]):
 
     #: The kind of shard the queue type is made of.
     _SHARD_CLASS: ClassVar[type[Shard]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Name the inherited public methods after the queue type (``Queue.ack``), so that
+        Python's TypeErrors for a wrong call name the public class
+        (:func:`~fdbqueue._wording.name_methods_after`)."""
+        super().__init_subclass__(**kwargs)
+        name_methods_after(cls)
 
     def __init__(
         self,
@@ -694,11 +702,14 @@ class QueueBase(Generic[T]):
     def ack_with(self, database: Any, lease: Lease[Any], body: Callable[[Any], object]) -> None:
         """Run ``body(tr)``, then acknowledge ``lease``, in one transaction of ``database``,
         exactly once (the worker's ``transactional`` mode, :doc:`worker`): what ``body``
-        writes and the acknowledgement commit together or not at all.
+        writes and the acknowledgement commit together or not at all. The lease is read and
+        checked in the transaction before ``body`` runs: ``body`` never runs for a lease that
+        is no longer held (expired, or its item claimed again).
 
         Raises:
             TypeError, ValueError: as :meth:`ack` for a bad ``lease``.
-            Exception: what ``body`` raises, or what :meth:`ack` raises; nothing commits then.
+            LeaseNotHeldError, LeaseExpiredError: as :meth:`ack`, before ``body`` is called.
+            Exception: what ``body`` raises; nothing commits then.
 
         Cost: ``body``'s reads and writes, and :meth:`ack`'s, in one transaction.
         """

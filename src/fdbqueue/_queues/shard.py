@@ -412,12 +412,14 @@ class Shard:
         return extended
 
     def ack_with(self, database: Any, lease: Lease[Any], body: Callable[[Any], object]) -> None:
-        """Run ``body(tr)``, then acknowledge ``lease``, in one transaction of ``database``,
-        exactly once by this shard's receipts: both commit together or not at all."""
+        """Check that ``lease`` is still held, run ``body(tr)``, then acknowledge ``lease``,
+        in one transaction of ``database``, exactly once by this shard's receipts: both
+        commit together or not at all. ``body`` is not called for a lease no longer held
+        (LeaseNotHeldError, LeaseExpiredError): its item may be another holder's by then."""
 
         def body_then_ack(tr: Any) -> None:
+            self.leases.holds.ack(tr, lease)  # reads (a conflict) and checks the lease first
             body(tr)
-            self.leases.holds.ack(tr, lease)
 
         self.receipts.run(database, body_then_ack)
 

@@ -53,6 +53,7 @@ from typing import Any
 
 from fdbqueue._consuming.ends import End
 from fdbqueue._consuming.sessions import Consumer
+from fdbqueue._delivery.claims import leases_unexpired
 from fdbqueue._delivery.delays import soonest
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._queues.shard_homes import Homes, Turns, current_consumer
@@ -103,11 +104,12 @@ def holding_items(tr: Any, ends: list[End]) -> list[End]:
 
 
 def _takeable(reader: Any, end: End) -> bool:
-    """Whether ``end``'s shard holds an item without a group or a group's turn."""
+    """Whether ``end``'s shard holds an item without a group, a group's turn, or an expired
+    lease (its group's next items wait behind it: a take delivers it again)."""
     store = end.store
     items = reader.get_range(store.begin, store.end, limit=1)
     turns = reader.get_range(store.groups.turns_begin, store.groups.turns_end, limit=1)
-    return bool(list(items)) or bool(list(turns))
+    return bool(list(items)) or bool(list(turns)) or end.leases.any_expired(reader)
 
 
 def _holding_for_sure(order: Callable[[Any], list[End]], tr: Any) -> list[End]:
@@ -285,7 +287,11 @@ class ShardedEnd:
         """Claim up to ``n`` items in one transaction, from the shards in turn (every shard:
         an expired lease makes an item claimable where the size counter says none is)."""
         leases: list[Lease[Any]] = self._gather(
-            tr, lambda tr, end, left: end.claim_batch(tr, seconds, left), n, every_shard=True
+            tr,
+            lambda tr, end, left: end.claim_batch(tr, seconds, left),
+            n,
+            every_shard=True,
+            still_good=leases_unexpired,
         )
         return leases
 
@@ -296,7 +302,11 @@ class ShardedEnd:
         shard it claimed from becomes the thread's home."""
         if self.best is not None:  # the best priority of every shard, as a pop takes
             ranked: list[Lease[Any]] = self._gather(
-                tr, lambda tr, end, left: end.claim_batch(tr, seconds, left), 1, every_shard=True
+                tr,
+                lambda tr, end, left: end.claim_batch(tr, seconds, left),
+                1,
+                every_shard=True,
+                still_good=leases_unexpired,
             )
             return ranked[0] if ranked else None
         consumer = current_consumer()
@@ -312,7 +322,9 @@ class ShardedEnd:
             found_in[:] = [end] if leases and leases is not MOVED_ASIDE else found_in
             return leases
 
-        claimed: list[Lease[Any]] = self._gather(tr, claim, 1, every_shard=True)
+        claimed: list[Lease[Any]] = self._gather(
+            tr, claim, 1, every_shard=True, still_good=leases_unexpired
+        )
         if not claimed:
             return None
         self._stay(consumer, self.ends.index(found_in[0]))
@@ -367,11 +379,14 @@ class ShardedEnd:
         n: int,
         *,
         every_shard: bool = False,
+        still_good: Callable[[Any, int], bool] | None = None,
     ) -> list[Any]:
         """``take(tr, end, left)`` from the shards in :meth:`order`, in one transaction,
         until ``n`` are taken; given a Database, exactly once (a random shard's receipts,
         written when something was taken or poison moved aside). ``take`` returns a list, or
-        MOVED_ASIDE when it only moved poison to the dead letters (it is called again)."""
+        MOVED_ASIDE when it only moved poison to the dead letters (it is called again).
+        ``still_good``: as for :meth:`~fdbqueue._transactions.receipts.Receipts.run` (claims:
+        no lease that expired before the outcome was known)."""
 
         def body(tr: Any) -> tuple[list[Any], bool]:
             found: list[Any] = []
@@ -387,7 +402,12 @@ class ShardedEnd:
         if not is_database(tr):
             return body(tr)[0]
         receipts = random.choice(self.ends).receipts
-        found, _moved = receipts.run(tr, body, wrote=lambda result: bool(result[0]) or result[1])
+        found, _moved = receipts.run(
+            tr,
+            body,
+            wrote=lambda result: bool(result[0]) or result[1],
+            still_good=None if still_good is None else lambda result, v: still_good(result[0], v),
+        )
         return found
 
     def order(self, tr: Any, every_shard: bool) -> list[End]:
@@ -466,6 +486,11 @@ class ShardedEnd:
         )
 
 
+#: How much better than any priority a shard with an expired lease ranks, where a group is
+#: active (a take delivers that lease's item first).
+EXPIRED_FIRST = 2**2048
+
+
 def ranked_heads(
     ends: Sequence[End], reverse: bool, tr: Any, *, anyway: bool = False
 ) -> list[tuple[int, End]]:
@@ -476,7 +501,9 @@ def ranked_heads(
     first item, and of the first turn with a snapshot point read of the active groups'
     count (neither while the count is quiet, unless ``anyway`` or no shard holds an item:
     :mod:`fdbqueue._storage.quiet_keys`), and the type records' reads until they were found
-    right, all issued before any is waited on (one round trip)."""
+    right, all issued before any is waited on (one round trip); where the count was read, a
+    snapshot range read (``limit=1``) of the first lease too: a shard whose first lease
+    expired, with a group active, ranks first (its take delivers that item again)."""
     reader = tr.snapshot
     records = [end.store.recorded_codec(tr) for end in ends]
     reads = []
@@ -484,22 +511,30 @@ def ranked_heads(
         store = end.store
         items = reader.get_range(store.begin, store.end, limit=1, reverse=reverse)
         count = store.groups.look(tr, anyway=anyway)
-        turns = None
+        turns = first_lease = None
         if count is not None:
             turns = reader.get_range(
                 store.groups.turns_begin, store.groups.turns_end, limit=1, reverse=reverse
             )
-        reads.append((items, count, turns))
+            first_lease = reader.get_range(end.leases.leases_begin, end.leases.leases_end, limit=1)
+        reads.append((items, count, turns, first_lease))
+    version = tr.get_read_version().wait() if any(r[1] is not None for r in reads) else 0
     heads = []
-    for end, record, (items, count, turns) in zip(ends, records, reads, strict=True):
+    for end, record, (items, count, turns, first_lease) in zip(ends, records, reads, strict=True):
         store = end.store
         store.check_codec(record)  # before a key is unpacked: another type raises here
         priorities = [store.unpack_position(bytes(kv.key))[0] for kv in items]
         if store.groups.any_active(count):
             priorities += [store.groups.turns.unpack(bytes(kv.key))[0] for kv in turns or ()]
+            leases = list(first_lease or ())
+            if leases and end.leases.leases.unpack(bytes(leases[0].key))[0] <= version:
+                # an expired lease (a group whose holder died waits behind it): a take
+                # delivers it again first, as a claim does
+                heads.append((-EXPIRED_FIRST, end))
+                continue
         if priorities:
             best: int = max(priorities) if reverse else min(priorities)
             heads.append((-best if reverse else best, end))
-    if not heads and not anyway and any(count is None for _items, count, _turns in reads):
+    if not heads and not anyway and any(read[1] is None for read in reads):
         return ranked_heads(ends, reverse, tr, anyway=True)  # a group's turn may be all
     return heads

@@ -21,9 +21,11 @@ lease. An active group whose next item may be taken has one *turn*: an entry in 
 turns, whose value is the key of the group's first item. A take reads the first turns with one
 range read and their first items with point reads issued together; taking a group's item
 clears its turn, and, unless the item goes into a lease, gives the group a new turn when it
-has more items, numbered by the transaction's read version: after every turn given by a
-transaction that committed before it began (round robin: a group's backlog delays another
-group by at most one turn). A leased item's group gets its next turn when the lease ends
+has more items, numbered by the transaction's read version and, within the transaction, by the
+order the turns were given (:func:`new_turn`): after every turn given by a transaction that
+committed before it began, and in the order a batch take served the groups (round robin: a
+group's backlog delays another group by at most one turn, for single and batch takes alike).
+A leased item's group gets its next turn when the lease ends
 (acknowledged or dead-lettered); when the lease expires or is released, the same item is
 delivered again first, and the group stays without a turn meanwhile: at most one item of a
 group is in flight, and claims never see a busy group, so they pass over it at no cost.
@@ -35,8 +37,11 @@ lease ends. A weight is read when a group gets a new turn.
 
 What conflicts: turns are written blind (numbered without a read), so takes of different
 groups in line never conflict. An enqueue reads the group's active record (a read
-conflict on that one key), so it conflicts only with the transaction that makes the group
-active or inactive at the same time; otherwise enqueues to a group conflict with nothing.
+conflict on that one key), so it conflicts with the transaction that makes the group
+active or inactive at the same time; and it reads the group's last item with a read
+conflict (from that item to the group's end), so two overlapping enqueues into one group
+conflict and the later one retries behind the first: a group's items come out in commit
+order. Enqueues into different groups never conflict.
 
 Items without a group stay where FoundationDB's "Queues" recipe puts them; when both are
 waiting, a take serves a group's turn or the ungrouped front with even odds (in a
@@ -51,12 +56,15 @@ from __future__ import annotations
 import itertools
 import random
 import struct
+import threading
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import fdb.tuple
 
 from fdbqueue import metrics
+from fdbqueue._checks import check_packable_int
 from fdbqueue._keys import MAX_KEY_BYTES
 from fdbqueue._storage.quiet_keys import hint_written
 from fdbqueue._transactions.transactional import AnyContext
@@ -72,6 +80,7 @@ __all__ = [
     "Groups",
     "check_group",
     "check_weight",
+    "new_turn",
 ]
 
 #: What names a group: a str, bytes, an int or a tuple of such values (the tuple layer's).
@@ -79,6 +88,36 @@ Group = str | bytes | int | tuple[Any, ...]
 #: The most bytes a group may take packed by the tuple layer (SQS allows 128 characters).
 MAX_GROUP_BYTES = 1_024
 _COUNTER = struct.Struct("<q")
+
+
+#: Turns one transaction may give in order: a turn is numbered ``read version *
+#: TURNS_PER_VERSION + n`` for the ``n``-th turn the transaction gives (a transaction takes
+#: fewer items than this: 10,000,000 bytes hold fewer keys).
+TURNS_PER_VERSION = 2**20
+#: The turns given so far by each transaction still alive: (its read version, how many).
+_TURNS_GIVEN: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
+_TURNS_LOCK = threading.Lock()
+#: For a transaction that cannot be weakly referenced: a process-wide count.
+_TURNS_COUNTED = itertools.count()
+
+
+def new_turn(tr: AnyContext) -> int:
+    """The number of a turn ``tr`` gives now: its read version times
+    :data:`TURNS_PER_VERSION`, plus how many turns ``tr`` gave before at that read version.
+    So turns given by one transaction sort in the order they were given (the groups served
+    first get their next turn first, as single takes would give them: a batch take keeps the
+    fairness bound exactly), and every turn sorts after those of transactions that committed
+    before ``tr`` began. No read (the read version is the transaction's)."""
+    version: int = tr.get_read_version().wait()
+    with _TURNS_LOCK:
+        try:
+            last_version, given = _TURNS_GIVEN.get(tr, (version, 0))
+        except TypeError:  # not weakly referenceable, or unhashable
+            return version * TURNS_PER_VERSION + next(_TURNS_COUNTED) % TURNS_PER_VERSION
+        if last_version != version:
+            given = 0
+        _TURNS_GIVEN[tr] = (version, given + 1)
+    return version * TURNS_PER_VERSION + min(given, TURNS_PER_VERSION - 1)
 
 
 #: The largest weight a group may have.
@@ -99,23 +138,38 @@ def check_weight(weight: Any) -> int:
     return weight
 
 
+def _check_group_part(part: Any, top: bool) -> None:
+    """Raise unless ``part`` is a str, bytes, int (not a bool, packable) or a tuple of such
+    parts, at any depth (no database access)."""
+    if isinstance(part, tuple):
+        for inner in part:
+            _check_group_part(inner, False)
+        return
+    if isinstance(part, bool) or not isinstance(part, (str, bytes, int)):
+        where = "group" if top else "a group's tuple"
+        raise TypeError(
+            f"{where} must hold only str, bytes, int or tuples of those, not {type(part).__name__}"
+        )
+    if isinstance(part, int):
+        check_packable_int(part, "group" if top else "an int in the group")
+
+
 def check_group(group: Any) -> Group:
-    """Return ``group`` when it can name a group, or raise before anything is written.
+    """Return ``group`` when it can name a group, or raise before anything is written: a
+    str, bytes, an int, or a tuple of those (nested tuples too), exactly what comes back
+    as the lease's ``group``.
 
     Raises:
-        TypeError: not a str, bytes, int or tuple (a bool is refused), or a tuple holding
-            what the tuple layer cannot pack.
-        ValueError: packed, it takes over :data:`MAX_GROUP_BYTES` bytes.
+        TypeError: anything else (a bool, float, NaN, None inside a tuple, a UUID, a list).
+        ValueError: an int the tuple layer cannot pack (``abs(n) >= 2**2040``), or, packed,
+            over :data:`MAX_GROUP_BYTES` bytes.
     """
-    if isinstance(group, bool) or not isinstance(group, (str, bytes, int, tuple)):
-        raise TypeError(f"group must be a str, bytes, int or tuple, not {type(group).__name__}")
-    try:
-        packed = fdb.tuple.pack((group,))
-    except Exception as error:  # the tuple layer raises several types on what it cannot pack
-        raise TypeError(f"group {group!r} cannot be packed by the tuple layer: {error}") from None
+    _check_group_part(group, True)
+    packed = fdb.tuple.pack((group,))
     if len(packed) > MAX_GROUP_BYTES:
         raise ValueError(f"group is {len(packed):,} bytes packed, more than {MAX_GROUP_BYTES:,}")
-    return group
+    checked: Group = group
+    return checked
 
 
 class GroupedItem:
@@ -162,7 +216,7 @@ class Groups:
         """Raise ValueError when a key of ``group``'s items or turns (with ``priority``, a
         PriorityQueue's) could exceed FoundationDB's key size limit (no database access)."""
         ranked = () if priority is None else (priority,)
-        turn = self.turns.pack((*ranked, 2**64, group))
+        turn = self.turns.pack((*ranked, 2**64 * TURNS_PER_VERSION, group))
         longest = max(self.longest_item_key(group, priority), len(turn))
         if longest > MAX_KEY_BYTES:
             raise ValueError(
@@ -192,14 +246,19 @@ class Groups:
         was not.
 
         Cost: a point read of the active record (a read conflict on that key) and a snapshot
-        point read of the group's weight, issued together, a snapshot range read of the
-        group's last item, one set per value and two atomic adds (as any item); for a group
-        made active, two sets and an atomic add.
+        point read of the group's weight, issued together, a range read of the group's last
+        item (``limit=1``, reverse) with a read conflict from that item to the group's end,
+        one set per value and two atomic adds (as any item); for a group made active, two
+        sets and an atomic add. The read conflict orders enqueues into one group by commit:
+        of two that overlap, the later to commit conflicts and retries after the first's
+        items (an index taken from a snapshot read would give both the same index, and
+        their random parts would order them). Enqueues into other groups, and takes of
+        the group's items but its last, never conflict with it.
         """
         active = tr.get(self.active.pack((group,)))
         weight = tr.snapshot.get(self.weights.pack((group,)))
         members = self.items.range((group,))
-        last = list(tr.snapshot.get_range(members.start, members.stop, limit=1, reverse=True))
+        last = list(tr.get_range(members.start, members.stop, limit=1, reverse=True))
         index: int = self.items.unpack(last[0].key)[1] if last else 0
         keys = []
         for value in encoded:
@@ -232,13 +291,13 @@ class Groups:
         turn: int | None = None,
     ) -> None:
         """Give ``group`` a turn, whose first item is ``head``, after every turn given by a
-        transaction that committed before ``tr`` began: the turn is ``tr``'s read version
-        (no read; turns given in one transaction sort by group); or the turn ``turn`` it had,
-        ``served`` of its ``weight`` items served."""
+        transaction that committed before ``tr`` began and after every turn ``tr`` gave
+        before (:func:`new_turn`: no read); or the turn ``turn`` it had, ``served`` of its
+        ``weight`` items served."""
         if head is None:
             return
         if turn is None:
-            turn = tr.get_read_version().wait()
+            turn = new_turn(tr)
         ranked = (self.items.unpack(head)[2],) if self.prioritized else ()
         tr[self.turns.pack((*ranked, turn, group))] = fdb.tuple.pack((head, weight, served))
 
@@ -423,6 +482,14 @@ class Groups:
             return False
         self._store.quiet.not_empty(self.count_key)
         return True
+
+    def active_now(self, tr: AnyContext) -> bool:
+        """Whether a group is active at ``tr``'s read version, as far as a take must know:
+        False without a read while the count is quiet (:meth:`look`). Cost: a snapshot
+        point read of the count, answered from the transaction's cache when a take read it
+        already; none while it is quiet."""
+        looked = self.look(tr)
+        return looked is not None and looked.present() and _COUNTER.unpack(bytes(looked))[0] > 0
 
     def active_count(self, tr: AnyContext) -> int:
         """How many groups are active (have items, or one in a lease). Cost: a snapshot point

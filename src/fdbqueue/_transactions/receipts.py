@@ -109,6 +109,9 @@ CALL_ID_BYTES = 16
 RESOLVE_ATTEMPTS = 10
 #: Finished receipts one writing attempt clears at most.
 FINISHED_PER_ATTEMPT = 64
+#: Times a call whose commit succeeded runs again because its result was already stale
+#: (``still_good``) when the commit landed, before it returns that result anyway.
+STALE_RERUNS = 2
 
 
 def _always(_result: Any) -> bool:
@@ -147,6 +150,15 @@ def _note_unknown_result(code: int, applied: bool) -> None:
     metrics.add("unknown_results", at_once=True, code=code)
 
 
+def _note_stale(code: int | None) -> None:
+    """Log (INFO) an applied attempt whose result was stale when the call learned of it."""
+    logger.info(
+        "fdbqueue: an applied attempt's result was stale when its outcome was known (%s): "
+        "running it again",
+        "a commit that landed late" if code is None else f"FoundationDB error {code} resolved",
+    )
+
+
 class Receipts:
     """The receipts of one queue, under its metadata subspace (see the module docstring).
 
@@ -181,6 +193,7 @@ class Receipts:
         *,
         wrote: Callable[[R], bool] = _always,
         on_conflict: Any = None,
+        still_good: Callable[[R, int], bool] | None = None,
     ) -> R:
         """Run ``body(tr)`` in a retry loop so that its effect commits exactly once.
 
@@ -192,6 +205,16 @@ class Receipts:
                 receipt is written only then; a read-only attempt has no outcome to lose).
             on_conflict: when not None, a conflict (1020) is not retried: this value is
                 returned instead.
+            still_good: ``still_good(result, version)`` tells whether what an applied
+                attempt returned is still good at ``version``, the version at which the
+                call learns that it was applied: the resolving transaction's read version
+                after an unknown result (a recovery moves versions about 100 s on
+                meanwhile), else the commit version. When it is not, the call runs the
+                body again (a claim whose lease expired meanwhile claims again; the lease
+                it granted has expired, and the next claim redelivers its item): always
+                after an unknown result, at most :data:`STALE_RERUNS` times after a
+                commit that succeeded (a lease shorter than a commit), then it returns
+                the result.
 
         Returns:
             What the attempt that committed returned.
@@ -204,6 +227,7 @@ class Receipts:
         """
         call_id = os.urandom(CALL_ID_BYTES)
         tr = database.create_transaction()
+        stale_commits = 0
         while True:
             attempt: Attempt | None = None
             with metrics.pending() as counts:
@@ -213,7 +237,9 @@ class Receipts:
                         attempt = self.write_receipt(tr, call_id, result)
                     commit(tr)
                 except Exception as error:
-                    settled = self.settle(database, tr, error, attempt, counts, on_conflict)
+                    settled = self.settle(
+                        database, tr, error, attempt, counts, on_conflict, still_good
+                    )
                     if settled is RETRY:
                         continue
                     return settled  # type: ignore[no-any-return]
@@ -223,6 +249,16 @@ class Receipts:
             if attempt is not None:
                 self._finished.append(attempt.receipt)
             metrics.committed(counts)
+            if (
+                still_good is not None
+                and attempt is not None
+                and stale_commits < STALE_RERUNS
+                and not still_good(result, tr.get_committed_version())
+            ):
+                stale_commits += 1
+                _note_stale(None)
+                tr.reset()
+                continue
             return result
 
     def write_receipt(self, tr: Any, call_id: bytes, result: Any) -> Attempt:
@@ -273,13 +309,15 @@ class Receipts:
         attempt: Attempt | None,
         counts: metrics.Pending,
         on_conflict: Any = None,
+        still_good: Callable[[Any, int], bool] | None = None,
     ) -> Any:
         """What a call does after its attempt in ``tr`` raised ``error`` (``attempt``: the
         receipt it wrote, or None; ``counts``: its metrics, :func:`fdbqueue.metrics.pending`):
         :data:`RETRY` (``tr`` was reset and backed off: run the body again), or what the call
         returns: ``attempt.result`` when its commit turned out applied (:meth:`_resolve`;
-        ``counts`` are recorded then), ``on_conflict`` after a conflict when that is not
-        None.
+        ``counts`` are recorded then) and the result is ``still_good`` at the version that was
+        found at (else :data:`RETRY`: ``tr`` was reset, run the body again; see :meth:`run`),
+        ``on_conflict`` after a conflict when that is not None.
 
         Raises:
             ``error`` itself when it is not a FoundationDB error (nothing was applied), a
@@ -290,12 +328,16 @@ class Receipts:
             raise error
         code: int = error.code  # type: ignore[attr-defined]
         if attempt is not None and not surely_not_applied(code):
-            applied = self._resolve(database, attempt)
+            applied, version = self._resolve(database, attempt)
             _note_unknown_result(code, applied)
             if applied:
                 self._finished.append(attempt.receipt)
                 metrics.committed(counts)
-                return attempt.result  # it was applied: what it returned
+                if still_good is None or still_good(attempt.result, version):
+                    return attempt.result  # it was applied: what it returned
+                _note_stale(code)
+                tr.reset()
+                return RETRY
         self.unfinish(attempt)
         if on_conflict is not None and code == NOT_COMMITTED:
             return on_conflict
@@ -303,10 +345,11 @@ class Receipts:
         note_retry(error)
         return RETRY
 
-    def _resolve(self, database: Any, attempt: Attempt) -> bool:
+    def _resolve(self, database: Any, attempt: Attempt) -> tuple[bool, int]:
         """Find out for good whether ``attempt`` committed (see the module docstring).
 
-        Returns True when it did; False when it did not and never will.
+        Returns True when it did, False when it did not and never will; and the read
+        version at which that was found.
 
         Raises:
             UnknownResultError: the attempt is too old to tell, or :data:`RESOLVE_ATTEMPTS`
@@ -324,10 +367,10 @@ class Receipts:
                         "of versions ago: whether it took effect cannot be found out"
                     )
                 if tr.get(attempt.receipt).present():
-                    return True
+                    return True, read_version
                 tr.add_write_conflict_key(attempt.receipt)  # fence the attempt off
                 tr.commit().wait()
-                return False
+                return False, read_version
             except Exception as error:
                 if not is_fdb_error(error):
                     raise
@@ -350,12 +393,18 @@ def exactly_once(function: Callable[P, R], /) -> Callable[P, R]: ...
 
 @overload
 def exactly_once(
-    *, wrote: Callable[[Any], bool] = _always
+    *,
+    wrote: Callable[[Any], bool] = _always,
+    still_good: Callable[[Any, int], bool] | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
 def exactly_once(
-    function: Callable[P, R] | None = None, /, *, wrote: Callable[[Any], bool] = _always
+    function: Callable[P, R] | None = None,
+    /,
+    *,
+    wrote: Callable[[Any], bool] = _always,
+    still_good: Callable[[Any, int], bool] | None = None,
 ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a queue method ``method(self, tr, ...)`` to take effect exactly once.
 
@@ -367,6 +416,7 @@ def exactly_once(
     Args:
         wrote: tells from the method's result whether it wrote anything (see
             :meth:`Receipts.run`).
+        still_good: whether an applied result is still good (see :meth:`Receipts.run`).
     """
 
     def decorate(method: Callable[P, R]) -> Callable[P, R]:
@@ -387,7 +437,7 @@ def exactly_once(
                     return method(queue, **{**kwargs, "tr": tr})  # type: ignore[arg-type]
                 return method(queue, tr, *rest[1:], **kwargs)  # type: ignore[arg-type]
 
-            result: R = receipts.run(context, body, wrote=wrote)
+            result: R = receipts.run(context, body, wrote=wrote, still_good=still_good)
             return result
 
         return wrapper

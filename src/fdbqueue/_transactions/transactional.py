@@ -189,6 +189,7 @@ class ContextParameter:
         self.function = function
         self.name = name
         self.index = names.index(name)
+        self.method = bool(names) and names[0] == "self"
 
     def context(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The argument given for the parameter, checked.
@@ -204,15 +205,33 @@ class ContextParameter:
         elif self.name in kwargs:
             context = kwargs[self.name]
         else:
-            raise TypeError(
-                f"{self.function.__qualname__}() missing required argument {self.name!r}"
-            )
+            raise TypeError(f"{self._called(args)}() missing required argument {self.name!r}")
         if not is_transaction(context) and not is_database(context):
             raise TypeError(
-                f"{self.function.__qualname__}(): {self.name!r} must be a Database, Tenant or "
+                f"{self._called(args)}(): {self.name!r} must be a Database, Tenant or "
                 f"Transaction (fdb or fdbqueue.memory), not {_describe(context)}"
             )
         return context
+
+    def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``function(*args, **kwargs)``; a TypeError of the call itself (wrong arguments,
+        not one raised inside the function) names the method by the class it was called on,
+        as :meth:`context` does."""
+        try:
+            return self.function(*args, **kwargs)
+        except TypeError as error:
+            trace = error.__traceback__
+            if self.method and args and trace is not None and trace.tb_next is None:
+                message = str(error).replace(self.function.__qualname__, self._called(args), 1)
+                raise TypeError(message) from None
+            raise
+
+    def _called(self, args: tuple[Any, ...]) -> str:
+        """The name of what was called: a method by the class of the object it was called
+        on (``Queue.size``, not the base class that defines it)."""
+        if self.method and args:
+            return f"{type(args[0]).__name__}.{self.function.__name__}"
+        return str(self.function.__qualname__)
 
     def replaced(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], tr: Any
@@ -372,11 +391,11 @@ def transactional(
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             context = where.context(args, kwargs)
             if is_transaction(context):
-                return function(*args, **kwargs)
+                return where.call(args, kwargs)
 
             def body(tr: Any) -> Any:
                 call_args, call_kwargs = where.replaced(args, kwargs, tr)
-                return function(*call_args, **call_kwargs)
+                return where.call(call_args, call_kwargs)
 
             return run_in_retry_loop(context, body)
 

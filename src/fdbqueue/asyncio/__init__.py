@@ -73,6 +73,7 @@ from fdbqueue._transactions.transactional import (
     is_fdb_error,
     is_transaction,
 )
+from fdbqueue._wording import name_methods_after
 from fdbqueue.asyncio import _bridge as bridge
 from fdbqueue.asyncio import _worker as async_worker
 from fdbqueue.asyncio._bridge import wait_future
@@ -146,6 +147,12 @@ class _StoredQueue(Generic[S, T]):
     loop. ``S`` is the
     synchronous queue's class, ``T`` the type of its values (as for :class:`fdbqueue.Queue`:
     ``fdbqueue.asyncio.Queue[str]`` for a ``Codec[str]``)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Name the inherited public methods after the queue type (``Queue.work``)
+        (:func:`~fdbqueue._wording.name_methods_after`)."""
+        super().__init_subclass__(**kwargs)
+        name_methods_after(cls)
 
     _sync: S
     _sync_class: type[Any]  # S's class (a type variable cannot type a class variable)

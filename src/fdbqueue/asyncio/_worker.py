@@ -333,7 +333,9 @@ async def work(
     Raises:
         TypeError, ValueError: a bad argument, before anything is read or written.
     """
-    seconds = check_work_arguments(handler, lease, concurrency, backoff, max_backoff)
+    seconds = check_work_arguments(
+        handler, lease, concurrency, backoff, max_backoff, transactional=transactional
+    )
     if stop is not None and not isinstance(stop, asyncio.Event):
         raise TypeError(f"stop must be an asyncio.Event or None, not {type(stop).__name__}")
     check_flag(handle_signals, "handle_signals")

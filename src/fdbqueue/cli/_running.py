@@ -85,6 +85,12 @@ def import_handler(reference: str) -> Any:
     help="Stop once nothing is claimable and each failed item was retried to an end.",
 )
 @click.option(
+    "--transactional",
+    is_flag=True,
+    help="Call HANDLER(tr, value) inside the transaction that acknowledges the item: its "
+    "writes and the acknowledgement commit together, exactly once.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     default="INFO",
@@ -102,15 +108,19 @@ def work(
     max_backoff: float,
     max_deliveries: int,
     until_empty: bool,
+    transactional: bool,
     log_level: str,
 ) -> None:
-    """Run the worker loop: claim items and call HANDLER (module:function) with each value;
+    """Run the worker loop: claim items and call HANDLER (module:function) with each value
+    (with --transactional, HANDLER(tr, value) in the acknowledging transaction);
     acknowledge on success, retry with backoff on an exception, dead-letter on the last
     delivery (fdbqueue.worker). Stops on SIGINT or SIGTERM after running jobs finish (in
     fdbqueue shell it runs in the background: its stop command ends it)."""
     function = import_handler(handler)
     try:
-        worker.check_work_arguments(function, lease, concurrency, backoff, max_backoff)
+        worker.check_work_arguments(
+            function, lease, concurrency, backoff, max_backoff, transactional=transactional
+        )
     except (TypeError, ValueError) as error:
         raise click.UsageError(first_line(error)) from None
     queue = context.existing_queue(context.queue(max_deliveries=max_deliveries), must_exist=False)
@@ -126,6 +136,7 @@ def work(
             until_empty=until_empty,
             stop=context.stop,
             handle_signals=context.stop is None,
+            transactional=transactional,
         )
     )
     facts = dataclasses.asdict(summary)
