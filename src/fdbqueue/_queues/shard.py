@@ -52,7 +52,7 @@ __all__ = ["FifoShard", "PriorityShard", "Shard", "count_keys"]
 
 #: The fewest items :meth:`FifoShard.move_front` moves: fewer are taken where they are (a
 #: move costs a transaction, about what taking them there in turn costs).
-MIN_MOVE = 16
+MIN_MOVE = 64
 #: Keys one range read of :func:`count_keys` returns at most.
 COUNT_PAGE_SIZE = 10_000
 
