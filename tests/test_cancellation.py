@@ -436,7 +436,9 @@ def test_a_transactional_function_cancelled_at_every_step_commits_all_or_nothing
     target: Backend, space: Subspace
 ) -> None:
     outcomes: set[str] = set()
-    for offset in OFFSETS:
+    for offset in [*OFFSETS, LATE]:
+        if offset == LATE and "returned" in outcomes:
+            break  # a loaded machine may need longer than the offsets for the call to return
         source = fa.Queue(space["source", offset])
         destination = fa.Queue(space["destination", offset])
         source.sync.enqueue_many(target.db, ["a", "b"])
