@@ -14,7 +14,7 @@ import click
 import fdb.tuple
 import pytest
 from click.testing import CliRunner
-from helpers import BytesDescriptionError, run
+from helpers import BytesDescriptionError, pass_time, run
 
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
 from fdbqueue._storage import ages
@@ -62,7 +62,7 @@ def test_info_reports_size_oldest_requests_leases_and_dead_letters(db, subspace)
     queue.enqueue_many(db, ["a", "b", "c"])
     queue.claim(db, lease=30)
     expiring = queue.claim(db, lease=0.5)
-    db.advance_time(1)
+    pass_time(db, 1)
     queue.claim(db, lease=30)  # moves the expired "b" to the dead letters, leases "c"
     assert expiring.value == "b"
     queue.enqueue(db, "later", delay=600)

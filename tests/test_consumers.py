@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from helpers import despite_timeouts, run, run_threads
+from helpers import despite_timeouts, pass_time, run, run_threads
 
 from fdbqueue import PriorityQueue, Queue, memory
 
@@ -115,7 +115,7 @@ def test_a_dead_sessions_reservation_goes_to_the_next_in_line_after_abandon_afte
     assert dead.take() == "i0"  # and reserves i1 for its next call; then it "dies"
     with queue.consumer(db, abandon_after=2) as live:
         assert live.take() == "i2"  # i1 stays reserved while the reservation is fresh
-        db.advance_time(3)
+        pass_time(db, 3)
         assert live.take() == "i1"  # the stale reservation was cleared: i1 is next in line
         assert live.take() == "i3"
 
@@ -193,7 +193,7 @@ def test_under_every_fault_kind_sessions_deliver_every_item_once(prefetch):
     db.faults = memory.Faults()
     db.settle()
     # Anything a dead reservation held is taken by a last, fault-free session.
-    db.advance_time(10)
+    pass_time(db, 10)
     with queue.consumer(db) as last:
         while (value := last.take()) is not None:
             taken.append(value)

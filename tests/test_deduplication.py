@@ -39,7 +39,7 @@ def test_an_id_is_admitted_once_within_its_window_and_again_after_it(monkeypatch
     assert admit(db, deduplication, "job-1") == [True]
     assert admit(db, deduplication, "job-1") == [False]
     assert admit(db, deduplication, "job-2", "job-1", "job-2") == [True, False, False]
-    pass_time(db, 11, monkeypatch)
+    pass_time(db, 11)
     assert admit(db, deduplication, "job-1") == [True]
     assert admit(db, deduplication, "job-1") == [False]
 
@@ -84,7 +84,7 @@ def test_expired_records_are_cleaned_a_few_per_admitting_enqueue(monkeypatch):
     store, deduplication = records(seconds=1)
     old = CLEANED_PER_ENQUEUE + 10
     admit(db, deduplication, *[f"old-{n}" for n in range(old)])
-    pass_time(db, 2, monkeypatch)
+    pass_time(db, 2)
     before = len(all_keys(db, store.deduplication))
     admit(db, deduplication, "new")  # adds an id and its expiry entry, cleans 2 + 16 expired
     after = len(all_keys(db, store.deduplication))
@@ -98,7 +98,7 @@ def test_cleaning_keeps_a_record_written_again_after_it_expired(monkeypatch):
     db = memory.open()
     _store, deduplication = records(seconds=1)
     admit(db, deduplication, "again")
-    pass_time(db, 2, monkeypatch)
+    pass_time(db, 2)
     assert admit(db, deduplication, "again") == [True]  # replaces its record and its entry
     assert admit(db, deduplication, "other") == [True]  # cleans nothing of "again"'s new record
     assert admit(db, deduplication, "again") == [False]
@@ -151,7 +151,7 @@ def test_clear_keeps_the_records():
 
 
 @pytest.mark.parametrize("shards", [1, 4])
-def test_enqueue_with_an_id_enqueues_once_and_says_so(shards, monkeypatch):
+def test_enqueue_with_an_id_enqueues_once_and_says_so(shards):
     db = memory.open()
     queue = Queue(Subspace(("jobs", shards)), shards=shards, dedup_window=10)
     assert queue.enqueue(db, "job") is True  # no id: always
@@ -166,7 +166,7 @@ def test_enqueue_with_an_id_enqueues_once_and_says_so(shards, monkeypatch):
     while queue.dequeue(db) is not None:  # taking the items does not forget the ids
         pass
     assert queue.enqueue(db, "again", dedup_id="order-42") is False
-    pass_time(db, 11, monkeypatch)
+    pass_time(db, 11)
     assert queue.enqueue(db, "after the window", dedup_id="order-42") is True
     assert queue.enqueue(db, "delayed", dedup_id="later", delay=5) is True
     assert queue.enqueue(db, "delayed", dedup_id="later", delay=5) is False
@@ -224,7 +224,7 @@ def dedup_records(db, queue) -> int:
 
 
 @pytest.mark.parametrize("shards", [1, 4])
-def test_records_are_cleaned_as_fast_as_they_are_added(shards, monkeypatch):
+def test_records_are_cleaned_as_fast_as_they_are_added(shards):
     """Producers sending ids in batches keep at most about a window's worth of records: each
     admitting enqueue cleans at least twice as many expired records as it adds."""
     db = memory.open()
@@ -236,7 +236,7 @@ def test_records_are_cleaned_as_fast_as_they_are_added(shards, monkeypatch):
     left = dedup_records(db, queue)
     # a window (0.01 s) holds a few batches: what is left is those, not 15,000 records
     assert left <= 5 * batch, left
-    pass_time(db, 1, monkeypatch)
+    pass_time(db, 1)
     for n in range(left // (2 + CLEANED_PER_ENQUEUE) + 1):  # each cleans 18, adds one
         queue.enqueue(db, n, dedup_id=f"late-{n}")
     assert dedup_records(db, queue) <= left // (2 + CLEANED_PER_ENQUEUE) + 1
@@ -259,7 +259,7 @@ def recover(db, times: int) -> None:
 
 
 @pytest.mark.parametrize("shards", [1, 4])
-def test_a_window_in_seconds_holds_across_recoveries(shards, monkeypatch):
+def test_a_window_in_seconds_holds_across_recoveries(shards):
     """Three recoveries move versions 300 s on in a moment: an id re-sent then, within its
     300 s window of wall-clock time, is still refused; once the window passed by both
     clocks, it is accepted again."""
@@ -275,5 +275,5 @@ def test_a_window_in_seconds_holds_across_recoveries(shards, monkeypatch):
         True,
     ]
     assert queue.size(db) == 4
-    pass_time(db, 301, monkeypatch)  # the window passed by both clocks
+    pass_time(db, 301)  # the window passed by both clocks
     assert queue.enqueue(db, "order later", dedup_id="order-1") is True

@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
-from helpers import all_keys, despite_timeouts, installed_fdb
+from helpers import all_keys, despite_timeouts, installed_fdb, pass_time
 
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
 from fdbqueue._delivery.delays import MAX_DELAY_SECONDS, PROMOTE_RECORDS
@@ -166,7 +166,7 @@ def test_largest_values_delayed_in_bulk_are_promoted_over_several_transactions()
     count = 25  # 2.5 MB of values: more than one promotion's byte budget
     for _ in range(count):
         queue.enqueue(db, value, delay=1)
-    db.advance_time(2)
+    pass_time(db, 2)
     taken = []
     while (item := queue.dequeue(db)) is not None:
         taken.append(item)
@@ -178,7 +178,7 @@ def test_more_due_records_than_one_promotion_takes_all_arrive_in_order():
     queue = Queue(Subspace(("many-delayed",)))
     n = PROMOTE_RECORDS * 2 + 7
     queue.enqueue_many(db, range(n), delay=1)
-    db.advance_time(2)
+    pass_time(db, 2)
     taken = []
     while batch := queue.dequeue_many(db, 10_000):
         taken.extend(batch)  # each transaction promotes at most PROMOTE_RECORDS
@@ -199,9 +199,9 @@ def test_delays_are_measured_in_read_versions_not_the_client_clock():
     queue = Queue(Subspace(("versions",)))
     queue.enqueue(db, "x", delay=3600)
     assert queue.dequeue(db) is None
-    db.advance_time(3599)
+    pass_time(db, 3599)
     assert queue.dequeue(db) is None
-    db.advance_time(2)
+    pass_time(db, 2)
     assert queue.dequeue(db) == "x"
 
 
@@ -221,7 +221,7 @@ def test_under_faults_every_delayed_item_is_enqueued_once_and_delivered_once(kin
     for value in range(40):
         despite_timeouts(lambda value=value: put(db, value, 1 + value % 3))
     assert despite_timeouts(lambda: take(db)) is None
-    db.advance_time(5)
+    pass_time(db, 5)
     taken = []
     while (value := despite_timeouts(lambda: take(db))) is not None:
         taken.append(value)
@@ -349,7 +349,7 @@ def test_two_promotions_of_the_same_item_conflict_so_it_is_promoted_once():
     db = memory.open(seed=1)
     queue = Queue(Subspace(("promote-once",)))
     queue.enqueue(db, "x", delay=1)
-    db.advance_time(2)
+    pass_time(db, 2)
     first, second = _promote_in(db, queue), _promote_in(db, queue)
     first.commit().wait()
     with pytest.raises(memory.FDBError) as error:
@@ -362,14 +362,14 @@ def test_a_delayed_enqueue_committed_during_a_promotion_is_not_lost():
     db = memory.open(seed=2)
     queue = Queue(Subspace(("hint-kept",)))
     queue.enqueue(db, "a", delay=1)
-    db.advance_time(2)
+    pass_time(db, 2)
     promotion = _promote_in(db, queue)  # promotes "a"; no record left, so it clears the hint
     queue.enqueue(db, "b", delay=1)  # lowers the hint meanwhile
     try:
         promotion.commit().wait()
     except memory.FDBError as error:
         assert error.code == 1020  # the promotion read the hint: it retries later
-    db.advance_time(2)
+    pass_time(db, 2)
     assert [queue.dequeue(db), queue.dequeue(db)] == ["a", "b"]
 
 
@@ -392,7 +392,7 @@ def test_a_due_delayed_item_is_taken_before_queued_items_of_a_worse_priority(
     queue = PriorityQueue(subspace, high_contention=high_contention)
     queue.push(db, "queued", queued)
     queue.push(db, "delayed", due, delay=1)
-    db.advance_time(2)
+    pass_time(db, 2)
     assert take(queue, db) == "delayed"
 
 
@@ -412,7 +412,7 @@ def test_a_delayed_item_of_another_process_is_promoted_within_the_quiet_time():
     assert queue.dequeue(db) == "item-0" and queue.dequeue(db) == "item-1"  # the hint: quiet
     Queue(Subspace(("quiet", "other-process"))).enqueue(db, "delayed", delay=0.1)
     quiet_keys._WRITTEN.clear()  # as if another process had enqueued it
-    db.advance_time(1)  # due now
+    pass_time(db, 1)  # due now
     assert queue.dequeue(db) == "item-2"
     assert queue.info(db).delayed == 1  # within the quiet time: the hint was not read
     time.sleep(quiet_keys.QUIET_SECONDS)
@@ -432,7 +432,7 @@ def test_a_quiet_hint_is_read_when_the_front_is_short():
     assert [queue.dequeue(db) for _ in range(3)] == ["a", "b", "c"]  # the hint: quiet
     Queue(Subspace(("quiet", "short-front"))).enqueue(db, "delayed", delay=0.1)
     quiet_keys._WRITTEN.clear()  # as if another process had enqueued it
-    db.advance_time(1)
+    pass_time(db, 1)
     assert queue.dequeue(db) == "delayed"  # the front was empty: the hint was read
 
 
@@ -442,7 +442,7 @@ def test_a_delayed_enqueue_of_this_process_ends_the_quiet_at_once():
     queue.enqueue_many(db, [f"item-{n}" for n in range(20)])
     assert queue.dequeue(db) == "item-0" and queue.dequeue(db) == "item-1"  # the hint: quiet
     Queue(Subspace(("quiet", "this-process"))).enqueue(db, "delayed", delay=0.1)
-    db.advance_time(1)
+    pass_time(db, 1)
     assert queue.dequeue(db) == "item-2"
     assert queue.info(db).delayed == 0  # promoted by that take: the hint was read
     assert queue.dequeue_many(db, 100)[-1] == "delayed"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from helpers import PoisonCodec, all_keys, despite_timeouts
+from helpers import PoisonCodec, all_keys, despite_timeouts, pass_time
 
 from fdbqueue import LeaseError, PriorityQueue, Queue, Subspace, memory
 from fdbqueue._transactions.receipts import RECEIPT_LIFETIME, Receipts
@@ -97,7 +97,7 @@ def test_finished_receipts_are_cleared_by_the_next_operation_and_old_ones_expire
     assert receipt_count() == 1  # "a" returned: the same object's next write cleared it
     second.enqueue(db, "c")
     assert receipt_count() == 2  # one per client object
-    db.advance_time(RECEIPT_LIFETIME + 1)
+    pass_time(db, RECEIPT_LIFETIME + 1)
     third.dequeue(db)
     assert receipt_count() == 1  # the old ones expired; only the dequeue's own remains
 
@@ -112,7 +112,7 @@ def test_an_unknown_result_too_old_to_check_raises():
         calls.append(1)
         tr.get(b"effect").wait()  # the attempt's read version is taken here
         tr[b"effect"] = b"1"
-        db.advance_time(11)  # the resolution comes more than a lifetime later
+        pass_time(db, 11)  # the resolution comes more than a lifetime later
         return "done"
 
     with pytest.raises(UnknownResultError):
@@ -167,7 +167,7 @@ def test_a_recovery_between_an_attempt_and_its_retry_is_resolved_not_unknown():
 
     def on_error_after_recovery(tr, error):
         db.faults = memory.Faults()
-        db.advance_time(100)
+        pass_time(db, 100)
         return original_on_error(tr, error)
 
     memory.Transaction.on_error = on_error_after_recovery  # type: ignore[method-assign]
@@ -261,7 +261,7 @@ def test_under_every_fault_kind_leases_are_acknowledged_once():
     while len(acknowledged) < 60:
         lease = despite_timeouts(lambda: queue.claim(db, lease=30))
         if lease is None:  # the rest is leased (a recovery may expire them early)
-            db.advance_time(31)
+            pass_time(db, 31)
             continue
         try:
             if lease.value % 4 == 0:

@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 import pytest
-from helpers import despite_timeouts
+from helpers import despite_timeouts, pass_time
 
 import fdbqueue.asyncio as fa
 from fdbqueue import LeaseExpiredError, LeaseNotHeldError, Queue, Subspace, memory, transactional
@@ -155,7 +155,7 @@ def test_the_lease_is_checked_before_the_handler_runs(shards):
     queue.enqueue_many(db, ["a", "b"])
     called: list[Any] = []
     expired = queue.claim(db, lease=1)
-    db.advance_time(2)
+    pass_time(db, 2)
     with pytest.raises(LeaseExpiredError):
         queue.ack_with(db, expired, lambda tr: called.append(expired.value))
     again = queue.claim(db, lease=30)  # delivered again, to another holder

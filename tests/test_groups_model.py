@@ -16,6 +16,7 @@ from collections import deque
 from typing import Any
 
 import pytest
+from helpers import pass_time
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -180,7 +181,7 @@ class GroupsModel(RuleBasedStateMachine):
 
     @rule()
     def expire(self) -> None:
-        self.db.advance_time(LEASE_SECONDS + 1)
+        pass_time(self.db, LEASE_SECONDS + 1)
         self.leases = {k: (lease, True) for k, (lease, _gone) in self.leases.items()}
 
     @precondition(lambda self: self.dead)

@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from helpers import PoisonCodec, all_keys, despite_timeouts, raises_fdb_error
+from helpers import PoisonCodec, all_keys, despite_timeouts, pass_time, raises_fdb_error
 
 from fdbqueue import (
     DeadLetter,
@@ -41,7 +41,7 @@ def test_a_claim_takes_the_front_item_into_a_lease(db, queue):
 def test_ack_removes_the_item_for_good(db, queue):
     lease = queue.claim(db, lease=1)
     queue.ack(db, lease)
-    db.advance_time(2)
+    pass_time(db, 2)
     assert queue.leases(db) == []
     assert [queue.claim(db, lease=1).value for _ in range(2)] == ["b", "c"]
     assert queue.claim(db, lease=1) is None
@@ -51,7 +51,7 @@ def test_ack_removes_the_item_for_good(db, queue):
 def test_an_expired_lease_is_delivered_again_with_a_higher_count(db, queue):
     first = queue.claim(db, lease=1)
     assert queue.claim(db, lease=1).value == "b"  # not expired yet: the next item
-    db.advance_time(1.5)
+    pass_time(db, 1.5)
     again = queue.claim(db, lease=1)
     assert (again.value, again.deliveries) == ("a", 2)  # expired leases come first
     assert again.id != first.id
@@ -81,7 +81,7 @@ def test_acking_after_expiry_raises_and_changes_nothing(db, queue):
     subspace = queue.subspace
     queue.ack(db, queue.claim(db, lease=1))
     expiring = queue.claim(db, lease=1)
-    db.advance_time(1.5)
+    pass_time(db, 1.5)
     before = all_keys(db, subspace)
     with pytest.raises(LeaseExpiredError):
         queue.ack(db, expiring)
@@ -96,7 +96,7 @@ def test_an_ack_and_a_claim_of_the_same_expired_lease_never_both_win(db, queue):
     lease = queue.claim(db, lease=1)
     acker = db.create_transaction()
     queue.ack(acker, lease)  # checked at a read version before the expiry
-    db.advance_time(1.5)
+    pass_time(db, 1.5)
     assert queue.claim(db, lease=1).value == "a"  # redelivered and committed first
     with raises_fdb_error(1020):
         acker.commit().wait()
@@ -107,7 +107,7 @@ def test_after_max_deliveries_the_item_becomes_a_dead_letter_and_can_be_requeued
     for delivery in (1, 2, 3):
         lease = queue.claim(db, lease=1)
         assert (lease.value, lease.deliveries) == ("a", delivery)
-        db.advance_time(1.5)
+        pass_time(db, 1.5)
     assert queue.claim(db, lease=1).value == "b"  # "a" went to the dead letters
     dead = queue.dead_letters(db)
     assert [(d.value, d.deliveries) for d in dead] == [("a", 3)]
@@ -204,11 +204,11 @@ def test_under_unknown_commit_results_claims_and_acks_take_effect_once():
 @pytest.mark.memory_only("moves time on with db.advance_time()")
 def test_extend_keeps_the_item_leased_past_the_first_expiry(db, queue):
     lease = queue.claim(db, lease=1)
-    db.advance_time(0.5)
+    pass_time(db, 0.5)
     longer = queue.extend(db, lease, 10)
     assert (longer.id, longer.deliveries, longer.value) == (lease.id, 1, "a")
     assert longer.expiry_version > lease.expiry_version
-    db.advance_time(1)  # past the first expiry, not the new one
+    pass_time(db, 1)  # past the first expiry, not the new one
     assert queue.claim(db, lease=1).value == "b"  # "a" is still leased
     with pytest.raises(LeaseNotHeldError):
         queue.ack(db, lease)  # the old object is no longer held
@@ -224,7 +224,7 @@ def test_extend_keeps_the_item_leased_past_the_first_expiry(db, queue):
 @pytest.mark.memory_only("moves time on with db.advance_time()")
 def test_an_expired_lease_cannot_be_extended(db, queue):
     lease = queue.claim(db, lease=1)
-    db.advance_time(1.5)
+    pass_time(db, 1.5)
     with pytest.raises(LeaseExpiredError):
         queue.extend(db, lease, 10)
     assert queue.claim(db, lease=1).value == "a"  # delivered again
@@ -429,10 +429,10 @@ def test_claim_many_takes_what_repeated_claims_would(db, subspace):
         queue.enqueue_many(db, [b"a", b"b", b"c", b"!poison", b"d", b"e", b"f"])
         queue.claim(db, lease=1)  # "a": expires twice, then a dead letter
         queue.claim(db, lease=2)  # "b"
-    db.advance_time(1.5)
+    pass_time(db, 1.5)
     for queue in queues:
         assert queue.claim(db, lease=1).value == b"a"  # delivery 2 of "a", expires at once
-    db.advance_time(3)
+    pass_time(db, 3)
     by_claims = [queues[0].claim(db, lease=30) for _ in range(4)]
     by_batch = queues[1].claim_many(db, 4, lease=30)
     shape = [(lease.value, lease.deliveries) for lease in by_claims]
@@ -520,7 +520,7 @@ def test_ack_many_refuses_an_expired_lease_and_changes_nothing(db, subspace):
     queue.enqueue_many(db, ["a", "b"])
     short = queue.claim(db, lease=1)
     long = queue.claim(db, lease=60)
-    db.advance_time(1.5)
+    pass_time(db, 1.5)
     before = all_keys(db, subspace)
     with pytest.raises(LeaseExpiredError, match=rf"leases\[1\]: lease {short.id}"):
         queue.ack_many(db, [long, short])

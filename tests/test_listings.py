@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import run
+from helpers import pass_time, run
 
 from fdbqueue import PriorityQueue, Queue, memory
 from fdbqueue._queues.base import PAGE_SIZE
@@ -195,7 +195,7 @@ def test_info_counts_a_lease_expired_by_time(db, subspace):
     queue.enqueue_many(db, ["a", "b"])
     queue.claim(db, lease=0.5)
     queue.claim(db, lease=60)
-    db.advance_time(1)
+    pass_time(db, 1)
     found = queue.info(db)
     assert (found.leases_in_flight, found.expired_leases) == (2, 1)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from helpers import pass_time
 
 import fdbqueue
 import fdbqueue.asyncio as fa
@@ -161,7 +162,7 @@ class Shape:
 
     def advance(self, seconds: float) -> None:
         """Move the database's clock (read versions) forward."""
-        self.db.advance_time(seconds)
+        pass_time(self.db, seconds)
 
     # -- writing ----------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import fdb.tuple
 import pytest
-from helpers import TIMED_OUT, or_timed_out
+from helpers import TIMED_OUT, or_timed_out, pass_time
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -132,10 +132,11 @@ class QueueModel(RuleBasedStateMachine):
                 self.refresh_expiry()
 
     def refresh_expiry(self) -> None:
-        """Mark the leases whose expiry the version clock has passed (after a recovery)."""
+        """Mark the leases that have expired (after a recovery): both clocks passed their
+        expiry, so a recovery alone (versions only) expires none."""
         now = self.db.create_transaction().get_read_version().wait()
         for lease_id, (lease, _value) in self.leases.items():
-            if now > lease.expiry_version:
+            if lease.expired(now):
                 self.expired.add(lease_id)
 
     recovered = False
@@ -267,7 +268,7 @@ class QueueModel(RuleBasedStateMachine):
             # version; a lease that expired by then is not returned, it claims again: items
             # may be in leases (expired) the model did not see, redelivered or dead-lettered.
             if lease is not None and lease is not TIMED_OUT:  # not expired when returned
-                assert lease.expiry_version > self.db.create_transaction().get_read_version().wait()
+                assert not lease.expired(self.db.create_transaction().get_read_version().wait())
             self.reconcile()
             return
         if lease is TIMED_OUT:
@@ -425,7 +426,7 @@ class QueueModel(RuleBasedStateMachine):
 
     @rule()
     def expire_leases(self) -> None:
-        self.db.advance_time(LEASE_SECONDS + 1)
+        pass_time(self.db, LEASE_SECONDS + 1)
         self.expired.update(self.leases)
 
     @precondition(lambda self: self.dead)
@@ -579,7 +580,7 @@ class DyingConsumersModel(RuleBasedStateMachine):
 
     @rule(seconds=st.sampled_from([0.5, 3.0, 6.0]))
     def time_passes(self, seconds: float) -> None:
-        self.db.advance_time(seconds)
+        pass_time(self.db, seconds)
 
     @invariant()
     def nothing_is_delivered_twice(self) -> None:
@@ -590,7 +591,7 @@ class DyingConsumersModel(RuleBasedStateMachine):
         self.db.settle()
         for session in self.sessions:  # the sessions still alive close
             session.close()
-        self.db.advance_time(self.ABANDON_AFTER + 3)  # dead sessions' requests abandoned
+        pass_time(self.db, self.ABANDON_AFTER + 3)  # dead sessions' requests abandoned
         while (value := self.take_in_line()) is not None:
             self.deliver(value)
         assert self.in_line.requests_in_line(self.db) == 0, "a dead session still holds a place"

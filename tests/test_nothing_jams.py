@@ -10,7 +10,7 @@ import json
 import time
 
 import pytest
-from helpers import all_keys
+from helpers import all_keys, pass_time
 
 from fdbqueue import PriorityQueue, Queue, Subspace, Undecodable, memory, transactional
 
@@ -53,7 +53,7 @@ def test_a_value_enqueue_accepts_travels_every_lease_path(name):
     assert (lease.value, lease.deliveries) == (value, 2)
     lease = queue.extend(db, lease, 2)
     assert [held.value for held in queue.leases(db)] == [value]
-    db.advance_time(3)  # expired twice: max_deliveries reached, a dead letter
+    pass_time(db, 3)  # expired twice: max_deliveries reached, a dead letter
     assert queue.claim(db, lease=1).value == b"behind"
     (letter,) = queue.dead_letters(db)
     assert letter.value == value and letter.reason.startswith("max_deliveries")
@@ -101,7 +101,7 @@ def test_a_dead_sessions_reservation_holds_the_line_only_until_abandon_after(nam
     assert queue.requests_in_line(db) == 2
     assert take(db) is None  # its reservation holds the only item left
     assert queue.size(db) == 1 and queue.requests_in_line(db) == 2  # it withdrew its own
-    db.advance_time(2)  # the dead session's requests are now abandoned
+    pass_time(db, 2)  # the dead session's requests are now abandoned
     assert take(db) == value  # cleared on the way, and the item taken
     assert queue.size(db) == 0 and queue.requests_in_line(db) == 0
 
@@ -114,7 +114,7 @@ def test_requeue_dead_letters_with_its_default_limit_splits_into_transactions():
         queue.enqueue_many(db, values[start : start + 100])
     while queue.claim(db, lease=1) is not None:
         pass
-    db.advance_time(2)
+    pass_time(db, 2)
     assert queue.claim(db, lease=1) is None  # every lease expired once: all dead letters
     assert queue.leases(db) == []
     assert len(queue.dead_letters(db, limit=1000)) == 600
@@ -213,7 +213,7 @@ def test_an_expired_poison_lease_goes_aside_and_leases_show_it(db, subspace):
     codec.refused = {1}  # the codec changed while the item was leased
     (shown,) = queue.leases(db)
     assert isinstance(shown.value, Undecodable)
-    db.advance_time(2)
+    pass_time(db, 2)
     assert queue.claim(db, lease=30).value == {"version": 2, "n": 1}
     (letter,) = queue.dead_letters(db)
     assert letter.deliveries == 1 and "unsupported" in letter.reason

@@ -13,6 +13,7 @@ import fdbqueue.asyncio as fa
 from fdbqueue import Queue, Subspace, memory, metrics
 
 otel_sdk = pytest.importorskip("opentelemetry.sdk.metrics")
+from helpers import pass_time  # noqa: E402
 from opentelemetry import metrics as otel_metrics  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.metrics.view import View  # noqa: E402
@@ -128,7 +129,7 @@ def test_expired_leases_are_counted_and_logged(caplog):
     name = metrics.queue_name(queue.subspace.key())
     queue.enqueue(db, "x")
     queue.claim(db, lease=1)
-    db.advance_time(2)
+    pass_time(db, 2)
     counting = Counting()
     with caplog.at_level(logging.INFO, logger="fdbqueue"):
         lease = queue.claim(db, lease=1)
@@ -192,7 +193,7 @@ def test_a_cleared_abandoned_request_is_logged(caplog):
     dead = queue.consumer(db, prefetch=1, abandon_after=1)
     queue.enqueue(db, "x")
     dead.take(block=True, timeout=0.01)  # registers, and is never closed: it "dies"
-    db.advance_time(2)
+    pass_time(db, 2)
     with (
         caplog.at_level(logging.INFO, logger="fdbqueue"),
         queue.consumer(db, abandon_after=1) as session,

@@ -21,6 +21,7 @@ from helpers import (
     despite_timeouts,
     fault_on,
     or_timed_out,
+    pass_time,
     write_into_shard,
 )
 
@@ -105,7 +106,7 @@ def drain_in_sessions(queue: Queue[Any], db: Any, count: int) -> list[Any]:
                 break
             value = session.take()
             if value is None:
-                db.advance_time(ABANDON_AFTER * 2)
+                pass_time(db, ABANDON_AFTER * 2)
             else:
                 taken.append(value)
         assert session.take() is None
@@ -219,7 +220,7 @@ def test_a_move_whose_withdrawal_timed_out_leaves_the_session_usable():
 
     line.withdraw = withdraw_timing_out
     assert or_timed_out(session.take) is TIMED_OUT
-    db.advance_time(ABANDON_AFTER * 2)  # the place left in A's line is abandoned
+    pass_time(db, ABANDON_AFTER * 2)  # the place left in A's line is abandoned
     assert session.take() == "b0"  # not "this consumer session is closed"
     session.close()
     assert queue.size(db) == 0

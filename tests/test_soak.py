@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import fdb.tuple
-from helpers import despite_timeouts
+from helpers import despite_timeouts, pass_time
 
 from fdbqueue import LeaseError, Queue, Subspace, UnknownResultError, memory
 from fdbqueue._consuming.sessions import REGISTERED, Consumer
@@ -200,7 +200,7 @@ def test_nothing_is_lost_duplicated_or_stranded_under_every_fault_and_crash():
     # consumer's request; then one ordinary call of each kind.
     db.faults = memory.Faults()
     db.settle()
-    db.advance_time(ABANDON_AFTER + LEASE_SECONDS + 60)
+    pass_time(db, ABANDON_AFTER + LEASE_SECONDS + 60)
     plain = Queue(subspace, max_deliveries=None)
     late: list[Any] = []
     while (value := queue.dequeue(db)) is not None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from helpers import despite_timeouts
+from helpers import despite_timeouts, pass_time
 
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
 from fdbqueue.cli import cli
@@ -127,7 +127,7 @@ def test_a_job_whose_lease_is_lost_is_not_acknowledged_and_runs_again():
     def handler(value: str) -> None:
         calls.append(value)
         if len(calls) == 1:
-            db.advance_time(20)  # the lease expires before the heartbeat extends it
+            pass_time(db, 20)  # the lease expires before the heartbeat extends it
             stolen.append(queue.claim(db, lease=60))  # and another consumer takes the item
             time.sleep(0.5)  # the heartbeat now finds the lease gone
 

@@ -1,7 +1,9 @@
 """Claims: taking items, and expired leases, into leases (:class:`Leases`).
 
-Leases are ordered by expiry, so a claim finds the oldest expired lease with one range read
-(a released lease is re-keyed with expiry version 0: the next claim takes it first). A value
+Leases are ordered by expiry version, so a claim finds the oldest expired lease with one range
+read (a released lease is re-keyed with expiry version 0: the next claim takes it first); a
+lease has expired when its wall-clock expiry has come too (:mod:`fdbqueue._delivery.leases`,
+"Clock"), and a claim stops at the first whose expiry time has not. A value
 the codec cannot decode (at the head of the queue, or in an expired lease) goes to the dead
 letters with the reason instead of being leased, and the claim goes on with the next item.
 ``claim_many`` leases up to ``n`` items in one transaction, the ones ``n`` claims would take
@@ -31,18 +33,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import fdb.tuple
-
 from fdbqueue import metrics
 from fdbqueue._delivery.leases import (
     LEASE_ID_BYTES,
-    VERSIONS_PER_SECOND,
     Lease,
     LeaseHolds,
+    LeaseRecord,
+    lease_microseconds,
     lease_versions,
+    wall_microseconds,
 )
 from fdbqueue._keys import describe_key
-from fdbqueue._storage.store import ItemStore
+from fdbqueue._storage.store import ItemStore, count_keys
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken
 from fdbqueue._storage.transaction_bytes import (
     LIBRARY_TRANSACTION_BUDGET,
@@ -83,16 +85,26 @@ def claimed_something(claimed: Any) -> bool:
 
 def leases_unexpired(claimed: Any, version: int) -> bool:
     """Whether every :class:`Lease` in ``claimed`` (a Lease, or a list or tuple holding
-    some, at any depth) is still held at ``version``: its expiry version is above it. The
-    ``still_good`` of a claim's :func:`~fdbqueue._transactions.receipts.exactly_once`: a
-    claim whose commit had an unknown result learns that it was applied only after a
-    recovery moved versions about 100 s on, and must not return a lease that has expired
-    since; it claims again."""
+    some, at any depth) is still held at ``version``: its expiry version is above it, or its
+    expiry time has not come (:meth:`Lease.expired`). The ``still_good`` of a claim's
+    :func:`~fdbqueue._transactions.receipts.exactly_once`: a claim whose commit had an unknown
+    result learns that it was applied only later, perhaps after a recovery, and must not
+    return a lease that has expired since; it claims again."""
     if isinstance(claimed, Lease):
-        return claimed.expiry_version > version
+        return not claimed.expired(version + 1)
     if isinstance(claimed, (list, tuple)):
         return all(leases_unexpired(part, version) for part in claimed)
     return True
+
+
+def _due(records: list[Any], now: int) -> list[Any]:
+    """The leading records of ``records`` (lease records, read in expiry version order, each
+    expired by its version) whose wall-clock expiry has come at ``now`` (microseconds): the
+    first that has not ends them, as the leases after it are expected later still."""
+    for index, record in enumerate(records):
+        if not LeaseRecord.parse(bytes(record.value)).has_expired(now):
+            return records[:index]
+    return records
 
 
 class Leases:
@@ -179,6 +191,7 @@ class Leases:
         codec_record = self.store.recorded_codec(tr)
         read_version: int = tr.get_read_version().wait()
         read_at = time.monotonic()
+        now = wall_microseconds()
         expired_end: bytes = self.leases.pack((read_version,))
         leases: list[Lease[Any]] = []
         spent = 0
@@ -189,13 +202,13 @@ class Leases:
                 # More expired leases may wait: they come before the queue's items.
                 return leases or MOVED_ASIDE
             limit = min(n - len(leases), most_dead - dead_lettered)
-            records = list(tr.get_range(self.leases_begin, expired_end, limit=limit))
+            records = _due(list(tr.get_range(self.leases_begin, expired_end, limit=limit)), now)
             self.store.check_codec(codec_record)  # before a held value is decoded
             values = [
                 None
-                if self._out_of_deliveries(deliveries)
-                else self.store.held.get(tr.snapshot, held)
-                for _item, deliveries, held in (fdb.tuple.unpack(bytes(r.value)) for r in records)
+                if self._out_of_deliveries(parsed.deliveries)
+                else self.store.held.get(tr.snapshot, parsed.held_id)
+                for parsed in (LeaseRecord.parse(bytes(r.value)) for r in records)
             ]
             for record, stored in zip(records, values, strict=True):
                 lease, written = self._redeliver(tr, record, stored, read_version, seconds)
@@ -205,7 +218,7 @@ class Leases:
                 else:
                     leases.append(lease)
             if len(records) < limit:
-                break  # no expired lease left
+                break  # no expired lease left (or the next one's expiry time has not come)
         moved_aside = dead_lettered > 0
         if len(leases) < n and others and self.others:
             elsewhere, moved = self.claim_others(tr, read_version, seconds, n - len(leases))
@@ -234,11 +247,35 @@ class Leases:
         return leases
 
     def any_expired(self, reader: Any) -> bool:
-        """Whether a lease has expired (or was released) at ``reader``'s read version.
-        Cost: a range read (``limit=1``) of the first lease, with ``reader``'s conflicts."""
+        """Whether a lease has expired (or was released) at ``reader``'s read version and
+        this client's wall clock. Cost: a range read (``limit=1``) of the first lease, with
+        ``reader``'s conflicts."""
         version: int = reader.get_read_version().wait()
-        first = list(reader.get_range(self.leases_begin, self.leases_end, limit=1))
-        return bool(first) and self.leases.unpack(bytes(first[0].key))[0] <= version
+        return self.first_expired(
+            reader.get_range(self.leases_begin, self.leases_end, limit=1), version
+        )
+
+    def first_expired(self, first: Any, read_version: int) -> bool:
+        """Whether the first lease, ``first`` (the result of a range read of the lease
+        records with ``limit=1``), has expired at ``read_version`` and this client's wall
+        clock: a claim would deliver its item again. No database access of its own."""
+        records = list(first)
+        if not records or self.leases.unpack(bytes(records[0].key))[0] >= read_version:
+            return False
+        return bool(_due(records, wall_microseconds()))
+
+    def count_expired(self, reader: Any, read_version: int) -> int:
+        """How many leases have expired (released ones included) at ``read_version`` and this
+        client's wall clock. Cost: :func:`~fdbqueue._storage.store.count_keys` of the lease
+        records whose expiry version has passed, through ``reader`` (a snapshot view: no
+        conflicts)."""
+        now = wall_microseconds()
+        return count_keys(
+            reader,
+            self.leases_begin,
+            self.leases.pack((read_version,)),
+            lambda kv: LeaseRecord.parse(bytes(kv.value)).has_expired(now),
+        )
 
     def take_expired(self, tr: AnyContext, n: int) -> tuple[list[Any], bool]:
         """Take up to ``n`` expired or released leases' items as a plain take does, soonest
@@ -259,14 +296,16 @@ class Leases:
         """
         read_version: int = tr.get_read_version().wait()
         expired_end: bytes = self.leases.pack((read_version,))
-        records = list(tr.get_range(self.leases_begin, expired_end, limit=n))
+        records = _due(
+            list(tr.get_range(self.leases_begin, expired_end, limit=n)), wall_microseconds()
+        )
         if not records:
             return [], False
-        unpacked = [fdb.tuple.unpack(bytes(record.value)) for record in records]
-        stored = [self.store.held.get(tr.snapshot, held) for _item, _n, held in unpacked]
+        unpacked = [LeaseRecord.parse(bytes(record.value)) for record in records]
+        stored = [self.store.held.get(tr.snapshot, parsed.held_id) for parsed in unpacked]
         values: list[Any] = []
         moved = False
-        for record, (item_key, deliveries, held_id), value in zip(
+        for record, (item_key, deliveries, held_id, _expiry), value in zip(
             records, unpacked, stored, strict=True
         ):
             if self._out_of_deliveries(deliveries):
@@ -303,10 +342,7 @@ class Leases:
         found: list[Lease[Any]] = []
         moved = False
         for other, first in zip(self.others, firsts, strict=True):
-            records = list(first)
-            if len(found) >= n or not records:
-                continue
-            if other.leases.unpack(bytes(records[0].key))[0] > read_version:
+            if len(found) >= n or not other.first_expired(first, read_version):
                 continue
             claimed = other.claim_many(tr, _nothing_fresh, seconds, n - len(found), others=False)
             if claimed is MOVED_ASIDE:
@@ -319,15 +355,16 @@ class Leases:
         return self.max_deliveries is not None and deliveries >= self.max_deliveries
 
     def _note_next_expiry(self, tr: AnyContext, read_version: int, read_at: float) -> None:
-        """Remember when the first lease (none of them expired at ``read_version``) expires,
-        as a ``time.monotonic()`` time: a blocked claim wakes then (one snapshot range read)."""
+        """Remember when the first lease (none of them expired at ``read_version``) expires
+        by both its clocks, as a ``time.monotonic()`` time: a blocked claim wakes then (one
+        snapshot range read)."""
         first = list(tr.snapshot.get_range(self.leases_begin, self.leases_end, limit=1))
         if not first:
             self._wake_at = None
             return
-        expiry_version = self.leases.unpack(first[0].key)[0]
-        seconds = max(0, expiry_version - read_version) / VERSIONS_PER_SECOND
-        self._wake_at = read_at + seconds
+        self._wake_at = read_at + max(
+            0.0, self._lease_of(first[0], None).seconds_left(read_version)
+        )
 
     def seconds_until_expiry(self) -> float | None:
         """Seconds until the first lease the last claim that found nothing saw expires (0 if
@@ -361,7 +398,7 @@ class Leases:
         """
         del tr[record.key]
         written = clear_bytes(len(record.key))
-        item_key, deliveries, held_id = fdb.tuple.unpack(bytes(record.value))
+        item_key, deliveries, held_id, _expiry = LeaseRecord.parse(bytes(record.value))
         if self._out_of_deliveries(deliveries):
             reason = (
                 f"max_deliveries: delivered {deliveries} times, each lease expired or was "
@@ -404,7 +441,8 @@ class Leases:
             )
         )
         metrics.add("expired", **self.store.metric_attributes)
-        return lease, written + set_bytes(len(lease.key), len(record.value))
+        # the new record: the old one's elements, its expiry time at most 9 bytes more
+        return lease, written + set_bytes(len(lease.key), len(record.value) + 9)
 
     def _dead_letter(
         self, tr: AnyContext, item_key: bytes, deliveries: int, held_id: bytes, reason: str
@@ -427,11 +465,32 @@ class Leases:
     ) -> Lease[Any]:
         lease_id = os.urandom(LEASE_ID_BYTES)
         expiry_version = read_version + lease_versions(seconds)
+        record = LeaseRecord(
+            item_key, deliveries, held_id, wall_microseconds() + lease_microseconds(seconds)
+        )
         key: bytes = self.leases.pack((expiry_version, lease_id))
-        tr[key] = fdb.tuple.pack((item_key, deliveries, held_id))
+        tr[key] = record.pack()
         metrics.add("claimed", **self.store.metric_attributes)
         group = self.store.groups.group_of(item_key)
-        return Lease(value, lease_id.hex(), deliveries, expiry_version, key, group)
+        return Lease(
+            value, lease_id.hex(), deliveries, expiry_version, key, group, record.expiry_seconds()
+        )
+
+    def _lease_of(self, kv: Any, value: Any) -> Lease[Any]:
+        """The :class:`Lease` a lease record ``kv`` (a key-value pair read) stands for, with
+        ``value`` as its value."""
+        expiry_version, lease_id = self.leases.unpack(bytes(kv.key))
+        record = LeaseRecord.parse(bytes(kv.value))
+        group = self.store.groups.group_of(record.item_key)
+        return Lease(
+            value,
+            lease_id.hex(),
+            record.deliveries,
+            expiry_version,
+            bytes(kv.key),
+            group,
+            record.expiry_seconds(),
+        )
 
     def in_flight(self, tr: AnyContext, limit: int, after: bytes | None = None) -> list[Lease[Any]]:
         """Up to ``limit`` leases, soonest expiry first (expired and released ones included),
@@ -444,14 +503,11 @@ class Leases:
         reader: Any = getattr(tr, "snapshot", tr)
         begin = self.leases_begin if after is None else after + b"\x00"
         records = list(reader.get_range(begin, self.leases_end, limit=limit))
-        unpacked = [fdb.tuple.unpack(bytes(kv.value)) for kv in records]
-        values = [self.store.held.get(reader, held_id) for _key, _n, held_id in unpacked]
-        found = []
-        for kv, (item_key, deliveries, _held_id), stored in zip(
-            records, unpacked, values, strict=True
-        ):
-            expiry_version, lease_id = self.leases.unpack(kv.key)
-            value = decode_or_undecodable(self.store.codec, bytes(stored))
-            group = self.store.groups.group_of(item_key)
-            found.append(Lease(value, lease_id.hex(), deliveries, expiry_version, kv.key, group))
-        return found
+        values = [
+            self.store.held.get(reader, LeaseRecord.parse(bytes(kv.value)).held_id)
+            for kv in records
+        ]
+        return [
+            self._lease_of(kv, decode_or_undecodable(self.store.codec, bytes(stored)))
+            for kv, stored in zip(records, values, strict=True)
+        ]

@@ -49,13 +49,16 @@ atomic ``compare_and_clear`` (API 610) for the clean-up, and read versions as th
 from __future__ import annotations
 
 import struct
-import time
 from typing import Any
 
 import fdb.tuple
 
 from fdbqueue._checks import check_packable_int, check_seconds
-from fdbqueue._delivery.leases import VERSIONS_PER_SECOND
+from fdbqueue._delivery.leases import (
+    MICROSECONDS_PER_SECOND,
+    VERSIONS_PER_SECOND,
+    wall_microseconds,
+)
 from fdbqueue._storage.store import ItemStore
 
 __all__ = [
@@ -86,13 +89,6 @@ _VERSION = struct.Struct("<Q")
 #: of the enqueue that admitted the id. Records of 8 bytes (the version alone) were written
 #: before the time was recorded: they count by versions only.
 _RECORD = struct.Struct("<Qq")
-MICROSECONDS_PER_SECOND = 1_000_000
-
-
-def wall_clock() -> float:
-    """The clock the windows are measured by besides read versions: ``time.time()`` (tests
-    that move time on move it too)."""
-    return time.time()
 
 
 def _unpack_record(value: bytes) -> tuple[int, int | None]:
@@ -176,7 +172,7 @@ class Deduplication:
         id (and a clear of the entry it replaces), and the clean-up of
         :data:`CLEANED_PER_ENQUEUE` expired records (one snapshot range read)."""
         version: int = tr.get_read_version().wait()
-        now = round(wall_clock() * MICROSECONDS_PER_SECOND)
+        now = wall_microseconds()
         record = _RECORD.pack(version, now)
         reads = [tr.get(self.ids.key() + packed) for packed in packed_ids]
         admitted: list[bool] = []
@@ -218,7 +214,7 @@ class Deduplication:
         anything."""
         expired_end = self.expiry.pack((version - self.window_versions + 1,))
         entries = tr.snapshot.get_range(self.expiry.range().start, expired_end, limit=limit)
-        now = round(wall_clock() * MICROSECONDS_PER_SECOND)
+        now = wall_microseconds()
         cleaned = spent = 0
         for entry in entries:
             recorded_version, dedup_id = self.expiry.unpack(bytes(entry.key))

@@ -7,17 +7,30 @@ again, with its delivery count raised; ``release`` hands an item back before tha
 whose lease expires ``max_deliveries`` times moves to the queue's *dead letters*, where it can
 be inspected and requeued.
 
-Clock: expiry is measured in read versions, a clock all clients of a cluster share (no client
-clock, no clock skew). Versions advance about 1,000,000 per second, so a lease of ``s`` seconds
-expires ``s * 1,000,000`` versions after the read version of the claiming transaction; its
-precision is that of the read version, about a GRV round trip. A cluster recovery makes
-versions jump forward (by up to about 100 seconds' worth upstream), which expires leases
-early: an item may then be delivered again while its first consumer still works on it, which
-at-least-once processing allows (make processing idempotent).
+Clock: a lease of ``s`` seconds expires when both clocks say ``s`` seconds have passed:
+
+* read versions, a clock all clients of a cluster share: ``s * 1,000,000`` versions after the
+  read version of the claiming transaction (versions advance about 1,000,000 per second;
+  precision about a GRV round trip);
+* the wall clock: ``s`` seconds after the claiming client's ``time.time()``, by the clock of
+  the client that looks.
+
+Read versions alone are no clock across recoveries: a cluster recovery moves them on by up to
+about 100 seconds' worth in a moment (upstream's ``MAX_VERSIONS_IN_FLIGHT``), which would
+expire every lease in flight at once and deliver its item again while its holder still works
+on it. The wall clock alone would trust every client's clock. Bound by both, a lease never
+ends before its versions (a client's clock running fast cannot shorten it below that) nor,
+across recoveries, before its seconds by the clocks, less the skew between the claiming and
+the looking client's clocks. Leases are found in the order of their expiry versions: a claim
+stops at the first whose wall-clock expiry has not come, so after a recovery a lease granted
+later with a shorter lifetime is delivered again when the one before it expires (at most the
+longer lease's seconds late). A lease record written before the wall clock was recorded (three
+elements) expires by its versions alone.
 
 Key layout, under the queue's metadata prefix ``P + b"\\xff"``::
 
-    pack(("leases", expiry version, lease id)) -> pack((item key, deliveries, held id))
+    pack(("leases", expiry version, lease id)) -> pack((item key, deliveries, held id,
+                                                      expiry time in microseconds))
     pack(("held", held id))                    -> the encoded value (fdbqueue._storage.held)
 
 The value moves once, unchanged, from the item to its held key, and stays there while the
@@ -40,9 +53,10 @@ clock; message queues' visibility timeouts (Amazon SQS's ``ChangeMessageVisibili
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -66,13 +80,17 @@ __all__ = [
     "MAX_LEASE_SECONDS",
     "Lease",
     "LeaseHolds",
+    "LeaseRecord",
     "check_lease_seconds",
     "check_max_deliveries",
     "lease_versions",
+    "wall_clock",
+    "wall_microseconds",
 ]
 
 
 VERSIONS_PER_SECOND = 1_000_000
+MICROSECONDS_PER_SECOND = 1_000_000
 #: Deliveries after which an item whose leases keep expiring becomes a dead letter.
 DEFAULT_MAX_DELIVERIES = 5
 #: The longest lease, in seconds (12 hours, as Amazon SQS's longest visibility timeout).
@@ -97,6 +115,9 @@ class Lease(Generic[T_co]):
         key: where the lease is stored (internal; ``ack`` and ``release`` use it).
         group: the item's message group, or None for an item without one
             (:doc:`groups`).
+        expiry_time: the wall-clock time (seconds since the epoch, as ``time.time()``) after
+            which the lease has expired, once its expiry version has passed too; None for a
+            lease recorded before the wall clock was (its versions alone count).
     """
 
     value: T_co
@@ -105,6 +126,80 @@ class Lease(Generic[T_co]):
     expiry_version: int
     key: bytes = field(repr=False)
     group: Any = None
+    expiry_time: float | None = None
+
+    def expired(self, read_version: int, now: float | None = None) -> bool:
+        """Whether the lease has expired for a transaction at ``read_version`` on a client
+        whose wall clock reads ``now`` (seconds; None: :func:`wall_clock`): its expiry version
+        is below ``read_version`` and its expiry time has come. No database access."""
+        if self.expiry_version >= read_version:
+            return False
+        if self.expiry_time is None:
+            return True
+        return (wall_clock() if now is None else now) >= self.expiry_time
+
+    def seconds_left(self, read_version: int, now: float | None = None) -> float:
+        """Seconds until the lease expires, as :meth:`expired` tells, for a transaction at
+        ``read_version`` on a client whose wall clock reads ``now`` (None:
+        :func:`wall_clock`): the later of its versions' and its wall clock's ends; negative
+        once it has expired (seconds since). No database access."""
+        seconds = (self.expiry_version - read_version) / VERSIONS_PER_SECOND
+        if self.expiry_time is not None:
+            clock = wall_clock() if now is None else now
+            seconds = max(seconds, self.expiry_time - clock)
+        return seconds
+
+
+def wall_clock() -> float:
+    """The wall clock that leases and deduplication windows are measured by besides read
+    versions: ``time.time()``, in seconds since the epoch (tests move it with the versions,
+    ``tests/helpers.py``'s ``pass_time``)."""
+    return time.time()
+
+
+def wall_microseconds() -> int:
+    """:func:`wall_clock` in whole microseconds, as the records store it."""
+    return round(wall_clock() * MICROSECONDS_PER_SECOND)
+
+
+class LeaseRecord(NamedTuple):
+    """A lease record's value: where its item came from, its deliveries, where its value is
+    held, and its wall-clock expiry (microseconds since the epoch; None in a record written
+    before the wall clock was recorded, which expires by its versions alone)."""
+
+    item_key: bytes
+    deliveries: int
+    held_id: bytes
+    expiry_time: int | None
+
+    @classmethod
+    def parse(cls, value: bytes) -> LeaseRecord:
+        """The record stored as ``value`` (three or four tuple elements)."""
+        parts = fdb.tuple.unpack(value)
+        return cls(parts[0], parts[1], parts[2], parts[3] if len(parts) > 3 else None)
+
+    def pack(self) -> bytes:
+        """The record's value, as it is stored."""
+        packed: bytes = fdb.tuple.pack(tuple(self) if self.expiry_time is not None else self[:3])
+        return packed
+
+    def expires_at(self, expiry_time: int) -> LeaseRecord:
+        """The same record, expiring at wall-clock microseconds ``expiry_time``."""
+        return self._replace(expiry_time=expiry_time)
+
+    def has_expired(self, now: int) -> bool:
+        """Whether its wall-clock expiry has come at ``now`` (microseconds); its versions are
+        the key's to tell."""
+        return self.expiry_time is None or self.expiry_time <= now
+
+    def expiry_seconds(self) -> float | None:
+        """Its wall-clock expiry in seconds since the epoch (as :attr:`Lease.expiry_time`)."""
+        return None if self.expiry_time is None else self.expiry_time / MICROSECONDS_PER_SECOND
+
+
+def lease_microseconds(seconds: float) -> int:
+    """Microseconds of wall clock a lease of ``seconds`` lasts (at least 1)."""
+    return max(1, math.ceil(seconds * MICROSECONDS_PER_SECOND))
 
 
 def check_lease_seconds(seconds: Any) -> float:
@@ -229,7 +324,7 @@ class LeaseHolds:
                 "already (extend returns the lease to use from then on), or it expired and its "
                 "item was claimed again or moved to the dead letters"
             )
-        if read_version > lease.expiry_version:
+        if lease.expired(read_version):
             raise LeaseExpiredError(
                 f"{where}lease {lease.id} expired; its item goes to the next claim (delivery "
                 f"{lease.deliveries + 1})"
@@ -248,11 +343,10 @@ class LeaseHolds:
         Nothing changes when it raises. Cost: one point read (a read conflict on the lease,
         so an ack and a claim of the same expired lease never both win) and two clears.
         """
-        record = self._held(tr, lease, "ack")
+        record = LeaseRecord.parse(self._held(tr, lease, "ack"))
         del tr[lease.key]
-        item_key, _deliveries, held_id = fdb.tuple.unpack(record)
-        self.store.held.drop(tr, held_id)
-        self.store.groups.finished(tr, item_key)
+        self.store.held.drop(tr, record.held_id)
+        self.store.groups.finished(tr, record.item_key)
         metrics.add("acknowledged", **self.store.metric_attributes)
 
     def ack_many(self, tr: AnyContext, leases: list[Lease[Any]]) -> None:
@@ -276,11 +370,11 @@ class LeaseHolds:
             self._still_held(lease, value, read_version, f"ack_many: leases[{index}]: ")
             for index, (lease, value) in enumerate(zip(leases, stored, strict=True))
         ]
-        for lease, record in zip(leases, records, strict=True):
+        for lease, stored_record in zip(leases, records, strict=True):
             del tr[lease.key]
-            item_key, _deliveries, held_id = fdb.tuple.unpack(record)
-            self.store.held.drop(tr, held_id)
-            self.store.groups.finished(tr, item_key)
+            record = LeaseRecord.parse(stored_record)
+            self.store.held.drop(tr, record.held_id)
+            self.store.groups.finished(tr, record.item_key)
         metrics.add("acknowledged", len(leases), **self.store.metric_attributes)
 
     def release(self, tr: AnyContext, lease: Any, seconds: float = 0.0) -> None:
@@ -294,12 +388,14 @@ class LeaseHolds:
         wakes blocked claims (:mod:`fdbqueue._transactions.waiting`; no conflict), which then sleep
         until the record expires.
         """
-        record = self._held(tr, lease, "release")
+        record = LeaseRecord.parse(self._held(tr, lease, "release"))
         del tr[lease.key]
-        expiry_version = 0
+        expiry_version = expiry_time = 0
         if seconds:
             expiry_version = tr.get_read_version().wait() + lease_versions(seconds)
-        tr[self.leases.pack((expiry_version, bytes.fromhex(lease.id)))] = record
+            expiry_time = wall_microseconds() + lease_microseconds(seconds)
+        key = self.leases.pack((expiry_version, bytes.fromhex(lease.id)))
+        tr[key] = record.expires_at(expiry_time).pack()
         self.store.signal(tr)  # the item is claimable now (or its wait changed): wake claims
 
     def dead_letter(self, tr: AnyContext, lease: Any, reason: str) -> None:
@@ -309,11 +405,12 @@ class LeaseHolds:
         Raises as :meth:`ack`; nothing changes when it raises. Cost: one point read, a clear
         and a set.
         """
-        record = self._held(tr, lease, "dead_letter")
+        record = LeaseRecord.parse(self._held(tr, lease, "dead_letter"))
         del tr[lease.key]
-        item_key, deliveries, held_id = fdb.tuple.unpack(record)
-        self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
-        self.store.groups.finished(tr, item_key)
+        self.store.dead_letters.add(
+            tr, record.item_key, record.deliveries, reason, held_id=record.held_id
+        )
+        self.store.groups.finished(tr, record.item_key)
         metrics.add("dead_lettered", **self.store.metric_attributes)
 
     def extend(self, tr: AnyContext, lease: Any, seconds: float) -> Lease[Any]:
@@ -323,9 +420,19 @@ class LeaseHolds:
         Raises as :meth:`ack`; nothing changes when it raises. Cost: one point read, one
         clear and one set of the small record.
         """
-        record = self._held(tr, lease, "extend")
+        record = LeaseRecord.parse(self._held(tr, lease, "extend"))
         del tr[lease.key]
         expiry_version = tr.get_read_version().wait() + lease_versions(seconds)
+        expiry_time = wall_microseconds() + lease_microseconds(seconds)
         key: bytes = self.leases.pack((expiry_version, bytes.fromhex(lease.id)))
-        tr[key] = record
-        return Lease(lease.value, lease.id, lease.deliveries, expiry_version, key, lease.group)
+        extended = record.expires_at(expiry_time)
+        tr[key] = extended.pack()
+        return Lease(
+            lease.value,
+            lease.id,
+            lease.deliveries,
+            expiry_version,
+            key,
+            lease.group,
+            extended.expiry_seconds(),
+        )

@@ -43,35 +43,18 @@ from fdbqueue._storage import ages, taking
 from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue._storage.queue_info import QueueInfo
-from fdbqueue._storage.store import ItemStore
+from fdbqueue._storage.store import ItemStore, count_keys
 from fdbqueue._storage.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
 from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import AnyContext, require_writable, transactional
 
-__all__ = ["FifoShard", "PriorityShard", "Shard", "count_keys"]
+__all__ = ["FifoShard", "PriorityShard", "Shard"]
 
 #: The fewest items :meth:`FifoShard.move_front` moves: fewer are taken where they are (a
 #: move costs a transaction, about what taking them there in turn costs).
 MIN_MOVE = 64
-#: Keys one range read of :func:`count_keys` returns at most.
-COUNT_PAGE_SIZE = 10_000
-
 #: Values written by one enqueue into one shard, with what the dedup ids admitted.
 Run = tuple["Shard", list[bytes]]
-
-
-def count_keys(reader: Any, begin: bytes, end: bytes) -> int:
-    """How many keys ``[begin, end)`` holds, through ``reader`` (pass a snapshot view for no
-    conflicts). Cost: one range read per :data:`COUNT_PAGE_SIZE` keys, all in ``reader``'s
-    transaction; the binding returns each key's value too (no key-only read exists), so count
-    only ranges of small records."""
-    counted = 0
-    while True:
-        page = list(reader.get_range(begin, end, limit=COUNT_PAGE_SIZE))
-        counted += len(page)
-        if len(page) < COUNT_PAGE_SIZE:
-            return counted
-        begin = bytes(page[-1].key) + b"\x00"
 
 
 class Shard:
@@ -304,9 +287,7 @@ class Shard:
             oldest=front[0] if front else None,
             requests_in_line=count_keys(reader, lines.start, lines.stop),
             leases_in_flight=count_keys(reader, leases.leases_begin, leases.leases_end),
-            expired_leases=count_keys(
-                reader, leases.leases_begin, leases.leases.pack((read_version,))
-            ),
+            expired_leases=leases.count_expired(reader, read_version),
             dead_letters=count_keys(reader, self.dead_letters.begin, self.dead_letters.end),
             delayed=count_keys(reader, self.delays.begin, self.delays.end),
             read_version=read_version,

@@ -526,8 +526,7 @@ def ranked_heads(
         priorities = [store.unpack_position(bytes(kv.key))[0] for kv in items]
         if store.groups.any_active(count):
             priorities += [store.groups.turns.unpack(bytes(kv.key))[0] for kv in turns or ()]
-            leases = list(first_lease or ())
-            if leases and end.leases.leases.unpack(bytes(leases[0].key))[0] <= version:
+            if first_lease is not None and end.leases.first_expired(first_lease, version):
                 # an expired lease (a group whose holder died waits behind it): a take
                 # delivers it again first, as a claim does
                 heads.append((-EXPIRED_FIRST, end))

@@ -25,8 +25,9 @@ class QueueInfo:
             ready.
         requests_in_line: requests of consumer sessions waiting in line, at every end.
         leases_in_flight: leases not acknowledged yet, expired and released ones included.
-        expired_leases: of those, the ones whose expiry version is before the read version
-            (released leases included): what the next claims take first.
+        expired_leases: of those, the ones that have expired (released leases included):
+            their expiry version is before the read version and their expiry time has come by
+            this client's clock; what the next claims take first.
         dead_letters: dead letters.
         delayed: delayed items not promoted into the queue yet (due or not).
         read_version: the read version the figures were read at.

@@ -10,7 +10,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from fdbqueue._delivery.leases import VERSIONS_PER_SECOND, Lease
+from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue._wording import plural
@@ -155,14 +155,14 @@ def peek(context: Context, limit: int | None, everything: bool) -> None:
 
 
 def lease_document(lease: Lease[Any], read_version: int) -> dict[str, Any]:
-    seconds_left = (lease.expiry_version - read_version) / VERSIONS_PER_SECOND
     return {
         "id": lease.id,
         "deliveries": lease.deliveries,
         "expiry_version": lease.expiry_version,
+        "expiry_time": lease.expiry_time,
         "released": lease.expiry_version == 0,
-        "expired": lease.expiry_version < read_version,
-        "seconds_left": round(seconds_left, 3),
+        "expired": lease.expired(read_version),
+        "seconds_left": round(lease.seconds_left(read_version), 3),
         "value": lease.value,
         "group": lease.group,
     }

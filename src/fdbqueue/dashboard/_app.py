@@ -21,7 +21,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from fdbqueue._delivery.leases import VERSIONS_PER_SECOND
+from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue.dashboard._figures import AnyQueue, Sampler, depth_svg, shortened
@@ -302,7 +302,7 @@ class Dashboard:
                 "deliveries": lease.deliveries,
                 "group": lease.group,
                 "value": lease.value,
-                "left": lease_state(lease.expiry_version, version),
+                "left": lease_state(lease, version),
             }
             for lease in leases
         ]
@@ -400,10 +400,11 @@ def done_message(request: Request) -> str | None:
     return f"{'requeued' if action == 'requeue' else 'purged'} {count} {letters}"
 
 
-def lease_state(expiry_version: int, read_version: int) -> str:
-    if expiry_version == 0:
+def lease_state(lease: Lease[Any], read_version: int) -> str:
+    """How a lease stands at ``read_version`` and this client's wall clock, in words."""
+    if lease.expiry_version == 0:
         return "released"
-    seconds = (expiry_version - read_version) / VERSIONS_PER_SECOND
+    seconds = lease.seconds_left(read_version)
     return f"expired {-seconds:.1f} s ago" if seconds < 0 else f"{seconds:.1f} s left"
 
 
