@@ -506,7 +506,8 @@ class FifoShard(Shard):
         items conflicts), the target's snapshot read of its last index, a snapshot reverse
         range read of one key (when the moved items began, recorded in the target with them:
         :mod:`fdbqueue._storage.ages`), and per item a clear and a set; two atomic adds on the
-        counters and one on the target's signal key. Nothing is moved twice and nothing lost:
+        size counters and one on the target's signal key (not on the enqueue counters: a move
+        is neither an enqueue nor a take). Nothing is moved twice and nothing lost:
         the move is one transaction.
         """
         store = self.store

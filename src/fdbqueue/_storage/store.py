@@ -359,7 +359,9 @@ class ItemStore(TypeRecords):
     def write(self, tr: AnyContext, key: bytes, encoded: bytes) -> None:
         """Write one item, count it and signal blocked consumers.
 
-        Cost: one set and two atomic adds (size counter, signal key); no reads.
+        Cost: one set and two atomic adds (size counter, signal key); no reads. Not the
+        enqueue counter: whoever writes new items counts them, once per batch
+        (:meth:`add_to_enqueued`), as a delayed item falling due is written here again.
         """
         tr[key] = encoded
         self.add_to_size(tr, 1)
