@@ -230,6 +230,55 @@ def test_the_net_rate_comes_from_successive_samples(db: Any) -> None:
     assert sampler.row("rate").growth == pytest.approx(5.0)
 
 
+def overview(sampler: Sampler) -> str:
+    """The overview's rows as the dashboard renders them from ``sampler``'s rows."""
+    dashboard = create_app(sampler.database, sampler.queues).state.dashboard
+    return bytes(dashboard.render("overview_rows.html", rows=sampler.rows()).body).decode()
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_the_enqueue_and_take_rates_come_from_the_enqueue_counter(db: Any, shards: int) -> None:
+    queue: Queue[str] = Queue(Subspace(("rates",)), shards=shards)
+    now = [100.0]
+    sampler = Sampler(db, {"rates": queue}, clock=lambda: now[0])
+    queue.enqueue_many(db, [f"old-{n}" for n in range(10)])
+    sampler.sample_all()
+    first = sampler.row("rates")
+    assert first.enqueue_rate is first.take_rate is first.growth is None  # one sample
+    queue.enqueue_many(db, ["new-1", "new-2", "new-3", "new-4"])
+    queue.enqueue(db, "later", delay=600)  # delayed: enqueued, and held
+    assert len(queue.dequeue_many(db, 2)) == 2  # taken
+    lease = queue.claim(db, 30)
+    assert lease is not None
+    queue.ack(db, lease)  # taken
+    queue.dead_letter(db, queue.claim(db, 30), "failed")  # taken
+    assert queue.claim(db, 30) is not None  # in flight: still held, not taken
+    now[0] += 2
+    sampler.sample_all()
+    row = sampler.row("rates")
+    assert row.enqueue_rate == pytest.approx(5 / 2)  # four, and the delayed one
+    assert row.take_rate == pytest.approx(4 / 2)  # two dequeued, one acknowledged, one dead
+    assert row.growth == pytest.approx(1 / 2)
+    cells = re.findall(r'<td class="n (enqueue|take|net)-rate">(.*?)</td>', overview(sampler))
+    assert cells == [("enqueue", "2.5/s"), ("take", "2.0/s"), ("net", "+0.5/s")]
+    queue.requeue_dead_letters(db)  # enqueued again, and held again: no take
+    now[0] += 1
+    sampler.sample_all()
+    row = sampler.row("rates")
+    assert (row.enqueue_rate, row.take_rate, row.growth) == (1.0, 0.0, 1.0)
+    queue.clear(db)  # the counter goes back to 0: no enqueue or take rate over the clear
+    queue.enqueue(db, "after")
+    now[0] += 1
+    sampler.sample_all()
+    row = sampler.row("rates")
+    assert row.enqueue_rate is None and row.take_rate is None
+    assert row.growth == pytest.approx(1 - 12)  # the net rate still shows: items held
+    assert re.findall(r'<td class="n (?:enqueue|take)-rate">(.*?)</td>', overview(sampler)) == [
+        "-",
+        "-",
+    ]
+
+
 def test_oldest_age_is_shown_when_queue_info_has_it() -> None:
     """Issue 32 part 1 adds QueueInfo.oldest_age; the sample takes it when it exists."""
     info = QueueInfo(size=1, oldest="a", requests_in_line=0, leases_in_flight=0,
@@ -238,7 +287,7 @@ def test_oldest_age_is_shown_when_queue_info_has_it() -> None:
 
     class ShardWithAge:
         size, leases_in_flight, delayed, dead_letters, groups, shards = 1, 0, 0, 0, 0, ()
-        oldest_age = 3.0
+        oldest_age, enqueued = 3.0, 1
 
     class WithAge(ShardWithAge):
         shards = (ShardWithAge(), ShardWithAge())
@@ -253,7 +302,7 @@ def test_shortened_and_the_plot() -> None:
     assert shortened(b"\x00") == "b'\\x00'"
     assert shortened("y" * 500).endswith("… (500 characters)")
     assert "collecting" in depth_svg([])
-    samples = [Sample(float(t), t, 0, 0, 0, 0, None, ()) for t in range(3)]
+    samples = [Sample(float(t), t, 0, 0, 0, 0, None, (), t) for t in range(3)]
     assert depth_svg(samples).count("<polyline") == 3
 
 

@@ -109,7 +109,8 @@ def test_metadata_lies_outside_the_item_range(db, subspace):
     metadata = subspace.key() + b"\xff"
     assert all(key.startswith(metadata) for key in outside)
     names = [fdb.tuple.unpack(key[len(metadata) :])[0] for key in outside]
-    assert names == ["began", "codec", "receipts", "signal", "size", "type"]  # when it began, ...
+    # when it began, the codec, the enqueue counter, ...
+    assert names == ["began", "codec", "enqueued", "receipts", "signal", "size", "type"]
 
 
 # -- codecs --------------------------------------------------------------------------------

@@ -169,8 +169,9 @@ class PriorityQueue(QueueBase[T]):
                 range, or the group's keys would be too long.
 
         Nothing is written when an error is raised. Cost: one snapshot range read inside the
-        priority (no read conflict range), one set, two atomic adds; it never conflicts with
-        other pushes or pops. Delayed: the read version, one set and two atomic adds. With
+        priority (no read conflict range), one set, three atomic adds (the size and enqueue
+        counters, the signal key); it never conflicts with other pushes or pops. Delayed: the
+        read version, one set, an atomic ``min`` and two atomic adds. With
         ``group``: as a Queue's enqueue into a group (:meth:`fdbqueue.Queue.enqueue`).
         """
         check_priority(priority)

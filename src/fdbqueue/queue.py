@@ -170,8 +170,10 @@ class Queue(QueueBase[T]):
                 ``dedup_id``, ``group`` or ``tr``.
 
         Nothing is written when an error is raised. Cost: one snapshot range read and a
-        snapshot point read (no read conflict range), one set and two atomic adds (delayed:
-        no range read): no conflicts with enqueues or dequeues. With ``dedup_id``: a point
+        snapshot point read (no read conflict range), one set and three atomic adds (the size
+        and enqueue counters, the signal key; delayed: no range read, and an atomic ``min``
+        on the delayed items' hint instead of the add to the size counter): no conflicts
+        with enqueues or dequeues. With ``dedup_id``: a point
         read with a read conflict on the id's record and two sets (an enqueue of the same id
         may conflict, no other), and the clean-up of two expired records. With ``group``: a
         point read with a read conflict on the group's active record (an enqueue conflicts

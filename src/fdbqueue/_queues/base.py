@@ -529,7 +529,9 @@ class QueueBase(Generic[T]):
             TypeError, ValueError: ``limit`` is not an int >= 0.
 
         Cost per transaction: one range read, a point read per dead letter; per item two
-        clears and an enqueue's snapshot read, set and two atomic adds.
+        clears and an enqueue's snapshot read, set and two atomic adds; per shard one atomic
+        add (the enqueue counter: a requeued item counts as enqueued,
+        :attr:`~fdbqueue.QueueInfo.enqueued`).
         """
         check_count(limit, "limit")
 

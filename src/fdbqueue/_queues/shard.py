@@ -40,7 +40,7 @@ from fdbqueue._delivery.delays import DelayedItems
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._queues.steady_path import SteadyPath
 from fdbqueue._storage import ages, taking
-from fdbqueue._storage.dead_letters import DeadLetter
+from fdbqueue._storage.dead_letters import DeadLetter, TakenDeadLetter
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._storage.store import ItemStore, count_keys
@@ -204,19 +204,27 @@ class Shard:
         self, tr: AnyContext, encoded: list[bytes], where: tuple[Any, ...], delay: float
     ) -> None:
         """Write ``encoded`` at the back (:meth:`append`), or delayed by ``delay`` seconds,
-        after checking the type records. Cost: two snapshot point reads (the type records,
-        issued first so they overlap the append's read), then :meth:`append`'s or
-        :meth:`~fdbqueue._delivery.delays.DelayedItems.put`'s."""
+        after checking the type records, and count them in the enqueue counter. Cost: two
+        snapshot point reads (the type records, issued first so they overlap the append's
+        read), then :meth:`append`'s or
+        :meth:`~fdbqueue._delivery.delays.DelayedItems.put`'s, and one atomic add (the
+        enqueue counter, :meth:`~fdbqueue._storage.store.ItemStore.add_to_enqueued`)."""
         check = functools.partial(self.store.check_type, tr, self.store.recorded_type(tr))
         if delay:
             check(True)
             self.delays.put(tr, encoded, delay, where)
         else:
             self.append(tr, encoded, where, check)
+        self.store.add_to_enqueued(tr, len(encoded))
 
-    def requeue(self, tr: AnyContext, item_key: bytes, encoded: bytes) -> None:
-        """Append a dead letter's value again where its item was (:meth:`where_of`)."""
-        self.append(tr, [encoded], self.where_of(item_key))
+    def requeue(self, tr: AnyContext, letters: list[TakenDeadLetter]) -> None:
+        """Append dead letters' values again where their items were (:meth:`where_of`), in
+        order, and count them in the enqueue counter (as dead letters they had left the
+        queue). Cost: an append each and one atomic add (none for no letter)."""
+        for letter in letters:
+            self.append(tr, [letter.encoded], self.where_of(letter.item_key))
+        if letters:
+            self.store.add_to_enqueued(tr, len(letters))
 
     # -- looking --------------------------------------------------------------------------
 
@@ -276,14 +284,17 @@ class Shard:
         first), ``oldest_age`` from the ``began`` records (:mod:`fdbqueue._storage.ages`).
         Cost: as :meth:`fdbqueue.Queue.info` for one shard."""
         reader: Any = getattr(tr, "snapshot", tr)
-        metadata = self.store.metadata
+        store = self.store
+        # the two counters, issued together before the other reads (one round trip)
+        size, enqueued = reader.get(store.size_key), reader.get(store.enqueued_key)
         leases = self.leases
-        lines = metadata.range(("line",))
+        lines = store.metadata.range(("line",))
         front = [value for _key, value in self.peek_page(reader, None, 1)[0]]
         active = self.groups.active_count(reader)
         return QueueInfo(
             oldest_age=self.oldest_age(reader),
-            size=self.store.size(reader),
+            size=store.counter_value(size),
+            enqueued=store.counter_value(enqueued),
             oldest=front[0] if front else None,
             requests_in_line=count_keys(reader, lines.start, lines.stop),
             leases_in_flight=count_keys(reader, leases.leases_begin, leases.leases_end),
@@ -337,8 +348,7 @@ class Shard:
         require_writable(tr, "requeue_dead_letters")
         self.store.check_type(tr, self.store.recorded_type(tr))
         taken = self.dead_letters.take(tr, limit, LIBRARY_TRANSACTION_BUDGET)
-        for letter in taken:
-            self.requeue(tr, letter.item_key, letter.encoded)
+        self.requeue(tr, taken)
         return len(taken)
 
     @exactly_once(wrote=bool)
@@ -358,7 +368,7 @@ class Shard:
         taken = self.dead_letters.take_one(tr, key)
         if taken is None:
             return False
-        self.requeue(tr, taken.item_key, taken.encoded)
+        self.requeue(tr, [taken])
         return True
 
     # -- leases ---------------------------------------------------------------------------
@@ -477,7 +487,8 @@ class FifoShard(Shard):
         items conflicts), the target's snapshot read of its last index, a snapshot reverse
         range read of one key (when the moved items began, recorded in the target with them:
         :mod:`fdbqueue._storage.ages`), and per item a clear and a set; two atomic adds on the
-        counters and one on the target's signal key. Nothing is moved twice and nothing lost:
+        size counters and one on the target's signal key (not on the enqueue counters: a move
+        is neither an enqueue nor a take). Nothing is moved twice and nothing lost:
         the move is one transaction.
         """
         store = self.store

@@ -83,6 +83,7 @@ class SteadyPath:
         self.type_name = store.type_name
         self.codec_name = store.codec_name
         self.size_key = store.size_key
+        self.enqueued_key = store.enqueued_key
         self.signal_key = store.signal_key
         self.hints = (shard.groups.count_key, shard.delays.hint_key)
         self.quiet_all = store.quiet.quiet_all
@@ -127,6 +128,7 @@ class SteadyPath:
         # The prefix's length was checked when the queue was made: the key fits.
         tr[self.subspace.pack((index, os.urandom(RANDOM_BYTES)))] = encoded
         tr.add(self.size_key, _ONE)
+        tr.add(self.enqueued_key, _ONE)
         tr.add(self.signal_key, _ONE)
         self.enqueued.add()
         return True

@@ -43,6 +43,15 @@ class QueueInfo:
             items ready to take outside message groups, from when they entered the queue (a
             delayed item: when it fell due; a requeued dead letter: when requeued). For a
             sharded queue, the oldest over its shards.
+        enqueued: the enqueue counter: items enqueued (or pushed) since the queue was
+            created or last cleared (:meth:`~fdbqueue.Queue.clear` sets it back to 0),
+            delayed items counted when enqueued (not again when they fall due), requeued dead
+            letters counted again when requeued; moves between shards and takes leave it
+            alone (the metric ``fdbqueue.items.enqueued`` differs: it counts a delayed item
+            when it falls due, :mod:`fdbqueue.metrics`). Items another program wrote are not
+            counted. Its change between two reads,
+            minus the change of the items held (``size + leases_in_flight + delayed``), is
+            how many items left: taken, acknowledged or dead-lettered (the dashboard's rates).
         shards: a sharded queue's figures per shard, shard 0 first (the fields above are
             their sums, ``oldest_age`` their largest); empty for a queue of one shard.
     """
@@ -58,4 +67,5 @@ class QueueInfo:
     groups: int = 0
     groups_in_flight: int = 0
     oldest_age: float | None = None
+    enqueued: int = 0
     shards: tuple[QueueInfo, ...] = ()

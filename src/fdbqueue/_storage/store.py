@@ -4,6 +4,7 @@ Key layout of a queue whose subspace has the prefix ``P`` (bytes)::
 
     P + pack(item key tuple)            -> encoded value   items: inside subspace.range()
     P + b"\\xff" + pack(("size",))       -> int64 LE        the size counter (atomic add)
+    P + b"\\xff" + pack(("enqueued",))   -> int64 LE        items enqueued (atomic add)
     P + b"\\xff" + pack(("signal",))     -> int64 LE        bumped by every enqueue, for waiters
     P + b"\\xff" + pack(("held", ...))   leased and dead-lettered values (fdbqueue._storage.held)
     P + b"\\xff" + pack(("leases"|"dead", ...))              leases, dead letters
@@ -17,7 +18,17 @@ Items live exactly where FoundationDB's recipes put them, so ``subspace.range()`
 and nothing else. Everything else the library keeps lives under ``P + b"\\xff"``: that byte
 never starts a tuple-layer element, so it sorts after every item and lies outside
 ``subspace.range()`` (which ends at ``P + b"\\xff"``, exclusive), yet still inside the queue's
-prefix. :meth:`ItemStore.clear` removes all of it but the receipts, which operations still in
+prefix.
+
+The enqueue counter counts the items enqueued (and pushed) since the queue was created or
+last cleared: every enqueue adds the number of its items with one atomic add per shard
+written (:meth:`ItemStore.add_to_enqueued`), delayed ones when enqueued, requeued dead
+letters when requeued (as dead letters they had left the queue); a delayed item falling due,
+and items moved between shards, are not counted again. Taking items does not change it.
+With the items still held it gives the rate of items taken (the dashboard's rates,
+:mod:`fdbqueue.dashboard`).
+
+:meth:`ItemStore.clear` removes all of it but the receipts, which operations still in
 flight may need (:mod:`fdbqueue._transactions.receipts`), and the deduplication records, which
 producers retrying an enqueue may (:mod:`fdbqueue._delivery.deduplication`).
 
@@ -82,8 +93,8 @@ ITEM_KEY_SUFFIX = 1 + 9 + 1 + 2 * RANDOM_BYTES + 1
 #: receipts it clears, counters, conflict ranges), kept free when a batch is checked.
 RESERVED_TRANSACTION_BYTES = 64_000
 
-#: How counters (the size, the signal key) are stored: a little-endian 64-bit integer, as
-#: FoundationDB's atomic add takes it.
+#: How counters (the size, the enqueue counter, the signal key) are stored: a little-endian
+#: 64-bit integer, as FoundationDB's atomic add takes it.
 COUNTER = struct.Struct("<q")
 
 
@@ -142,7 +153,8 @@ def prefix_end(prefix: bytes) -> bytes:
 
 
 class ItemStore(TypeRecords):
-    """Items, their values, the size counter, and the held values and dead letters of one queue.
+    """Items, their values, the size and enqueue counters, and the held values and dead
+    letters of one queue.
 
     Args:
         subspace: where the items live (see :func:`as_subspace`).
@@ -196,6 +208,8 @@ class ItemStore(TypeRecords):
         #: the codec's name recorded with the queue (None: a codec without one, unchecked)
         self.codec_name: bytes | None = name.encode() if isinstance(name, str) and name else None
         self.size_key: bytes = self.metadata.pack(("size",))
+        #: the enqueue counter: items enqueued since the queue was created or last cleared
+        self.enqueued_key: bytes = self.metadata.pack(("enqueued",))
         self.signal_key: bytes = self.metadata.pack(("signal",))
         self.receipts = Receipts(self.metadata, enabled=check_flag(exactly_once, "exactly_once"))
         #: where idempotent enqueues record their ids (fdbqueue._delivery.deduplication)
@@ -347,7 +361,9 @@ class ItemStore(TypeRecords):
     def write(self, tr: AnyContext, key: bytes, encoded: bytes) -> None:
         """Write one item, count it and signal blocked consumers.
 
-        Cost: one set and two atomic adds (size counter, signal key); no reads.
+        Cost: one set and two atomic adds (size counter, signal key); no reads. Not the
+        enqueue counter: whoever writes new items counts them, once per batch
+        (:meth:`add_to_enqueued`), as a delayed item falling due is written here again.
         """
         tr[key] = encoded
         self.add_to_size(tr, 1)
@@ -385,13 +401,22 @@ class ItemStore(TypeRecords):
         """Add ``delta`` to the size counter with an atomic add (no read, no read conflict)."""
         tr.add(self.size_key, COUNTER.pack(delta))
 
+    def add_to_enqueued(self, tr: AnyContext, n: int) -> None:
+        """Count ``n`` items enqueued in the enqueue counter: one atomic add (no read, no
+        conflict), once per transaction and shard for a batch. Call it where items enter the
+        queue for the first time (an enqueue or push, delayed or not, a requeued dead letter),
+        never for a move of items already counted (a delayed item falling due, a move between
+        shards)."""
+        tr.add(self.enqueued_key, COUNTER.pack(n))
+
     def size(self, tr: AnyContext) -> int:
         """Return the size counter, never below zero. Cost: one point read of one key."""
         return self.counter_value(tr.get(self.size_key))
 
     @staticmethod
     def counter_value(read: Any) -> int:
-        """The size counter's value from its read (a future of ``tr.get``), never below 0."""
+        """A counter's value (the size, the enqueue counter) from its read (a future of
+        ``tr.get``), never below 0; 0 when absent."""
         if not read.present():
             return 0
         return max(0, int(COUNTER.unpack(bytes(read))[0]))
@@ -400,8 +425,10 @@ class ItemStore(TypeRecords):
         """Remove every item and all metadata except the receipts, which calls still in flight
         may look up (:mod:`fdbqueue._transactions.receipts`; they expire by themselves), and
         the deduplication records (their window ends by itself); only the metadata with
-        ``items=False`` (a sharded queue's own store, whose shards clear theirs). Cost: three
-        range clears, no reads."""
+        ``items=False`` (a sharded queue's own store, whose shards clear theirs). The size
+        and enqueue counters go with the metadata: both count from 0 again (a reader of the
+        enqueue counter sees it go back, as the dashboard's rates do). Cost: three range
+        clears, no reads."""
         require_writable(tr, "clear")
         self._codec_verified = False  # the next queue here may record another codec
         prefix: bytes = self.subspace.key()

@@ -159,9 +159,10 @@ def load_one_shard(mode: Mode, queue: Any, db: Any, values: list[int]) -> None:
     with ``P`` the queue's subspace prefix and ``k`` = :data:`ONE_SHARD`, each value encoded
     by the queue's codec at ``P + pack((k, index, random))`` (indexes from the shard's last
     one + 1, ``random`` 20 bytes of ``os.urandom`` as the recipe's), and, per transaction,
-    the shard's size counter ``P + pack((k,)) + b"\\xff" + pack(("size",))`` and its signal key
-    (``... pack(("signal",))``) raised by atomic adds of int64 little-endian, as an enqueue
-    raises them; :data:`ONE_SHARD_BATCH` values per transaction.
+    the shard's size counter ``P + pack((k,)) + b"\\xff" + pack(("size",))``, its enqueue
+    counter (``... pack(("enqueued",))``) and its signal key (``... pack(("signal",))``)
+    raised by atomic adds of int64 little-endian, as an enqueue raises them;
+    :data:`ONE_SHARD_BATCH` values per transaction.
 
     Raises:
         ValueError: ``queue`` is not a sharded :class:`~fdbqueue.Queue` (a priority queue's
@@ -181,6 +182,7 @@ def load_one_shard(mode: Mode, queue: Any, db: Any, values: list[int]) -> None:
     shard = queue.subspace.subspace((ONE_SHARD,))
     metadata = shard.key() + b"\xff"
     size_key = metadata + fdb.tuple.pack(("size",))
+    enqueued_key = metadata + fdb.tuple.pack(("enqueued",))
     signal_key = metadata + fdb.tuple.pack(("signal",))
     encode = queue.codec.encode
     items = shard.range()
@@ -193,6 +195,7 @@ def load_one_shard(mode: Mode, queue: Any, db: Any, values: list[int]) -> None:
             index += 1
             tr[shard.pack((index, os.urandom(_RANDOM_BYTES)))] = value
         tr.add(size_key, _COUNTER.pack(len(encoded)))
+        tr.add(enqueued_key, _COUNTER.pack(len(encoded)))
         tr.add(signal_key, _COUNTER.pack(1))
 
     for start in range(0, len(values), ONE_SHARD_BATCH):

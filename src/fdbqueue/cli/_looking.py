@@ -94,7 +94,8 @@ def shown(fact: Any) -> str:
 @click.pass_obj
 def info(context: Context) -> None:
     """Size, oldest item and its age, requests in line, leases (in flight, expired), dead
-    letters and delayed items, read at one read version.
+    letters, delayed items and items enqueued (since the queue was created or cleared), read
+    at one read version.
 
     The oldest age is in seconds, an upper bound: too large by at most the time the queue
     (each shard) took to receive 64 items, plus clock skew between clients.
@@ -128,6 +129,7 @@ SHARD_FIGURES = (
     "dead_letters",
     "delayed",
     "requests_in_line",
+    "enqueued",
 )
 
 

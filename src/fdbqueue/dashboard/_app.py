@@ -408,11 +408,12 @@ def lease_state(lease: Lease[Any], read_version: int) -> str:
     return f"expired {-seconds:.1f} s ago" if seconds < 0 else f"{seconds:.1f} s left"
 
 
-def rate(value: float | None) -> str:
-    """A rate per second as the overview shows it; ``-`` before two samples."""
+def rate(value: float | None, signed: bool = True) -> str:
+    """A rate in items per second as the overview shows it, with its sign when ``signed``
+    (a net rate); ``-`` for none (before two samples, or over a clear)."""
     if value is None:
         return "-"
-    return f"{value:+.1f}/s"
+    return f"{value:+.1f}/s" if signed else f"{value:.1f}/s"
 
 
 def age(value: float | None) -> str:

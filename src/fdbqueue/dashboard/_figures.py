@@ -1,6 +1,7 @@
 """What the dashboard shows and how: samples of each queue's figures (:class:`Sampler`), the
-rates and the depth history taken from successive samples, values shortened for a table
-cell (:func:`shortened`) and the depth plot drawn as inline SVG (:func:`depth_svg`)."""
+rates (enqueues, takes, net) and the depth history taken from successive samples, values
+shortened for a table cell (:func:`shortened`) and the depth plot drawn as inline SVG
+(:func:`depth_svg`)."""
 
 from __future__ import annotations
 
@@ -44,12 +45,16 @@ class Sample:
     groups: int
     oldest_age: float | None
     shards: tuple[dict[str, Any], ...]
+    #: the enqueue counter (:attr:`fdbqueue.QueueInfo.enqueued`)
+    enqueued: int
 
 
 @dataclasses.dataclass(frozen=True)
 class Row:
     """What the overview shows of one queue: its last sample and the rates since the one
-    before (None until there are two samples; ``error`` when reading it failed)."""
+    before, in items per second (None until there are two samples, and the enqueue and take
+    rates None over an interval in which the queue was cleared; ``error`` when reading it
+    failed). See :meth:`Sampler.row`."""
 
     name: str
     kind: str
@@ -57,6 +62,8 @@ class Row:
     shard_count: int
     sample: Sample | None
     growth: float | None
+    enqueue_rate: float | None = None
+    take_rate: float | None = None
     error: str | None = None
 
 
@@ -72,6 +79,7 @@ def sample_of(info: Any, at: float) -> Sample:
             "dead_letters": shard.dead_letters,
             "groups": shard.groups,
             "oldest_age": shard.oldest_age,
+            "enqueued": shard.enqueued,
         }
         for shard in info.shards
     )
@@ -84,6 +92,7 @@ def sample_of(info: Any, at: float) -> Sample:
         groups=info.groups,
         oldest_age=info.oldest_age,
         shards=per_shard,
+        enqueued=info.enqueued,
     )
 
 
@@ -155,23 +164,37 @@ class Sampler:
             return list(self.history[name])
 
     def row(self, name: str) -> Row:
-        """What the overview shows of queue ``name``.
+        """What the overview shows of queue ``name``: its last sample and three rates in
+        items per second between its last two samples (None before two samples):
 
-        ``growth`` is the change of its items (ready, in flight and delayed) per second between
-        its last two samples: the enqueue rate minus the rate of items done (acknowledged,
-        dequeued or dead-lettered). The queues keep no count of enqueues or takes, so the two
-        rates cannot be told apart from :meth:`~fdbqueue.Queue.info`'s figures.
+        * ``enqueue_rate``: items enqueued (pushed, requeued from the dead letters), from the
+          enqueue counter (:attr:`~fdbqueue.QueueInfo.enqueued`);
+        * ``take_rate``: items that left the queue (dequeued or popped, acknowledged,
+          dead-lettered): those enqueued minus the change of the items it holds (ready, in
+          flight and delayed, :func:`held`). A claimed item leaves when its lease ends, not
+          when claimed; a release or a move between shards is no take;
+        * ``growth``: the change of the items it holds, the enqueue rate minus the take rate.
+
+        A clear (:meth:`~fdbqueue.Queue.clear`) sets the enqueue counter back to 0: over an
+        interval in which it went back, the enqueue and take rates are None (a clear
+        followed by more enqueues than the counter held before goes unseen: its rates count
+        the items cleared as taken).
         """
         queue = self.queues[name]
         with self.lock:
             kept = list(self.history[name])[-2:]
             error = self.errors.get(name)
         last = kept[-1] if kept else None
-        growth = None
+        growth = enqueue_rate = take_rate = None
         if len(kept) == 2 and kept[1].at > kept[0].at:
             before, after = kept
             seconds = after.at - before.at
-            growth = (held(after) - held(before)) / seconds
+            gained = held(after) - held(before)
+            growth = gained / seconds
+            enqueued = after.enqueued - before.enqueued
+            if enqueued >= 0:  # else the queue was cleared in between
+                enqueue_rate = enqueued / seconds
+                take_rate = (enqueued - gained) / seconds
         return Row(
             name=name,
             kind=type(queue).__name__,
@@ -179,6 +202,8 @@ class Sampler:
             shard_count=queue.shards,
             sample=last,
             growth=growth,
+            enqueue_rate=enqueue_rate,
+            take_rate=take_rate,
             error=error,
         )
 
