@@ -36,7 +36,7 @@ import pytest
 from helpers import moved_wall_clock, run
 
 from fdbqueue import Subspace
-from fdbqueue._delivery import leases
+from fdbqueue._storage import ages
 
 BACKENDS = ("memory", "fdb")
 PLAN = pytest.StashKey[fdb_cluster.Plan]()
@@ -105,11 +105,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True, scope="session")
 def wall_clock_the_tests_move() -> Iterator[None]:
-    """fdbqueue's wall clock (leases, deduplication windows) reads ``time.time()`` plus the
-    seconds tests let pass with ``helpers.pass_time``, which moves the in-memory database's
-    versions too."""
+    """fdbqueue's wall clock (``fdbqueue._storage.ages.clock``: leases, deduplication
+    windows, the age of the oldest item) reads ``time.time()`` plus the seconds tests let
+    pass with ``helpers.pass_time``, which moves the in-memory database's versions too."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(leases, "wall_clock", moved_wall_clock)
+        patch.setattr(ages, "clock", moved_wall_clock)
         yield
 
 

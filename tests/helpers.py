@@ -238,7 +238,7 @@ def write_into_shard(
 
 
 #: Seconds the tests have moved fdbqueue's wall clock on (:func:`pass_time`): the suite's
-#: conftest makes ``fdbqueue._delivery.leases.wall_clock`` read ``time.time()`` plus this.
+#: conftest makes ``fdbqueue._storage.ages.clock`` read ``time.time()`` plus this.
 WALL_CLOCK_OFFSET = [0.0]
 
 

@@ -759,6 +759,11 @@ def test_oldest_age(shape: Shape, monkeypatch: pytest.MonkeyPatch) -> None:
     assert shape.info().oldest_age == 2
     shape.clear()
     assert shape.oldest_age() is None
+    shape.put("grouped", 0, group="g")  # a message group's items count too
+    now[0] += 3
+    assert (shape.info().oldest_age, shape.oldest_age()) == (3, 3)
+    assert shape.take() == "grouped"
+    assert shape.oldest_age() is None
 
 
 @shapes(SHAPES)

@@ -213,3 +213,82 @@ def test_an_enqueue_reads_nothing_more_and_writes_blind(clock, kind, shards):
     stats = db.stats()
     assert stats["conflicts"] == before["conflicts"]
     assert queue.oldest_age(db) == 0
+
+
+def put_grouped(queue: Any, db: Any, value: Any, group: str) -> None:
+    if isinstance(queue, PriorityQueue):
+        queue.push(db, value, 0, group=group)
+    else:
+        queue.enqueue(db, value, group=group)
+
+
+@pytest.mark.parametrize(("kind", "shards"), KINDS)
+def test_a_queue_of_grouped_items_reports_their_age(clock, kind, shards):
+    """Items enqueued into message groups count: a queue holding only grouped items is not
+    empty, and its age is its oldest waiting item's, within the same bound."""
+    db = memory.open()
+    queue = make(kind, shards)
+    enqueued_at: dict[Any, float] = {}
+    for i in range(200):
+        put_grouped(queue, db, i, f"g{i % 3}")
+        enqueued_at[i] = clock.now
+        clock.now += 1
+    for _ in range(150):
+        waiting = queue.peek_many(db, None)
+        true_age = clock.now - min(enqueued_at[value] for value in waiting)
+        age = queue.oldest_age(db)
+        assert age is not None and true_age <= age <= true_age + 64 * 3
+        take(queue, db)
+        clock.now += 1
+
+
+@pytest.mark.parametrize(("kind", "shards"), KINDS)
+def test_the_older_of_plain_and_grouped_items_counts(clock, kind, shards):
+    db = memory.open()
+    queue = make(kind, shards)
+    put_grouped(queue, db, "grouped", "g")
+    clock.now += 10
+    put(queue, db, "plain")
+    clock.now += 5
+    assert queue.oldest_age(db) == 15  # the grouped item's
+    queue2 = make(kind, shards, name="ages-2")
+    put(queue2, db, "plain")
+    clock.now += 10
+    put_grouped(queue2, db, "grouped", "g")
+    clock.now += 5
+    assert queue2.oldest_age(db) == 15  # the plain item's
+
+
+@pytest.mark.parametrize(("kind", "shards"), KINDS)
+def test_groups_that_come_and_go_leave_no_records(clock, kind, shards):
+    """A group's records go when it becomes inactive, taken plainly or through leases: a
+    queue used with one group per job (an order id, say) keeps none of them."""
+    db = memory.open()
+    queue = make(kind, shards)
+    for job in range(100):
+        put_grouped(queue, db, job, f"order-{job}")
+    assert began_records(db, queue) == 100
+    for _ in range(50):
+        take(queue, db)
+    for _ in range(50):
+        lease = queue.claim(db, lease=30)
+        queue.ack(db, lease)
+    assert began_records(db, queue) == 0
+    assert queue.oldest_age(db) is None and queue.size(db) == 0
+
+
+@pytest.mark.parametrize(("kind", "shards"), KINDS)
+def test_a_grouped_item_in_a_lease_is_not_waiting(clock, kind, shards):
+    db = memory.open()
+    queue = make(kind, shards)
+    put_grouped(queue, db, "a", "g")
+    clock.now += 10
+    put_grouped(queue, db, "b", "g")
+    clock.now += 5
+    lease = queue.claim(db, lease=30)
+    assert lease.value == "a"
+    assert queue.oldest_age(db) == 15  # "b" shares "a"'s bucket: the bound's upper end
+    queue.ack(db, lease)
+    assert queue.oldest_age(db) == 15
+    assert take(queue, db) == "b"
+    assert queue.oldest_age(db) is None

@@ -53,7 +53,6 @@ clock; message queues' visibility timeouts (Amazon SQS's ``ChangeMessageVisibili
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -63,6 +62,7 @@ from fdb.subspace_impl import Subspace
 
 from fdbqueue import metrics
 from fdbqueue._checks import check_seconds
+from fdbqueue._storage import ages
 from fdbqueue._storage.store import RESERVED_TRANSACTION_BYTES, ItemStore
 from fdbqueue._storage.transaction_bytes import (
     MAX_TRANSACTION_BYTES,
@@ -152,9 +152,10 @@ class Lease(Generic[T_co]):
 
 def wall_clock() -> float:
     """The wall clock that leases and deduplication windows are measured by besides read
-    versions: ``time.time()``, in seconds since the epoch (tests move it with the versions,
+    versions, in seconds since the epoch: fdbqueue's one wall clock,
+    :data:`fdbqueue._storage.ages.clock` (``time.time()``; tests move it with the versions,
     ``tests/helpers.py``'s ``pass_time``)."""
-    return time.time()
+    return ages.clock()
 
 
 def wall_microseconds() -> int:

@@ -366,9 +366,11 @@ class QueueBase(Generic[T]):
         returns the small records with their keys; held values are not read), and for
         ``oldest_age`` a range read of the ``began`` records (about one per 64 items and per
         priority in use) with a range read of one key or two per priority that may hold the
-        oldest item (usually one). The counts are exact and uncapped, so the cost grows with
-        those records, and FoundationDB's five-second transaction limit bounds how many one
-        call can count (then it raises error 1007, ``transaction_too_old``).
+        oldest item (usually one), and the same of the ``began_grouped`` records (about one
+        per 64 grouped items and per active group) per group that may hold it. The counts
+        are exact and uncapped, so the cost grows with those records, and FoundationDB's
+        five-second transaction limit bounds how many one call can count (then it raises
+        error 1007, ``transaction_too_old``).
         """
         context: Any = tr
         self._router.check_type(context)

@@ -312,10 +312,15 @@ class Shard:
         or None when none waits (:mod:`fdbqueue._storage.ages`). Cost: snapshot reads: one
         range read of the ``began`` records, and per prefix that may hold the oldest item
         (usually one) a range read of its first item and a reverse range read of one
-        record."""
+        record; the same again for its groups' ``began_grouped`` records (none while it has
+        no group: an empty range read)."""
         reader: Any = getattr(tr, "snapshot", tr)
-        began = self.store.ages.oldest_began(reader, functools.partial(self._first_key, reader))
-        return None if began is None else max(0.0, ages.clock() - began)
+        began = [
+            self.store.ages.oldest_began(reader, functools.partial(self._first_key, reader)),
+            self.groups.oldest_began(reader),
+        ]
+        known = [seconds for seconds in began if seconds is not None]
+        return max(0.0, ages.clock() - min(known)) if known else None
 
     def _first_key(self, reader: Any, prefix: tuple[Any, ...]) -> bytes | None:
         """The key of the first item under ``prefix`` (outside message groups), or None.

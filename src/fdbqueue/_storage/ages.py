@@ -33,10 +33,23 @@ overlapped (milliseconds). Wall-clock seconds, not versions: a recovery of the c
 which makes versions jump, changes no age, and a commit whose result was unknown and was
 retried writes the record again with its retry's time, within the same bound. Items that
 entered the queue another way (another program, an fdbqueue without this record) have no
-record: ages ignore them (None when no item has one). Message groups' items and delayed
-items not yet due are not counted: a delayed item's age starts when it falls due.
+record: ages ignore them (None when no item has one). Delayed items not yet due are not
+counted: a delayed item's age starts when it falls due. Items in leases are not waiting and
+not counted.
 
-Tests and callers can set :data:`clock`, the function that gives wall-clock seconds.
+Message groups' items (:mod:`fdbqueue._storage.groups`) have records of their own, the same
+way, each group a prefix::
+
+    P + b"\\xff" + pack(("began_grouped", group, bucket)) -> float64 LE: wall-clock seconds
+
+(``bucket`` counts the group's own indexes): written by the enqueue into the group, cleared
+by its takes as above, and all of a group's cleared when the group becomes inactive, so they
+stay about ``grouped items / BUCKET`` plus one per active group. A shard's oldest age is the
+older of its plain items' and its groups'.
+
+:data:`clock` is fdbqueue's wall clock: these records, lease expiry times and deduplication
+windows (:func:`fdbqueue._delivery.leases.wall_clock`) all read it. Tests and callers can set
+it, a function that gives wall-clock seconds.
 """
 
 from __future__ import annotations
@@ -55,8 +68,9 @@ __all__ = ["BUCKET", "ItemAges", "clock"]
 #: Consecutive positions (indices, or counts of one priority) one record covers.
 BUCKET = 64
 
-#: The wall-clock seconds an enqueue records and an age is measured against (tests replace
-#: it with a controlled clock).
+#: fdbqueue's wall clock, in seconds since the epoch: the seconds an enqueue records and an
+#: age is measured against, and what lease expiry times and deduplication windows are
+#: measured by besides read versions (tests replace it with a controlled clock).
 clock: Callable[[], float] = time.time
 
 _SECONDS = struct.Struct("<d")
@@ -69,13 +83,18 @@ class ItemAges:
 
     Args:
         metadata: the queue's metadata subspace (``P + b"\\xff"``).
-        items: the queue's item subspace.
-        leading_integers: 1 for a Queue (``(index, random)``), 2 for a PriorityQueue
-            (``(priority, count, random)``).
+        items: the queue's item subspace (or its groups' items).
+        leading_integers: the elements of an item's position up to its index: 1 for a Queue
+            (``(index, random)``), 2 for a PriorityQueue (``(priority, count, random)``) and
+            for groups' items (``(group, index, ...)``).
+        name: the records' name under ``metadata``: ``"began"``, or ``"began_grouped"`` for
+            groups' items.
     """
 
-    def __init__(self, metadata: Subspace, items: Subspace, leading_integers: int) -> None:
-        self.records = metadata.subspace(("began",))
+    def __init__(
+        self, metadata: Subspace, items: Subspace, leading_integers: int, name: str = "began"
+    ) -> None:
+        self.records = metadata.subspace((name,))
         self.items = items
         self.prefix_length = leading_integers - 1
         records = self.records.range()
@@ -206,6 +225,12 @@ class ItemAges:
     def clear(self, tr: AnyContext) -> None:
         """Remove every record. Cost: one range clear."""
         tr.clear_range(self.begin, self.end)
+
+    def forget(self, tr: AnyContext, prefix: tuple[Any, ...]) -> None:
+        """Remove the records under ``prefix`` (a group that became inactive). Cost: one
+        range clear, no read."""
+        within = self.records.range(prefix)
+        tr.clear_range(within.start, within.stop)
 
     def _prefix_end(self, prefix: tuple[Any, ...]) -> bytes:
         stop: bytes = self.records.range(prefix).stop

@@ -66,6 +66,7 @@ import fdb.tuple
 from fdbqueue import metrics
 from fdbqueue._checks import check_packable_int
 from fdbqueue._keys import MAX_KEY_BYTES
+from fdbqueue._storage.ages import ItemAges
 from fdbqueue._storage.quiet_keys import hint_written
 from fdbqueue._transactions.transactional import AnyContext
 
@@ -210,6 +211,9 @@ class Groups:
         self.resume = metadata.subspace(("resume",))
         #: a PriorityQueue's groups: item keys and turns hold priorities
         self.prioritized = store.leading_integers == 2
+        #: when ranges of each group's positions began (fdbqueue._storage.ages): positions
+        #: ``(group, index, ...)``
+        self.ages = ItemAges(metadata, self.items, 2, "began_grouped")
         self._store = store
 
     def check_fits(self, group: Group, priority: int | None = None) -> None:
@@ -248,7 +252,9 @@ class Groups:
         Cost: a point read of the active record (a read conflict on that key) and a snapshot
         point read of the group's weight, issued together, a range read of the group's last
         item (``limit=1``, reverse) with a read conflict from that item to the group's end,
-        one set per value and two atomic adds (as any item); for a group made active, two
+        one set per value and two atomic adds (as any item), the ``began_grouped`` records
+        of the group's buckets it begins (a blind set per :data:`~fdbqueue._storage.ages.BUCKET`
+        items; :meth:`~fdbqueue._storage.ages.ItemAges.appended`); for a group made active, two
         sets and an atomic add. The read conflict orders enqueues into one group by commit:
         of two that overlap, the later to commit conflicts and retries after the first's
         items (an index taken from a snapshot read would give both the same index, and
@@ -260,6 +266,7 @@ class Groups:
         members = self.items.range((group,))
         last = list(tr.get_range(members.start, members.stop, limit=1, reverse=True))
         index: int = self.items.unpack(last[0].key)[1] if last else 0
+        self.ages.appended(tr, (group,), index + 1, len(encoded), found_empty=not last)
         keys = []
         for value in encoded:
             index += 1
@@ -394,6 +401,8 @@ class Groups:
         its next turn now (:meth:`finished`). Nothing for an item without a group."""
         if not isinstance(item, GroupedItem):
             return
+        position = self.items.unpack(item.key)
+        self.ages.taken(tr, position, position, lower=False, higher=False)
         del tr[item.turn_key]
         served = item.served + 1
         if holding:
@@ -443,8 +452,10 @@ class Groups:
         return True
 
     def _deactivate(self, tr: AnyContext, group: Group) -> None:
-        """``group`` has no item left and none in a lease: it is inactive."""
+        """``group`` has no item left and none in a lease: it is inactive (and its
+        ``began_grouped`` records go)."""
         del tr[self.active.pack((group,))]
+        self.ages.forget(tr, (group,))
         tr.add(self.count_key, _COUNTER.pack(-1))
         metrics.add("groups_active", -1, **self._store.metric_attributes)
 
@@ -490,6 +501,19 @@ class Groups:
         already; none while it is quiet."""
         looked = self.look(tr)
         return looked is not None and looked.present() and _COUNTER.unpack(bytes(looked))[0] > 0
+
+    def oldest_began(self, reader: Any) -> float | None:
+        """When the bucket of the groups' oldest waiting item began (wall-clock seconds), or
+        None when no group's item waits. Cost: as
+        :meth:`~fdbqueue._storage.ages.ItemAges.oldest_began`, through ``reader`` (a
+        snapshot view: no conflicts), with a range read of one key per group looked at."""
+
+        def first_key(prefix: tuple[Any, ...]) -> bytes | None:
+            members = self.items.range(prefix)
+            first = list(reader.get_range(members.start, members.stop, limit=1))
+            return bytes(first[0].key) if first else None
+
+        return self.ages.oldest_began(reader, first_key)
 
     def active_count(self, tr: AnyContext) -> int:
         """How many groups are active (have items, or one in a lease). Cost: a snapshot point

@@ -40,7 +40,7 @@ class QueueInfo:
             receive the 64 positions before it (:data:`fdbqueue._storage.ages.BUCKET`), plus
             the skew between the enqueuing and the reading clients' wall clocks; a cluster's
             recovery does not change it (wall-clock seconds, not versions). It counts the
-            items ready to take outside message groups, from when they entered the queue (a
+            items ready to take, in message groups or not, from when they entered the queue (a
             delayed item: when it fell due; a requeued dead letter: when requeued). For a
             sharded queue, the oldest over its shards.
         enqueued: the enqueue counter: items enqueued (or pushed) since the queue was
