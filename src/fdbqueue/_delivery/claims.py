@@ -400,9 +400,10 @@ class Leases:
         written = clear_bytes(len(record.key))
         item_key, deliveries, held_id, _expiry = LeaseRecord.parse(bytes(record.value))
         if self._out_of_deliveries(deliveries):
+            times = "once" if deliveries == 1 else f"{deliveries} times"
             reason = (
-                f"max_deliveries: delivered {deliveries} times, each lease expired or was "
-                f"released (max_deliveries={self.max_deliveries})"
+                f"max_deliveries: delivered {times}, each lease expired or was released "
+                f"(max_deliveries={self.max_deliveries})"
             )
             metrics.on_commit(
                 functools.partial(
