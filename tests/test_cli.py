@@ -931,21 +931,23 @@ def test_push_with_a_dedup_id_pushes_once(db, subspace):
     assert "--dedup-id" in "\n".join(
         fails(db, "--queue", jobs, "push", "x", "--dedup-id", "", code=2)
     )
-    tasks = queue_path(subspace, "tasks")
-    fails(
-        db,
-        "--priority-queue",
-        "--queue",
-        tasks,
-        "push",
-        "x",
-        "--priority",
-        "1",
-        "--dedup-id",
-        "a",
-        code=2,
-    )
     assert Queue(subspace["deduplicated"]).size(db) == 1
+
+
+def test_push_with_a_dedup_id_into_a_priority_queue_pushes_once(db, subspace):
+    tasks = queue_path(subspace, "deduplicated-tasks")
+    push = ("--priority-queue", "--queue", tasks, "push")
+    assert ok(db, *push, "task", "--priority", "1", "--dedup-id", "task-1") == "pushed 'task'\n"
+    again = ok(db, *push, "task", "--priority", "5", "--dedup-id", "task-1")  # the queue's id
+    assert again.startswith("nothing pushed: dedup id 'task-1'")
+    said = json.loads(ok(db, "--json", *push, "task", "--priority", "1", "--dedup-id", "task-1"))
+    assert said == {"pushed": None, "seen": "task", "dedup_id": "task-1"}
+    said = json.loads(ok(db, "--json", *push, "other", "--priority", "2", "--dedup-id", "task-2"))
+    assert said == {"pushed": "other", "priority": 2, "delay": None, "group": None}
+    assert "--dedup-id" in "\n".join(
+        fails(db, *push, "x", "--priority", "1", "--dedup-id", "", code=2)
+    )
+    assert PriorityQueue(subspace["deduplicated-tasks"]).peek_many(db, None) == ["task", "other"]
 
 
 def test_push_with_a_group_and_info_counts_the_groups(db, subspace):

@@ -5,6 +5,7 @@ a few per admitting enqueue, without clearing a record written again; clear() ke
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 
 import fdb.tuple
@@ -12,7 +13,7 @@ import pytest
 from helpers import TIMED_OUT, all_keys, fault_on, or_timed_out, pass_time, run, run_threads
 
 import fdbqueue.asyncio as fa
-from fdbqueue import Queue, Subspace, memory
+from fdbqueue import PriorityQueue, Queue, Subspace, memory
 from fdbqueue._delivery.deduplication import (
     CLEANED_PER_ENQUEUE,
     MAX_DEDUP_ID_BYTES,
@@ -186,16 +187,118 @@ def test_bad_ids_and_windows_change_nothing():
         Queue(Subspace(("bad-window",)), dedup_window=0)
 
 
+# -- through PriorityQueue.push --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_push_with_an_id_pushes_once_whatever_the_priority_and_says_so(shards):
+    db = memory.open()
+    tasks = PriorityQueue(Subspace(("tasks", shards)), shards=shards, dedup_window=10)
+    assert tasks.push(db, "job", 3) is True  # no id: always
+    assert tasks.push(db, "once", 1, dedup_id="task-42") is True
+    assert tasks.push(db, "again", 1, dedup_id="task-42") is False
+    assert tasks.push(db, "again", -5, dedup_id="task-42") is False  # the queue's id
+    assert tasks.push(db, "grouped", 0, dedup_id="task-42", group="g") is False
+    assert tasks.push(db, "other", 2, dedup_id=42) is True  # another id (an int)
+    assert tasks.peek_many(db, None) == ["once", "other", "job"]
+    while tasks.pop_max(db) is not None:  # taking the items does not forget the ids
+        pass
+    assert tasks.push(db, "again", 1, dedup_id="task-42") is False
+    pass_time(db, 9)
+    assert tasks.push(db, "again", 7, dedup_id="task-42") is False  # still within it
+    pass_time(db, 2)
+    assert tasks.push(db, "after the window", 7, dedup_id="task-42") is True
+    assert tasks.push(db, "delayed", 0, dedup_id="later", delay=5) is True
+    assert tasks.push(db, "delayed", 0, dedup_id="later", delay=5) is False
+    assert tasks.peek_many(db, None) == ["after the window"]
+    pass_time(db, 6)
+    assert [tasks.pop_min(db), tasks.pop_min(db), tasks.pop_min(db)] == [
+        "delayed",
+        "after the window",
+        None,
+    ]
+
+
+def test_a_queue_and_a_priority_queue_keep_the_same_records():
+    """The records' layout is the queue's metadata, whatever its type: a Queue and a
+    PriorityQueue in distinct subspaces keep distinct ids, in the same keys under each."""
+    db = memory.open()
+    jobs, tasks = Queue(Subspace(("same", "q"))), PriorityQueue(Subspace(("same", "p")))
+    assert jobs.enqueue(db, "job", dedup_id="one") is True
+    assert tasks.push(db, "task", 1, dedup_id="one") is True  # another queue: its own ids
+    assert dedup_records(db, jobs) == dedup_records(db, tasks) == 1
+
+    def layout(queue) -> list[tuple]:
+        """The records' keys under the queue's metadata ``P + b"\\xff"``, versions left out."""
+        metadata = queue.subspace.key() + b"\xff"
+        found = [
+            fdb.tuple.unpack(key[len(metadata) :])
+            for key, _value in all_keys(db, queue.subspace)
+            if key.startswith(metadata + fdb.tuple.pack(("deduplication",)))
+        ]
+        return [tuple("version" if isinstance(e, int) else e for e in key) for key in found]
+
+    assert layout(jobs) == layout(tasks)
+    assert sorted(layout(tasks)) == [
+        ("deduplication", "expiry", "version", "one"),
+        ("deduplication", "id", "one"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("dedup_id", "error"),
+    [
+        (1.5, TypeError),
+        (True, TypeError),
+        (("a", "tuple"), TypeError),
+        ("", ValueError),
+        (2**2040, ValueError),
+        ("x" * MAX_DEDUP_ID_BYTES, ValueError),
+    ],
+)
+def test_a_push_with_a_bad_id_changes_nothing(dedup_id, error):
+    db = memory.open()
+    tasks = PriorityQueue(Subspace(("bad-push-ids",)))
+    with pytest.raises(error):
+        tasks.push(db, "value", 1, dedup_id=dedup_id)
+    with pytest.raises(error):
+        tasks.push(db, "value", 1, delay=5, dedup_id=dedup_id, group="g")
+    assert tasks.size(db) == 0 and all_keys(db, tasks.subspace) == []
+    with pytest.raises(ValueError):
+        PriorityQueue(Subspace(("bad-window",)), dedup_window=0)
+    with pytest.raises(TypeError):
+        PriorityQueue(Subspace(("bad-window",)), dedup_window="300")
+
+
+def test_a_priority_queue_window_in_seconds_holds_across_recoveries():
+    db = memory.open()
+    tasks = PriorityQueue(Subspace(("push-recoveries",)))
+    assert tasks.push(db, "task", 1, dedup_id="task-1") is True
+    recover(db, 4)
+    assert tasks.push(db, "task again", 2, dedup_id="task-1") is False
+    pass_time(db, 301)  # the window passed by both clocks
+    assert tasks.push(db, "task later", 2, dedup_id="task-1") is True
+    assert tasks.size(db) == 2
+
+
+@pytest.mark.parametrize("queue_type", ["Queue", "PriorityQueue"])
 @pytest.mark.parametrize("kind", ["commit_unknown_result", "timed_out"])
 @pytest.mark.parametrize("applied", [True, False])
-def test_a_producer_retrying_after_an_unknown_result_or_a_timeout_enqueues_once(kind, applied):
+def test_a_producer_retrying_after_an_unknown_result_or_a_timeout_enqueues_once(
+    kind, applied, queue_type
+):
     db = memory.open(seed=3)
-    queue = Queue(Subspace(("retrying",)))
+    if queue_type == "Queue":
+        queue = Queue(Subspace(("retrying",)))
+        send = functools.partial(queue.enqueue, db, "job", dedup_id="job-1")
+    else:
+        queue = PriorityQueue(Subspace(("retrying",)))
+        send = functools.partial(queue.push, db, "job", 1, dedup_id="job-1")
     with fault_on(kind, applied=applied) as injected:
-        first = or_timed_out(lambda: queue.enqueue(db, "job", dedup_id="job-1"))
+        first = or_timed_out(send)
     assert injected
     db.settle()  # a commit left in flight lands (or not) now
-    again = queue.enqueue(db, "job", dedup_id="job-1")  # the producer sends it again
+    again = send()  # the producer sends it again
     assert queue.peek_many(db, None) == ["job"]
     if first is TIMED_OUT:
         assert again is (not applied)
@@ -215,6 +318,21 @@ def test_the_records_of_an_asyncio_queue_are_the_same():
         ]
 
     assert asyncio.run(main()) == [True, False, False, True]
+
+
+def test_the_records_of_an_asyncio_priority_queue_are_the_same():
+    tasks = fa.PriorityQueue(Subspace(("asyncio-push-dedup",)), dedup_window=10)
+    db = memory.open()
+
+    async def main() -> list[bool]:
+        return [
+            await tasks.push(db, "task", 1, dedup_id="one"),
+            await tasks.push(db, "task", 2, dedup_id="one"),
+            await tasks.push(db, "task", 2),
+        ]
+
+    assert asyncio.run(main()) == [True, False, True]
+    assert tasks.sync.push(db, "task", 3, dedup_id="one") is False  # the same records
 
 
 def dedup_records(db, queue) -> int:

@@ -11,9 +11,8 @@ of its own there, so on a sharded queue each asyncio call is a new consumer with
 own (docs/sharding.rst), as the calls of separate request handlers would be.
 
 Each cell asserts what the documentation promises. Where an operation does not exist for a
-queue type the test runs only on the shapes that have it: ``dequeue_many``,
-``enqueue_many`` and ``dedup_id`` are a Queue's (a PriorityQueue has no ``pop_many``,
-``push_many`` or ``dedup_id``).
+queue type the test runs only on the shapes that have it: ``dequeue_many`` and
+``enqueue_many`` are a Queue's (a PriorityQueue has no ``pop_many`` or ``push_many``).
 
 The database is a fresh ``fdbqueue.memory.open()`` per test; waits for delays and leases to
 run out move its clock with ``advance_time`` (documented in ``docs/memory.rst``), except the
@@ -167,7 +166,7 @@ class Shape:
     # -- writing ----------------------------------------------------------------------------
 
     def put(self, value: Any, priority: int = 0, **kwargs: Any) -> Any:
-        """``enqueue`` (returns a bool) or ``push`` (returns None)."""
+        """``enqueue`` or ``push`` (each returns a bool: whether the value was written)."""
         if self.spec.priority:
             return self.run(self.queue.push(self.db, value, priority, **kwargs))
         return self.run(self.queue.enqueue(self.db, value, **kwargs))
@@ -294,7 +293,7 @@ def values_of(leases: list[Any]) -> list[Any]:
 @shapes(SHAPES)
 def test_put_and_take(shape: Shape) -> None:
     for value, priority in ITEMS:
-        assert shape.put(value, priority) is (None if shape.spec.priority else True)
+        assert shape.put(value, priority) is True
     assert shape.size() == len(ITEMS)
     shape.check_takes([shape.take() for _ in ITEMS], ITEMS)
     assert shape.take() is None
@@ -364,17 +363,28 @@ def test_a_dead_holders_group_is_released_to_plain_takes(shape: Shape) -> None:
     assert shape.leases() == [] and shape.dead_letters() == []
 
 
-@shapes(FIFO_SHAPES)
-def test_enqueue_with_dedup_id(shape: Shape) -> None:
-    # A PriorityQueue has no dedup_id: push(tr, value, priority, *, delay, group).
+@shapes(SHAPES)
+def test_put_with_dedup_id(shape: Shape) -> None:
     assert shape.put("order 42", dedup_id="order-42") is True
     assert shape.put("order 42", dedup_id="order-42") is False
-    assert shape.put("order 43", dedup_id="order-43") is True
-    assert shape.size() == 2
-    assert sorted(shape.take_all()) == ["order 42", "order 43"]
+    assert shape.put("order 42", 7, dedup_id="order-42") is False  # an id is the queue's
+    assert shape.put("order 43", 1, dedup_id="order-43") is True
+    assert shape.put("no id") is True
+    assert shape.size() == 3
+    assert sorted(shape.take_all()) == ["no id", "order 42", "order 43"]
     assert shape.put("order 42", dedup_id="order-42") is False  # the id outlives the item
+    assert shape.put("later", delay=SHORT, dedup_id="later") is True
+    assert shape.put("later", delay=SHORT, dedup_id="later") is False
     assert shape.take() is None
-    assert shape.put_many(["x", "y", "z"], dedup_ids=["x", "y", "x"]) == [True, True, False]
+    shape.advance(PAST_SHORT)
+    assert shape.take_all() == ["later"]
+
+
+@shapes(FIFO_SHAPES)
+def test_enqueue_many_with_dedup_ids(shape: Shape) -> None:
+    # A PriorityQueue has no push_many.
+    assert shape.put("x", dedup_id="x") is True
+    assert shape.put_many(["x", "y", "z"], dedup_ids=["x", "y", "y"]) == [False, True, False]
     assert sorted(shape.take_all()) == ["x", "y"]
 
 

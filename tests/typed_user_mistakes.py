@@ -29,6 +29,8 @@ blobs = PriorityQueue(Subspace(("mistakes", "blobs")), codec="raw")
 numbers.enqueue(42, "wrong")  # error: arg-type
 blobs.push(db, b"x", priority="hi")  # error: arg-type
 blobs.push(db, "text", priority=1)  # error: arg-type
+blobs.push(db, b"x", priority=1, dedup_id=1.5)  # error: arg-type
+PriorityQueue(Subspace(("mistakes", "window")), dedup_window="300")  # error: call-overload
 words.enqueue(db, 7)  # error: arg-type
 
 

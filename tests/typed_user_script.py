@@ -38,7 +38,7 @@ class TextCodec:
 
 
 jobs: Queue[str] = Queue(Subspace(("typed", "jobs")), codec=TextCodec())
-blobs = PriorityQueue(Subspace(("typed", "blobs")), codec="raw")
+blobs = PriorityQueue(Subspace(("typed", "blobs")), codec="raw", dedup_window=60)
 anything = Queue(Subspace(("typed", "anything")))  # the tuple codec: Queue[Any]
 
 
@@ -48,8 +48,8 @@ def move(tr: memory.Transaction) -> str | None:
     job = jobs.dequeue(tr)
     if job is None:
         return None
-    blobs.push(tr, job.encode(), priority=len(job))
-    return job
+    pushed: bool = blobs.push(tr, job.encode(), priority=len(job), dedup_id=job)
+    return job if pushed else None
 
 
 @transactional
@@ -78,6 +78,9 @@ def dead_names(db: memory.Database) -> list[str]:
 
 
 async_jobs = fdbqueue.asyncio.Queue(Subspace(("typed", "async")), codec=TextCodec())
+async_tasks = fdbqueue.asyncio.PriorityQueue(
+    Subspace(("typed", "async-tasks")), codec="raw", dedup_window=60
+)
 
 
 @fdbqueue.asyncio.transactional
@@ -89,8 +92,12 @@ async def take_two(tr: memory.Transaction) -> list[str]:
 
 
 async def serve(db: memory.Database) -> list[str]:
-    """Enqueue three jobs, take two in one transaction and claim the third."""
+    """Enqueue three jobs, take two in one transaction and claim the third; push a task
+    once."""
     await async_jobs.enqueue_many(db, ["one", "two", "three"])
+    first: bool = await async_tasks.push(db, b"task", 1, dedup_id="task-1")
+    again: bool = await async_tasks.push(db, b"task", 2, dedup_id="task-1")
+    assert first and not again
     taken = await take_two(db)
     lease = await async_jobs.claim(db, lease=30)
     if lease is not None:

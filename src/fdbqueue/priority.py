@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fdbqueue._checks import check_count, check_flag, check_packable_int
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
+from fdbqueue._delivery.deduplication import DEFAULT_DEDUP_WINDOW, DedupId, check_dedup_id
 from fdbqueue._delivery.delays import check_delay
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
@@ -75,6 +76,8 @@ class PriorityQueue(QueueBase[T]):
         shards: how many key ranges the queue spreads over (1 to 256; default 1, the recipe's
             layout). Pops take from the shard whose first item has the best priority at their
             read version. Recorded at the first write: another count raises QueueTypeError.
+        dedup_window: seconds a push's ``dedup_id`` is remembered (default 300, as SQS; at
+            most a day): :doc:`idempotency`.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of its range (as
@@ -121,6 +124,7 @@ class PriorityQueue(QueueBase[T]):
         max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
         exactly_once: bool = True,
         shards: int = 1,
+        dedup_window: float = DEFAULT_DEDUP_WINDOW,
     ) -> None:
         super().__init__(
             subspace,
@@ -130,6 +134,7 @@ class PriorityQueue(QueueBase[T]):
             max_deliveries=max_deliveries,
             exactly_once=exactly_once,
             shards=shards,
+            dedup_window=dedup_window,
         )
         self._ends = {name: self._router.end(name, best=name) for name in ("min", "max")}
 
@@ -142,8 +147,9 @@ class PriorityQueue(QueueBase[T]):
         priority: int,
         *,
         delay: float | None = None,
+        dedup_id: DedupId | None = None,
         group: Group | None = None,
-    ) -> None:
+    ) -> bool:
         """Add ``value`` with ``priority``; with ``delay``, once that many seconds passed.
 
         Args:
@@ -155,27 +161,40 @@ class PriorityQueue(QueueBase[T]):
             delay: seconds (at most 30 days) before consumers may pop the item; None or 0:
                 at once. Once due, it joins the back of its priority (or of its group) when
                 the next consumer looks (:doc:`delayed-delivery`).
+            dedup_id: a str, bytes or int naming this push: when a push with the same id was
+                accepted within ``dedup_window`` seconds, nothing is pushed, whatever the
+                priorities (an id is the queue's, not a priority's; :doc:`idempotency`).
             group: a str, bytes, int or tuple naming the item's message group: a group's
                 items come out in push order whatever their priorities, one at a time under
                 leases, and a group's turn ranks by its first item's priority
                 (:doc:`groups`). None: no group.
 
+        Returns:
+            True when the value was pushed (always without ``dedup_id``); False when
+            ``dedup_id`` was seen in the window.
+
         Raises:
             TypeError: ``priority`` is not an int (bools are refused too), the codec cannot
-                encode ``value``, ``delay`` is not a number, ``group`` is not a group, or
-                ``tr`` is of the wrong type.
+                encode ``value``, ``delay`` is not a number, ``dedup_id`` is not a str, bytes
+                or int (bools are refused too), ``group`` is not a group, or ``tr`` is of the
+                wrong type.
             ValueError: ``value`` is None or encodes to more than 100,000 bytes, the
                 priority is beyond the tuple layer's integer range, ``delay`` is out of
-                range, or the group's keys would be too long.
+                range, ``dedup_id`` is empty, beyond the tuple layer's integer range or over
+                1,000 bytes packed, or the group's keys would be too long.
 
         Nothing is written when an error is raised. Cost: one snapshot range read inside the
         priority (no read conflict range), one set, three atomic adds (the size and enqueue
         counters, the signal key); it never conflicts with other pushes or pops. Delayed: the
-        read version, one set, an atomic ``min`` and two atomic adds. With
+        read version, one set, an atomic ``min`` and two atomic adds. With ``dedup_id``: the
+        read version, a point read with a read conflict on the id's record and two sets (a
+        push of the same id may conflict, no other), and the clean-up of up to 18 expired
+        records (a snapshot range read and two blind clears each: no conflict). With
         ``group``: as a Queue's enqueue into a group (:meth:`fdbqueue.Queue.enqueue`).
         """
         check_priority(priority)
         seconds = check_delay(delay)
+        ids = None if dedup_id is None else [check_dedup_id(dedup_id)]
         encoded = self._store.encode(value)
         self._store.item_key((priority, 0))  # checks the priority packs and the key fits
         where: tuple[Any, ...] = (priority,)
@@ -186,7 +205,7 @@ class PriorityQueue(QueueBase[T]):
             where = (priority, group)
         if seconds:
             shard.delays.check_key(where)
-        shard.write(tr, [(shard, [encoded])], where, seconds, None)
+        return self._write(tr, [(shard, [encoded])], where, seconds, ids)[0]
 
     # -- taking and looking -----------------------------------------------------------------
 

@@ -26,16 +26,10 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fdbqueue._checks import check_count
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
-from fdbqueue._delivery.deduplication import (
-    DEFAULT_DEDUP_WINDOW,
-    DedupId,
-    Deduplication,
-    check_dedup_id,
-    check_dedup_window,
-)
+from fdbqueue._delivery.deduplication import DEFAULT_DEDUP_WINDOW, DedupId, check_dedup_id
 from fdbqueue._delivery.delays import check_delay
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
-from fdbqueue._queues.base import FifoOptions, QueueBase, T
+from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._queues.shard import FifoShard, Shard
 from fdbqueue._storage.groups import Group
 from fdbqueue._transactions.transactional import TransactionContext, is_database, transactional
@@ -96,17 +90,17 @@ class Queue(QueueBase[T]):
 
     @overload
     def __init__(
-        self: Queue[bytes], subspace: Any, *, codec: Literal["raw"], **options: Unpack[FifoOptions]
+        self: Queue[bytes], subspace: Any, *, codec: Literal["raw"], **options: Unpack[QueueOptions]
     ) -> None: ...
 
     @overload
     def __init__(
-        self: Queue[T], subspace: Any, *, codec: Codec[T], **options: Unpack[FifoOptions]
+        self: Queue[T], subspace: Any, *, codec: Codec[T], **options: Unpack[QueueOptions]
     ) -> None: ...
 
     @overload
     def __init__(
-        self: Queue[Any], subspace: Any, *, codec: str = "tuple", **options: Unpack[FifoOptions]
+        self: Queue[Any], subspace: Any, *, codec: str = "tuple", **options: Unpack[QueueOptions]
     ) -> None: ...
 
     def __init__(
@@ -121,7 +115,6 @@ class Queue(QueueBase[T]):
         shards: int = 1,
         dedup_window: float = DEFAULT_DEDUP_WINDOW,
     ) -> None:
-        window = check_dedup_window(dedup_window)
         super().__init__(
             subspace,
             codec,
@@ -130,8 +123,8 @@ class Queue(QueueBase[T]):
             max_deliveries=max_deliveries,
             exactly_once=exactly_once,
             shards=shards,
+            dedup_window=dedup_window,
         )
-        self._deduplication = Deduplication(self._store, window)
         self._front = self._router.end("front")
 
     # -- writing ----------------------------------------------------------------------------
@@ -173,9 +166,10 @@ class Queue(QueueBase[T]):
         snapshot point read (no read conflict range), one set and three atomic adds (the size
         and enqueue counters, the signal key; delayed: no range read, and an atomic ``min``
         on the delayed items' hint instead of the add to the size counter): no conflicts
-        with enqueues or dequeues. With ``dedup_id``: a point
-        read with a read conflict on the id's record and two sets (an enqueue of the same id
-        may conflict, no other), and the clean-up of two expired records. With ``group``: a
+        with enqueues or dequeues. With ``dedup_id``: the read version, a point read with a
+        read conflict on the id's record and two sets (an enqueue of the same id may
+        conflict, no other), and the clean-up of up to 18 expired records (a snapshot range
+        read and two blind clears each: no conflict). With ``group``: a
         point read with a read conflict on the group's active record (an enqueue conflicts
         only with the take that empties the group), and, when it makes the group active, a
         snapshot range read, two sets and an atomic add (:doc:`groups`).
@@ -253,20 +247,6 @@ class Queue(QueueBase[T]):
         if delay:
             shard.delays.check_key((group,))
         return shard
-
-    def _write(
-        self,
-        tr: TransactionContext,
-        runs: list[tuple[Shard, list[bytes]]],
-        where: tuple[Any, ...],
-        delay: float,
-        ids: list[bytes] | None,
-    ) -> list[bool]:
-        """Write ``runs`` in one transaction, exactly once by the first run's shard's
-        receipts (:meth:`Shard.write`); with ``ids``, only the values they admit."""
-        dedup = None if ids is None else (self._deduplication, ids)
-        admitted: list[bool] = runs[0][0].write(tr, runs, where, delay, dedup)
-        return admitted
 
     # -- taking -----------------------------------------------------------------------------
 

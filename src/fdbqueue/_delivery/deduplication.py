@@ -1,5 +1,9 @@
 """Idempotent enqueue: deduplication ids remembered for a window of seconds.
 
+"Enqueue" here is any write of new items that takes an id: :meth:`fdbqueue.Queue.enqueue`,
+:meth:`~fdbqueue.Queue.enqueue_many` and :meth:`fdbqueue.PriorityQueue.push`, each through
+:meth:`~fdbqueue._queues.shard.Shard.write`; both queue types keep the same records.
+
 An enqueue given a ``dedup_id`` first looks the id up in the queue's deduplication records:
 when an enqueue recorded that id within ``dedup_window`` seconds (see "Clock" below), the
 value is not enqueued (the call returns False); otherwise the id is recorded with the

@@ -29,6 +29,7 @@ from fdb.subspace_impl import Subspace
 from fdbqueue import worker
 from fdbqueue._checks import check_count, check_flag
 from fdbqueue._consuming.sessions import check_abandon_after
+from fdbqueue._delivery.deduplication import Deduplication, check_dedup_window
 from fdbqueue._delivery.leases import Lease, check_lease_seconds, check_max_deliveries
 from fdbqueue._queues.router import Router, check_shards
 from fdbqueue._queues.shard import Shard
@@ -74,11 +75,6 @@ class QueueOptions(TypedDict, total=False):
     max_deliveries: int | None
     exactly_once: bool
     shards: int
-
-
-class FifoOptions(QueueOptions, total=False):
-    """The keyword arguments only :class:`~fdbqueue.Queue` takes besides them."""
-
     dedup_window: float
 
 
@@ -127,9 +123,11 @@ def read_pages(
 
 def check_queue_arguments(high_contention: Any, abandon_after: Any, max_deliveries: Any) -> float:
     """Check the arguments :class:`~fdbqueue.Queue` and :class:`~fdbqueue.PriorityQueue` take
-    beside the subspace, codec and shards (those are checked by
-    :func:`fdbqueue._storage.store.as_subspace`, :func:`fdbqueue.codecs.resolve_codec` and
-    :func:`~fdbqueue._queues.router.check_shards`), before anything is read or written.
+    beside the subspace, codec, shards and deduplication window (those are checked by
+    :func:`fdbqueue._storage.store.as_subspace`, :func:`fdbqueue.codecs.resolve_codec`,
+    :func:`~fdbqueue._queues.router.check_shards` and
+    :func:`~fdbqueue._delivery.deduplication.check_dedup_window`), before anything is read or
+    written.
 
     Returns:
         ``abandon_after`` as a float.
@@ -172,7 +170,9 @@ class QueueBase(Generic[T]):
         max_deliveries: int | None,
         exactly_once: bool,
         shards: int,
+        dedup_window: float,
     ) -> None:
+        window = check_dedup_window(dedup_window)
         seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
         count = check_shards(shards)
         self._high_contention = high_contention
@@ -188,6 +188,9 @@ class QueueBase(Generic[T]):
             max_deliveries=max_deliveries,
         )
         self._store: ItemStore = self._router.root
+        #: The queue's deduplication records: one set for all its shards (an id is the
+        #: queue's, whatever its shard or priority).
+        self._deduplication = Deduplication(self._store, window)
 
     # -- properties -------------------------------------------------------------------------
 
@@ -220,6 +223,27 @@ class QueueBase(Generic[T]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._store.subspace!r}, codec={self._store.codec!r})"
+
+    # -- writing (what enqueue, enqueue_many and push share) ---------------------------------
+
+    def _write(
+        self,
+        tr: TransactionContext,
+        runs: list[tuple[Shard, list[bytes]]],
+        where: tuple[Any, ...],
+        delay: float,
+        ids: list[bytes] | None,
+    ) -> list[bool]:
+        """Write ``runs`` (encoded values, each run into its shard) in one transaction, exactly
+        once by the first run's shard's receipts (:meth:`Shard.write`), at ``where`` (the
+        shard's :meth:`Shard.append` place: ``()``, a priority, a group), delayed by
+        ``delay`` seconds (0: at once); with ``ids`` (packed by
+        :func:`~fdbqueue._delivery.deduplication.check_dedup_id`, one per value), only the
+        values whose id the queue's deduplication records admit. Returns, per value (runs in
+        order), whether it was written. Cost: :meth:`Shard.write`'s."""
+        dedup = None if ids is None else (self._deduplication, ids)
+        admitted: list[bool] = runs[0][0].write(tr, runs, where, delay, dedup)
+        return admitted
 
     # -- looking at the whole queue ---------------------------------------------------------
 

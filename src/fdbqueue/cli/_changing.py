@@ -41,8 +41,7 @@ from fdbqueue.queue import Queue
 @click.option(
     "--dedup-id",
     default=None,
-    help="Push only if no push with this id was accepted within the queue's dedup window "
-    "(300 s; queues only).",
+    help="Push only if no push with this id was accepted within the queue's dedup window (300 s).",
 )
 @click.option(
     "--group",
@@ -79,14 +78,16 @@ def push(
     if isinstance(queue, PriorityQueue):
         if priority is None:
             raise click.UsageError("a priority queue needs --priority")
-        if dedup_id is not None:
-            raise click.UsageError("--dedup-id applies to queues, not priority queues")
-        guarded(
+        pushed = guarded(
             lambda: queue.push(
-                context.database(), item, priority=priority, delay=delay, group=group
+                context.database(),
+                item,
+                priority=priority,
+                delay=delay,
+                dedup_id=dedup_id,
+                group=group,
             )
         )
-        pushed = True
     else:
         if priority is not None:
             raise click.UsageError("--priority applies to priority queues (--priority-queue)")
