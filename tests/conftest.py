@@ -33,10 +33,9 @@ from typing import Any
 
 import fdb_cluster
 import pytest
-from helpers import moved_wall_clock, run
+from helpers import run
 
 from fdbqueue import Subspace
-from fdbqueue._storage import ages
 
 BACKENDS = ("memory", "fdb")
 PLAN = pytest.StashKey[fdb_cluster.Plan]()
@@ -101,16 +100,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if marker is not None:
             why = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
             item.add_marker(pytest.mark.skip(reason=f"memory backend only: {why}".rstrip(": ")))
-
-
-@pytest.fixture(autouse=True, scope="session")
-def wall_clock_the_tests_move() -> Iterator[None]:
-    """fdbqueue's wall clock (``fdbqueue._storage.ages.clock``: leases, deduplication
-    windows, the age of the oldest item) reads ``time.time()`` plus the seconds tests let
-    pass with ``helpers.pass_time``, which moves the in-memory database's versions too."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ages, "clock", moved_wall_clock)
-        yield
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import contextlib
 import itertools
 import sys
 import threading
-import time
 import types
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -237,21 +236,8 @@ def write_into_shard(
     into.write(db, [(into, [into.store.encode(value)])], where, 0.0, None)
 
 
-#: Seconds the tests have moved fdbqueue's wall clock on (:func:`pass_time`): the suite's
-#: conftest makes ``fdbqueue._storage.ages.clock`` read ``time.time()`` plus this.
-WALL_CLOCK_OFFSET = [0.0]
-
-
-def moved_wall_clock() -> float:
-    """fdbqueue's wall clock as the tests run it: ``time.time()`` moved on by
-    :func:`pass_time`."""
-    return time.time() + WALL_CLOCK_OFFSET[0]
-
-
 def pass_time(db: Any, seconds: float) -> None:
-    """Let ``seconds`` pass for the in-memory database (its versions) and for the wall clock
-    that fdbqueue's leases and deduplication windows are also measured by: both clocks move,
-    as when time passes (``db.advance_time`` alone moves versions only, as a recovery
-    does)."""
-    db.advance_time(seconds)
-    WALL_CLOCK_OFFSET[0] += seconds
+    """Let ``seconds`` pass for the in-memory database ``db``: its versions and the wall
+    clock that fdbqueue's leases, deduplication windows and ages are also measured by
+    (``db.pass_time``; ``db.advance_time`` alone moves versions only, as a recovery does)."""
+    db.pass_time(seconds)

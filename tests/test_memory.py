@@ -107,6 +107,41 @@ def test_advance_time_makes_old_read_versions_too_old():
     assert tr.get(b"k") == b"v"
 
 
+def version_of(db):
+    return db.create_transaction().get_read_version().wait()
+
+
+def test_pass_time_moves_the_versions_and_the_wall_clock_advance_time_the_versions_only():
+    db = memory.open()
+    before_version, before_clock = version_of(db), memory.wall_clock()
+    db.advance_time(100)  # as a recovery: versions jump, the wall clock does not
+    assert version_of(db) - before_version >= 100_000_000
+    assert memory.wall_clock() - before_clock < 1
+    before_version, before_clock = version_of(db), memory.wall_clock()
+    db.pass_time(30)  # time passes: both move
+    assert version_of(db) - before_version >= 30_000_000
+    assert 29.9 < memory.wall_clock() - before_clock < 31
+    assert memory.wall_clock() - time.time() > 29.9  # the process's clock: every database's
+
+
+@pytest.mark.parametrize(
+    ("seconds", "error"),
+    [
+        (-1, ValueError),
+        (float("nan"), ValueError),
+        (float("inf"), ValueError),
+        (True, TypeError),
+        ("1", TypeError),
+    ],
+)
+def test_pass_time_refuses_what_is_not_a_time_to_pass_and_moves_nothing(seconds, error):
+    db = memory.open()
+    before_clock = memory.wall_clock()
+    with pytest.raises(error):
+        db.pass_time(seconds)
+    assert memory.wall_clock() - before_clock < 1
+
+
 def test_commit_log_is_pruned_after_the_window():
     db = memory.open()
     for n in range(50):

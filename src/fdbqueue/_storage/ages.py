@@ -55,12 +55,12 @@ it, a function that gives wall-clock seconds.
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Callable
 from typing import Any
 
 from fdb.subspace_impl import Subspace
 
+from fdbqueue import memory
 from fdbqueue._transactions.transactional import AnyContext
 
 __all__ = ["BUCKET", "ItemAges", "clock"]
@@ -70,8 +70,10 @@ BUCKET = 64
 
 #: fdbqueue's wall clock, in seconds since the epoch: the seconds an enqueue records and an
 #: age is measured against, and what lease expiry times and deduplication windows are
-#: measured by besides read versions (tests replace it with a controlled clock).
-clock: Callable[[], float] = time.time
+#: measured by besides read versions. :func:`fdbqueue.memory.wall_clock`: ``time.time()``,
+#: moved on by the in-memory database's ``pass_time`` (tests also replace it with a
+#: controlled clock).
+clock: Callable[[], float] = memory.wall_clock
 
 _SECONDS = struct.Struct("<d")
 #: Records one range read of :meth:`ItemAges.oldest_began` returns at most.

@@ -127,8 +127,11 @@ Known differences from a real cluster:
   it through ``ctypes.c_char_p``) and ``str()`` (``"b'...' (1020)"``), but it is not a
   subclass of ``fdb.FDBError``: that class exists only once ``fdb.api_version()`` has loaded
   libfdb_c (:func:`install` runs the real binding, whose errors are the real class);
-* :meth:`Database.advance_time` (a test hook) moves the version clock forward, so tests of the
-  five-second window need not sleep.
+* :meth:`Database.advance_time` (a test hook) moves the version clock forward, as a recovery
+  does, so tests of the five-second window need not sleep; :meth:`Database.pass_time` lets
+  time pass for the versions and for :func:`wall_clock`, the process's wall clock as fdbqueue
+  reads it (lease expiry times, deduplication windows, the age of the oldest item), which
+  is ``time.time()`` until a test moves it.
 * under :func:`install`: a cluster file is only a name (a missing or malformed file is not an
   error, where a real client fails with 2104 or 2105 at the first transaction); network
   options are accepted and ignored; tenants are disabled (2136); the client version is
@@ -146,6 +149,7 @@ from fdbqueue.memory._futures import Future, Key, Value
 from fdbqueue.memory._installation import cluster, install, installed
 from fdbqueue.memory._keys import KeySelector, KeyValue
 from fdbqueue.memory._transaction import RangeResult, Snapshot, Transaction
+from fdbqueue.memory._wall_clock import wall_clock
 
 __all__ = [
     "Database",
@@ -165,6 +169,7 @@ __all__ = [
     "installed",
     "is_retryable",
     "open",
+    "wall_clock",
 ]
 
 

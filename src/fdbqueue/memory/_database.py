@@ -14,6 +14,7 @@ test hooks, composed of the parts that hold each concept:
 from __future__ import annotations
 
 import json
+import math
 import random
 import threading
 from collections import Counter
@@ -37,6 +38,7 @@ from fdbqueue.memory._versions import (
     VERSIONS_PER_SECOND,
     VersionClock,
 )
+from fdbqueue.memory._wall_clock import let_pass
 from fdbqueue.memory._watch_registry import WatchRegistry
 
 __all__ = [
@@ -196,12 +198,31 @@ class Database(AtomicOperations):
                 self._stats[name] = 0
 
     def advance_time(self, seconds: float) -> None:
-        """Move this database's clock forward (tests of the five-second window).
+        """Move this database's version clock forward (tests of the five-second window), as a
+        recovery does: versions only, not the wall clock (:meth:`pass_time` moves both).
 
         Versions advance about 1,000,000 per second of monotonic time plus the time added here.
         """
         with self._lock:
             self._clock.advance(seconds)
+
+    def pass_time(self, seconds: float) -> None:
+        """Let ``seconds`` pass without sleeping, as time passes for a real cluster: the
+        version clock moves forward (as :meth:`advance_time`) and so does the process's wall
+        clock as fdbqueue reads it (:func:`fdbqueue.memory.wall_clock`; lease expiry times,
+        deduplication windows and the age of the oldest item are measured by it besides
+        versions). The wall clock is the process's: it moves for every database.
+
+        Raises:
+            TypeError: ``seconds`` is not a number (bools are refused too).
+            ValueError: ``seconds`` is negative, NaN or infinite (clocks only move forward).
+        """
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError(f"seconds must be a number, not {type(seconds).__name__}")
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"seconds must be a finite number >= 0, not {seconds}")
+        self.advance_time(seconds)
+        let_pass(seconds)
 
     @property
     def in_flight(self) -> int:
