@@ -114,25 +114,19 @@ class GroupsModel(RuleBasedStateMachine):
         """A weight changes how many items a group's turn serves, never which may come."""
         self.queue.set_group_weight(self.db, group, weight)
 
-    def groups_active(self) -> bool:
-        """Whether a group has items or one in a lease."""
-        return bool(self.busy()) or any(items for group, items in self.queued.items() if group)
-
     @rule()
     def dequeue(self) -> None:
-        # Where a group is active, a take delivers an expired (or released) lease's item
-        # first, as a claim does: a group whose holder died is not jammed for takes.
+        # A take delivers an expired (or released) lease's item first, as a claim does: it
+        # waits as any item (issue 36), and a group whose holder died is not jammed.
         expired = [k for k, (_l, gone) in self.leases.items() if gone]
-        active = self.groups_active()
         value = self.queue.dequeue(self.db) if self.kind == "queue" else self.queue.pop(self.db)
         if value is None:
             assert not self.takeable(), "a take found nothing though an item was takeable"
-            assert not (active and expired), "a take left an expired lease behind"
+            assert not expired, "a take left an expired lease behind"
             return
         redelivered = [k for k in expired if self.leases[k][0].value == value]
-        assert redelivered or not (active and expired) or self.sharded
+        assert redelivered or not expired or self.sharded
         if redelivered:
-            assert active
             del self.leases[redelivered[0]]
         else:
             self.took(value)
@@ -207,7 +201,9 @@ class GroupsModel(RuleBasedStateMachine):
     def records_agree_with_the_items_and_leases(self) -> None:
         faults, self.db.faults = self.db.faults, memory.Faults()
         try:
-            assert self.queue.size(self.db) == sum(len(items) for items in self.queued.values())
+            waiting = sum(1 for _lease, gone in self.leases.values() if gone)
+            queued = sum(len(items) for items in self.queued.values())
+            assert self.queue.size(self.db) == queued + waiting  # leases' items wait too
             records_agree(self.db, self.queue)
         finally:
             self.db.faults = faults

@@ -140,10 +140,17 @@ class End:
                 self._take_one,
                 self.store.signal_key,
                 seconds,
-                self.delays.seconds_until_due,
+                self.seconds_until_waiting,
                 queue=self.store.metric_name,
             )
         return self._take_one(tr)
+
+    def seconds_until_waiting(self) -> float | None:
+        """Seconds until an item may wait here without any write (the first lease in flight
+        expires, or the first delayed item falls due), as the last take or claim that found
+        nothing saw it; None when it saw neither. How long a blocked take or claim may
+        sleep at most: expiries and due times change nothing a watch sees."""
+        return soonest(self.leases.seconds_until_expiry(), self.delays.seconds_until_due())
 
     def _take_one(self, tr: AnyContext, _deadline: float | None = None) -> Any:
         if self.steady is not None and is_database(tr):
@@ -157,16 +164,10 @@ class End:
         """One take inside ``tr`` (a Transaction): the value taken, None when there is none,
         or :data:`~fdbqueue._storage.taking.MOVED_ASIDE` when it only moved poison aside."""
         require_writable(tr, self.action)
-        expired, moved = self._take_expired(tr, 1)
-        if expired:
-            return expired[0]
-        taken = self._take_items(tr, 1, None, moving=False)
-        if not taken.items and moved:
+        values = self.take_batch_in(tr, 1)
+        if values is MOVED_ASIDE:
             return MOVED_ASIDE
-        if not taken.items:
-            return MOVED_ASIDE if taken.moved_aside else None
-        self.store.dequeued(tr, 1)
-        return taken.items[0].value
+        return values[0] if values else None
 
     _take = exactly_once(wrote=lambda value: value is not None)(take_in)
 
@@ -180,23 +181,34 @@ class End:
     @exactly_once(wrote=bool)
     def take_batch(self, tr: AnyContext, n: int) -> Any:
         require_writable(tr, f"{self.action}_many")
-        expired, moved = self._take_expired(tr, n)
+        return self.take_batch_in(tr, n)
+
+    def take_batch_in(self, tr: AnyContext, n: int) -> Any:
+        """Take up to ``n`` waiting items inside ``tr`` in take order: the items of leases
+        that expired or were released first (soonest expiry first,
+        :meth:`~fdbqueue._delivery.claims.Leases.take_expired`), then the queue's (delayed
+        items that fell due promoted first). Returns the values, or
+        :data:`~fdbqueue._storage.taking.MOVED_ASIDE` when it only moved items to the dead
+        letters. When the front holds fewer than ``n``, the waiting leases are read even if
+        their hint is quiet, and when it finds nothing it notes when the first lease in
+        flight expires (:meth:`seconds_until_waiting`)."""
+        looked = not self.leases.waiting_quiet()
+        expired, moved = self.leases.take_expired(tr, n) if looked else ([], False)
         if len(expired) == n:
             return expired
         taken = self._take_items(tr, n - len(expired), None, moving=False)
-        if not taken.items and not expired:
-            return MOVED_ASIDE if taken.moved_aside or moved else []
-        self.store.dequeued(tr, len(taken.items))
-        return expired + [item.value for item in taken.items]
-
-    def _take_expired(self, tr: AnyContext, n: int) -> tuple[list[Any], bool]:
-        """Where a message group is active, up to ``n`` expired leases' items, taken plainly
-        (:meth:`~fdbqueue._delivery.claims.Leases.take_expired`): a group whose holder died
-        is released to plain takes too. Nothing, and no read, on a queue without an active
-        group (its count is quiet, or read from the transaction's cache by the take)."""
-        if not self.store.groups.active_now(tr):
-            return [], False
-        return self.leases.take_expired(tr, n)
+        if taken.items:
+            self.store.dequeued(tr, len(taken.items))
+        values = expired + [item.value for item in taken.items]
+        if len(values) < n and not looked:  # a short front: does a lease's item wait?
+            more, moved = self.leases.take_expired(tr, n - len(values))
+            values = more + values
+        if values:
+            return values
+        if taken.moved_aside or moved:
+            return MOVED_ASIDE
+        self.leases.note_next_expiry(tr)
+        return []
 
     # -- claiming ---------------------------------------------------------------------------
 

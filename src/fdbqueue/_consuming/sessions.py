@@ -374,10 +374,12 @@ class Consumer:
 
     def _dequeue_at(self, tr: Any, rank: int) -> tuple[str, Any] | None:
         """Take the item at ``rank``: (TAKEN, value), (MOVED_ASIDE, None) when only poison
-        moved aside, or None when there is no item for that rank. Where a message group is
-        active, an expired lease's item comes first, whatever the rank (a group whose
-        holder died is released to takes too)."""
-        if self.leases is not None and self.store.groups.active_now(tr):
+        moved aside, or None when there is no item for that rank. The item of a lease that
+        expired or was released comes first, whatever the rank, as in every take
+        (:meth:`~fdbqueue._delivery.claims.Leases.take_expired`; read unless its hint is
+        quiet, and always when the rank finds no item)."""
+        looked = self.leases is None or not self.leases.waiting_quiet()
+        if self.leases is not None and looked:
             expired, moved = self.leases.take_expired(tr, 1)
             if expired:
                 return TAKEN, expired[0]
@@ -387,7 +389,17 @@ class Consumer:
         if taken.items:
             self.store.dequeued(tr, 1)
             return TAKEN, taken.items[0].value
-        return (MOVED_ASIDE, None) if taken.moved_aside else None
+        if taken.moved_aside:
+            return MOVED_ASIDE, None
+        if self.leases is not None and not looked:  # no item for this rank: a lease's?
+            expired, moved = self.leases.take_expired(tr, 1)
+            if expired:
+                return TAKEN, expired[0]
+            if moved:
+                return MOVED_ASIDE, None
+        if self.leases is not None:
+            self.leases.note_next_expiry(tr)  # a blocked take wakes when one expires
+        return None
 
     def _claim_at(self, tr: Any, rank: int, seconds: float) -> tuple[str, Any] | None:
         """Lease an expired lease's item, else the item at ``rank`` (as :meth:`_dequeue_at`)."""

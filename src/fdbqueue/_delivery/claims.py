@@ -31,6 +31,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fdbqueue import metrics
@@ -44,7 +45,7 @@ from fdbqueue._delivery.leases import (
     wall_microseconds,
 )
 from fdbqueue._keys import describe_key
-from fdbqueue._storage.store import ItemStore, count_keys
+from fdbqueue._storage.store import COUNT_PAGE_SIZE, ItemStore, count_keys
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken
 from fdbqueue._storage.transaction_bytes import (
     LIBRARY_TRANSACTION_BUDGET,
@@ -64,6 +65,10 @@ logger = logging.getLogger("fdbqueue.leases")
 
 #: Expired leases one claim moves to the dead letters before it gives up finding an item.
 DEAD_LETTERS_PER_CLAIM = 16
+#: Lease records a claim or take reads past those it wants, so that leases whose versions
+#: passed but whose wall-clock expiry has not come (a holder whose clock runs fast, or a
+#: recovery) do not hide the expired leases behind them.
+LOOK_PAST = 64
 
 #: Enqueues a dead letter again: ``(tr, its original item key, its encoded value)``.
 Requeue = Callable[[Any, bytes, bytes], None]
@@ -97,14 +102,21 @@ def leases_unexpired(claimed: Any, version: int) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class _Waiting:
+    """A waiting lease's item as a key-value pair, as a take would read it (for a peek)."""
+
+    key: bytes
+    value: bytes
+
+
 def _due(records: list[Any], now: int) -> list[Any]:
-    """The leading records of ``records`` (lease records, read in expiry version order, each
-    expired by its version) whose wall-clock expiry has come at ``now`` (microseconds): the
-    first that has not ends them, as the leases after it are expected later still."""
-    for index, record in enumerate(records):
-        if not LeaseRecord.parse(bytes(record.value)).has_expired(now):
-            return records[:index]
-    return records
+    """The records of ``records`` (lease records, read in expiry version order, each expired
+    by its version) whose wall-clock expiry has come at ``now`` (microseconds), in order. A
+    record whose time has not come is passed over, not waited for: the leases after it were
+    granted by other clients, whose clocks may be right (a client whose clock runs an hour
+    fast delays its own leases only)."""
+    return [r for r in records if LeaseRecord.parse(bytes(r.value)).has_expired(now)]
 
 
 class Leases:
@@ -197,12 +209,14 @@ class Leases:
         spent = 0
         dead_lettered = 0
         most_dead = DEAD_LETTERS_PER_CLAIM * n
+        begin = self.leases_begin
         while len(leases) < n:
             if dead_lettered >= most_dead or spent >= LIBRARY_TRANSACTION_BUDGET:
                 # More expired leases may wait: they come before the queue's items.
                 return leases or MOVED_ASIDE
             limit = min(n - len(leases), most_dead - dead_lettered)
-            records = _due(list(tr.get_range(self.leases_begin, expired_end, limit=limit)), now)
+            read = list(tr.get_range(begin, expired_end, limit=limit + LOOK_PAST))
+            records = _due(read, now)[:limit]
             self.store.check_codec(codec_record)  # before a held value is decoded
             values = [
                 None
@@ -217,8 +231,9 @@ class Leases:
                     dead_lettered += 1
                 else:
                     leases.append(lease)
-            if len(records) < limit:
-                break  # no expired lease left (or the next one's expiry time has not come)
+            if len(records) < limit or len(read) < limit + LOOK_PAST:
+                break  # no expired lease left (or the next ones' expiry times have not come)
+            begin = bytes(records[-1].key) + b"\x00"
         moved_aside = dead_lettered > 0
         if len(leases) < n and others and self.others:
             elsewhere, moved = self.claim_others(tr, read_version, seconds, n - len(leases))
@@ -255,6 +270,27 @@ class Leases:
             reader.get_range(self.leases_begin, self.leases_end, limit=1), version
         )
 
+    def first_lease(self, reader: Any, *, anyway: bool = True) -> Any:
+        """Start reading the first lease record (a range read, ``limit=1``, through
+        ``reader``) for :meth:`first_expired`; None, and no read, while the waiting leases'
+        hint is quiet (:meth:`waiting_quiet`) unless ``anyway``."""
+        if not anyway and self.waiting_quiet():
+            return None
+        return reader.get_range(self.leases_begin, self.leases_end, limit=1)
+
+    def note(self, first: Any, read_version: int) -> bool:
+        """Learn from ``first`` (:meth:`first_lease`'s read, at ``read_version``) when the
+        first lease expires, for :meth:`seconds_until_expiry` (a blocked take wakes then);
+        return whether it has expired (or was released): a take would deliver its item.
+        Cost: waits for ``first``."""
+        records = list(first)
+        if not records:
+            self._wake_at = None
+            return False
+        lease = self._lease_of(records[0], None)
+        self._wake_at = time.monotonic() + max(0.0, lease.seconds_left(read_version))
+        return self.first_expired(records, read_version)
+
     def first_expired(self, first: Any, read_version: int) -> bool:
         """Whether the first lease, ``first`` (the result of a range read of the lease
         records with ``limit=1``), has expired at ``read_version`` and this client's wall
@@ -277,35 +313,117 @@ class Leases:
             lambda kv: LeaseRecord.parse(bytes(kv.value)).has_expired(now),
         )
 
+    def waiting_quiet(self) -> bool:
+        """Whether takes may skip reading the waiting leases now (see :meth:`take_expired`):
+        reads of this queue object found none lately. No database access."""
+        return self.store.quiet.quiet(self.leases_begin)
+
+    def waiting(self, reader: Any, read_version: int, n: int) -> list[Any]:
+        """Up to ``n`` leases whose items wait (expired, or released and due) at
+        ``read_version`` and this client's wall clock, soonest expiry first, as key-value
+        pairs of the item's key and its held value: what the next takes deliver first, for
+        a peek. Cost: one range read of the leases expired by their versions (``limit=n`` +
+        :data:`LOOK_PAST`) and a point read per lease (issued together), through ``reader``
+        (a snapshot view: no conflicts)."""
+        if n <= 0:
+            return []
+        read = reader.get_range(
+            self.leases_begin, self.leases.pack((read_version,)), limit=n + LOOK_PAST
+        )
+        records = [
+            LeaseRecord.parse(bytes(kv.value)) for kv in _due(list(read), wall_microseconds())
+        ]
+        held = [self.store.held.get(reader, record.held_id) for record in records[:n]]
+        return [
+            _Waiting(record.item_key, bytes(value))
+            for record, value in zip(records[:n], held, strict=True)
+            if value.present()
+        ]
+
+    def oldest_waiting(self, reader: Any, read_version: int) -> int | None:
+        """Since when the longest-waiting lease's item waits (wall-clock microseconds;
+        :meth:`LeaseRecord.waiting_since`), or None when none waits. Cost: a range read of
+        the leases expired by their versions, through ``reader``."""
+        now = wall_microseconds()
+        begin, end = self.leases_begin, self.leases.pack((read_version,))
+        since: int | None = None
+        while True:
+            page = list(reader.get_range(begin, end, limit=COUNT_PAGE_SIZE))
+            for kv in page:
+                record = LeaseRecord.parse(bytes(kv.value))
+                if record.has_expired(now):
+                    start = record.waiting_since()
+                    since = start if since is None else min(since, start)
+            if len(page) < COUNT_PAGE_SIZE:
+                return since
+            begin = bytes(page[-1].key) + b"\x00"
+
+    def census(self, reader: Any, read_version: int) -> tuple[int, int, int, int | None]:
+        """The leases at ``read_version`` and this client's wall clock: how many are held,
+        how many items wait (expired, or released and due: ``expired_leases``), how many were
+        released with a delay not over yet (delayed), and since when the longest-waiting
+        item waits (wall-clock microseconds, None when none waits). Cost: range reads of
+        every lease record through ``reader`` (a snapshot view: no conflicts)."""
+        now = wall_microseconds()
+        held = waiting = delayed = 0
+        since: int | None = None
+        begin = self.leases_begin
+        while True:
+            page = list(reader.get_range(begin, self.leases_end, limit=COUNT_PAGE_SIZE))
+            for kv in page:
+                record = LeaseRecord.parse(bytes(kv.value))
+                if self.leases.unpack(bytes(kv.key))[0] < read_version and record.has_expired(now):
+                    waiting += 1
+                    start = record.waiting_since()
+                    since = start if since is None else min(since, start)
+                elif record.released_at is not None:
+                    delayed += 1
+                else:
+                    held += 1
+            if len(page) < COUNT_PAGE_SIZE:
+                return held, waiting, delayed, since
+            begin = bytes(page[-1].key) + b"\x00"
+
     def take_expired(self, tr: AnyContext, n: int) -> tuple[list[Any], bool]:
-        """Take up to ``n`` expired or released leases' items as a plain take does, soonest
-        expiry first: each lease ends (its record and held value cleared, its group's next
-        turn given, :meth:`~fdbqueue._storage.groups.Groups.finished`) and its value is
-        returned; a lease out of deliveries, or whose value cannot be decoded, goes to the
-        dead letters instead, as a claim would move it. So a group whose holder died is
-        released to plain takes too (:doc:`groups`).
+        """Take up to ``n`` waiting leases' items as a plain take does, soonest expiry first:
+        leases that expired (by their versions and the wall clock), and released ones whose
+        delay, if any, fell due. An item whose lease expired waits as any item does, so every
+        take (dequeue, pop, their ``_many`` forms, sessions) takes it before the queue's
+        items, as a claim would. Each lease ends (its record and held value cleared, its
+        group's next turn given, :meth:`~fdbqueue._storage.groups.Groups.finished`) and its
+        value is returned; a lease out of deliveries, or whose value cannot be decoded,
+        goes to the dead letters instead, as a claim would move it.
+
+        A take may skip this read while :meth:`waiting_quiet`: once reads of this queue
+        object found no waiting lease :data:`~fdbqueue._storage.quiet_keys.QUIET_AFTER`
+        times in a row, for :data:`~fdbqueue._storage.quiet_keys.QUIET_SECONDS` (a lease
+        that expires meanwhile waits that much longer for a consumer whose front holds
+        items; a take whose front is short reads it anyway; a ``release`` made by this
+        process ends the skip at once).
 
         Returns:
             The values taken, and whether anything moved to the dead letters.
 
-        Cost: a read version, one range read of the expired leases (``limit=n``; its read
-        conflict range, so two takes of one lease conflict) and a point read of each held
-        value, issued together; per lease two clears (record and held value) and the
-        group's next turn (a range read, a set and an atomic add); nothing is written when
-        no lease expired.
+        Cost: a read version, one range read of the leases expired by their versions
+        (``limit=n`` + :data:`LOOK_PAST`; its read conflict range, so two takes of one lease
+        conflict) and a point read of each held value, issued together; per lease two
+        clears (record and held value) and the group's next turn (a range read, a set and
+        an atomic add); nothing is written when no lease waits.
         """
+        quiet = self.store.quiet
         read_version: int = tr.get_read_version().wait()
         expired_end: bytes = self.leases.pack((read_version,))
-        records = _due(
-            list(tr.get_range(self.leases_begin, expired_end, limit=n)), wall_microseconds()
-        )
+        read = tr.get_range(self.leases_begin, expired_end, limit=n + LOOK_PAST)
+        records = _due(list(read), wall_microseconds())[:n]
         if not records:
+            quiet.empty(self.leases_begin)
             return [], False
+        quiet.not_empty(self.leases_begin)
         unpacked = [LeaseRecord.parse(bytes(record.value)) for record in records]
         stored = [self.store.held.get(tr.snapshot, parsed.held_id) for parsed in unpacked]
         values: list[Any] = []
         moved = False
-        for record, (item_key, deliveries, held_id, _expiry), value in zip(
+        for record, (item_key, deliveries, held_id, *_times), value in zip(
             records, unpacked, stored, strict=True
         ):
             if self._out_of_deliveries(deliveries):
@@ -313,7 +431,7 @@ class Leases:
                 moved = True
                 continue
             try:
-                decoded = self.store.codec.decode(bytes(value))
+                decoded = self.store.decode(value)
             except Exception:  # a codec may raise anything: the claim's path says why
                 self._redeliver(tr, record, value, read_version, 1.0)
                 moved = True
@@ -353,6 +471,12 @@ class Leases:
 
     def _out_of_deliveries(self, deliveries: int) -> bool:
         return self.max_deliveries is not None and deliveries >= self.max_deliveries
+
+    def note_next_expiry(self, tr: AnyContext) -> None:
+        """Remember when the first lease in flight expires, for :meth:`seconds_until_expiry`:
+        a take that found nothing calls it, so that a blocked take wakes when an expired
+        lease's item waits. Cost: one snapshot range read of one key."""
+        self._note_next_expiry(tr, tr.get_read_version().wait(), time.monotonic())
 
     def _note_next_expiry(self, tr: AnyContext, read_version: int, read_at: float) -> None:
         """Remember when the first lease (none of them expired at ``read_version``) expires
@@ -398,7 +522,7 @@ class Leases:
         """
         del tr[record.key]
         written = clear_bytes(len(record.key))
-        item_key, deliveries, held_id, _expiry = LeaseRecord.parse(bytes(record.value))
+        item_key, deliveries, held_id, *_times = LeaseRecord.parse(bytes(record.value))
         if self._out_of_deliveries(deliveries):
             times = "once" if deliveries == 1 else f"{deliveries} times"
             reason = (
@@ -416,7 +540,7 @@ class Leases:
             )
             return None, written + self._dead_letter(tr, item_key, deliveries, held_id, reason)
         try:
-            value = self.store.codec.decode(bytes(stored))
+            value = self.store.decode(stored)
         except Exception as error:  # a codec may raise anything on bytes it cannot read
             self.store.check_codec(self.store.recorded_codec(tr, again=True))  # a wrong codec?
             reason = f"undecodable: {describe_error(error)}"
@@ -491,6 +615,7 @@ class Leases:
             bytes(kv.key),
             group,
             record.expiry_seconds(),
+            record.released_at is not None,
         )
 
     def in_flight(self, tr: AnyContext, limit: int, after: bytes | None = None) -> list[Lease[Any]]:

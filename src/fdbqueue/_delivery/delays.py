@@ -53,7 +53,7 @@ from typing import Any
 from fdbqueue import metrics
 from fdbqueue._checks import check_seconds
 from fdbqueue._storage.quiet_keys import hint_written
-from fdbqueue._storage.store import MAX_KEY_BYTES, ItemStore
+from fdbqueue._storage.store import MAX_KEY_BYTES, ItemStore, count_keys
 from fdbqueue._storage.transaction_bytes import set_bytes
 from fdbqueue._transactions.transactional import AnyContext
 
@@ -209,6 +209,14 @@ class DelayedItems:
         due = self.records.unpack(left[0].key)[0]
         tr[self.hint_key] = _VERSION.pack(due)
         self._wake_at = read_at + max(0, due - read_version) / VERSIONS_PER_SECOND
+
+    def count_due(self, reader: Any, read_version: int) -> tuple[int, int]:
+        """How many delayed items are due at ``read_version`` (they wait: the next take
+        promotes them) and how many are not yet. Cost: range reads of every delayed record
+        through ``reader`` (a snapshot view: no conflicts)."""
+        due_end = self.records.pack((read_version + 1,))
+        due = count_keys(reader, self.begin, due_end)
+        return due, count_keys(reader, due_end, self.end)
 
     def seconds_until_due(self) -> float | None:
         """Seconds until the first delayed item the last look saw falls due (0 if it has), or

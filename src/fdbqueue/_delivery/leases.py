@@ -63,6 +63,7 @@ from fdb.subspace_impl import Subspace
 from fdbqueue import metrics
 from fdbqueue._checks import check_seconds
 from fdbqueue._storage import ages
+from fdbqueue._storage.quiet_keys import hint_written
 from fdbqueue._storage.store import RESERVED_TRANSACTION_BYTES, ItemStore
 from fdbqueue._storage.transaction_bytes import (
     MAX_TRANSACTION_BYTES,
@@ -118,6 +119,10 @@ class Lease(Generic[T_co]):
         expiry_time: the wall-clock time (seconds since the epoch, as ``time.time()``) after
             which the lease has expired, once its expiry version has passed too; None for a
             lease recorded before the wall clock was (its versions alone count).
+        released: True for an item given back by :meth:`~fdbqueue.Queue.release` (or by the
+            worker loop, to retry it after a backoff): nobody holds it; with a delay it is
+            *delayed* until its expiry (``info().delayed`` counts it), then it *waits* as an
+            expired lease's item does (``info().expired_leases``).
     """
 
     value: T_co
@@ -127,6 +132,7 @@ class Lease(Generic[T_co]):
     key: bytes = field(repr=False)
     group: Any = None
     expiry_time: float | None = None
+    released: bool = False
 
     def expired(self, read_version: int, now: float | None = None) -> bool:
         """Whether the lease has expired for a transaction at ``read_version`` on a client
@@ -165,23 +171,36 @@ def wall_microseconds() -> int:
 
 class LeaseRecord(NamedTuple):
     """A lease record's value: where its item came from, its deliveries, where its value is
-    held, and its wall-clock expiry (microseconds since the epoch; None in a record written
-    before the wall clock was recorded, which expires by its versions alone)."""
+    held, its wall-clock expiry (microseconds since the epoch; None in a record written
+    before the wall clock was recorded, which expires by its versions alone), and when it
+    was released (nobody holds it then: a fifth element, the releasing client's wall clock
+    in microseconds, present only in a released lease's record)."""
 
     item_key: bytes
     deliveries: int
     held_id: bytes
     expiry_time: int | None
+    released_at: int | None = None
 
     @classmethod
     def parse(cls, value: bytes) -> LeaseRecord:
-        """The record stored as ``value`` (three or four tuple elements)."""
+        """The record stored as ``value`` (three to five tuple elements)."""
         parts = fdb.tuple.unpack(value)
-        return cls(parts[0], parts[1], parts[2], parts[3] if len(parts) > 3 else None)
+        return cls(
+            parts[0],
+            parts[1],
+            parts[2],
+            parts[3] if len(parts) > 3 else None,
+            parts[4] if len(parts) > 4 else None,
+        )
 
     def pack(self) -> bytes:
         """The record's value, as it is stored."""
-        packed: bytes = fdb.tuple.pack(tuple(self) if self.expiry_time is not None else self[:3])
+        if self.expiry_time is None:
+            parts: tuple[Any, ...] = self[:3]
+        else:
+            parts = tuple(self) if self.released_at is not None else self[:4]
+        packed: bytes = fdb.tuple.pack(parts)
         return packed
 
     def expires_at(self, expiry_time: int) -> LeaseRecord:
@@ -192,6 +211,13 @@ class LeaseRecord(NamedTuple):
         """Whether its wall-clock expiry has come at ``now`` (microseconds); its versions are
         the key's to tell."""
         return self.expiry_time is None or self.expiry_time <= now
+
+    def waiting_since(self) -> int:
+        """When its item began to wait again, in wall-clock microseconds, once the lease
+        expired (its expiry time) or, released without a delay, was released."""
+        if self.released_at is not None and not self.expiry_time:
+            return self.released_at
+        return self.expiry_time or 0
 
     def expiry_seconds(self) -> float | None:
         """Its wall-clock expiry in seconds since the epoch (as :attr:`Lease.expiry_time`)."""
@@ -392,12 +418,14 @@ class LeaseHolds:
         record = LeaseRecord.parse(self._held(tr, lease, "release"))
         del tr[lease.key]
         expiry_version = expiry_time = 0
+        now = wall_microseconds()
         if seconds:
             expiry_version = tr.get_read_version().wait() + lease_versions(seconds)
-            expiry_time = wall_microseconds() + lease_microseconds(seconds)
+            expiry_time = now + lease_microseconds(seconds)
         key = self.leases.pack((expiry_version, bytes.fromhex(lease.id)))
-        tr[key] = record.expires_at(expiry_time).pack()
+        tr[key] = record._replace(expiry_time=expiry_time, released_at=now).pack()
         self.store.signal(tr)  # the item is claimable now (or its wait changed): wake claims
+        hint_written(self.leases.range().start)  # takes of this process look for it at once
 
     def dead_letter(self, tr: AnyContext, lease: Any, reason: str) -> None:
         """Move a leased item to the dead letters with ``reason``, its deliveries kept (the

@@ -249,40 +249,54 @@ class QueueBase(Generic[T]):
 
     @transactional
     def empty(self, tr: TransactionContext) -> bool:
-        """Return True when no item is ready to take: the queue's item range is empty.
+        """Return True when no item waits: the queue's item range is empty, no lease has
+        expired or was released (due), and no delayed item is due.
 
-        Exact, whatever wrote the items. Items away from the queue are not counted: leased
-        items (until their leases expire or are released, when the next claim takes them)
-        and dead letters. Raises QueueTypeError when the queue records another type, number
-        of shards or codec. Cost: one range read (``limit=1``) per shard, issued together,
-        whose read conflict range covers the start of the shard up to just past its first
-        item (the whole item range when empty); the type records' two snapshot point reads
-        until they were once found right.
+        Exact, whatever wrote the items. Items away from the queue are not counted: items
+        in leases still held, delayed items not due yet, and dead letters. Raises
+        QueueTypeError when the queue records another type, number of shards or codec. Cost:
+        one range read (``limit=1``) per shard, issued together, whose read conflict range
+        covers the start of the shard up to just past its first item (the whole item range
+        when empty); when every shard's is empty, per shard the snapshot range reads of
+        :meth:`size`'s waiting leases and due delayed items; the type records' two snapshot
+        point reads until they were once found right.
         """
         self._router.check_type(tr)
         reads = [shard.store.read(tr, limit=1) for shard in self._router.shards]
-        return not any(reads)
+        if any(reads):
+            return False
+        reader: Any = getattr(tr, "snapshot", tr)
+        version: int = reader.get_read_version().wait()
+        return not any(shard.waiting_elsewhere(reader, version) for shard in self._router.shards)
 
     @transactional
     def size(self, tr: TransactionContext) -> int:
-        """Return the number of items, from a counter that enqueue/push and dequeue/pop keep.
+        """Return the number of items waiting: every item a take may take now.
 
-        It counts the items ready to take; leased items and dead letters are not counted.
-        The counter changes by atomic adds, so keeping it adds no conflicts. It is exact for
-        items that fdbqueue wrote and removed; items written or removed by other code (such
-        as FoundationDB's recipes) are not counted, and the result is never below 0. Use
-        :meth:`empty` for an exact emptiness test. Raises QueueTypeError when the queue
-        records another type, number of shards or codec.
+        An item waits when it is ready in the queue, when its lease expired or it was
+        released (its delay, if any, over), or when it was delayed and fell due (the next
+        take promotes it); items in leases still held, delayed items not due yet and dead
+        letters are not counted (:meth:`info` counts those). The ready items come from a
+        counter that enqueue/push and dequeue/pop keep with atomic adds, so keeping it adds
+        no conflicts; it is exact for items that fdbqueue wrote and removed; items written
+        or removed by other code (such as FoundationDB's recipes) are not counted, and the
+        result is never below 0. Use :meth:`empty` for an exact emptiness test. Raises
+        QueueTypeError when the queue records another type, number of shards or codec.
 
-        Cost: one point read per shard (issued together; one for the default layout), and
-        the type records' two snapshot point reads until they were once found right. Inside
-        your own transaction that read adds a read conflict on the counter, so your
-        transaction conflicts with any enqueue or dequeue that commits first; pass
-        ``tr.snapshot`` to read the size without that conflict.
+        Cost: one point read per shard (issued together; one for the default layout), per
+        shard a snapshot range read of the leases expired by their versions and one of the
+        delayed records due (usually empty), and the type records' two snapshot point reads
+        until they were once found right. Inside your own transaction the counter's read
+        adds a read conflict on it, so your transaction conflicts with any enqueue or
+        dequeue that commits first; pass ``tr.snapshot`` to read the size without that
+        conflict.
         """
         self._router.check_type(tr)
         counters = [tr.get(shard.store.size_key) for shard in self._router.shards]
-        return sum(ItemStore.counter_value(counter) for counter in counters)
+        reader: Any = getattr(tr, "snapshot", tr)
+        version: int = reader.get_read_version().wait()
+        elsewhere = sum(shard.waiting_elsewhere(reader, version) for shard in self._router.shards)
+        return sum(ItemStore.counter_value(counter) for counter in counters) + elsewhere
 
     def peek_many(self, tr: TransactionContext, n: int | None) -> list[T]:
         """Return up to ``n`` values from the front (None: every item), in key order, without

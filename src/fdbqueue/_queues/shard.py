@@ -229,30 +229,63 @@ class Shard:
     # -- looking --------------------------------------------------------------------------
 
     def peek(self, name: str, tr: AnyContext) -> Any:
-        """The value a take at the end ``name`` would return, or None (poison skipped).
-        Cost: the reads of :meth:`peek_candidates` until a decodable value."""
-        return taking.peek_first(self.store, tr, self.peek_candidates(tr, name))
+        """The value a take at the end ``name`` would return, or None (poison skipped): a
+        waiting lease's item first (expired, or released and due), as takes take them.
+        Cost: :meth:`~fdbqueue._delivery.claims.Leases.waiting` for one, then the reads of
+        :meth:`peek_candidates` until a decodable value."""
+        reader: Any = getattr(tr, "snapshot", tr)
+        version: int = tr.get_read_version().wait()
+        waiting = iter(self.leases.waiting(reader, version, 1))
+        return taking.peek_first(
+            self.store, tr, itertools.chain(waiting, self.peek_candidates(tr, name))
+        )
+
+    def waiting_values(self, tr: AnyContext, n: int) -> list[Any]:
+        """Up to ``n`` ``(item key, value)`` pairs of the leases whose items wait (expired,
+        or released and due), soonest expiry first, poison skipped: what takes deliver
+        before the queue's items (``peek_many`` lists them first). Cost:
+        :meth:`~fdbqueue._delivery.claims.Leases.waiting` through a snapshot view."""
+        reader: Any = getattr(tr, "snapshot", tr)
+        version: int = reader.get_read_version().wait()
+        waiting = self.leases.waiting(reader, version, n)
+        return taking.peek(self.store, reader, iter(waiting), n, keyed=True)
+
+    def waiting_elsewhere(self, reader: Any, read_version: int) -> int:
+        """How many items wait outside the item range at ``read_version``: leases' items
+        (expired, or released and due) and delayed items due but not promoted yet; takes
+        take them first. Cost: a range read of the leases expired by their versions and
+        one of the due delayed records, through ``reader`` (a snapshot view)."""
+        due, _later = self.delays.count_due(reader, read_version)
+        return self.leases.count_expired(reader, read_version) + due
 
     @transactional
     def peek_page(
         self, tr: AnyContext, after: bytes | None, count: int
     ) -> tuple[list[Any], bytes | None, bool]:
-        """One page of ``peek_many`` (a :data:`~fdbqueue._queues.base.ReadPage`): the items
-        without a group, then the groups' items (one range, after them), each a ``(key,
-        value)`` pair. Cost: one or two snapshot range reads, more past poison items."""
+        """One page of ``peek_many`` (a :data:`~fdbqueue._queues.base.ReadPage`): on the
+        first page the leases' items that wait (expired, or released and due), as takes
+        deliver them first (:meth:`waiting_values`); then the items without a group, then
+        the groups' items (one range, after them), each a ``(key, value)`` pair. Cost: one
+        or two snapshot range reads, more past poison items; on the first page, those of
+        :meth:`waiting_values` too."""
+        waiting = self.waiting_values(tr, count) if after is None and count else []
+        wanted = count - len(waiting)
         grouped = self.groups.items.range()
         batch: list[Any] = []
         store = self.store
         for begin, end in ((store.begin, store.end), (grouped.start, grouped.stop)):
+            if wanted == 0:
+                break
             if after is not None and after >= end:
                 continue
             start = begin if after is None or after < begin else after + b"\x00"
-            batch += store.read(tr, start, end, limit=count - len(batch), snapshot=True)
-            if len(batch) == count:
+            batch += store.read(tr, start, end, limit=wanted - len(batch), snapshot=True)
+            if len(batch) == wanted:
                 break
-        values = taking.peek(store, tr, iter(batch), count, keyed=True)
-        last = bytes(batch[-1].key) if batch else None
-        return values, last, len(batch) == count
+        values = waiting + taking.peek(store, tr, iter(batch), wanted, keyed=True)
+        # b"": the items from their beginning (the first page held only leases' items)
+        last = bytes(batch[-1].key) if batch else (b"" if wanted == 0 else None)
+        return values, last, len(batch) == wanted
 
     @transactional
     def leases_page(
@@ -287,37 +320,48 @@ class Shard:
         store = self.store
         # the two counters, issued together before the other reads (one round trip)
         size, enqueued = reader.get(store.size_key), reader.get(store.enqueued_key)
-        leases = self.leases
         lines = store.metadata.range(("line",))
+        waiting = self.leases.waiting(reader, read_version, 1)
         front = [value for _key, value in self.peek_page(reader, None, 1)[0]]
         active = self.groups.active_count(reader)
+        first = taking.peek_first(store, reader, iter(waiting)) if waiting else None
+        held, expired, released, since = self.leases.census(reader, read_version)
+        due, later = self.delays.count_due(reader, read_version)
         return QueueInfo(
-            oldest_age=self.oldest_age(reader),
-            size=store.counter_value(size),
+            oldest_age=self.oldest_age(reader, since),
+            size=store.counter_value(size) + expired + due,
             enqueued=store.counter_value(enqueued),
-            oldest=front[0] if front else None,
+            oldest=first if first is not None else (front[0] if front else None),
             requests_in_line=count_keys(reader, lines.start, lines.stop),
-            leases_in_flight=count_keys(reader, leases.leases_begin, leases.leases_end),
-            expired_leases=leases.count_expired(reader, read_version),
+            leases_in_flight=held,
+            expired_leases=expired,
             dead_letters=count_keys(reader, self.dead_letters.begin, self.dead_letters.end),
-            delayed=count_keys(reader, self.delays.begin, self.delays.end),
+            delayed=later + released,
             read_version=read_version,
             groups=active,
             groups_in_flight=active
             - count_keys(reader, self.groups.turns_begin, self.groups.turns_end),
         )
 
-    def oldest_age(self, tr: AnyContext) -> float | None:
+    def oldest_age(self, tr: AnyContext, leases_since: Any = ...) -> float | None:
         """Seconds the oldest item of this shard has waited (an upper bound, never below 0),
-        or None when none waits (:mod:`fdbqueue._storage.ages`). Cost: snapshot reads: one
+        or None when none waits (:mod:`fdbqueue._storage.ages`); a lease's item waits from
+        when its lease expired or it was released. ``leases_since``: when the
+        longest-waiting lease's item began to wait, if the caller read it
+        (:meth:`~fdbqueue._delivery.claims.Leases.census`). Cost: snapshot reads: one
         range read of the ``began`` records, and per prefix that may hold the oldest item
         (usually one) a range read of its first item and a reverse range read of one
         record; the same again for its groups' ``began_grouped`` records (none while it has
-        no group: an empty range read)."""
+        no group: an empty range read); unless given, a range read of the leases expired
+        by their versions (:meth:`~fdbqueue._delivery.claims.Leases.oldest_waiting`)."""
         reader: Any = getattr(tr, "snapshot", tr)
+        if leases_since is ...:
+            version: int = reader.get_read_version().wait()
+            leases_since = self.leases.oldest_waiting(reader, version)
         began = [
             self.store.ages.oldest_began(reader, functools.partial(self._first_key, reader)),
             self.groups.oldest_began(reader),
+            None if leases_since is None else leases_since / 1_000_000,
         ]
         known = [seconds for seconds in began if seconds is not None]
         return max(0.0, ages.clock() - min(known)) if known else None

@@ -79,23 +79,29 @@ _COUNTER = struct.Struct("<q")
 
 def holding_items(tr: Any, ends: list[End]) -> list[End]:
     """Those of ``ends`` holding items a take may take at ``tr``'s read version (size counter
-    above 0, or a delayed item due), in their order. The size also counts the items of
-    message groups whose item is in a lease, which no take may take: where a group is
-    active, an item without a group or a group's turn must be there too. Cost: three
-    snapshot point reads per end (the size, the delayed items' hint, the active groups'
-    count), issued together, and the read version; per end holding items with an active
-    group, two snapshot range reads (``limit=1``)."""
+    above 0, a delayed item due, or a lease expired or released), in their order. The size
+    also counts the items of message groups whose item is in a lease, which no take may
+    take: where a group is active, an item without a group or a group's turn must be there
+    too. Cost: three snapshot point reads per end (the size, the delayed items' hint, the
+    active groups' count) and a snapshot range read of its first lease (``limit=1``; none
+    while the waiting leases' hint is quiet, :meth:`~fdbqueue._delivery.claims.Leases.
+    waiting_quiet`), issued together, and the read version; per end holding items with an
+    active group, two snapshot range reads (``limit=1``)."""
     reader = tr.snapshot
     records = [end.store.recorded_codec(tr) for end in ends]
     sizes = [reader.get(end.store.size_key) for end in ends]
     hints = [reader.get(end.delays.hint_key) for end in ends]
     counts = [reader.get(end.store.groups.count_key) for end in ends]
+    firsts = [end.leases.first_lease(reader) for end in ends]
     version = tr.get_read_version().wait()
     for end, record in zip(ends, records, strict=True):
         end.store.check_codec(record)  # another type, shard count or codec raises here
     found = []
-    for end, size, hint, count in zip(ends, sizes, hints, counts, strict=True):
+    for end, size, hint, count, first in zip(ends, sizes, hints, counts, firsts, strict=True):
         due = end.delays.note(hint, version)  # a blocked take wakes when one falls due
+        if first is not None and end.leases.note(first, version):
+            found.append(end)  # a lease's item waits: a take there takes it first
+            continue
         held = size.present() and _COUNTER.unpack(bytes(size))[0] > 0
         grouped = count.present() and _COUNTER.unpack(bytes(count))[0] > 0
         if due or (held and (not grouped or _takeable(reader, end))):
@@ -486,8 +492,8 @@ class ShardedEnd:
         )
 
 
-#: How much better than any priority a shard with an expired lease ranks, where a group is
-#: active (a take delivers that lease's item first).
+#: How much better than any priority a shard with an expired or released lease ranks (a
+#: take delivers that lease's item first).
 EXPIRED_FIRST = 2**2048
 
 
@@ -501,9 +507,11 @@ def ranked_heads(
     first item, and of the first turn with a snapshot point read of the active groups'
     count (neither while the count is quiet, unless ``anyway`` or no shard holds an item:
     :mod:`fdbqueue._storage.quiet_keys`), and the type records' reads until they were found
-    right, all issued before any is waited on (one round trip); where the count was read, a
-    snapshot range read (``limit=1``) of the first lease too: a shard whose first lease
-    expired, with a group active, ranks first (its take delivers that item again)."""
+    right, all issued before any is waited on (one round trip); and a snapshot range read
+    (``limit=1``) of the first lease, unless the waiting leases' hint is quiet
+    (:meth:`~fdbqueue._delivery.claims.Leases.waiting_quiet`) and not ``anyway``: a shard
+    whose first lease expired or was released ranks first (its take delivers that item
+    first, as every take does)."""
     reader = tr.snapshot
     records = [end.store.recorded_codec(tr) for end in ends]
     reads = []
@@ -511,29 +519,29 @@ def ranked_heads(
         store = end.store
         items = reader.get_range(store.begin, store.end, limit=1, reverse=reverse)
         count = store.groups.look(tr, anyway=anyway)
-        turns = first_lease = None
+        turns = None
         if count is not None:
             turns = reader.get_range(
                 store.groups.turns_begin, store.groups.turns_end, limit=1, reverse=reverse
             )
-            first_lease = reader.get_range(end.leases.leases_begin, end.leases.leases_end, limit=1)
+        first_lease = end.leases.first_lease(reader, anyway=anyway)
         reads.append((items, count, turns, first_lease))
-    version = tr.get_read_version().wait() if any(r[1] is not None for r in reads) else 0
+    version = tr.get_read_version().wait()
     heads = []
     for end, record, (items, count, turns, first_lease) in zip(ends, records, reads, strict=True):
         store = end.store
         store.check_codec(record)  # before a key is unpacked: another type raises here
         priorities = [store.unpack_position(bytes(kv.key))[0] for kv in items]
+        if first_lease is not None and end.leases.note(first_lease, version):
+            # an expired or released lease's item waits (a group whose holder died may
+            # wait behind it): a take delivers it first, as a claim does
+            heads.append((-EXPIRED_FIRST, end))
+            continue
         if store.groups.any_active(count):
             priorities += [store.groups.turns.unpack(bytes(kv.key))[0] for kv in turns or ()]
-            if first_lease is not None and end.leases.first_expired(first_lease, version):
-                # an expired lease (a group whose holder died waits behind it): a take
-                # delivers it again first, as a claim does
-                heads.append((-EXPIRED_FIRST, end))
-                continue
         if priorities:
             best: int = max(priorities) if reverse else min(priorities)
             heads.append((-best if reverse else best, end))
-    if not heads and not anyway and any(read[1] is None for read in reads):
+    if not heads and not anyway and any(r[1] is None or r[3] is None for r in reads):
         return ranked_heads(ends, reverse, tr, anyway=True)  # a group's turn may be all
     return heads

@@ -85,9 +85,11 @@ class SteadyPath:
         self.size_key = store.size_key
         self.enqueued_key = store.enqueued_key
         self.signal_key = store.signal_key
-        self.hints = (shard.groups.count_key, shard.delays.hint_key)
+        # the groups' and delays' hints, and the waiting leases' (an item whose lease
+        # expired waits as any item, and comes first)
+        self.hints = (shard.groups.count_key, shard.delays.hint_key, shard.leases.leases_begin)
         self.quiet_all = store.quiet.quiet_all
-        self.decode = store.codec.decode
+        self.decode = store.decode
         self.enqueued = Count("enqueued", **store.metric_attributes)
         self.dequeued = Count("dequeued", **store.metric_attributes)
 

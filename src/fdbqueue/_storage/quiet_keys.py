@@ -26,9 +26,9 @@ caching with a time to live for what a client may see late.
 from __future__ import annotations
 
 import threading
-import time
 
 from fdbqueue import metrics
+from fdbqueue._storage import ages
 
 __all__ = ["QUIET_AFTER", "QUIET_SECONDS", "QuietKeys", "hint_written"]
 
@@ -38,15 +38,22 @@ QUIET_AFTER = 2
 #: Seconds a quiet hint is not read by takes whose front holds every item they want.
 QUIET_SECONDS = 0.5
 
-#: time.monotonic() of this process's last write of each hint key (any queue object's).
+#: :func:`_now` of this process's last write of each hint key (any queue object's).
 _WRITTEN: dict[bytes, float] = {}
+
+
+def _now() -> float:
+    """The process's wall clock (:func:`fdbqueue._storage.ages.clock`, which the in-memory
+    database's ``pass_time`` moves, so that tests with controlled time see quiet times end);
+    a clock moved back ends every quiet time (it is never trusted to prolong one)."""
+    return ages.clock()
 
 
 def hint_written(key: bytes) -> None:
     """A hint at ``key`` is being written in a transaction of this process: no queue object of
     this process skips its read from now on, nor once the transaction commits."""
-    _WRITTEN[key] = time.monotonic()
-    metrics.on_commit(lambda: _WRITTEN.__setitem__(key, time.monotonic()))
+    _WRITTEN[key] = _now()
+    metrics.on_commit(lambda: _WRITTEN.__setitem__(key, _now()))
 
 
 class QuietKeys:
@@ -56,7 +63,7 @@ class QuietKeys:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._empty_reads: dict[bytes, int] = {}  # key -> reads in a row that found it empty
-        self._since: dict[bytes, float] = {}  # key -> time.monotonic() it became quiet
+        self._since: dict[bytes, float] = {}  # key -> _now() it became quiet
 
     def quiet(self, key: bytes) -> bool:
         """Whether ``key`` need not be read now: found empty :data:`QUIET_AFTER` times in a
@@ -64,7 +71,7 @@ class QuietKeys:
         since = self._since.get(key)
         if since is None:
             return False
-        if time.monotonic() - since < QUIET_SECONDS and _WRITTEN.get(key, -1.0) < since:
+        if 0 <= _now() - since < QUIET_SECONDS and _WRITTEN.get(key, -1.0) < since:
             return True
         with self._lock:
             self._since.pop(key, None)
@@ -73,10 +80,14 @@ class QuietKeys:
     def quiet_all(self, keys: tuple[bytes, ...]) -> bool:
         """Whether every key of ``keys`` is :meth:`quiet` (one call for a hot path)."""
         since = self._since
-        now = time.monotonic()
+        now = _now()
         for key in keys:
             began = since.get(key)
-            if began is None or now - began >= QUIET_SECONDS or _WRITTEN.get(key, -1.0) >= began:
+            if (
+                began is None
+                or not 0 <= now - began < QUIET_SECONDS
+                or _WRITTEN.get(key, -1.0) >= began
+            ):
                 return all(self.quiet(key) for key in keys)  # forgets those no longer quiet
         return True
 
@@ -86,7 +97,7 @@ class QuietKeys:
             reads = self._empty_reads.get(key, 0) + 1
             self._empty_reads[key] = reads
             if reads >= QUIET_AFTER:
-                self._since[key] = time.monotonic()
+                self._since[key] = _now()
 
     def not_empty(self, key: bytes) -> None:
         """``key`` was read and holds something: the count of empty reads starts again."""

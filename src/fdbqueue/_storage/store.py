@@ -267,8 +267,22 @@ class ItemStore(TypeRecords):
             )
 
     def decode(self, data: Any) -> Any:
-        """Decode a stored value (bytes, or the binding's bytes-like Value)."""
-        return self.codec.decode(bytes(data))
+        """Decode a stored value (bytes, or the binding's bytes-like Value) for delivery:
+        every take, claim and peek decodes through here.
+
+        Raises:
+            ValueError: the value decodes to None (another program's item, such as the Java
+                recipes' ``Tuple.from(null)``): None means "no item" to every caller, so
+                such an item is undecodable, and moves to the dead letters as any other.
+            Exception: whatever the codec raises on bytes it cannot read.
+        """
+        value = self.codec.decode(bytes(data))
+        if value is None:
+            raise ValueError(
+                "the stored value decodes to None, which a take cannot return (None means "
+                "that the queue is empty)"
+            )
+        return value
 
     # -- keys -------------------------------------------------------------------------------
 

@@ -167,7 +167,7 @@ def take(
             del tr[item.key]
             store.groups.taken(tr, item, holding=moving)  # a group's item: its turn ends
             try:
-                value = store.codec.decode(encoded)
+                value = store.decode(encoded)
             except Exception as error:  # a codec may raise anything on foreign bytes
                 store.check_codec(store.recorded_codec(tr, again=True))  # not a wrong codec?
                 store.quarantine(tr, item.key, encoded, error)
@@ -209,7 +209,7 @@ def peek(
         store.check_codec(codec_record)
         store.unpack_position(item.key)
         try:
-            value = store.codec.decode(bytes(item.value))
+            value = store.decode(item.value)
         except Exception:  # poison: the next take moves it aside
             continue
         values.append((bytes(item.key), value) if keyed else value)
