@@ -295,3 +295,61 @@ def test_a_queue_metadata_key_reads_as_its_prefix_and_the_tuple_after_0xff():
     assert describe_key(metadata) == "('app', 'jobs') + 0xff + ('type',)"
     assert describe_key(fdb.tuple.pack(("a\x00b", 1))) == "('a\\x00b', 1)"
     assert describe_key(b"\x15\x01\xfe") == "b'\\x15\\x01\\xfe'"
+
+
+def test_the_metrics_extra_installs_what_the_documented_examples_import():
+    """docs/observability.rst's examples import OpenTelemetry's SDK: ``pip install
+    "fdbqueue[metrics]"`` must bring every distribution they import from (not only the API)."""
+    import ast
+    import importlib.metadata
+    import importlib.util
+    import pathlib
+
+    from doc_blocks import page_blocks
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from test_architecture import load_toml
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    extra = load_toml(root / "pyproject.toml")["project"]["optional-dependencies"]["metrics"]
+    required = {canonicalize_name(Requirement(line).name) for line in extra}
+
+    def distribution_of(module: str) -> str:
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin is not None
+        origin = pathlib.Path(spec.origin).resolve()
+        top = module.partition(".")[0]
+        for name in importlib.metadata.packages_distributions().get(top, []):
+            files = importlib.metadata.distribution(name).files or []
+            if any(pathlib.Path(str(file.locate())).resolve() == origin for file in files):
+                return canonicalize_name(name)
+        raise AssertionError(f"no installed distribution holds {module}")
+
+    def is_module(name: str) -> bool:
+        """A module with a file (not a namespace package, which no one distribution holds)."""
+        try:
+            spec = importlib.util.find_spec(name)
+        except ModuleNotFoundError:  # a name inside a module, not a submodule
+            return False
+        return spec is not None and spec.origin not in (None, "namespace")
+
+    imported: set[str] = set()
+    for block in page_blocks("docs/observability.rst"):
+        if block.language != "python":
+            continue
+        for node in ast.walk(ast.parse(block.source)):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+                # `from package import submodule` imports the submodule's distribution too
+                imported.update(f"{node.module}.{alias.name}" for alias in node.names)
+    outside = {
+        module
+        for module in imported
+        if module.partition(".")[0] not in {"fdbqueue", *sys.stdlib_module_names}
+        and is_module(module)
+    }
+    assert {"opentelemetry.sdk.metrics", "opentelemetry.metrics"} <= outside  # what is checked
+    missing = {distribution_of(module) for module in outside} - required
+    assert not missing, f"the [metrics] extra does not install {sorted(missing)}"
