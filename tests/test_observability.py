@@ -131,13 +131,11 @@ def test_expired_leases_are_counted_and_logged(caplog):
     queue.claim(db, lease=1)
     pass_time(db, 2)
     counting = Counting()
-    with caplog.at_level(logging.INFO, logger="fdbqueue"):
+    with caplog.at_level(logging.DEBUG, logger="fdbqueue"):
         lease = queue.claim(db, lease=1)
     assert lease is not None and lease.deliveries == 2
     assert counting.of("fdbqueue.leases.expired", queue=name) == 1
-    assert any(
-        "delivering item" in r.getMessage() and "again" in r.getMessage() for r in caplog.records
-    )
+    assert any("delivered again" in r.getMessage() for r in caplog.records)
 
 
 def test_a_retried_attempt_is_counted_once_and_its_retry_and_conflict_are_counted(caplog):
@@ -246,22 +244,45 @@ def test_without_opentelemetry_every_metric_call_does_nothing(monkeypatch, db, s
     assert set(metrics._instruments.values()) == {None}
 
 
-def test_a_redelivery_is_logged_once_with_a_readable_key_however_often_its_claim_retries(caplog):
+def test_a_redelivery_is_logged_once_readably_at_debug_however_often_its_claim_retries(caplog):
     """New-user finding 6: redelivery INFO logs repeated (one per attempt of the claim's
-    transaction), with raw key bytes."""
+    transaction), with raw key bytes. Issue 36: one line per redelivery at INFO was noise, and
+    the item key's random bytes unreadable: at DEBUG, the queue and the leases' short ids."""
     db = memory.open(seed=3)
     queue = Queue(Subspace(("redelivery-log",)))
     queue.enqueue(db, "job")
-    queue.release(db, queue.claim(db, lease=30))  # released: the next claim delivers it again
+    first = queue.claim(db, lease=30)
+    queue.release(db, first)  # released: the next claim delivers it again
     db.faults = memory.Faults(not_committed=0.6)  # most attempts fail and are retried
-    with caplog.at_level(logging.INFO, logger="fdbqueue"):
+    with caplog.at_level(logging.DEBUG, logger="fdbqueue"):
         lease = queue.claim(db, lease=30)
     db.faults = memory.Faults()
     assert lease.deliveries == 2
     assert db.stats()["injected_not_committed"] > 0
-    records = [r.getMessage() for r in caplog.records if "again" in r.getMessage()]
+    records = [r for r in caplog.records if "again" in r.getMessage()]
     assert len(records) == 1, records
-    assert "('redelivery-log', 1, b" in records[0]  # the item key as a tuple (b'...' or b"...")
+    assert (records[0].name, records[0].levelno) == ("fdbqueue.leases", logging.DEBUG)
+    assert records[0].getMessage() == (
+        f"item of ('redelivery-log',) delivered again as lease {lease.id[:8]} (delivery 2): "
+        f"lease {first.id[:8]} expired or was released"
+    )
+
+
+def test_a_dead_letter_out_of_deliveries_is_a_warning_naming_its_id(caplog):
+    db = memory.open(seed=3)
+    queue = Queue(Subspace(("out-of-deliveries-log",)), max_deliveries=1)
+    queue.enqueue(db, "job")
+    first = queue.claim(db, lease=30)
+    queue.release(db, first)
+    with caplog.at_level(logging.INFO, logger="fdbqueue"):
+        assert queue.claim(db, lease=30) is None
+    (letter,) = queue.dead_letters(db)
+    (record,) = [r for r in caplog.records if "dead letter" in r.getMessage()]
+    assert (record.name, record.levelno) == ("fdbqueue.leases", logging.WARNING)
+    assert record.getMessage() == (
+        f"item of ('out-of-deliveries-log',) (lease {first.id[:8]}) is now dead letter "
+        f"{letter.id[:8]}: {letter.reason}"
+    )
 
 
 def test_the_worker_start_names_the_queue_as_a_tuple_and_counts_in_words(caplog):
@@ -271,7 +292,7 @@ def test_the_worker_start_names_the_queue_as_a_tuple_and_counts_in_words(caplog)
     with caplog.at_level(logging.INFO, logger="fdbqueue"):
         queue.work(db, print, lease=30, until_empty=True, handle_signals=False)
     started = [r.getMessage() for r in caplog.records if "worker started" in r.getMessage()]
-    assert started == ["fdbqueue: worker started on ('worker-log',): 1 thread, leases of 30.0s"]
+    assert started == ["worker started on ('worker-log',): 1 thread, leases of 30.0s"]
 
 
 def test_logs_name_the_queue_as_a_tuple_not_a_subspace_repr(caplog):
@@ -295,3 +316,61 @@ def test_a_queue_metadata_key_reads_as_its_prefix_and_the_tuple_after_0xff():
     assert describe_key(metadata) == "('app', 'jobs') + 0xff + ('type',)"
     assert describe_key(fdb.tuple.pack(("a\x00b", 1))) == "('a\\x00b', 1)"
     assert describe_key(b"\x15\x01\xfe") == "b'\\x15\\x01\\xfe'"
+
+
+def test_the_metrics_extra_installs_what_the_documented_examples_import():
+    """docs/observability.rst's examples import OpenTelemetry's SDK: ``pip install
+    "fdbqueue[metrics]"`` must bring every distribution they import from (not only the API)."""
+    import ast
+    import importlib.metadata
+    import importlib.util
+    import pathlib
+
+    from doc_blocks import page_blocks
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from test_architecture import load_toml
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    extra = load_toml(root / "pyproject.toml")["project"]["optional-dependencies"]["metrics"]
+    required = {canonicalize_name(Requirement(line).name) for line in extra}
+
+    def distribution_of(module: str) -> str:
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin is not None
+        origin = pathlib.Path(spec.origin).resolve()
+        top = module.partition(".")[0]
+        for name in importlib.metadata.packages_distributions().get(top, []):
+            files = importlib.metadata.distribution(name).files or []
+            if any(pathlib.Path(str(file.locate())).resolve() == origin for file in files):
+                return canonicalize_name(name)
+        raise AssertionError(f"no installed distribution holds {module}")
+
+    def is_module(name: str) -> bool:
+        """A module with a file (not a namespace package, which no one distribution holds)."""
+        try:
+            spec = importlib.util.find_spec(name)
+        except ModuleNotFoundError:  # a name inside a module, not a submodule
+            return False
+        return spec is not None and spec.origin not in (None, "namespace")
+
+    imported: set[str] = set()
+    for block in page_blocks("docs/observability.rst"):
+        if block.language != "python":
+            continue
+        for node in ast.walk(ast.parse(block.source)):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+                # `from package import submodule` imports the submodule's distribution too
+                imported.update(f"{node.module}.{alias.name}" for alias in node.names)
+    outside = {
+        module
+        for module in imported
+        if module.partition(".")[0] not in {"fdbqueue", *sys.stdlib_module_names}
+        and is_module(module)
+    }
+    assert {"opentelemetry.sdk.metrics", "opentelemetry.metrics"} <= outside  # what is checked
+    missing = {distribution_of(module) for module in outside} - required
+    assert not missing, f"the [metrics] extra does not install {sorted(missing)}"

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import os
 
 import fdb.tuple
 import pytest
 from helpers import all_keys
 
-from fdbqueue import PriorityQueue, transactional
+import fdbqueue.asyncio as fa
+from fdbqueue import PriorityQueue, Subspace, memory, transactional
 
 
 def test_pop_min_takes_lowest_priority_first(db, subspace):
@@ -148,3 +151,114 @@ def test_tr_must_be_a_database_or_transaction(subspace):
         queue.push("not a db", "x", 1)
     with pytest.raises(TypeError):
         queue.pop_max(None)
+
+
+# -- pop_many -------------------------------------------------------------------------------
+
+PUSHED = [("e", 5), ("b", 1), ("c", 3), ("b2", 1), ("i", 9), ("c2", 3), ("g", 7), ("a", 0)]
+
+
+def push_all(db, queue):
+    for value, priority in PUSHED:
+        queue.push(db, value, priority)
+
+
+@pytest.mark.parametrize("at_max", [False, True], ids=["min", "max"])
+def test_pop_many_takes_what_as_many_pops_would_on_one_shard(db, subspace, at_max):
+    queue = PriorityQueue(subspace)
+    push_all(db, queue)
+    popped = [queue.pop(db, max=at_max) for _ in PUSHED]
+    push_all(db, queue)
+    assert queue.pop_many(db, 3, max=at_max) == popped[:3]
+    assert queue.pop_many(db, 100, max=at_max) == popped[3:]
+    assert queue.pop_many(db, 5, max=at_max) == [] and queue.size(db) == 0
+    assert queue.pop_many(db, 0, max=at_max) == []
+
+
+@pytest.mark.parametrize("at_max", [False, True], ids=["min", "max"])
+def test_pop_many_on_four_shards_starts_at_the_best_and_takes_every_item_once(db, subspace, at_max):
+    queue = PriorityQueue(subspace, shards=4)
+    pushed = [(f"{p}-{k}", p) for k in range(6) for p in (4, 0, 7, 2, 9)]  # 30 items
+    for value, priority in pushed:
+        queue.push(db, value, priority)
+    best = max(pushed, key=lambda item: item[1]) if at_max else min(pushed, key=lambda i: i[1])
+    first = queue.pop_many(db, 4, max=at_max)
+    assert len(first) == 4 and int(first[0].split("-")[0]) == best[1]
+    rest = queue.pop_many(db, 100, max=at_max)
+    assert sorted(first + rest) == sorted(value for value, _ in pushed)
+    assert queue.size(db) == 0 and queue.pop_many(db, 1, max=at_max) == []
+    # shard after shard, each in its pop order: per call, at most 4 runs in that order
+    for values in (first, rest):
+        priorities = [int(value.split("-")[0]) for value in values]
+        steps = itertools.pairwise(priorities)
+        assert sum(a < b if at_max else a > b for a, b in steps) <= 3, values
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_pop_many_takes_each_item_exactly_once_despite_unknown_results(shards):
+    db = memory.open(seed=5, faults=memory.Faults(commit_unknown_result=0.5))
+    queue = PriorityQueue(Subspace(("pop-many-unknown", shards)), shards=shards)
+    for number in range(40):
+        queue.push(db, number, number % 4)
+    taken = []
+    while batch := queue.pop_many(db, 7, max=bool(len(taken) % 2)):
+        taken.extend(batch)
+    assert db.stats()["injected_commit_unknown_result"] > 0
+    assert sorted(taken) == list(range(40))
+
+
+def test_pop_many_in_your_transaction_takes_nothing_when_it_fails(db, subspace):
+    queue = PriorityQueue(subspace, shards=1)
+    push_all(db, queue)
+
+    @transactional
+    def move_two(tr):
+        values = queue.pop_many(tr, 2)
+        raise RuntimeError(f"not committed: {values}")
+
+    with pytest.raises(RuntimeError, match=r"\['a', 'b'\]"):
+        move_two(db)
+    assert queue.size(db) == len(PUSHED)
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda q, db: q.pop_many(db, -1), ValueError),
+        (lambda q, db: q.pop_many(db, "2"), TypeError),
+        (lambda q, db: q.pop_many(db, True), TypeError),
+        (lambda q, db: q.pop_many(db, 2.0), TypeError),
+        (lambda q, db: q.pop_many(db, 2, max="yes"), TypeError),
+        (lambda q, db: q.pop_many(db, 2, True), TypeError),  # max is keyword-only
+        (lambda q, db: q.pop_many("not a db", 2), TypeError),
+    ],
+    ids=["negative", "str", "bool", "float", "max str", "max positional", "tr"],
+)
+def test_pop_many_refuses_bad_arguments_and_nothing_changes(db, subspace, call, error):
+    queue = PriorityQueue(subspace)
+    push_all(db, queue)
+    before = all_keys(db, subspace)
+    with pytest.raises(error):
+        call(queue, db)
+    assert all_keys(db, subspace) == before
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_the_asyncio_twin_pops_many(shards):
+    db = memory.open()
+    queue = fa.PriorityQueue(Subspace(("async-pop-many", shards)), shards=shards)
+
+    async def main():
+        for value, priority in PUSHED:
+            await queue.push(db, value, priority)
+        first = await queue.pop_many(db, 1, max=True)
+        rest = await queue.pop_many(db, 100)
+        with pytest.raises(ValueError):
+            await queue.pop_many(db, -1)
+        return first, rest
+
+    first, rest = asyncio.run(main())
+    assert first == ["i"]
+    assert sorted(rest) == sorted(value for value, _ in PUSHED if value != "i")
+    if shards == 1:
+        assert rest == ["a", "b", "b2", "c", "c2", "e", "g"]

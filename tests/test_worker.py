@@ -3,8 +3,11 @@ shutdown, signals, faults, and the ``fdbqueue work`` command."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
+import re
 import signal
 import sys
 import textwrap
@@ -17,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import despite_timeouts, pass_time
 
+import fdbqueue.asyncio as aq
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
 from fdbqueue.cli import cli
 from fdbqueue.worker import STOP_CHECK_SECONDS, retry_delay
@@ -475,3 +479,69 @@ def test_the_work_command_runs_a_transactional_handler_and_checks_its_arity(tmp_
         sys.path.remove(str(tmp_path))
     assert result.exit_code == 0, result.output
     assert db[b"cli-tx-effect-1"] == b"1" and db[b"cli-tx-effect-2"] == b"1"
+
+
+# -- what the worker logs ---------------------------------------------------------------------
+
+
+def run_worker_logging(caplog: Any, loop: str, name: str) -> tuple[Any, list[Any]]:
+    """Run a worker (``loop``: the thread or the asyncio one) until empty on a queue with a
+    job that succeeds, one that fails once and one that always fails (two deliveries at
+    most), with every fdbqueue record captured; the summary and the worker's and leases'
+    records."""
+    db = memory.open(seed=4)
+    queue: Any = Queue(Subspace((name,)), max_deliveries=2)
+    queue.enqueue_many(db, ["fine", "flaky", "broken"])
+    failed: set[str] = set()
+
+    def handler(value: str) -> None:
+        if value == "broken" or (value == "flaky" and value not in failed):
+            failed.add(value)
+            raise RuntimeError(f"{value} failed")
+
+    options: dict[str, Any] = {"lease": 30, "backoff": 0.01, "max_backoff": 0.02}
+    options.update(handle_signals=False, until_empty=True)
+    with caplog.at_level(logging.DEBUG, logger="fdbqueue"):
+        if loop == "thread":
+            summary = queue.work(db, handler, **options)
+        else:
+            summary = asyncio.run(aq.Queue.from_sync(queue).work(db, handler, **options))
+    assert (summary.succeeded, summary.retried, summary.dead_lettered) == (2, 2, 1)
+    records = [r for r in caplog.records if r.name in ("fdbqueue.worker", "fdbqueue.leases")]
+    return summary, records
+
+
+@pytest.mark.parametrize("loop", ["thread", "asyncio"])
+def test_worker_logs_name_jobs_readably_without_a_doubled_prefix(caplog, loop):
+    """Issue 36: worker logs printed raw key bytes, and each message began with
+    "fdbqueue: " although the logger's name says so."""
+    _summary, records = run_worker_logging(caplog, loop, f"job-log-{loop}")
+    messages = [record.getMessage() for record in records]
+    assert messages and not [m for m in messages if m.startswith("fdbqueue:")]
+    assert not [m for m in messages if "b'" in m or 'b"' in m or "\\x" in m], messages
+    queue = f"\\('job-log-{loop}',\\)"
+    jobs = [m for m in messages if m.startswith("job ")]
+    assert len(jobs) == 5  # 2 done, 2 retried, 1 dead letter
+    assert all(re.match(f"job [0-9a-f]{{8}} of {queue} ", m) for m in jobs), jobs
+    assert any(re.search("failed .*RuntimeError: flaky failed; value 'flaky'$", m) for m in jobs)
+    again = [m for m in messages if "delivered again" in m]
+    assert len(again) == 2
+    redelivered = f"item of {queue} delivered again as lease [0-9a-f]{{8}} "
+    assert all(re.match(redelivered, m) for m in again), again
+
+
+@pytest.mark.parametrize("loop", ["thread", "asyncio"])
+def test_worker_logs_routine_deliveries_at_debug_and_only_failures_above_info(caplog, loop):
+    """One line per redelivery at INFO was noise (examples/worker.py printed 285 lines): a
+    redelivery and a job done are DEBUG; INFO and above are the start and the stop, one
+    WARNING per failed delivery retried, one ERROR per job that became a dead letter."""
+    _summary, records = run_worker_logging(caplog, loop, f"level-log-{loop}")
+    loud = [(r.levelname, r.getMessage()) for r in records if r.levelno >= logging.INFO]
+    kinds = sorted((level, message.split(" ")[0]) for level, message in loud)
+    assert (
+        kinds
+        == [("ERROR", "job"), ("INFO", "worker"), ("INFO", "worker")] + [("WARNING", "job")] * 2
+    ), loud
+    debug = [r.getMessage() for r in records if r.levelno == logging.DEBUG]
+    assert len([m for m in debug if "delivered again" in m]) == 2
+    assert len([m for m in debug if " done " in m]) == 2

@@ -11,7 +11,8 @@ Every queue has one codec, chosen with ``codec=`` when the queue is made:
     recipe uses (``tr[key] = value``).
 ``"json"``
     dicts, lists, str, int, float, bool (and None inside a container), stored as compact
-    UTF-8 JSON (:class:`JsonCodec`), readable by any language's JSON library.
+    UTF-8 JSON (:class:`JsonCodec`), readable by any language's JSON library; what JSON would
+    change (a tuple, a dict key that is not a str, NaN) is refused.
 any object with ``encode(value) -> bytes`` and ``decode(data: bytes) -> value``
     Your own format (JSON, msgpack, protobuf, ...).
 
@@ -139,17 +140,20 @@ class RawCodec:
 
 
 class JsonCodec:
-    """Stores JSON: ``dict`` (with ``str`` keys), ``list``, ``tuple`` (read back as a list),
-    ``str``, ``int``, ``float`` and ``bool``, nested freely, and ``None`` inside them; as
-    compact UTF-8 text (no spaces, non-ASCII characters as they are).
+    """Stores JSON: ``dict`` (with ``str`` keys), ``list``, ``str``, ``int``, ``float`` and
+    ``bool``, nested freely, and ``None`` inside them; as compact UTF-8 text (no spaces,
+    non-ASCII characters as they are). What is taken out equals what was put in.
 
     The standard library's :mod:`json` does the work: it is always there, and for queue items
     (at most 100,000 bytes) its speed is small next to a transaction; a faster library
     (``orjson``) would add a compiled dependency for no gain a queue can measure.
 
     Refused with TypeError, before anything is written, rather than changed silently: a
-    ``dict`` key that is not a ``str`` (JSON would turn ``1`` into ``"1"``), NaN and
-    infinities (not JSON), and any other type.
+    ``tuple`` (JSON would give it back as a list: pass a list), a ``dict`` key that is not a
+    ``str`` (JSON would turn ``1`` into ``"1"``), NaN and infinities (not JSON), and any other
+    type (``bytes``, ``set``, ...).
+
+    Cost: no database access; the checks walk the value once before :mod:`json` does.
     """
 
     name = "json"
@@ -184,7 +188,12 @@ def _check_json(value: Any) -> None:
         if not math.isfinite(value):
             raise TypeError(f"the json codec cannot store {value!r}: JSON has no NaN or infinity")
         return
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, tuple):
+        raise TypeError(
+            "the json codec cannot store a tuple: JSON has none, it would come back as a list "
+            "(unequal to the tuple); pass a list"
+        )
+    if isinstance(value, list):
         for element in value:
             _check_json(element)
         return

@@ -269,6 +269,50 @@ class PriorityQueue(QueueBase[T]):
         """
         return self.pop(tr, max=True, block=block, timeout=timeout)
 
+    def pop_many(self, tr: TransactionContext, n: int, *, max: bool = False) -> list[T]:
+        """Remove up to ``n`` items from the lowest (or, with ``max=True``, highest) priority
+        in one transaction and return their values.
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+            n: the most items to take (an int >= 0; 0 reads nothing).
+            max: take from the highest priority instead of the lowest (keyword only).
+
+        Returns:
+            The values; fewer than ``n`` when the queue holds fewer, none when it is empty.
+            On a queue of one shard, in the order ``n`` calls of :meth:`pop` with this
+            ``max`` would return them (by priority, oldest first within one). On several
+            shards, the first value is the one :meth:`pop` would take, and the rest come
+            shard after shard (the shard whose first item is best first), each shard's in
+            that order: the values are then neither sorted across shards nor surely the
+            ``n`` best of the queue (pop one at a time for that).
+
+        Raises:
+            TypeError: ``n`` is not an int (bools are refused too), ``max`` is not a bool, or
+                ``tr`` is of the wrong type.
+            ValueError: ``n`` is negative, or a key at that end is not one of this queue's
+                items (nothing changes).
+
+        Never waits, and never in line (also with ``high_contention=True``). Poison items
+        are moved to the dead letters and skipped, and delayed items that fell due are
+        taken in their place, as by :meth:`pop`. Given a Database, it takes effect exactly
+        once (:doc:`guarantees`).
+
+        Cost, one shard: at the min end, one range read (``limit=n``) and two snapshot point
+        reads (the delayed items' hint and the codec record, issued with it); at the max end
+        those point reads and two range reads per item (a snapshot reverse read, then a
+        forward read within the top priority); then ``n`` clears and one atomic add (the
+        size), and with exactly-once a receipt's set. Conflicts as :meth:`pop_min` (read
+        conflict range from the start of the queue to just past the last item taken: a
+        concurrent pop conflicts, a push of a worse priority does not) or :meth:`pop_max`
+        (a concurrent push of a higher priority conflicts too). Several shards: first the
+        ranking's snapshot range reads of every shard (issued together), then each shard's
+        take as above, in one transaction.
+        """
+        check_count(n)
+        check_flag(max, "max")
+        return self._ends[_END[max]].take_many(tr, n) if n else []
+
     def claim(
         self,
         tr: TransactionContext,

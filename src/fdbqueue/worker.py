@@ -223,9 +223,16 @@ class Settlement:
     level: int
     message: str
 
-    def log(self, lease: Lease[Any], failure: BaseException | None) -> None:
-        """Log the settlement (with the failure's traceback, if any)."""
-        logger.log(self.level, self.message, describe(lease), exc_info=failure)
+    def log(self, queue: Any, lease: Lease[Any], failure: BaseException | None) -> None:
+        """Log the settlement of ``lease``, a job of ``queue``: the job (:func:`describe`),
+        what became of it, and its value (shortened); with the failure's traceback, if any."""
+        logger.log(
+            self.level,
+            self.message + "; value %s",
+            describe(queue, lease),
+            reprlib.repr(lease.value),
+            exc_info=failure,
+        )
 
 
 def settlement(
@@ -240,22 +247,24 @@ def settlement(
     with ``"Type: message (delivery n of max)"`` as the reason; else release it with
     :func:`retry_delay`."""
     if failure is None:
-        message = f"fdbqueue: job %s done (delivery {lease.deliveries})"
+        message = f"%s done (delivery {lease.deliveries})"
         return Settlement("ack", (), {}, "succeeded", logging.DEBUG, message)
+    error = f"{type(failure).__name__}: {failure}"
     if max_deliveries is not None and lease.deliveries >= max_deliveries:
-        reason = f"{type(failure).__name__}: {failure}"
-        reason += f" (delivery {lease.deliveries} of {max_deliveries})"
-        message = "fdbqueue: job %s failed on its last delivery, now a dead letter: "
+        reason = f"{error} (delivery {lease.deliveries} of {max_deliveries})"
+        message = "%s failed on its last delivery, now a dead letter: "
         message += reason.replace("%", "%%")
         return Settlement("dead_letter", (reason,), {}, "dead_lettered", logging.ERROR, message)
     delay = retry_delay(lease.deliveries, backoff, max_backoff)
-    message = f"fdbqueue: job %s failed (delivery {lease.deliveries}); retrying in {delay:.1f}s"
+    message = f"%s failed (delivery {lease.deliveries}), retrying in {delay:.2f}s: "
+    message += error.replace("%", "%%")
     return Settlement("release", (), {"delay": delay}, "retried", logging.WARNING, message)
 
 
-def describe(lease: Lease[Any]) -> str:
-    """A job for the log: its value (shortened) and the start of its lease id."""
-    return f"{reprlib.repr(lease.value)} (lease {lease.id[:8]})"
+def describe(queue: Any, lease: Lease[Any]) -> str:
+    """A job for the log: ``job`` and the start of its lease id (8 hexadecimal digits, unique
+    per claim), ``of`` and its queue's name (as metrics name it: the prefix's tuple)."""
+    return f"job {lease.id[:8]} of {metrics.queue_name(queue.subspace.key())}"
 
 
 def holder_call(call: Callable[[], Any], what: str) -> bool:
@@ -270,7 +279,7 @@ def holder_call(call: Callable[[], Any], what: str) -> bool:
         except LeaseError as error:
             if timed_out:
                 return True  # the timed-out attempt landed
-            logger.warning("fdbqueue: %s refused: %s", what, error)
+            logger.warning("%s refused: %s", what, error)
             return False
         except Exception as error:
             if getattr(error, "code", None) != 1031 or attempt == HOLDER_CALL_ATTEMPTS - 1:
@@ -323,7 +332,10 @@ class Loop:
                 raise  # the wrong queue type or codec: no retry can help; work() raises it
             except Exception:
                 logger.warning(
-                    "fdbqueue: claim failed; trying again in %.1fs", pause, exc_info=True
+                    "claim from %s failed; trying again in %.1fs",
+                    metrics.queue_name(self.queue.subspace.key()),
+                    pause,
+                    exc_info=True,
                 )
                 self.stop.wait(pause)
                 pause = min(pause * 2, CLAIM_ERROR_BACKOFF[1])
@@ -378,7 +390,7 @@ class Loop:
             try:
                 self.queue.ack_with(self.database, lease, lambda tr: self.handler(tr, lease.value))
             except LeaseError as error:
-                logger.warning("fdbqueue: job %s lost its lease: %s", describe(lease), error)
+                logger.warning("%s lost its lease: %s", describe(self.queue, lease), error)
                 self.summary.count("lost")
             except Exception as error:
                 self.settle(job, error)
@@ -387,7 +399,7 @@ class Loop:
                 self.stop.set()
                 raise
             else:
-                settlement(lease, None, None, 0, 0).log(lease, None)
+                settlement(lease, None, None, 0, 0).log(self.queue, lease, None)
                 self.summary.count("succeeded")
 
     def settle(self, job: Job, failure: BaseException | None) -> None:
@@ -399,7 +411,7 @@ class Loop:
         done = holder_call(
             lambda: call(self.database, lease, *plan.arguments, **plan.keywords), plan.call
         )
-        plan.log(lease, failure)
+        plan.log(self.queue, lease, failure)
         self.summary.count(plan.outcome if done else "lost")
         if done and plan.call == "release":
             self.retries.released(plan.keywords["delay"])
@@ -416,7 +428,7 @@ def stop_on_signals(stop: threading.Event, enabled: bool) -> Iterator[None]:
     previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
 
     def on_signal(number: int, _frame: Any) -> None:
-        logger.info("fdbqueue: %s received: finishing running jobs", signal.Signals(number).name)
+        logger.info("%s received: finishing running jobs", signal.Signals(number).name)
         stop.set()
         for known, handler in previous.items():
             signal.signal(known, handler)
@@ -478,7 +490,7 @@ def work(
         for n in range(concurrency)
     ]
     logger.info(
-        "fdbqueue: worker started on %s: %d thread%s, leases of %.1fs",
+        "worker started on %s: %d thread%s, leases of %.1fs",
         metrics.queue_name(queue.subspace.key()),
         concurrency,
         "" if concurrency == 1 else "s",
@@ -494,7 +506,7 @@ def work(
         finally:
             stop.set()
             heartbeat.close()
-    logger.info("fdbqueue: worker stopped: %s", summary)
+    logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), summary)
     if loop.failures:
         raise loop.failures[0]
     return summary

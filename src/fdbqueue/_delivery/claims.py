@@ -44,7 +44,6 @@ from fdbqueue._delivery.leases import (
     lease_versions,
     wall_microseconds,
 )
-from fdbqueue._keys import describe_key
 from fdbqueue._storage.store import COUNT_PAGE_SIZE, ItemStore, count_keys
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken
 from fdbqueue._storage.transaction_bytes import (
@@ -523,6 +522,7 @@ class Leases:
         del tr[record.key]
         written = clear_bytes(len(record.key))
         item_key, deliveries, held_id, *_times = LeaseRecord.parse(bytes(record.value))
+        held = self.leases.unpack(bytes(record.key))[1].hex()[:8]  # the lease, for the log
         if self._out_of_deliveries(deliveries):
             times = "once" if deliveries == 1 else f"{deliveries} times"
             reason = (
@@ -531,10 +531,11 @@ class Leases:
             )
             metrics.on_commit(
                 functools.partial(
-                    logger.info,
-                    "fdbqueue: item %s of %s is now a dead letter: %s",
-                    describe_key(item_key),
+                    logger.warning,
+                    "item of %s (lease %s) is now dead letter %s: %s",
                     self.store.metric_name,
+                    held,
+                    held_id.hex()[:8],
                     reason,
                 )
             )
@@ -547,9 +548,10 @@ class Leases:
             metrics.on_commit(
                 functools.partial(
                     logger.warning,
-                    "fdbqueue: moving leased item %s of %s to the dead letters: %s",
-                    describe_key(item_key),
+                    "item of %s (lease %s) is now dead letter %s: %s",
                     self.store.metric_name,
+                    held,
+                    held_id.hex()[:8],
                     reason,
                 )
             )
@@ -557,12 +559,13 @@ class Leases:
         lease = self._grant(tr, item_key, value, deliveries + 1, held_id, read_version, seconds)
         metrics.on_commit(
             functools.partial(
-                logger.info,
-                "fdbqueue: delivering item %s of %s again (delivery %d): its lease expired or "
-                "was released",
-                describe_key(item_key),
+                logger.debug,
+                "item of %s delivered again as lease %s (delivery %d): lease %s expired or was "
+                "released",
                 self.store.metric_name,
+                lease.id[:8],
                 deliveries + 1,
+                held,
             )
         )
         metrics.add("expired", **self.store.metric_attributes)

@@ -78,9 +78,9 @@ class Heartbeat:
             job.lease = self.queue.extend(self.database, job.lease, self.seconds)
         except LeaseError as error:
             job.lost = True
-            logger.warning("fdbqueue: lost the lease of a running job: %s", error)
+            logger.warning("lost the lease of a running job: %s", error)
         except Exception as error:  # the cluster; try again at the next beat
-            logger.warning("fdbqueue: could not extend a job's lease: %s", error)
+            logger.warning("could not extend a job's lease: %s", error)
 
     def close(self) -> None:
         self._done.set()

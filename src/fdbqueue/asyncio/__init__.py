@@ -381,6 +381,7 @@ class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue[T], T]):
     pop = _twin(fdbqueue.priority.PriorityQueue[T].pop, "PriorityQueue")
     pop_min = _twin(fdbqueue.priority.PriorityQueue[T].pop_min, "PriorityQueue")
     pop_max = _twin(fdbqueue.priority.PriorityQueue[T].pop_max, "PriorityQueue")
+    pop_many = _twin(fdbqueue.priority.PriorityQueue[T].pop_many, "PriorityQueue")
     claim = _twin(fdbqueue.priority.PriorityQueue[T].claim, "PriorityQueue")
     claim_many = _twin(fdbqueue.priority.PriorityQueue[T].claim_many, "PriorityQueue")
     peek = _twin(fdbqueue.priority.PriorityQueue[T].peek, "PriorityQueue")

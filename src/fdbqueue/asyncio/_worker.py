@@ -47,6 +47,7 @@ from fdbqueue.worker import (
     Retries,
     WorkSummary,
     check_work_arguments,
+    describe,
     settlement,
 )
 
@@ -67,7 +68,7 @@ async def holder_call(call: Callable[[], Any], what: str) -> bool:
         except LeaseError as error:
             if timed_out:
                 return True
-            logger.warning("fdbqueue: %s refused: %s", what, error)
+            logger.warning("%s refused: %s", what, error)
             return False
         except Exception as error:
             if getattr(error, "code", None) != 1031 or attempt == HOLDER_CALL_ATTEMPTS - 1:
@@ -139,7 +140,12 @@ class AsyncLoop:
             except QueueTypeError:
                 raise  # the wrong queue type or codec: no retry can help; work() raises it
             except Exception:
-                logger.warning("fdbqueue: claim failed, again in %.1fs", pause, exc_info=True)
+                logger.warning(
+                    "claim from %s failed; trying again in %.1fs",
+                    metrics.queue_name(self.queue.subspace.key()),
+                    pause,
+                    exc_info=True,
+                )
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self.stop.wait(), pause)
                 pause = min(pause * 2, CLAIM_ERROR_BACKOFF[1])
@@ -229,7 +235,7 @@ class AsyncLoop:
                 lambda tr: self.handler(tr, lease.value),
             )
         except LeaseError as error:
-            logger.warning("fdbqueue: a job lost its lease: %s", error)
+            logger.warning("%s lost its lease: %s", describe(self.queue, lease), error)
             self.summary.count("lost")
         except Exception as error:
             await finish(self.settle(lease, error))
@@ -237,7 +243,7 @@ class AsyncLoop:
             await finish(self.give_back(lease))
             raise
         else:
-            settlement(lease, None, None, 0, 0).log(lease, None)
+            settlement(lease, None, None, 0, 0).log(self.queue, lease, None)
             self.summary.count("succeeded")
 
     async def end(
@@ -265,10 +271,10 @@ class AsyncLoop:
                 job.lease = await self.queue.extend(self.database, job.lease, self.seconds)
             except LeaseError as error:
                 job.lost = True
-                logger.warning("fdbqueue: lost the lease of a running job: %s", error)
+                logger.warning("lost the lease of a running job: %s", error)
                 return
             except Exception as error:  # the cluster; try again at the next beat
-                logger.warning("fdbqueue: could not extend a job's lease: %s", error)
+                logger.warning("could not extend a job's lease: %s", error)
 
     async def settle(self, lease: Lease[Any], failure: BaseException | None) -> None:
         """Acknowledge a job that succeeded; release or dead-letter one that failed
@@ -278,7 +284,7 @@ class AsyncLoop:
         done = await holder_call(
             lambda: call(self.database, lease, *plan.arguments, **plan.keywords), plan.call
         )
-        plan.log(lease, failure)
+        plan.log(self.queue, lease, failure)
         self.summary.count(plan.outcome if done else "lost")
         if done and plan.call == "release":
             self.retries.released(plan.keywords["delay"])
@@ -292,7 +298,7 @@ async def stop_on_signals(stop: asyncio.Event, enabled: bool) -> AsyncIterator[N
     installed: list[int] = []
 
     def on_signal(number: int) -> None:
-        logger.info("fdbqueue: %s received: finishing running jobs", signal.Signals(number).name)
+        logger.info("%s received: finishing running jobs", signal.Signals(number).name)
         stop.set()
         for known in installed:
             loop.remove_signal_handler(known)
@@ -359,7 +365,7 @@ async def work(
         transactional,
     )
     logger.info(
-        "fdbqueue: worker started on %s: %d task%s, leases of %.1fs",
+        "worker started on %s: %d task%s, leases of %.1fs",
         metrics.queue_name(queue.subspace.key()),
         concurrency,
         "" if concurrency == 1 else "s",
@@ -373,7 +379,7 @@ async def work(
             for task in workers:
                 task.cancel()
             await finish(asyncio.gather(*workers, return_exceptions=True))
-    logger.info("fdbqueue: worker stopped: %s", loop.summary)
+    logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), loop.summary)
     return loop.summary
 
 
