@@ -21,7 +21,8 @@ import fdbqueue.asyncio as fa
 from fdbqueue import PriorityQueue, Queue, memory
 from fdbqueue._storage import ages
 
-pytestmark = pytest.mark.memory_only("lets time pass with db.pass_time()")
+#: Tests that let time pass with ``db.pass_time`` or skew the clock: the in-memory database.
+controlled_time = pytest.mark.memory_only("lets time pass with db.pass_time()")
 
 SHAPES = [
     pytest.param("queue", 1, id="Queue-1"),
@@ -66,6 +67,7 @@ def test_a_released_item_is_taken_by_a_plain_take_first(db, subspace, kind, shar
 
 
 @pytest.mark.parametrize(("kind", "shards"), SHAPES)
+@controlled_time
 def test_an_expired_lease_is_taken_by_a_plain_take(db, subspace, kind, shards):
     queue = make(kind, shards, subspace, db, ["a", "b"])
     first = queue.claim(db, lease=1)
@@ -78,6 +80,7 @@ def test_an_expired_lease_is_taken_by_a_plain_take(db, subspace, kind, shards):
 
 
 @pytest.mark.parametrize(("kind", "shards"), SHAPES)
+@controlled_time
 def test_a_batch_take_takes_expired_leases_first(db, subspace, kind, shards):
     queue = make(kind, shards, subspace, db, ["a", "b", "c"])
     held = queue.claim(db, lease=1)
@@ -86,6 +89,7 @@ def test_a_batch_take_takes_expired_leases_first(db, subspace, kind, shards):
     assert sorted(got) == ["a", "b", "c"] and got[0] == held.value
 
 
+@controlled_time
 def test_a_lease_expiring_while_its_hint_is_quiet_is_taken_by_a_short_front(db, subspace):
     queue = make("queue", 1, subspace, db, [str(i) for i in range(5)])
     held = queue.claim(db, lease=1)
@@ -97,6 +101,7 @@ def test_a_lease_expiring_while_its_hint_is_quiet_is_taken_by_a_short_front(db, 
 
 
 @pytest.mark.parametrize("prefetch", [0, 2])
+@controlled_time
 def test_a_consumer_session_takes_an_expired_lease(db, subspace, prefetch):
     queue = Queue(subspace, high_contention=True)
     queue.enqueue_many(db, ["a", "b"])
@@ -156,6 +161,7 @@ def _skewed(seconds: float) -> Any:
 
 @pytest.mark.parametrize("skew", [3600.0, 60.0, -3600.0])
 @pytest.mark.parametrize("shards", [1, 4])
+@controlled_time
 def test_a_skewed_client_clock_delays_only_its_own_lease(db, subspace, monkeypatch, skew, shards):
     queue = Queue(subspace, shards=shards)
     queue.enqueue_many(db, [str(i) for i in range(21)])
@@ -174,6 +180,7 @@ def test_a_skewed_client_clock_delays_only_its_own_lease(db, subspace, monkeypat
         assert own.value not in {lease.value for lease in redelivered}
 
 
+@controlled_time
 def test_a_skewed_lease_does_not_hide_expired_leases_from_plain_takes(db, subspace, monkeypatch):
     queue = make("queue", 1, subspace, db, ["a", "b", "c"])
     with monkeypatch.context() as skewed:
@@ -231,3 +238,42 @@ def test_no_take_removes_two_items_under_unknown_results(subspace):
         values.append(value)
     assert values == [f"v{i}" for i in range(40)]
     assert len(queue.dead_letters(db, limit=100)) == 40
+
+
+@pytest.mark.parametrize(("kind", "shards"), SHAPES)
+@controlled_time
+def test_a_release_with_a_delay_is_delayed_then_waits(db, subspace, kind, shards):
+    """A retry waiting out its delay is delayed, not in flight; once due, it waits."""
+    queue = make(kind, shards, subspace, db, ["a", "b"])
+    lease = queue.claim(db, lease=30)
+    queue.release(db, lease, delay=5)
+    found = queue.info(db)
+    assert (found.delayed, found.leases_in_flight, found.expired_leases) == (1, 0, 0)
+    assert found.size == 1  # "b" only
+    (listed,) = queue.leases(db)
+    assert listed.released and listed.value == lease.value
+    assert take(queue, db) != lease.value  # not before its delay
+    assert take(queue, db) is None
+    pass_time(db, 6)
+    found = queue.info(db)
+    assert (found.delayed, found.expired_leases, found.size) == (0, 1, 1)
+    assert queue.peek(db) == lease.value
+    assert queue.oldest_age(db) is not None
+    assert take(queue, db) == lease.value
+
+
+@pytest.mark.parametrize(("kind", "shards"), SHAPES)
+@controlled_time
+def test_size_peek_and_oldest_age_count_an_expired_lease(db, subspace, kind, shards):
+    queue = make(kind, shards, subspace, db, ["a"])
+    held = queue.claim(db, lease=1)
+    assert queue.size(db) == 0 and queue.empty(db) and queue.oldest_age(db) is None
+    pass_time(db, 100)
+    assert queue.size(db) == 1 and not queue.empty(db)
+    assert queue.peek(db) == held.value
+    assert queue.peek_many(db, 5) == [held.value]
+    age = queue.oldest_age(db)
+    assert age is not None and 98 <= age <= 100  # it waits since its lease expired
+    found = queue.info(db)
+    assert (found.size, found.expired_leases, found.leases_in_flight) == (1, 1, 0)
+    assert found.oldest == held.value
