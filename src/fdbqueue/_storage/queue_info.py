@@ -20,16 +20,20 @@ class QueueInfo:
     """Figures about one queue, all read at one snapshot read version.
 
     Attributes:
-        size: the size counter (items ready to take; see :meth:`~fdbqueue.Queue.size`).
-        oldest: the value at the front (what the next take returns), or None when no item is
-            ready.
+        size: the items waiting (see :meth:`~fdbqueue.Queue.size`): the size counter (items
+            ready in the queue), plus ``expired_leases``, plus the delayed items due but not
+            promoted yet (:ref:`waiting-items`).
+        oldest: the value the next take returns (a waiting lease's item first), or None
+            when no item waits.
         requests_in_line: requests of consumer sessions waiting in line, at every end.
-        leases_in_flight: leases not acknowledged yet, expired and released ones included.
-        expired_leases: of those, the ones that have expired (released leases included):
-            their expiry version is before the read version and their expiry time has come by
-            this client's clock; what the next claims take first.
+        leases_in_flight: leases held: not acknowledged, not expired, not released.
+        expired_leases: leases whose items wait (counted in ``size`` too): expired (their
+            expiry version is before the read version and their expiry time has come by this
+            client's clock) or released (their delay, if any, over); what the next takes and
+            claims take first.
         dead_letters: dead letters.
-        delayed: delayed items not promoted into the queue yet (due or not).
+        delayed: items not to be taken yet: delayed enqueues not due, and items released
+            with a delay not over (a worker's retry waiting out its backoff).
         read_version: the read version the figures were read at.
         groups: message groups with items or an item in a lease (:doc:`groups`).
         groups_in_flight: of those, the ones whose item is in a lease: their next item waits
@@ -50,7 +54,7 @@ class QueueInfo:
             alone (the metric ``fdbqueue.items.enqueued`` differs: it counts a delayed item
             when it falls due, :mod:`fdbqueue.metrics`). Items another program wrote are not
             counted. Its change between two reads,
-            minus the change of the items held (``size + leases_in_flight + delayed``), is
+            minus the change of the items kept (``size + leases_in_flight + delayed``), is
             how many items left: taken, acknowledged or dead-lettered (the dashboard's rates).
         shards: a sharded queue's figures per shard, shard 0 first (the fields above are
             their sums, ``oldest_age`` their largest); empty for a queue of one shard.
