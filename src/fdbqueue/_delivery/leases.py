@@ -212,6 +212,11 @@ class LeaseRecord(NamedTuple):
         the key's to tell."""
         return self.expiry_time is None or self.expiry_time <= now
 
+    def released(self, expiry_time: int, at: int) -> LeaseRecord:
+        """The same record, released at wall-clock microseconds ``at`` and due at
+        ``expiry_time`` (0: at once)."""
+        return self._replace(expiry_time=expiry_time, released_at=at)
+
     def waiting_since(self) -> int:
         """When its item began to wait again, in wall-clock microseconds, once the lease
         expired (its expiry time) or, released without a delay, was released."""
@@ -423,7 +428,7 @@ class LeaseHolds:
             expiry_version = tr.get_read_version().wait() + lease_versions(seconds)
             expiry_time = now + lease_microseconds(seconds)
         key = self.leases.pack((expiry_version, bytes.fromhex(lease.id)))
-        tr[key] = record._replace(expiry_time=expiry_time, released_at=now).pack()
+        tr[key] = record.released(expiry_time, now).pack()
         self.store.signal(tr)  # the item is claimable now (or its wait changed): wake claims
         hint_written(self.leases.range().start)  # takes of this process look for it at once
 
