@@ -599,20 +599,8 @@ class QueueBase(Generic[T]):
 
     def purge_dead_letter(self, tr: TransactionContext, letter: DeadLetter[Any]) -> bool:
         """Remove one dead letter (as :meth:`dead_letters` listed it) with its held value, for
-        good.
-
-        Args:
-            tr: a Database (its own transaction, taking effect exactly once) or a
-                Transaction (runs inside it, commits nothing).
-            letter: a dead letter of this queue, from :meth:`dead_letters`.
-
-        Returns:
-            True; False when that dead letter is gone already (requeued or purged meanwhile).
-
-        Raises:
-            ValueError: ``letter`` is not a dead letter of this queue.
-
-        Cost: one point read (a read conflict on it) and two clears.
+        good. Arguments, result and ValueError as :meth:`requeue_dead_letter` (the type
+        records are not read). Cost: one point read (a read conflict on it) and two clears.
         """
         return self._shard_of(letter).purge_dead_letter(tr, letter.key)
 
