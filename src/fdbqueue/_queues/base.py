@@ -22,15 +22,24 @@ import heapq
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar, Generic, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypedDict, TypeVar
 
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import worker
-from fdbqueue._checks import check_count, check_flag
-from fdbqueue._consuming.sessions import check_abandon_after
-from fdbqueue._delivery.deduplication import Deduplication, check_dedup_window
-from fdbqueue._delivery.leases import Lease, check_lease_seconds, check_max_deliveries
+from fdbqueue._checks import check_count, check_flag, check_keywords
+from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, check_abandon_after
+from fdbqueue._delivery.deduplication import (
+    DEFAULT_DEDUP_WINDOW,
+    Deduplication,
+    check_dedup_window,
+)
+from fdbqueue._delivery.leases import (
+    DEFAULT_MAX_DELIVERIES,
+    Lease,
+    check_lease_seconds,
+    check_max_deliveries,
+)
 from fdbqueue._queues.router import Router, check_shards
 from fdbqueue._queues.shard import Shard
 from fdbqueue._storage.dead_letters import DeadLetter
@@ -48,8 +57,12 @@ from fdbqueue._transactions.transactional import (
 from fdbqueue._wording import name_methods_after
 from fdbqueue.codecs import Codec, Undecodable
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
     "PAGE_SIZE",
+    "QUEUE_DEFAULTS",
     "QueueBase",
     "QueueOptions",
     "check_limit",
@@ -67,8 +80,11 @@ R = TypeVar("R")
 
 
 class QueueOptions(TypedDict, total=False):
-    """The keyword arguments both queue types take beside ``subspace`` and ``codec`` (their
-    constructors document them); for typing their overloads."""
+    """The keyword arguments every queue type takes beside ``subspace`` and ``codec``
+    (``Queue(subspace, codec=..., **options)``), written once: the constructors of the queue
+    types and of their asyncio twins take them as ``**options: Unpack[QueueOptions]``, and
+    :class:`~fdbqueue.Queue`'s docstring documents them. :data:`QUEUE_DEFAULTS` holds what
+    each one is when left out."""
 
     high_contention: bool
     abandon_after: float
@@ -76,6 +92,17 @@ class QueueOptions(TypedDict, total=False):
     exactly_once: bool
     shards: int
     dedup_window: float
+
+
+#: What each of :class:`QueueOptions` is when left out.
+QUEUE_DEFAULTS: QueueOptions = {
+    "high_contention": False,
+    "abandon_after": DEFAULT_ABANDON_AFTER,
+    "max_deliveries": DEFAULT_MAX_DELIVERIES,
+    "exactly_once": True,
+    "shards": 1,
+    "dedup_window": DEFAULT_DEDUP_WINDOW,
+}
 
 
 #: Reads one page: ``(tr, after, count)`` -> (up to ``count`` results, the last key read, or
@@ -161,27 +188,24 @@ class QueueBase(Generic[T]):
         name_methods_after(cls)
 
     def __init__(
-        self,
-        subspace: Any,
-        codec: str | Codec[Any],
-        *,
-        high_contention: bool,
-        abandon_after: float,
-        max_deliveries: int | None,
-        exactly_once: bool,
-        shards: int,
-        dedup_window: float,
+        self, subspace: Any, codec: str | Codec[Any], **options: Unpack[QueueOptions]
     ) -> None:
-        window = check_dedup_window(dedup_window)
-        seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
-        count = check_shards(shards)
+        """Check ``options`` (each left out takes its :data:`QUEUE_DEFAULTS` value) and
+        build the shards; raise TypeError or ValueError first, reading and writing nothing."""
+        check_keywords(options, QueueOptions, f"{type(self).__name__}.__init__")
+        given: QueueOptions = {**QUEUE_DEFAULTS, **options}
+        window = check_dedup_window(given["dedup_window"])
+        high_contention = given["high_contention"]
+        max_deliveries = given["max_deliveries"]
+        seconds = check_queue_arguments(high_contention, given["abandon_after"], max_deliveries)
+        count = check_shards(given["shards"])
         self._high_contention = high_contention
         self._max_deliveries = max_deliveries
         self._router = Router.build(
             self._SHARD_CLASS,
             subspace,
             codec,
-            check_flag(exactly_once, "exactly_once"),
+            check_flag(given["exactly_once"], "exactly_once"),
             count,
             high_contention=high_contention,
             abandon_after=seconds,
