@@ -842,14 +842,8 @@ class QueueBase(Generic[T]):
         database: Any,
         handler: Callable[[T], object] | Callable[[Any, T], object],
         *,
-        lease: float,
-        concurrency: int = 1,
         stop: threading.Event | None = None,
-        backoff: float = worker.DEFAULT_BACKOFF,
-        max_backoff: float = worker.DEFAULT_MAX_BACKOFF,
-        handle_signals: bool = True,
-        until_empty: bool = False,
-        transactional: bool = False,
+        **options: Unpack[worker.WorkOptions],
     ) -> worker.WorkSummary:
         """Process items with ``handler`` until ``stop`` is set: claim, run, acknowledge; on
         an exception release with a backoff delay, or move to the dead letters on the last
@@ -859,22 +853,27 @@ class QueueBase(Generic[T]):
             database: a Database or Tenant.
             handler: called with each item's value, in a worker thread; returning means
                 done (the lease is acknowledged), raising means failed.
-            lease: seconds each claim's lease lasts (> 0, at most 12 hours); a heartbeat
-                extends the lease of a running job every ``lease / 3`` seconds.
-            concurrency: worker threads (>= 1), each running one job at a time.
             stop: a ``threading.Event``; once set, no new item is claimed, running jobs
                 finish, and ``work`` returns. None: run until SIGINT or SIGTERM.
-            backoff: seconds before the first retry of a failed item; doubled per delivery
-                (jittered) up to ``max_backoff``, and at most 12 hours.
+            lease: (required) seconds each claim's lease lasts (> 0, at most 12 hours); a
+                heartbeat extends the lease of a running job every ``lease / 3`` seconds.
+            concurrency: worker threads (>= 1; default 1), each running one job at a time.
+            backoff: seconds before the first retry of a failed item (default 1); doubled
+                per delivery (jittered) up to ``max_backoff``.
+            max_backoff: the longest retry delay in seconds (default 300; at most 12 hours
+                are used, the longest delay a release takes).
             handle_signals: in the main thread, SIGINT and SIGTERM set ``stop`` (the first
-                one; a second acts as usual).
+                one; a second acts as usual); default True.
             until_empty: return once nothing is claimable and each item this run failed
                 was retried to an end (waiting at most ``max_backoff`` + 0.25 s for it):
-                a batch run, like rq's burst mode.
+                a batch run, like rq's burst mode; default False.
             transactional: call ``handler(tr, value)`` inside the transaction that
                 acknowledges the item, so that its writes and the acknowledgement commit
                 together, exactly once (:doc:`worker`, "Exactly-once processing"); the
-                handler must finish within FoundationDB's five seconds.
+                handler must finish within FoundationDB's five seconds. Default False.
+
+        The keywords after ``stop`` are the same for every queue type and its asyncio twin
+        (:class:`~fdbqueue.worker.WorkOptions`): they are documented here, once.
 
         Returns:
             A :class:`~fdbqueue.worker.WorkSummary`: jobs succeeded, retried, dead-lettered,
@@ -891,21 +890,7 @@ class QueueBase(Generic[T]):
         release), and per heartbeat an extend; an idle worker renews its watch every
         second to look at ``stop``.
         """
-        if not is_database(database):
-            raise TypeError("work needs a Database: it runs its own transactions")
-        return worker.work(
-            self,
-            database,
-            handler,
-            lease=lease,
-            concurrency=concurrency,
-            stop=stop,
-            backoff=backoff,
-            max_backoff=max_backoff,
-            handle_signals=handle_signals,
-            until_empty=until_empty,
-            transactional=transactional,
-        )
+        return worker.work(self, database, handler, stop=stop, **options)
 
     # -- gathering over the shards ----------------------------------------------------------
 
