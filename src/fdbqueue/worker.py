@@ -73,17 +73,11 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
-    "WORK_DEFAULTS",
-    "OptionalWorkOptions",
     "Retries",
     "Settlement",
-    "Settler",
-    "WorkOptions",
     "WorkSummary",
     "check_handler",
     "check_work_arguments",
-    "check_work_options",
-    "holder_call",
     "retry_delay",
     "settlement",
     "work",
