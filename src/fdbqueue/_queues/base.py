@@ -174,8 +174,8 @@ def check_queue_arguments(high_contention: Any, abandon_after: Any, max_deliveri
 
 class QueueBase(Generic[T]):
     """What :class:`~fdbqueue.Queue` and :class:`~fdbqueue.PriorityQueue` share (see the
-    module docstring). Its constructor checks the arguments every queue type takes and builds
-    the shards; the queue types document them."""
+    module docstring). Its constructor checks the arguments every queue type takes
+    (:class:`QueueOptions`; :class:`~fdbqueue.Queue` documents them) and builds the shards."""
 
     #: The kind of shard the queue type is made of.
     _SHARD_CLASS: ClassVar[type[Shard]]
