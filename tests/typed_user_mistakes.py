@@ -32,6 +32,12 @@ blobs.push(db, "text", priority=1)  # error: arg-type
 blobs.push(db, b"x", priority=1, dedup_id=1.5)  # error: arg-type
 PriorityQueue(Subspace(("mistakes", "window")), dedup_window="300")  # error: call-overload
 words.enqueue(db, 7)  # error: arg-type
+Queue(Subspace(("mistakes", "typo")), high_contension=True)  # error: call-overload
+Queue(Subspace(("mistakes", "shards")), shards="2")  # error: call-overload
+fdbqueue.asyncio.PriorityQueue(Subspace(("a",)), exactly_one=True)  # error: call-overload
+numbers.work(db, print, lease=30, concurency=2)  # error: call-arg
+numbers.work(db, print, lease="30")  # error: arg-type
+numbers.work(db, print)  # error: call-arg
 
 
 def length(queue: Queue[str]) -> int:
@@ -51,3 +57,8 @@ take("not a database")  # error: arg-type
 async def pop_text(queue: fdbqueue.asyncio.PriorityQueue[bytes]) -> str | None:
     """Pop the lowest blob (a mistake: it is bytes, or None)."""
     return await queue.pop(db)  # error: return-value
+
+
+async def work_blobs(queue: fdbqueue.asyncio.PriorityQueue[bytes]) -> None:
+    """Run the worker loop (a mistake: a misspelt keyword)."""
+    await queue.work(db, print, lease=30, until_emtpy=True)  # error: call-arg

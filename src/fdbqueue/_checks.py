@@ -4,11 +4,19 @@ read or written, with the messages users see."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol
 
 import fdb.tuple
 
-__all__ = ["check_count", "check_flag", "check_packable_int", "check_seconds"]
+__all__ = [
+    "Keywords",
+    "check_count",
+    "check_flag",
+    "check_keywords",
+    "check_packable_int",
+    "check_seconds",
+]
 
 
 def check_packable_int(number: int, name: str) -> int:
@@ -68,3 +76,27 @@ def check_seconds(
     if math.isinf(number) and not allow_infinity:
         raise ValueError(f"{name} must be finite, not {number}")
     return number
+
+
+class Keywords(Protocol):
+    """A ``TypedDict`` class, as :func:`check_keywords` reads it: its keys' names."""
+
+    __required_keys__: ClassVar[frozenset[str]]
+    __optional_keys__: ClassVar[frozenset[str]]
+
+
+def check_keywords(given: Mapping[str, Any], keywords: type[Keywords], where: str) -> None:
+    """Check the keyword arguments a function took as ``**options`` (typed
+    ``Unpack[keywords]``, a ``TypedDict``) as Python checks a signature: raise TypeError,
+    worded as Python's own, for a keyword that is not one of ``keywords`` or a required one
+    left out. ``where`` names the function as its user calls it (``"Queue.__init__"``)."""
+    for name in given:
+        if name not in keywords.__required_keys__ | keywords.__optional_keys__:
+            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
+    missing = sorted(keywords.__required_keys__ - set(given))
+    if missing:
+        names = ", ".join(repr(name) for name in missing)
+        plural = "s" if len(missing) > 1 else ""
+        raise TypeError(
+            f"{where}() missing {len(missing)} required keyword-only argument{plural}: {names}"
+        )

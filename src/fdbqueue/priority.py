@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fdbqueue._checks import check_count, check_flag, check_packable_int
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
-from fdbqueue._delivery.deduplication import DEFAULT_DEDUP_WINDOW, DedupId, check_dedup_id
+from fdbqueue._delivery.deduplication import DedupId, check_dedup_id
 from fdbqueue._delivery.delays import check_delay
-from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
+from fdbqueue._delivery.leases import Lease, check_lease_seconds
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._queues.shard import PriorityShard
 from fdbqueue._storage.groups import Group
@@ -58,26 +58,15 @@ class PriorityQueue(QueueBase[T]):
     committed and retried) or a Transaction (runs inside it, commits nothing).
 
     Args:
-        subspace: a ``Subspace``, ``DirectorySubspace`` or tuple prefix (``("P",)``) dedicated
-            to this queue. Items live in ``subspace.range()``; the size counter at
-            ``subspace.key() + b"\\xff"`` (see :doc:`concepts`).
-        codec: ``"tuple"`` (default; the Java recipe's value layout), ``"raw"`` or a codec
-            object (:mod:`fdbqueue.codecs`).
-        high_contention: pops and claims given a Database take in line
-            (:doc:`high-contention`), one line of requests per end.
-        abandon_after: with ``high_contention``, seconds after which the request of a
-            consumer that died stops holding the line (default 5).
-        max_deliveries: how many times :meth:`claim` delivers an item whose leases keep
-            expiring before it becomes a dead letter (default 5; None: no limit).
-        exactly_once: operations given a Database write a receipt with their effect, so
-            that a retry after a commit with an unknown result (1021) neither applies them
-            twice nor loses what they took (:doc:`guarantees`); default True. False gives
-            the recipes' behaviour, one set and one range clear cheaper per operation.
-        shards: how many key ranges the queue spreads over (1 to 256; default 1, the recipe's
-            layout). Pops take from the shard whose first item has the best priority at their
-            read version. Recorded at the first write: another count raises QueueTypeError.
-        dedup_window: seconds a push's ``dedup_id`` is remembered (default 300, as SQS; at
-            most a day): :doc:`idempotency`.
+        subspace: as for :class:`~fdbqueue.Queue` (a tuple prefix such as ``("P",)``).
+        codec: as for :class:`~fdbqueue.Queue` (``"tuple"``, the default, is the Java
+            recipe's value layout).
+        options: ``high_contention``, ``abandon_after``, ``max_deliveries``,
+            ``exactly_once``, ``shards`` and ``dedup_window``, as :class:`~fdbqueue.Queue`
+            documents them, with these differences: ``high_contention`` keeps one line of
+            requests per end (pops and claims at that end take in line); on a queue of
+            several shards, a pop takes from the shard whose first item has the best
+            priority at its read version; ``dedup_window`` remembers a push's ``dedup_id``.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of its range (as
@@ -115,27 +104,9 @@ class PriorityQueue(QueueBase[T]):
     ) -> None: ...
 
     def __init__(
-        self,
-        subspace: Any,
-        *,
-        codec: str | Codec[Any] = "tuple",
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
-        shards: int = 1,
-        dedup_window: float = DEFAULT_DEDUP_WINDOW,
+        self, subspace: Any, *, codec: str | Codec[Any] = "tuple", **options: Unpack[QueueOptions]
     ) -> None:
-        super().__init__(
-            subspace,
-            codec,
-            high_contention=high_contention,
-            abandon_after=abandon_after,
-            max_deliveries=max_deliveries,
-            exactly_once=exactly_once,
-            shards=shards,
-            dedup_window=dedup_window,
-        )
+        super().__init__(subspace, codec, **options)
         self._ends = {name: self._router.end(name, best=name) for name in ("min", "max")}
 
     # -- writing ----------------------------------------------------------------------------

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fdbqueue._checks import check_count
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
-from fdbqueue._delivery.deduplication import DEFAULT_DEDUP_WINDOW, DedupId, check_dedup_id
+from fdbqueue._delivery.deduplication import DedupId, check_dedup_id
 from fdbqueue._delivery.delays import check_delay
-from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, Lease, check_lease_seconds
+from fdbqueue._delivery.leases import Lease, check_lease_seconds
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._queues.shard import FifoShard, Shard
 from fdbqueue._storage.groups import Group
@@ -76,6 +76,9 @@ class Queue(QueueBase[T]):
         dedup_window: seconds an enqueue's ``dedup_id`` is remembered (default 300, as SQS;
             at most a day): :doc:`idempotency`.
 
+    Every queue type takes the keywords after ``codec`` (:class:`~fdbqueue.PriorityQueue`
+    and the :mod:`fdbqueue.asyncio` twins too): they are documented here, once.
+
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of its range (as
             given above); nothing is read or written.
@@ -104,27 +107,9 @@ class Queue(QueueBase[T]):
     ) -> None: ...
 
     def __init__(
-        self,
-        subspace: Any,
-        *,
-        codec: str | Codec[Any] = "tuple",
-        high_contention: bool = False,
-        abandon_after: float = DEFAULT_ABANDON_AFTER,
-        max_deliveries: int | None = DEFAULT_MAX_DELIVERIES,
-        exactly_once: bool = True,
-        shards: int = 1,
-        dedup_window: float = DEFAULT_DEDUP_WINDOW,
+        self, subspace: Any, *, codec: str | Codec[Any] = "tuple", **options: Unpack[QueueOptions]
     ) -> None:
-        super().__init__(
-            subspace,
-            codec,
-            high_contention=high_contention,
-            abandon_after=abandon_after,
-            max_deliveries=max_deliveries,
-            exactly_once=exactly_once,
-            shards=shards,
-            dedup_window=dedup_window,
-        )
+        super().__init__(subspace, codec, **options)
         self._front = self._router.end("front")
 
     # -- writing ----------------------------------------------------------------------------

@@ -38,7 +38,9 @@ unavailability. Everything is logged to the ``fdbqueue.worker`` logger: starts a
 INFO, each job at DEBUG, failures at WARNING (with the traceback), dead letters at ERROR.
 
 The asynchronous twin is :func:`fdbqueue.asyncio._worker.work` (``fdbqueue.asyncio.Queue.work``);
-both share this module's decisions (:func:`settlement`, :func:`retry_delay`).
+both take the same keywords (:class:`WorkOptions`, checked by :func:`check_work_options`) and
+end their jobs with one :class:`Settler` (:func:`settlement`, :func:`holder_call`,
+:func:`retry_delay`).
 
 Source followed: the worker loops of rq and Celery (acknowledge late, retry with exponential
 backoff, warm shutdown on SIGTERM); Amazon SQS's visibility timeout extension
@@ -58,13 +60,17 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from fdbqueue import metrics
-from fdbqueue._checks import check_flag, check_seconds
+from fdbqueue._checks import check_flag, check_keywords, check_seconds
 from fdbqueue._delivery.heartbeat import Heartbeat, Job
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seconds
+from fdbqueue._transactions.transactional import is_database
 from fdbqueue.errors import LeaseError, QueueTypeError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "Retries",
@@ -120,6 +126,38 @@ class WorkSummary:
 
 
 _SUMMARY_LOCK = threading.Lock()
+
+
+class OptionalWorkOptions(TypedDict, total=False):
+    """The worker loop's keyword arguments that may be left out (:data:`WORK_DEFAULTS`)."""
+
+    concurrency: int
+    backoff: float
+    max_backoff: float
+    handle_signals: bool
+    until_empty: bool
+    transactional: bool
+
+
+class WorkOptions(OptionalWorkOptions):
+    """The worker loop's keyword arguments but ``stop`` (a ``threading.Event`` for threads, an
+    ``asyncio.Event`` for tasks), written once: ``lease`` (required) and those of
+    :class:`OptionalWorkOptions`. :meth:`fdbqueue.Queue.work`, :func:`work` and their asyncio
+    twins take them as ``**options: Unpack[WorkOptions]``; :meth:`fdbqueue.Queue.work`
+    documents them."""
+
+    lease: float
+
+
+#: What each keyword of :class:`OptionalWorkOptions` is when left out.
+WORK_DEFAULTS: OptionalWorkOptions = {
+    "concurrency": 1,
+    "backoff": DEFAULT_BACKOFF,
+    "max_backoff": DEFAULT_MAX_BACKOFF,
+    "handle_signals": True,
+    "until_empty": False,
+    "transactional": False,
+}
 
 
 def check_handler(handler: Any, transactional: bool) -> None:
@@ -178,6 +216,40 @@ def check_work_arguments(
     if most < first:
         raise ValueError(f"max_backoff ({most}) must be >= backoff ({first})")
     return seconds
+
+
+def check_work_options(
+    database: Any, handler: Any, options: WorkOptions, where: str
+) -> WorkOptions:
+    """Check a worker loop's arguments but ``stop`` (which each loop checks for its kind of
+    event) before anything is read or written, as Python and :func:`check_work_arguments`
+    would check them, and return them complete: each left out at its :data:`WORK_DEFAULTS`
+    value, ``lease`` in seconds, the backoffs floats. ``where`` names the call for the
+    errors (``"Queue.work"``).
+
+    Raises:
+        TypeError: ``database`` is not a Database or Tenant, a keyword is not one of
+            :class:`WorkOptions` or ``lease`` is missing, or as :func:`check_work_arguments`
+            (and for a non-bool ``handle_signals`` or ``until_empty``).
+        ValueError: as :func:`check_work_arguments`.
+    """
+    if not is_database(database):
+        raise TypeError("work needs a Database: it runs its own transactions")
+    check_keywords(options, WorkOptions, where)
+    given: WorkOptions = {**WORK_DEFAULTS, **options}
+    given["lease"] = check_work_arguments(
+        handler,
+        given["lease"],
+        given["concurrency"],
+        given["backoff"],
+        given["max_backoff"],
+        transactional=given["transactional"],
+    )
+    given["backoff"] = float(given["backoff"])
+    given["max_backoff"] = float(given["max_backoff"])
+    check_flag(given["handle_signals"], "handle_signals")
+    check_flag(given["until_empty"], "until_empty")
+    return given
 
 
 def retry_delay(deliveries: int, backoff: float, max_backoff: float) -> float:
@@ -288,6 +360,55 @@ def holder_call(call: Callable[[], Any], what: str) -> bool:
     return False  # pragma: no cover - the loop returns or raises
 
 
+class Settler:
+    """How both worker loops end a job, on the lease holder's side: give an item back, or
+    settle a job that finished (:func:`settlement`, each call through :func:`holder_call`),
+    and count what came of it. The thread loop calls it from its threads; the asyncio loop
+    runs its calls on the event loop in a greenlet (:func:`fdbqueue.asyncio._bridge.run`).
+
+    Args:
+        queue: the synchronous queue (:class:`~fdbqueue.Queue` or
+            :class:`~fdbqueue.PriorityQueue`).
+        database: the Database or Tenant the loop works on.
+        options: the loop's options, checked (:func:`check_work_options`): the backoffs.
+    """
+
+    def __init__(self, queue: Any, database: Any, options: WorkOptions) -> None:
+        self.queue = queue
+        self.database = database
+        self.backoff = (options["backoff"], options["max_backoff"])
+        self.summary = WorkSummary()
+        #: The items released for a retry, which ``until_empty`` waits for.
+        self.retries = Retries()
+
+    def give_back(self, lease: Lease[Any]) -> None:
+        """Release ``lease`` at once, unprocessed (claimed after ``stop``, or interrupted).
+        Cost: a release (:meth:`~fdbqueue.Queue.release`), tried again after a timeout."""
+        if holder_call(lambda: self.queue.release(self.database, lease), "release"):
+            self.summary.count("released")
+
+    def settle(self, lease: Lease[Any], failure: BaseException | None) -> None:
+        """Acknowledge a job that succeeded (``failure`` None); release or dead-letter one
+        that failed (:func:`settlement`); log it, and count it (as lost when the lease was not
+        held). Cost: one ack, release or dead_letter, tried again after a timeout."""
+        max_deliveries = self.queue.max_deliveries
+        plan = settlement(lease, failure, max_deliveries, *self.backoff)
+        call = getattr(self.queue, plan.call)
+        done = holder_call(
+            lambda: call(self.database, lease, *plan.arguments, **plan.keywords), plan.call
+        )
+        plan.log(self.queue, lease, failure)
+        self.summary.count(plan.outcome if done else "lost")
+        if done and plan.call == "release":
+            self.retries.released(plan.keywords["delay"])
+
+    def acknowledged(self, lease: Lease[Any]) -> None:
+        """Log and count a job acknowledged in its handler's transaction (``transactional``).
+        No database access."""
+        settlement(lease, None, None, 0, 0).log(self.queue, lease, None)
+        self.summary.count("succeeded")
+
+
 @dataclass
 class Loop:
     """One call of :func:`work`: what every worker thread shares."""
@@ -295,16 +416,11 @@ class Loop:
     queue: Any
     database: Any
     handler: Callable[..., Any]  # (value), or (tr, value) when transactional
-    seconds: float
+    options: WorkOptions  # checked: check_work_options
     stop: threading.Event
-    backoff: float
-    max_backoff: float
-    summary: WorkSummary
     heartbeat: Heartbeat
-    until_empty: bool = False
-    transactional: bool = False
+    settler: Settler
     failures: list[BaseException] = field(default_factory=list)
-    retries: Retries = field(default_factory=lambda: Retries())
 
     def run_thread(self) -> None:
         """:meth:`run_worker`, keeping a BaseException (SystemExit from a handler, say) for
@@ -319,14 +435,15 @@ class Loop:
     def run_worker(self) -> None:
         """Claim and process items until ``stop`` is set."""
         pause = CLAIM_ERROR_BACKOFF[0]
+        seconds, until_empty = self.options["lease"], self.options["until_empty"]
         while not self.stop.is_set():
             try:
-                due_in = self.retries.seconds_left() if self.until_empty else 0.0
-                if self.until_empty and not due_in:
-                    lease = self.queue.claim(self.database, self.seconds)
+                due_in = self.settler.retries.seconds_left() if until_empty else 0.0
+                if until_empty and not due_in:
+                    lease = self.queue.claim(self.database, seconds)
                 else:  # blocking; with until_empty, for the items this run released
                     wait = min(due_in, STOP_CHECK_SECONDS) if due_in else STOP_CHECK_SECONDS
-                    lease = self.queue.claim(self.database, self.seconds, block=True, timeout=wait)
+                    lease = self.queue.claim(self.database, seconds, block=True, timeout=wait)
                 pause = CLAIM_ERROR_BACKOFF[0]
             except QueueTypeError:
                 raise  # the wrong queue type or codec: no retry can help; work() raises it
@@ -341,22 +458,17 @@ class Loop:
                 pause = min(pause * 2, CLAIM_ERROR_BACKOFF[1])
                 continue
             if lease is None:
-                if self.until_empty and not due_in:
+                if until_empty and not due_in:
                     return
                 continue
             if self.stop.is_set():
-                self.give_back(lease)
+                self.settler.give_back(lease)
                 return
             self.process(Job(lease))
 
-    def give_back(self, lease: Lease[Any]) -> None:
-        """Release ``lease`` at once, unprocessed (claimed after ``stop``, or interrupted)."""
-        if holder_call(lambda: self.queue.release(self.database, lease), "release"):
-            self.summary.count("released")
-
     def process(self, job: Job) -> None:
         """Run the handler on one job, then acknowledge, release or dead-letter it."""
-        if self.transactional:
+        if self.options["transactional"]:
             self.process_in_transaction(job)
             return
         with self.heartbeat.running(job):
@@ -367,54 +479,39 @@ class Loop:
             except BaseException:  # SystemExit or the like: give the item back; work raises it
                 with job.lock:
                     if not job.lost:
-                        self.give_back(job.lease)
+                        self.settler.give_back(job.lease)
                 self.stop.set()
                 raise
             else:
                 failure = None
         with job.lock:
             if job.lost:
-                self.summary.count("lost")
+                self.settler.summary.count("lost")
                 return
-            self.settle(job, failure)
+            self.settler.settle(job.lease, failure)
 
     def process_in_transaction(self, job: Job) -> None:
         """Run ``handler(tr, value)`` and acknowledge the job in one transaction, exactly
         once (the ``transactional`` mode); when it raises, nothing of it committed: release
-        or dead-letter the job as :meth:`settle` does."""
+        or dead-letter the job as :meth:`Settler.settle` does."""
         with self.heartbeat.running(job), job.lock:  # the heartbeat skips it meanwhile
             if job.lost:
-                self.summary.count("lost")
+                self.settler.summary.count("lost")
                 return
             lease = job.lease
             try:
                 self.queue.ack_with(self.database, lease, lambda tr: self.handler(tr, lease.value))
             except LeaseError as error:
                 logger.warning("%s lost its lease: %s", describe(self.queue, lease), error)
-                self.summary.count("lost")
+                self.settler.summary.count("lost")
             except Exception as error:
-                self.settle(job, error)
+                self.settler.settle(lease, error)
             except BaseException:  # SystemExit or the like: give the item back; work raises it
-                self.give_back(lease)
+                self.settler.give_back(lease)
                 self.stop.set()
                 raise
             else:
-                settlement(lease, None, None, 0, 0).log(self.queue, lease, None)
-                self.summary.count("succeeded")
-
-    def settle(self, job: Job, failure: BaseException | None) -> None:
-        """Acknowledge a job that succeeded; release or dead-letter one that failed
-        (:func:`settlement`)."""
-        lease = job.lease
-        plan = settlement(lease, failure, self.queue.max_deliveries, self.backoff, self.max_backoff)
-        call = getattr(self.queue, plan.call)
-        done = holder_call(
-            lambda: call(self.database, lease, *plan.arguments, **plan.keywords), plan.call
-        )
-        plan.log(self.queue, lease, failure)
-        self.summary.count(plan.outcome if done else "lost")
-        if done and plan.call == "release":
-            self.retries.released(plan.keywords["delay"])
+                self.settler.acknowledged(lease)
 
 
 @contextmanager
@@ -447,44 +544,22 @@ def work(
     database: Any,
     handler: Callable[..., Any],
     *,
-    lease: float,
-    concurrency: int = 1,
     stop: threading.Event | None = None,
-    backoff: float = DEFAULT_BACKOFF,
-    max_backoff: float = DEFAULT_MAX_BACKOFF,
-    handle_signals: bool = True,
-    until_empty: bool = False,
-    transactional: bool = False,
+    **options: Unpack[WorkOptions],
 ) -> WorkSummary:
     """Run the worker loop on ``queue`` (see the module docstring) until ``stop`` is set.
 
     Arguments are those of :meth:`fdbqueue.Queue.work`, which documents them. Raises
     TypeError or ValueError for a bad argument, before anything is read or written.
     """
-    seconds = check_work_arguments(
-        handler, lease, concurrency, backoff, max_backoff, transactional=transactional
-    )
+    given = check_work_options(database, handler, options, f"{type(queue).__name__}.work")
     if stop is not None and not isinstance(stop, threading.Event):
         raise TypeError(f"stop must be a threading.Event or None, not {type(stop).__name__}")
     stop = stop if stop is not None else threading.Event()
-    until_empty = check_flag(until_empty, "until_empty")
-    check_flag(transactional, "transactional")
-    check_flag(handle_signals, "handle_signals")
-    summary = WorkSummary()
-    heartbeat = Heartbeat(queue, database, seconds)
-    loop = Loop(
-        queue,
-        database,
-        handler,
-        seconds,
-        stop,
-        float(backoff),
-        float(max_backoff),
-        summary,
-        heartbeat,
-        until_empty,
-        transactional,
-    )
+    settler = Settler(queue, database, given)
+    heartbeat = Heartbeat(queue, database, given["lease"])
+    loop = Loop(queue, database, handler, given, stop, heartbeat, settler)
+    concurrency, seconds, summary = given["concurrency"], given["lease"], settler.summary
     threads = [
         threading.Thread(target=loop.run_thread, name=f"fdbqueue-worker-{n}", daemon=True)
         for n in range(concurrency)
@@ -496,7 +571,7 @@ def work(
         "" if concurrency == 1 else "s",
         seconds,
     )
-    with stop_on_signals(stop, handle_signals):
+    with stop_on_signals(stop, given["handle_signals"]):
         for thread in threads:
             thread.start()
         try:

@@ -22,15 +22,24 @@ import heapq
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar, Generic, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypedDict, TypeVar
 
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import worker
-from fdbqueue._checks import check_count, check_flag
-from fdbqueue._consuming.sessions import check_abandon_after
-from fdbqueue._delivery.deduplication import Deduplication, check_dedup_window
-from fdbqueue._delivery.leases import Lease, check_lease_seconds, check_max_deliveries
+from fdbqueue._checks import check_count, check_flag, check_keywords
+from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, check_abandon_after
+from fdbqueue._delivery.deduplication import (
+    DEFAULT_DEDUP_WINDOW,
+    Deduplication,
+    check_dedup_window,
+)
+from fdbqueue._delivery.leases import (
+    DEFAULT_MAX_DELIVERIES,
+    Lease,
+    check_lease_seconds,
+    check_max_deliveries,
+)
 from fdbqueue._queues.router import Router, check_shards
 from fdbqueue._queues.shard import Shard
 from fdbqueue._storage.dead_letters import DeadLetter
@@ -48,8 +57,12 @@ from fdbqueue._transactions.transactional import (
 from fdbqueue._wording import name_methods_after
 from fdbqueue.codecs import Codec, Undecodable
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
     "PAGE_SIZE",
+    "QUEUE_DEFAULTS",
     "QueueBase",
     "QueueOptions",
     "check_limit",
@@ -67,8 +80,11 @@ R = TypeVar("R")
 
 
 class QueueOptions(TypedDict, total=False):
-    """The keyword arguments both queue types take beside ``subspace`` and ``codec`` (their
-    constructors document them); for typing their overloads."""
+    """The keyword arguments every queue type takes beside ``subspace`` and ``codec``
+    (``Queue(subspace, codec=..., **options)``), written once: the constructors of the queue
+    types and of their asyncio twins take them as ``**options: Unpack[QueueOptions]``, and
+    :class:`~fdbqueue.Queue`'s docstring documents them. :data:`QUEUE_DEFAULTS` holds what
+    each one is when left out."""
 
     high_contention: bool
     abandon_after: float
@@ -76,6 +92,17 @@ class QueueOptions(TypedDict, total=False):
     exactly_once: bool
     shards: int
     dedup_window: float
+
+
+#: What each of :class:`QueueOptions` is when left out.
+QUEUE_DEFAULTS: QueueOptions = {
+    "high_contention": False,
+    "abandon_after": DEFAULT_ABANDON_AFTER,
+    "max_deliveries": DEFAULT_MAX_DELIVERIES,
+    "exactly_once": True,
+    "shards": 1,
+    "dedup_window": DEFAULT_DEDUP_WINDOW,
+}
 
 
 #: Reads one page: ``(tr, after, count)`` -> (up to ``count`` results, the last key read, or
@@ -147,8 +174,8 @@ def check_queue_arguments(high_contention: Any, abandon_after: Any, max_deliveri
 
 class QueueBase(Generic[T]):
     """What :class:`~fdbqueue.Queue` and :class:`~fdbqueue.PriorityQueue` share (see the
-    module docstring). Its constructor checks the arguments every queue type takes and builds
-    the shards; the queue types document them."""
+    module docstring). Its constructor checks the arguments every queue type takes
+    (:class:`QueueOptions`; :class:`~fdbqueue.Queue` documents them) and builds the shards."""
 
     #: The kind of shard the queue type is made of.
     _SHARD_CLASS: ClassVar[type[Shard]]
@@ -161,27 +188,24 @@ class QueueBase(Generic[T]):
         name_methods_after(cls)
 
     def __init__(
-        self,
-        subspace: Any,
-        codec: str | Codec[Any],
-        *,
-        high_contention: bool,
-        abandon_after: float,
-        max_deliveries: int | None,
-        exactly_once: bool,
-        shards: int,
-        dedup_window: float,
+        self, subspace: Any, codec: str | Codec[Any], **options: Unpack[QueueOptions]
     ) -> None:
-        window = check_dedup_window(dedup_window)
-        seconds = check_queue_arguments(high_contention, abandon_after, max_deliveries)
-        count = check_shards(shards)
+        """Check ``options`` (each left out takes its :data:`QUEUE_DEFAULTS` value) and
+        build the shards; raise TypeError or ValueError first, reading and writing nothing."""
+        check_keywords(options, QueueOptions, f"{type(self).__name__}.__init__")
+        given: QueueOptions = {**QUEUE_DEFAULTS, **options}
+        window = check_dedup_window(given["dedup_window"])
+        high_contention = given["high_contention"]
+        max_deliveries = given["max_deliveries"]
+        seconds = check_queue_arguments(high_contention, given["abandon_after"], max_deliveries)
+        count = check_shards(given["shards"])
         self._high_contention = high_contention
         self._max_deliveries = max_deliveries
         self._router = Router.build(
             self._SHARD_CLASS,
             subspace,
             codec,
-            check_flag(exactly_once, "exactly_once"),
+            check_flag(given["exactly_once"], "exactly_once"),
             count,
             high_contention=high_contention,
             abandon_after=seconds,
@@ -613,20 +637,8 @@ class QueueBase(Generic[T]):
 
     def purge_dead_letter(self, tr: TransactionContext, letter: DeadLetter[Any]) -> bool:
         """Remove one dead letter (as :meth:`dead_letters` listed it) with its held value, for
-        good.
-
-        Args:
-            tr: a Database (its own transaction, taking effect exactly once) or a
-                Transaction (runs inside it, commits nothing).
-            letter: a dead letter of this queue, from :meth:`dead_letters`.
-
-        Returns:
-            True; False when that dead letter is gone already (requeued or purged meanwhile).
-
-        Raises:
-            ValueError: ``letter`` is not a dead letter of this queue.
-
-        Cost: one point read (a read conflict on it) and two clears.
+        good. Arguments, result and ValueError as :meth:`requeue_dead_letter` (the type
+        records are not read). Cost: one point read (a read conflict on it) and two clears.
         """
         return self._shard_of(letter).purge_dead_letter(tr, letter.key)
 
@@ -844,14 +856,8 @@ class QueueBase(Generic[T]):
         database: Any,
         handler: Callable[[T], object] | Callable[[Any, T], object],
         *,
-        lease: float,
-        concurrency: int = 1,
         stop: threading.Event | None = None,
-        backoff: float = worker.DEFAULT_BACKOFF,
-        max_backoff: float = worker.DEFAULT_MAX_BACKOFF,
-        handle_signals: bool = True,
-        until_empty: bool = False,
-        transactional: bool = False,
+        **options: Unpack[worker.WorkOptions],
     ) -> worker.WorkSummary:
         """Process items with ``handler`` until ``stop`` is set: claim, run, acknowledge; on
         an exception release with a backoff delay, or move to the dead letters on the last
@@ -861,22 +867,27 @@ class QueueBase(Generic[T]):
             database: a Database or Tenant.
             handler: called with each item's value, in a worker thread; returning means
                 done (the lease is acknowledged), raising means failed.
-            lease: seconds each claim's lease lasts (> 0, at most 12 hours); a heartbeat
-                extends the lease of a running job every ``lease / 3`` seconds.
-            concurrency: worker threads (>= 1), each running one job at a time.
             stop: a ``threading.Event``; once set, no new item is claimed, running jobs
                 finish, and ``work`` returns. None: run until SIGINT or SIGTERM.
-            backoff: seconds before the first retry of a failed item; doubled per delivery
-                (jittered) up to ``max_backoff``, and at most 12 hours.
+            lease: (required) seconds each claim's lease lasts (> 0, at most 12 hours); a
+                heartbeat extends the lease of a running job every ``lease / 3`` seconds.
+            concurrency: worker threads (>= 1; default 1), each running one job at a time.
+            backoff: seconds before the first retry of a failed item (default 1); doubled
+                per delivery (jittered) up to ``max_backoff``.
+            max_backoff: the longest retry delay in seconds (default 300; at most 12 hours
+                are used, the longest delay a release takes).
             handle_signals: in the main thread, SIGINT and SIGTERM set ``stop`` (the first
-                one; a second acts as usual).
+                one; a second acts as usual); default True.
             until_empty: return once nothing is claimable and each item this run failed
                 was retried to an end (waiting at most ``max_backoff`` + 0.25 s for it):
-                a batch run, like rq's burst mode.
+                a batch run, like rq's burst mode; default False.
             transactional: call ``handler(tr, value)`` inside the transaction that
                 acknowledges the item, so that its writes and the acknowledgement commit
                 together, exactly once (:doc:`worker`, "Exactly-once processing"); the
-                handler must finish within FoundationDB's five seconds.
+                handler must finish within FoundationDB's five seconds. Default False.
+
+        The keywords after ``stop`` are the same for every queue type and its asyncio twin
+        (:class:`~fdbqueue.worker.WorkOptions`): they are documented here, once.
 
         Returns:
             A :class:`~fdbqueue.worker.WorkSummary`: jobs succeeded, retried, dead-lettered,
@@ -893,21 +904,7 @@ class QueueBase(Generic[T]):
         release), and per heartbeat an extend; an idle worker renews its watch every
         second to look at ``stop``.
         """
-        if not is_database(database):
-            raise TypeError("work needs a Database: it runs its own transactions")
-        return worker.work(
-            self,
-            database,
-            handler,
-            lease=lease,
-            concurrency=concurrency,
-            stop=stop,
-            backoff=backoff,
-            max_backoff=max_backoff,
-            handle_signals=handle_signals,
-            until_empty=until_empty,
-            transactional=transactional,
-        )
+        return worker.work(self, database, handler, stop=stop, **options)
 
     # -- gathering over the shards ----------------------------------------------------------
 

@@ -69,7 +69,6 @@ from fdbqueue._transactions.transactional import (
     First,
     TransactionContext,
     commit,
-    is_database,
     is_fdb_error,
     is_transaction,
 )
@@ -234,14 +233,8 @@ class _StoredQueue(Generic[S, T]):
         database: Any,
         handler: Callable[[Any], Any],
         *,
-        lease: float,
-        concurrency: int = 1,
         stop: asyncio.Event | None = None,
-        backoff: float = worker.DEFAULT_BACKOFF,
-        max_backoff: float = worker.DEFAULT_MAX_BACKOFF,
-        handle_signals: bool = True,
-        until_empty: bool = False,
-        transactional: bool = False,
+        **options: Unpack[worker.WorkOptions],
     ) -> worker.WorkSummary:
         """The worker loop with tasks (:mod:`fdbqueue.asyncio._worker`):
         :meth:`fdbqueue.Queue.work`'s arguments and contract, with ``stop`` an ``asyncio.Event``,
@@ -253,21 +246,7 @@ class _StoredQueue(Generic[S, T]):
         Raises:
             TypeError, ValueError: a bad argument (nothing is read or written).
         """
-        if not is_database(database):
-            raise TypeError("work needs a Database: it runs its own transactions")
-        return await async_worker.work(
-            self,
-            database,
-            handler,
-            lease=lease,
-            concurrency=concurrency,
-            stop=stop,
-            backoff=backoff,
-            max_backoff=max_backoff,
-            handle_signals=handle_signals,
-            until_empty=until_empty,
-            transactional=transactional,
-        )
+        return await async_worker.work(self, database, handler, stop=stop, **options)
 
 
 class Queue(_StoredQueue[fdbqueue.queue.Queue[T], T]):

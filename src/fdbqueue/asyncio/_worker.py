@@ -4,8 +4,11 @@
 It does what :mod:`fdbqueue.worker` does, with tasks instead of threads: ``concurrency``
 tasks each claim an item (a blocking claim awaiting a watch), await ``handler(value)``,
 acknowledge on success, release with a backoff delay on an exception or move the item to the
-dead letters on its last delivery (the same decisions: :func:`fdbqueue.worker.settlement`),
-while a heartbeat task per job extends its lease every ``lease / 3`` seconds.
+dead letters on its last delivery, while a heartbeat task per job extends its lease every
+``lease / 3`` seconds. It takes the same keywords (:class:`fdbqueue.worker.WorkOptions`,
+checked by :func:`fdbqueue.worker.check_work_options`) and ends its jobs with the same
+:class:`fdbqueue.worker.Settler`, whose synchronous calls run on the event loop in a greenlet
+(:func:`fdbqueue.asyncio._bridge.run`), as every operation of :mod:`fdbqueue.asyncio` does.
 
 ``handler`` may be a coroutine function (awaited on the loop) or a plain function (run in the
 loop's default executor, a thread, so that it cannot block the loop).
@@ -34,47 +37,27 @@ import logging
 import signal
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fdbqueue import metrics
-from fdbqueue._checks import check_flag
 from fdbqueue._delivery.leases import Lease
 from fdbqueue.asyncio import _bridge as bridge
 from fdbqueue.errors import LeaseError, QueueTypeError
 from fdbqueue.worker import (
     CLAIM_ERROR_BACKOFF,
-    HOLDER_CALL_ATTEMPTS,
-    Retries,
+    Settler,
+    WorkOptions,
     WorkSummary,
-    check_work_arguments,
+    check_work_options,
     describe,
-    settlement,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["work"]
 
 logger = logging.getLogger("fdbqueue.worker")
-
-
-async def holder_call(call: Callable[[], Any], what: str) -> bool:
-    """``await call()`` (an ack, release or dead_letter), as
-    :func:`fdbqueue.worker.holder_call`: tried again after a timeout (1031); False when
-    the lease was not held (True if a timed-out attempt had landed)."""
-    timed_out = False
-    for attempt in range(HOLDER_CALL_ATTEMPTS):
-        try:
-            await call()
-            return True
-        except LeaseError as error:
-            if timed_out:
-                return True
-            logger.warning("%s refused: %s", what, error)
-            return False
-        except Exception as error:
-            if getattr(error, "code", None) != 1031 or attempt == HOLDER_CALL_ATTEMPTS - 1:
-                raise
-            timed_out = True
-    return False  # pragma: no cover - the loop returns or raises
 
 
 class AsyncJob:
@@ -111,29 +94,26 @@ class AsyncLoop:
         queue: Any,
         database: Any,
         handler: Callable[..., Any],
-        seconds: float,
+        options: WorkOptions,
         stop: asyncio.Event,
-        backoff: tuple[float, float],
-        until_empty: bool,
-        transactional: bool = False,
     ) -> None:
         self.queue = queue
         self.database = database
         self.handler = handler
-        self.seconds = seconds
+        self.seconds = options["lease"]
         self.stop = stop
-        self.backoff = backoff
-        self.until_empty = until_empty
-        self.transactional = transactional
-        self.summary = WorkSummary()
-        self.retries = Retries()
-        self.max_deliveries: int | None = queue.sync.max_deliveries
+        self.until_empty = options["until_empty"]
+        self.transactional = options["transactional"]
+        #: Ends the jobs, with the synchronous queue, in greenlets (:meth:`give_back`,
+        #: :meth:`settle`).
+        self.settler = Settler(queue.sync, database, options)
+        self.summary: WorkSummary = self.settler.summary
 
     async def run_worker(self) -> None:
         """Claim and process items until ``stop`` is set."""
         pause = CLAIM_ERROR_BACKOFF[0]
         while not self.stop.is_set():
-            due_in = self.retries.seconds_left() if self.until_empty else 0.0
+            due_in = self.settler.retries.seconds_left() if self.until_empty else 0.0
             try:
                 lease = await self.claim(due_in)
                 pause = CLAIM_ERROR_BACKOFF[0]
@@ -196,9 +176,8 @@ class AsyncLoop:
             await self.give_back(lease)
 
     async def give_back(self, lease: Lease[Any]) -> None:
-        """Release ``lease`` at once, unprocessed."""
-        if await holder_call(lambda: self.queue.release(self.database, lease), "release"):
-            self.summary.count("released")
+        """Release ``lease`` at once, unprocessed (:meth:`fdbqueue.worker.Settler.give_back`)."""
+        await bridge.run(self.settler.give_back, lease)
 
     async def process(self, job: AsyncJob) -> None:
         """Run the handler on one job with its heartbeat, then settle it. Cancelled (or
@@ -243,8 +222,7 @@ class AsyncLoop:
             await finish(self.give_back(lease))
             raise
         else:
-            settlement(lease, None, None, 0, 0).log(self.queue, lease, None)
-            self.summary.count("succeeded")
+            self.settler.acknowledged(lease)
 
     async def end(
         self,
@@ -278,16 +256,8 @@ class AsyncLoop:
 
     async def settle(self, lease: Lease[Any], failure: BaseException | None) -> None:
         """Acknowledge a job that succeeded; release or dead-letter one that failed
-        (:func:`fdbqueue.worker.settlement`)."""
-        plan = settlement(lease, failure, self.max_deliveries, *self.backoff)
-        call = getattr(self.queue, plan.call)
-        done = await holder_call(
-            lambda: call(self.database, lease, *plan.arguments, **plan.keywords), plan.call
-        )
-        plan.log(self.queue, lease, failure)
-        self.summary.count(plan.outcome if done else "lost")
-        if done and plan.call == "release":
-            self.retries.released(plan.keywords["delay"])
+        (:meth:`fdbqueue.worker.Settler.settle`)."""
+        await bridge.run(self.settler.settle, lease, failure)
 
 
 @contextlib.asynccontextmanager
@@ -323,14 +293,8 @@ async def work(
     database: Any,
     handler: Callable[..., Any],
     *,
-    lease: float,
-    concurrency: int = 1,
     stop: asyncio.Event | None = None,
-    backoff: float = 1.0,
-    max_backoff: float = 300.0,
-    handle_signals: bool = True,
-    until_empty: bool = False,
-    transactional: bool = False,
+    **options: Unpack[WorkOptions],
 ) -> WorkSummary:
     """Run the worker loop on the asynchronous ``queue`` until ``stop`` is set (see the
     module docstring); arguments as :meth:`fdbqueue.Queue.work`, with ``stop`` an
@@ -339,31 +303,21 @@ async def work(
     Raises:
         TypeError, ValueError: a bad argument, before anything is read or written.
     """
-    seconds = check_work_arguments(
-        handler, lease, concurrency, backoff, max_backoff, transactional=transactional
-    )
+    given = check_work_options(database, handler, options, f"{type(queue).__name__}.work")
     if stop is not None and not isinstance(stop, asyncio.Event):
         raise TypeError(f"stop must be an asyncio.Event or None, not {type(stop).__name__}")
-    check_flag(handle_signals, "handle_signals")
+    transactional = given["transactional"]
     call = type(handler).__call__  # an object whose __call__ is a coroutine function counts
     coroutine = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
-    if check_flag(transactional, "transactional") and coroutine:
+    if transactional and coroutine:
         raise TypeError(
             "a transactional handler must be a plain function handler(tr, value): it runs "
             "inside the transaction that acknowledges the item"
         )
     if not coroutine and not transactional:
         handler = _in_executor(handler)
-    loop = AsyncLoop(
-        queue,
-        database,
-        handler,
-        seconds,
-        stop if stop is not None else asyncio.Event(),
-        (float(backoff), float(max_backoff)),
-        check_flag(until_empty, "until_empty"),
-        transactional,
-    )
+    loop = AsyncLoop(queue, database, handler, given, stop if stop is not None else asyncio.Event())
+    concurrency, seconds = given["concurrency"], given["lease"]
     logger.info(
         "worker started on %s: %d task%s, leases of %.1fs",
         metrics.queue_name(queue.subspace.key()),
@@ -371,7 +325,7 @@ async def work(
         "" if concurrency == 1 else "s",
         seconds,
     )
-    async with stop_on_signals(loop.stop, handle_signals):
+    async with stop_on_signals(loop.stop, given["handle_signals"]):
         workers = [asyncio.ensure_future(loop.run_worker()) for _ in range(concurrency)]
         try:
             await asyncio.gather(*workers)
