@@ -381,6 +381,9 @@ def test_a_host_other_than_loopback_needs_a_token(monkeypatch: pytest.MonkeyPatc
     result = CliRunner().invoke(cli, short)
     assert result.exit_code == 2 and "at least 16 characters" in result.output
     assert len(result.output.strip().splitlines()[-1]) < 200
+    result = CliRunner().invoke(cli, [*short[:-1], "x" * 16])
+    assert result.exit_code == 0, result.output
+    assert "at http://localhost:8400/" in result.output and "--allowed-host" in result.output
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("example.com")
 

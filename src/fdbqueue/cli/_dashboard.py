@@ -228,9 +228,15 @@ def dashboard(
         app = create_app(database, queues, read_only=read_only, token=token, allowed_hosts=hosts)
     except ValueError as error:  # an --allowed-host it does not take
         raise click.UsageError(str(error)) from None
-    shown = "localhost" if host in ("127.0.0.1", "::1") else host
+    every_address = host not in hosts  # 0.0.0.0 or :: (allowed_hosts leaves it out)
+    shown = "localhost" if host in ("127.0.0.1", "::1") or every_address else host
     address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     click.echo(f"fdbqueue dashboard: {len(queues)} queue(s) at {address} (Ctrl-C stops)")
+    if every_address and not more_hosts:
+        click.echo(
+            f"(other machines: add --allowed-host NAME for the name they open it by; any "
+            f"other name than {', '.join(hosts)} is answered 400)"
+        )
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
