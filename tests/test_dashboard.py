@@ -28,7 +28,8 @@ with warnings.catch_warnings():  # Starlette 1.x suggests httpx2 over httpx, whi
 from fdbqueue import PriorityQueue, Queue, QueueInfo, Subspace, memory
 from fdbqueue.cli import cli
 from fdbqueue.cli._dashboard import is_loopback
-from fdbqueue.dashboard import DEAD_LETTERS_PAGE, create_app, start_demo
+from fdbqueue.dashboard import DEAD_LETTERS_PAGE, Demo, create_app, start_demo
+from fdbqueue.dashboard._demo import DEMO_BACKLOG, DEMO_DEAD_LETTERS, DEMO_TICK
 from fdbqueue.dashboard._figures import Sample, Sampler, depth_svg, sample_of, shortened
 
 SCRIPT = "<script>alert(1)</script>"
@@ -59,8 +60,14 @@ def jobs(db: memory.Database) -> Queue[Any]:
 def client(db: memory.Database, jobs: Queue[Any]) -> Iterator[TestClient]:
     tasks: PriorityQueue[Any] = PriorityQueue(Subspace(("tasks",)))
     tasks.push(db, "t", 1)
-    with TestClient(create_app(db, {"jobs": jobs, "tasks": tasks})) as client:
+    with local(create_app(db, {"jobs": jobs, "tasks": tasks})) as client:
         yield client
+
+
+def local(app: Any) -> TestClient:
+    """A test client whose requests name ``localhost``, a host the dashboard allows by
+    default (Starlette's own ``testserver`` is refused, as any name not allowed)."""
+    return TestClient(app, base_url="http://localhost")
 
 
 def csrf_of(page: str) -> str:
@@ -109,7 +116,7 @@ def test_a_queue_page_shows_shards_plot_items_and_leases(db: Any, client: TestCl
     sharded.enqueue_many(db, [f"v{n}" for n in range(9)])
     lease = sharded.claim(db, 60)
     assert lease is not None
-    with TestClient(create_app(db, {"sharded": sharded})) as other:
+    with local(create_app(db, {"sharded": sharded})) as other:
         other.get("/queue", params={"name": "sharded"})
         page = other.get("/queue", params={"name": "sharded"}).text
     assert page.count("<th>shard ") == 3
@@ -157,7 +164,7 @@ def test_a_post_without_the_csrf_token_changes_nothing(
 
 
 def test_read_only_refuses_actions_and_shows_no_buttons(db: Any, jobs: Queue[Any]) -> None:
-    with TestClient(create_app(db, {"jobs": jobs}, read_only=True)) as client:
+    with local(create_app(db, {"jobs": jobs}, read_only=True)) as client:
         page = client.get("/queue", params={"name": "jobs"}).text
         assert "read-only" in page and "<button" not in page
         token = re.search(r'"x-csrf-token": "([^"]+)"', page)
@@ -170,7 +177,7 @@ def test_read_only_refuses_actions_and_shows_no_buttons(db: Any, jobs: Queue[Any
 
 
 def test_a_token_is_checked_on_every_request(db: Any, jobs: Queue[Any]) -> None:
-    with TestClient(create_app(db, {"jobs": jobs}, token="s3cret")) as client:
+    with local(create_app(db, {"jobs": jobs}, token="s3cret")) as client:
         for path in ("/", "/queue?name=jobs", "/static/htmx.min.js", "/fragments/overview"):
             assert client.get(path).status_code == 401
         assert client.get("/?token=wrong").status_code == 401
@@ -190,7 +197,7 @@ def test_dead_letters_are_paged(db: Any) -> None:
         assert found is not None
         return found.group(1).replace("&amp;", "&")
 
-    with TestClient(create_app(db, {"many": queue})) as client:
+    with local(create_app(db, {"many": queue})) as client:
         first = client.get("/queue", params={"name": "many"}).text
         second = client.get(next_page(first)).text
         last = client.get(next_page(second)).text
@@ -216,6 +223,16 @@ def test_create_app_checks_its_arguments(db: Any) -> None:
         create_app(db, {}, sample_every=0)
     with pytest.raises(ValueError):
         create_app(db, {}, token="")
+    for hosts in ([], [""], ["a*.example"], ["*example.com"], ["x.*"]):
+        with pytest.raises(ValueError):
+            create_app(db, {}, allowed_hosts=hosts)
+    for wrong in ("localhost", [b"localhost"]):
+        with pytest.raises(TypeError):
+            create_app(db, {}, allowed_hosts=wrong)  # type: ignore[arg-type]
+    refused = CliRunner().invoke(
+        cli, ["dashboard", "--queue", "jobs", "--allowed-host", "x*"], obj={"database": db}
+    )
+    assert refused.exit_code == 2 and "allowed host 'x*'" in refused.output
 
 
 def test_the_net_rate_comes_from_successive_samples(db: Any) -> None:
@@ -307,26 +324,66 @@ def test_shortened_and_the_plot() -> None:
 
 
 def test_the_demo_workload_moves(db: Any) -> None:
+    demo = Demo(db, seed=1)
+    jobs = demo.queues["demo/jobs"]
+    for _ in range(300):  # 30 s of the workload, no real time
+        db.pass_time(DEMO_TICK)
+        demo.step()
+    info = jobs.info(db)
+    assert info.dead_letters > 0 and info.groups > 0 and info.enqueued > 50
+    assert all(queue.info(db).enqueued > 0 for queue in demo.queues.values())
+
+
+def test_the_demo_reaches_a_steady_state(db: Any) -> None:
+    """Five minutes of the demo in steps, no real time (issue 36 saw 914 items and 665 dead
+    letters after ten, growing): its backlogs and dead letters stay bounded, and are no
+    larger in the second half than in the first."""
+    demo = Demo(db, seed=3)
+    most: dict[str, list[int]] = {name: [0, 0] for name in demo.queues}
+    steps = int(300 / DEMO_TICK)
+    for step in range(steps):
+        db.pass_time(DEMO_TICK)
+        demo.step()
+        if step % 50 == 0:
+            half = 0 if step < steps // 2 else 1
+            for name, queue in demo.queues.items():
+                info = queue.info(db)
+                held = info.size + info.leases_in_flight + info.delayed
+                most[name][half] = max(most[name][half], held + info.dead_letters)
+                assert held <= DEMO_BACKLOG + 10 and info.dead_letters <= DEMO_DEAD_LETTERS
+    for name, (first, second) in most.items():
+        assert 0 < second <= max(first, 20) + 20, (name, first, second)
+
+
+def test_the_demo_runs_in_a_thread_until_stopped(db: Any) -> None:
     demo = start_demo(db, seed=1)
     try:
-        jobs = demo.queues["demo/jobs"]
-        for _ in range(100):
-            info = jobs.info(db)
-            if info.dead_letters and info.groups:
+        for _ in range(200):
+            if demo.queues["demo/jobs"].info(db).enqueued:
                 break
-            time.sleep(0.1)
-        assert info.dead_letters > 0 and info.groups > 0
+            time.sleep(0.05)
     finally:
         demo.stop()
+    assert demo.queues["demo/jobs"].info(db).enqueued > 0
     assert all(not thread.is_alive() for thread in demo.threads)
 
 
 # -- the command ------------------------------------------------------------------------------
 
 
-def test_a_host_other_than_loopback_needs_a_token() -> None:
+def test_a_host_other_than_loopback_needs_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: None)  # never serve here
     result = CliRunner().invoke(cli, ["--memory", "dashboard", "--demo", "--host", "0.0.0.0"])
     assert result.exit_code == 2 and "--token" in result.output
+    short = ["--memory", "dashboard", "--demo", "--host", "0.0.0.0", "--token", "x" * 15]
+    result = CliRunner().invoke(cli, short)
+    assert result.exit_code == 2 and "at least 16 characters" in result.output
+    assert len(result.output.strip().splitlines()[-1]) < 200
+    result = CliRunner().invoke(cli, [*short[:-1], "x" * 16])
+    assert result.exit_code == 0, result.output
+    assert "at http://localhost:8400/" in result.output and "--allowed-host" in result.output
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("example.com")
 
@@ -352,7 +409,7 @@ def test_the_command_serves_the_named_queues(
     assert result.exit_code == 0, result.output
     assert "2 queue(s) at http://localhost:8411/" in result.output
     assert served["port"] == 8411 and served["host"] == "127.0.0.1"
-    with TestClient(served["app"]) as client:
+    with local(served["app"]) as client:
         page = client.get("/").text
     assert "PriorityQueue" in page and "read-only" in page  # opened as its record says
 
@@ -380,9 +437,200 @@ def test_queues_in_directories_with_the_fdbqueue_layer_are_found(
     monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.update(app=app))
     result = CliRunner().invoke(cli, ["dashboard"], obj={"database": database})
     assert result.exit_code == 0, result.output
-    with TestClient(served["app"]) as client:
+    with local(served["app"]) as client:
         page = client.get("/").text
     assert re.findall(r'<tr data-queue="([^"]+)">', page) == ["app/jobs", "app/teams/red"]
     assert "PriorityQueue" in page
     refused = CliRunner().invoke(cli, ["dashboard", "--demo"], obj={"database": database})
     assert refused.exit_code == 2 and "--memory" in refused.output  # no demo on a cluster
+
+
+# -- issue 36: DNS rebinding, live dead letters, missing queues, rates, values ---------------
+
+
+def test_a_request_naming_a_host_not_allowed_is_refused(db: Any, jobs: Queue[Any]) -> None:
+    """A page rebound to 127.0.0.1 (DNS rebinding) names its own host: refused, so it never
+    reads the CSRF token."""
+    with local(create_app(db, {"jobs": jobs})) as client:
+        for host in ("evil.example", "evil.example:8400", "127.0.0.1.evil.example"):
+            refused = client.get("/queue?name=jobs", headers={"host": host})
+            assert refused.status_code == 400 and 'name="csrf"' not in refused.text
+        for host in ("localhost", "localhost:8400", "127.0.0.1:8400", "[::1]:8400"):
+            assert client.get("/", headers={"host": host}).status_code == 200, host
+    allowed = create_app(db, {"jobs": jobs}, allowed_hosts=["dash.example"])
+    with TestClient(allowed, base_url="http://dash.example") as client:
+        assert client.get("/").status_code == 200
+        assert client.get("/", headers={"host": "localhost"}).status_code == 400
+
+
+def test_an_action_from_an_origin_not_allowed_or_null_purges_nothing(
+    db: Any, jobs: Queue[Any], client: TestClient
+) -> None:
+    fields = letter_fields(client.get("/queue", params={"name": "jobs"}).text)
+    everything = {"name": "jobs", "all": "1", "csrf": fields["csrf"]}
+    for origin in ("http://evil.example", "http://evil.example:8400", "null", "file://"):
+        answer = client.post("/actions/purge", data=everything, headers={"origin": origin})
+        assert answer.status_code == 403 and "nothing was changed" in answer.text, origin
+    assert jobs.info(db).dead_letters == 1  # nothing purged
+    allowed = client.post(
+        "/actions/purge", data=everything, headers={"origin": "http://localhost:8400"}
+    )
+    assert allowed.status_code == 200 and "purged 1 dead letter" in allowed.text
+
+
+def test_the_dead_letter_list_refreshes_and_says_how_many_exist(
+    db: Any, jobs: Queue[Any], client: TestClient
+) -> None:
+    page = client.get("/queue", params={"name": "jobs"}).text
+    listing = page.split('<div id="dead-letters"')[1].split(">")[0]
+    assert 'hx-trigger="every 2s"' in listing and "/fragments/dead-letters?" in listing
+    dead(jobs, db, [f"late {n}" for n in range(3)])
+    client.get("/fragments/queue", params={"name": "jobs"})  # the live figures: 4
+    fragment = client.get("/fragments/dead-letters", params={"name": "jobs"}).text
+    assert fragment.count('class="dead-letter"') == 4 and "<code>a</code>" in fragment
+    assert "dead letters 1 to 4 of 4" in fragment
+
+
+def test_the_dead_letter_pages_say_more_exist(db: Any) -> None:
+    queue: Queue[Any] = Queue(Subspace(("more",)))
+    dead(queue, db, [f"d{n}" for n in range(DEAD_LETTERS_PAGE + 2)])
+    with local(create_app(db, {"more": queue})) as client:
+        page = client.get("/queue", params={"name": "more"}).text
+    assert f"dead letters 1 to {DEAD_LETTERS_PAGE} of {DEAD_LETTERS_PAGE + 2}" in page
+
+
+def test_a_queue_that_does_not_exist_shows_as_missing(db: Any, jobs: Queue[Any]) -> None:
+    nope: Queue[Any] = Queue(Subspace(("nope",)))
+    with local(create_app(db, {"jobs": jobs, "nope": nope})) as client:
+        overview = client.get("/").text
+        page = client.get("/queue", params={"name": "nope"}).text
+        nope.enqueue(db, "now it exists")
+        assert "does not exist" not in client.get("/fragments/queue?name=nope").text
+        later = client.get("/fragments/overview").text  # from that fresh sample
+    row = overview.split('data-queue="nope"')[1].split("</tr>")[0]
+    assert "does not exist" in row and 'class="n size"' not in row
+    assert "does not exist" not in overview.split('data-queue="jobs"')[1].split("</tr>")[0]
+    assert "does not exist" in page
+    assert "does not exist" not in later.split('data-queue="nope"')[1].split("</tr>")[0]
+
+
+def test_the_command_shows_a_queue_that_does_not_exist_as_missing(
+    db: Any, jobs: Queue[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.update(app=app))
+    result = CliRunner().invoke(
+        cli, ["dashboard", "--queue", "jobs", "--queue", "nope"], obj={"database": db}
+    )
+    assert result.exit_code == 0, result.output
+    with local(served["app"]) as client:
+        page = client.get("/").text
+    assert "does not exist" in page.split('data-queue="nope"')[1].split("</tr>")[0]
+
+
+def test_rates_stay_meaningful_right_after_an_action(db: Any) -> None:
+    """An action samples the queue, and the page it leads to samples it again at once: the
+    rates span at least ``rate_seconds``, not the milliseconds between those two."""
+    queue: Queue[int] = Queue(Subspace(("acted",)))
+    now = [100.0]
+    sampler = Sampler(db, {"acted": queue}, clock=lambda: now[0], rate_seconds=1.0)
+    sampler.sample_all()
+    queue.enqueue_many(db, list(range(10)))
+    now[0] += 2
+    sampler.sample_all()
+    queue.enqueue_many(db, list(range(4)))
+    now[0] += 0.01  # the action's sample, then the page's
+    sampler.sample("acted")
+    now[0] += 0.01
+    sampler.sample("acted")
+    row = sampler.row("acted")
+    assert row.enqueue_rate == pytest.approx(14 / 2.02)
+    assert row.growth == pytest.approx(14 / 2.02) and row.take_rate == pytest.approx(0)
+    now[0] += 1.5  # later samples: the newest one at least rate_seconds older
+    sampler.sample("acted")
+    assert sampler.row("acted").enqueue_rate == pytest.approx(0)
+
+
+def test_values_of_a_json_queue_show_as_json(db: Any) -> None:
+    queue: Queue[Any] = Queue(Subspace(("json",)), codec="json")
+    queue.enqueue_many(db, [{"job": 1, "ok": True, "note": None}, ["a", 2], "text"])
+    lease = queue.claim(db, 60)
+    assert lease is not None
+    dead(queue, db, [{"failed": False}])
+    with local(create_app(db, {"json": queue})) as client:
+        page = client.get("/queue", params={"name": "json"}).text
+    assert "{&#34;job&#34;: 1, &#34;ok&#34;: true, &#34;note&#34;: null}" in page  # the lease
+    assert "[&#34;a&#34;, 2]" in page and "&#34;text&#34;" in page  # the next items
+    assert "{&#34;failed&#34;: false}" in page  # the dead letter
+    assert "True" not in page and "None" not in page and "&#39;" not in page
+    assert shortened({"a": "é"}, "json") == '{"a": "é"}'
+    assert shortened({"a": 1}) == "{'a': 1}"  # a tuple codec's value, as Python shows it
+
+
+def test_a_priority_queue_page_shows_each_items_priority(db: Any) -> None:
+    tasks: PriorityQueue[Any] = PriorityQueue(Subspace(("prio",)), shards=2)
+    for value, priority in (("low", 9), ("urgent", -3), ("middle", 4), ("grouped", 1)):
+        tasks.push(db, value, priority, group="g" if value == "grouped" else None)
+    assert tasks.peek_many_with_priorities(db, None) == [
+        (-3, "urgent"),
+        (4, "middle"),
+        (9, "low"),
+        (1, "grouped"),
+    ]
+    assert [v for _p, v in tasks.peek_many_with_priorities(db, 2)] == tasks.peek_many(db, 2)
+    with local(create_app(db, {"prio": tasks})) as client:
+        page = client.get("/queue", params={"name": "prio"}).text
+    items = re.findall(r'<li><span class="priority">(-?\d+)</span> <code>(\w+)</code>', page)
+    assert items == [("-3", "urgent"), ("4", "middle"), ("9", "low"), ("1", "grouped")]
+
+
+def test_a_favicon_is_served(client: TestClient) -> None:
+    icon = client.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+    assert icon.text.startswith("<svg") and len(icon.content) < 1000
+    assert '<link rel="icon" href="/favicon.ico"' in client.get("/").text
+
+
+def test_the_dashboard_imports_the_public_names() -> None:
+    import inspect
+
+    import fdbqueue.dashboard._app as app_module
+
+    source = inspect.getsource(app_module)
+    assert "fdbqueue._delivery" not in source and "fdbqueue._storage.dead_letters" not in source
+
+
+@pytest.mark.parametrize(
+    ("options", "hosts", "refused"),
+    [
+        ([], ["localhost", "127.0.0.1:8400", "[::1]"], ["10.0.0.5", "dash.example"]),
+        (["--allowed-host", "dash.example", "--allowed-host", "other.example"],
+         ["localhost", "dash.example:8400", "other.example"], ["evil.example"]),
+        (["--host", "10.0.0.5", "--token", "t" * 16], ["10.0.0.5:8400", "localhost"],
+         ["dash.example"]),
+    ],
+)  # fmt: skip
+def test_the_command_allows_the_hosts_it_is_given(
+    db: Any,
+    jobs: Queue[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    options: list[str],
+    hosts: list[str],
+    refused: list[str],
+) -> None:
+    import uvicorn
+
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **given: served.update(app=app))
+    result = CliRunner().invoke(
+        cli, ["dashboard", "--queue", "jobs", *options], obj={"database": db}
+    )
+    assert result.exit_code == 0, result.output
+    bearer = {"authorization": "Bearer " + "t" * 16}
+    with local(served["app"]) as client:
+        for host in hosts:
+            assert client.get("/", headers={"host": host, **bearer}).status_code == 200, host
+        for host in refused:
+            assert client.get("/", headers={"host": host, **bearer}).status_code == 400, host

@@ -62,6 +62,8 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
+    # evil.example is 127.0.0.1, as a DNS rebinding attacker makes it (issue 36)
+    "--host-resolver-rules=MAP evil.example 127.0.0.1",
 ]
 
 
@@ -197,10 +199,12 @@ def test_the_overview_and_a_queue_page_update_live_without_a_reload(
     served = serve(db, {"live": jobs})
     page.goto(served.url + "/")
     size = page.locator('tr[data-queue="live"] td.size')
-    expect(size).to_have_text("0")
+    missing = page.locator('tr[data-queue="live"] td.missing')
+    expect(missing).to_contain_text("does not exist")  # nothing written yet
     page.evaluate("window.notReloaded = true")
     jobs.enqueue_many(db, [f"item {n}" for n in range(7)])
     expect(size).to_have_text("7", timeout=10_000)
+    expect(missing).to_have_count(0)
     assert page.evaluate("window.notReloaded") is True  # the same page, updated in place
     page.goto(served.url + "/queue?name=live")
     page.evaluate("window.notReloaded = true")
@@ -271,11 +275,12 @@ class StaticSite:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = (self.folder / scope["path"].lstrip("/")).read_bytes()
+        path = self.folder / scope["path"].lstrip("/")
+        body = path.read_bytes() if path.is_file() else b"not found"
         await send(
             {
                 "type": "http.response.start",
-                "status": 200,
+                "status": 200 if path.is_file() else 404,
                 "headers": [(b"content-type", b"text/html")],
             }
         )
@@ -324,7 +329,6 @@ def test_screenshots_of_the_demo_for_the_docs(
         page.set_viewport_size({"width": 1280, "height": 900})
         page.get_by_role("link", name="demo/jobs").click()
         time.sleep(5)
-        page.reload()  # the dead letters as the figures say (the list is not live)
         expect(page.locator("#dead-letter-list tr.dead-letter").first).to_be_visible()
         page.screenshot(path=str(shots / "dashboard-queue.png"), full_page=True)
     finally:
@@ -338,6 +342,8 @@ def test_with_a_token_the_page_needs_it_once_then_updates_live(
 ) -> None:
     db = memory.open()
     jobs: Queue[str] = Queue(Subspace(("guarded",)))
+    jobs.enqueue(db, "taken")
+    assert jobs.dequeue(db) == "taken"  # the queue exists, and is empty
     served = serve(db, {"guarded": jobs}, token="s3cret")
     answer = page.goto(served.url + "/")
     assert answer is not None and answer.status == 401
@@ -347,3 +353,102 @@ def test_with_a_token_the_page_needs_it_once_then_updates_live(
     expect(size).to_have_text("0")
     jobs.enqueue(db, "x")
     expect(size).to_have_text("1", timeout=10_000)  # htmx's polls carry the cookie
+
+
+# -- issue 36 ---------------------------------------------------------------------------------
+
+
+def test_a_page_rebound_to_the_dashboard_reads_nothing_and_changes_nothing(
+    page: Page, serve: Callable[..., Served], tmp_path: pathlib.Path
+) -> None:
+    """DNS rebinding: Chromium resolves evil.example to 127.0.0.1 (``ARGS``), as a rebinding
+    attacker's DNS would. A page of evil.example on the dashboard's port is refused (400),
+    so it never reads the CSRF token; and a form carrying the real token (as if it had
+    leaked) is refused from evil.example's origin and from a sandboxed frame's (``Origin:
+    null``)."""
+    db = memory.open()
+    jobs = with_dead_letters(db)
+    served = serve(db, {"jobs": jobs})
+    rebound = page.goto(f"http://evil.example:{served.port}/queue?name=jobs")
+    assert rebound is not None and rebound.status == 400
+    assert 'name="csrf"' not in page.content()
+    page.goto(served.url + "/queue?name=jobs")
+    token = page.locator('input[name="csrf"]').first.get_attribute("value")
+    form = (
+        f'<form method="post" action="{served.url}/actions/purge">'
+        '<input name="name" value="jobs"><input name="all" value="1">'
+        f'<input name="csrf" value="{token}"><button id="go">go</button></form>'
+    )
+    (tmp_path / "attack.html").write_text(
+        f'{form}<iframe id="sandboxed" sandbox="allow-forms" srcdoc=\'{form}\'></iframe>'
+    )
+    attacker = Served(StaticSite(tmp_path))
+    try:
+        page.goto(f"http://evil.example:{attacker.port}/attack.html")
+        for button, origin in (
+            (page.frame_locator("#sandboxed").locator("#go"), "null"),
+            (page.locator("#go"), f"http://evil.example:{attacker.port}"),
+        ):
+            with page.expect_response(lambda answer: "/actions/purge" in answer.url) as sent:
+                button.click()
+            assert sent.value.request.headers["origin"] == origin
+            assert sent.value.status == 403  # (the frame shows no answer: framing is denied)
+        expect(page.locator("body")).to_contain_text("403: cross-origin request refused")
+    finally:
+        attacker.stop()
+    assert jobs.info(db).dead_letters == 2  # nothing purged
+
+
+def test_the_dead_letter_list_follows_the_count_without_a_reload(
+    page: Page, serve: Callable[..., Served]
+) -> None:
+    db = memory.open()
+    jobs = with_dead_letters(db)
+    served = serve(db, {"jobs": jobs})
+    page.goto(served.url + "/queue?name=jobs")
+    letters = page.locator("#dead-letter-list tr.dead-letter")
+    expect(letters).to_have_count(2)
+    page.evaluate("window.notReloaded = true")
+    jobs.enqueue_many(db, [f"late {n}" for n in range(3)])
+    for _ in range(3):
+        lease = jobs.claim(db, 30)
+        assert lease is not None
+        jobs.dead_letter(db, lease, "failed late")
+    expect(page.locator("#figures td.dead")).to_have_text("5", timeout=10_000)
+    expect(letters).to_have_count(5, timeout=10_000)
+    expect(page.locator("#dead-letters p.pages")).to_contain_text("dead letters 1 to 5 of 5")
+    assert page.evaluate("window.notReloaded") is True
+
+
+def test_the_pages_fit_a_narrow_screen(page: Page, serve: Callable[..., Served]) -> None:
+    """At 420 px wide, the page itself never scrolls sideways: wide tables scroll inside
+    their own box, the depth plot shrinks."""
+    db = memory.open()
+    jobs = with_dead_letters(db)
+    jobs.enqueue(db, "a-long-value-without-spaces-" * 20)
+    lease = jobs.claim(db, 60)
+    assert lease is not None
+    tasks: PriorityQueue[str] = PriorityQueue(Subspace(("tasks",)))
+    tasks.push(db, "t" * 300, 2)
+    served = serve(db, {"jobs": jobs, "tasks": tasks, "a-rather-long-queue-name": jobs})
+    page.set_viewport_size({"width": 420, "height": 800})
+    overflow = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    for path in ("/", "/queue?name=jobs", "/queue?name=tasks"):
+        page.goto(served.url + path)
+        expect(page.locator("main table").first).to_be_visible()
+        assert page.evaluate(overflow) <= 0, path
+
+
+def test_no_request_of_a_page_is_a_404_and_the_icon_is_served(
+    page: Page, serve: Callable[..., Served]
+) -> None:
+    db = memory.open()
+    jobs = with_dead_letters(db)
+    served = serve(db, {"jobs": jobs})
+    answers: list[tuple[int, str]] = []
+    page.on("response", lambda response: answers.append((response.status, response.url)))
+    page.goto(served.url + "/queue?name=jobs")
+    expect(page.locator("#dead-letter-list tr.dead-letter")).to_have_count(2)
+    icon = page.request.get(served.url + "/favicon.ico")
+    assert icon.status == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+    assert [url for status, url in answers if status >= 400] == []

@@ -372,5 +372,17 @@ class PriorityQueue(QueueBase[T]):
         """Return the oldest value of the highest priority, or None when empty (two range reads)."""
         return self.peek(tr, max=True)
 
+    def peek_many_with_priorities(
+        self, tr: TransactionContext, n: int | None
+    ) -> list[tuple[int, T]]:
+        """Return :meth:`peek_many`'s values, each with its priority: up to ``n`` pairs
+        ``(priority, value)`` (None: every item), in the same order (the next ``n`` of
+        :meth:`pop_min`, then the items of message groups, group by group).
+
+        Raises and costs as :meth:`peek_many` (the priority is read from each item's key:
+        nothing more is read).
+        """
+        return [(shard.where_of(key)[0], value) for shard, key, value in self._peeked(tr, n)]
+
     def _oldest(self, tr: Any) -> Any:
         return self._ends["min"].peek(tr)

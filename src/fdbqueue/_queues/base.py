@@ -350,13 +350,20 @@ class QueueBase(Generic[T]):
         Cost: one snapshot range read per page (``limit`` the values still wanted, at most
         :data:`PAGE_SIZE`), more only past poison items; no conflicts.
         """
+        return [value for _shard, _key, value in self._peeked(tr, n)]
+
+    def _peeked(self, tr: TransactionContext, n: int | None) -> list[tuple[Shard, bytes, T]]:
+        """:meth:`peek_many`'s items, each as ``(shard, key, value)``: its shard and key
+        (where a PriorityQueue finds its priority). Raises and costs as :meth:`peek_many`."""
         limit = check_limit(n, "n")
-        pairs = self._merged(
+        return self._merged(
             limit,
-            lambda shard, left: read_pages(tr, left, self._checked(shard.peek_page)),
-            lambda shard, pair: shard.peek_rank(pair[0]),
+            lambda shard, left: [
+                (shard, key, value)
+                for key, value in read_pages(tr, left, self._checked(shard.peek_page))
+            ],
+            lambda shard, found: shard.peek_rank(found[1]),
         )
-        return [value for _key, value in pairs]
 
     @transactional
     def requests_in_line(self, tr: TransactionContext, limit: int = 10_000) -> int:

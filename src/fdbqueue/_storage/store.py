@@ -70,6 +70,7 @@ __all__ = [
     "MAX_KEY_BYTES",
     "RANDOM_BYTES",
     "ItemStore",
+    "anything_stored",
     "as_subspace",
     "count_keys",
 ]
@@ -150,6 +151,16 @@ def prefix_end(prefix: bytes) -> bytes:
     with 0xff, so this exists)."""
     stripped = prefix.rstrip(b"\xff")
     return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def anything_stored(tr: Any, subspace: Subspace) -> bool:
+    """Whether any key starts with ``subspace``'s prefix: a queue's items or any of its
+    records (counters, type records, receipts). False for a queue nothing was ever written
+    to, usually a mistyped name: what the command line and the dashboard call a queue that
+    does not exist. ``tr``: a Transaction (or a Database's, in a retry loop). Cost: one
+    snapshot range read (``limit=1``); no conflicts."""
+    prefix: bytes = subspace.key()
+    return bool(list(tr.snapshot.get_range(prefix, prefix_end(prefix), limit=1)))
 
 
 class ItemStore(TypeRecords):

@@ -366,6 +366,9 @@ class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue[T], T]):
     peek = _twin(fdbqueue.priority.PriorityQueue[T].peek, "PriorityQueue")
     peek_min = _twin(fdbqueue.priority.PriorityQueue[T].peek_min, "PriorityQueue")
     peek_max = _twin(fdbqueue.priority.PriorityQueue[T].peek_max, "PriorityQueue")
+    peek_many_with_priorities = _twin(
+        fdbqueue.priority.PriorityQueue[T].peek_many_with_priorities, "PriorityQueue"
+    )
 
     def consumer(self, *args: Any, **kwargs: Any) -> Consumer:
         """Open a consumer session with coroutine calls at one end: the arguments and errors

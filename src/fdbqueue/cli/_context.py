@@ -17,7 +17,7 @@ import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import __version__, memory
-from fdbqueue._storage.store import prefix_end
+from fdbqueue._storage.store import anything_stored
 from fdbqueue._storage.type_records import parse_type
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue.binding import describe_fdb_error
@@ -187,9 +187,8 @@ class Context:
             def look(tr: Any) -> Record:
                 recorded_type = tr.snapshot.get(type_key)
                 recorded_codec = tr.snapshot.get(codec_key)
-                found = bool(list(tr.snapshot.get_range(prefix, prefix_end(prefix), limit=1)))
                 return Record(
-                    found,
+                    anything_stored(tr, subspace),
                     bytes(recorded_type).decode(errors="replace")
                     if recorded_type.present()
                     else None,

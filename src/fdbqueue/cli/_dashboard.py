@@ -18,6 +18,10 @@ from fdbqueue.queue import Queue
 AnyQueue = Queue[Any] | PriorityQueue[Any]
 
 EXTRA = "pip install 'fdbqueue[dashboard]'"
+#: The shortest ``--token`` a dashboard reachable from other machines takes.
+MIN_TOKEN = 16
+#: The host names a dashboard answers to whatever the options (``--allowed-host`` adds).
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 #: The layer of the directories the dashboard finds by itself: create a queue's directory
 #: with ``fdb.directory.create_or_open(db, path, layer=b"fdbqueue")`` to have it listed.
 DISCOVERY_LAYER = b"fdbqueue"
@@ -34,6 +38,19 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:  # a host name: it may resolve to anything
         return False
+
+
+def allowed_hosts(host: str, more: tuple[str, ...]) -> list[str]:
+    """The host names the dashboard answers to: the loopback names, the address it listens
+    on (unless every address: ``0.0.0.0``, ``::``), and those ``--allowed-host`` adds."""
+    names = [*LOOPBACK_NAMES]
+    try:
+        unspecified = ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        unspecified = False
+    if not unspecified:
+        names.append(host)
+    return [*dict.fromkeys([*names, *more])]
 
 
 def discovered_directories(database: Any) -> list[str]:
@@ -132,7 +149,15 @@ def named_queues(
     "--token",
     default=None,
     help="A secret every request must carry (?token= once, then a cookie; or a Bearer "
-    "header). Required for a host other than loopback.",
+    f"header). Required, at least {MIN_TOKEN} characters, for a host other than loopback.",
+)
+@click.option(
+    "--allowed-host",
+    "more_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A host name requests may name besides localhost, 127.0.0.1, ::1 and --host "
+    "(the name browsers open it by; *.example.com for a domain); repeat for more.",
 )
 @click.option(
     "--demo",
@@ -150,6 +175,7 @@ def dashboard(
     port: int,
     read_only: bool,
     token: str | None,
+    more_hosts: tuple[str, ...],
     demo: bool,
 ) -> None:
     """Serve a web dashboard of the queues named with --queue or --directory (each may be
@@ -176,6 +202,12 @@ def dashboard(
         )
     if token is not None and not token:
         raise click.UsageError("--token must not be empty")
+    if not is_loopback(host) and token is not None and len(token) < MIN_TOKEN:
+        raise click.UsageError(
+            f"--token must be at least {MIN_TOKEN} characters when --host {host} is reachable "
+            'from other machines (try --token "$(openssl rand -hex 16)")'
+        )
+    hosts = allowed_hosts(host, more_hosts)
     database = context.database()
     if demo and not isinstance(database, memory.Database):
         raise click.UsageError(
@@ -192,10 +224,19 @@ def dashboard(
             "name the queues to show with --queue PREFIX (or --directory PATH), repeated for "
             "more; or try --memory dashboard --demo"
         )
-    app = create_app(database, queues, read_only=read_only, token=token)
-    shown = "localhost" if host in ("127.0.0.1", "::1") else host
+    try:
+        app = create_app(database, queues, read_only=read_only, token=token, allowed_hosts=hosts)
+    except ValueError as error:  # an --allowed-host it does not take
+        raise click.UsageError(str(error)) from None
+    every_address = host not in hosts  # 0.0.0.0 or :: (allowed_hosts leaves it out)
+    shown = "localhost" if host in ("127.0.0.1", "::1") or every_address else host
     address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     click.echo(f"fdbqueue dashboard: {len(queues)} queue(s) at {address} (Ctrl-C stops)")
+    if every_address and not more_hosts:
+        click.echo(
+            f"(other machines: add --allowed-host NAME for the name they open it by; any "
+            f"other name than {', '.join(hosts)} is answered 400)"
+        )
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:

@@ -1,14 +1,16 @@
 """The dashboard's ASGI application (:func:`create_app`): the pages, the fragments htmx polls,
-the actions on dead letters, and the checks every request passes (token, CSRF, read-only)."""
+the actions on dead letters, and the checks every request passes (the host it names, the
+token, and for an action the origin, the CSRF token and read-only)."""
 
 from __future__ import annotations
 
 import contextlib
 import hmac
+import ipaddress
 import secrets
 import threading
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import jinja2
@@ -16,17 +18,17 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from fdbqueue._delivery.leases import Lease
-from fdbqueue._storage.dead_letters import DeadLetter
+from fdbqueue import DeadLetter, Lease, PriorityQueue
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue.dashboard._figures import AnyQueue, Sampler, depth_svg, shortened
 
-__all__ = ["DEAD_LETTERS_PAGE", "TOKEN_COOKIE", "create_app"]
+__all__ = ["DEAD_LETTERS_PAGE", "LOOPBACK_HOSTS", "TOKEN_COOKIE", "create_app"]
 
 #: Dead letters per page of a queue's page.
 DEAD_LETTERS_PAGE = 50
@@ -37,6 +39,17 @@ TOKEN_COOKIE = "fdbqueue_dashboard_token"
 #: The form field and header that carry the CSRF token.
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "x-csrf-token"
+#: The host names the dashboard answers to by default (any port): this machine's loopback
+#: names. An IPv6 address is written in brackets, as a ``Host`` header carries it.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+#: The icon browsers ask for as ``/favicon.ico``: an inline SVG (three bars, a queue).
+FAVICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16">'
+    '<rect width="16" height="16" rx="3" fill="#24323f"/>'
+    '<rect x="3" y="3" width="10" height="2.5" fill="#fff"/>'
+    '<rect x="3" y="7" width="10" height="2.5" fill="#fff"/>'
+    '<rect x="3" y="11" width="6" height="2.5" fill="#f90"/></svg>'
+)
 
 PACKAGE = "fdbqueue.dashboard"
 
@@ -48,6 +61,7 @@ def create_app(
     read_only: bool = False,
     token: str | None = None,
     sample_every: float = 2.0,
+    allowed_hosts: Iterable[str] = LOOPBACK_HOSTS,
 ) -> Starlette:
     """Build the dashboard's ASGI application.
 
@@ -60,17 +74,26 @@ def create_app(
         token: when given, every request must carry it: as ``Authorization: Bearer TOKEN``,
             or once as ``?token=TOKEN`` (the answer sets a cookie that carries it after).
         sample_every: seconds between the samples of every queue's figures taken in the
-            background while the application runs (the rates and the depth plot use them).
+            background while the application runs (the rates and the depth plot use them;
+            the rates span at least half of it).
+        allowed_hosts: the host names requests may name (their ``Host`` header, any port;
+            else HTTP 400, so a page of another site rebound to this address by DNS reads
+            nothing), and the only origins an action is accepted from (an ``Origin`` header
+            naming another host, or ``null``: HTTP 403). Names as Starlette's
+            ``TrustedHostMiddleware`` takes them: ``dash.example.com``, ``*.example.com``,
+            an IP address (an IPv6 one with or without brackets), or ``*`` for any (which
+            turns both checks off). Default: :data:`LOOPBACK_HOSTS`.
 
     Returns:
         The Starlette application; serve it with uvicorn (``uvicorn.run(app)``) or any ASGI
         server. Its lifespan starts and stops the background sampling.
 
     Raises:
-        TypeError: a value of ``queues`` is not a Queue or PriorityQueue.
-        ValueError: ``sample_every`` is not > 0, or ``token`` is empty.
+        TypeError: a value of ``queues`` is not a Queue or PriorityQueue, or
+            ``allowed_hosts`` is a single string or holds something else.
+        ValueError: ``sample_every`` is not > 0, ``token`` is empty, ``allowed_hosts`` is
+            empty, or a name in it is empty or has a ``*`` other than a leading ``*.``.
     """
-    from fdbqueue.priority import PriorityQueue
     from fdbqueue.queue import Queue
 
     for name, queue in queues.items():
@@ -80,6 +103,7 @@ def create_app(
         raise ValueError(f"sample_every must be > 0, not {sample_every!r}")
     if token is not None and not token:
         raise ValueError("token must not be empty")
+    hosts = AllowedHosts(allowed_hosts)
     dashboard = Dashboard(database, queues, read_only=read_only, sample_every=sample_every)
 
     @contextlib.asynccontextmanager
@@ -94,6 +118,7 @@ def create_app(
     app = Starlette(
         routes=[
             Route("/", dashboard.overview),
+            Route("/favicon.ico", favicon),
             Route("/fragments/overview", dashboard.overview_rows),
             Route("/queue", dashboard.queue_page),
             Route("/fragments/queue", dashboard.queue_live),
@@ -102,23 +127,94 @@ def create_app(
             Route("/actions/purge", dashboard.purge, methods=["POST"]),
             Mount("/static", static, name="static"),
         ],
-        middleware=[Middleware(Guard, token=token, csrf=dashboard.csrf, read_only=read_only)],
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=hosts.names, www_redirect=False),
+            Middleware(Guard, token=token, hosts=hosts, read_only=read_only),
+        ],
         lifespan=lifespan,
     )
     app.state.dashboard = dashboard
     return app
 
 
-class Guard(BaseHTTPMiddleware):
-    """Every request's checks: the token (when one is set), then for a POST the read-only
-    refusal and a same-origin ``Origin`` (the action itself checks the CSRF token); and the
-    headers every answer carries (a content security policy allowing only this origin's
-    scripts, no framing, no sniffing)."""
+class AllowedHosts:
+    """The host names the dashboard answers to (see :func:`create_app`'s ``allowed_hosts``),
+    checked by Starlette's ``TrustedHostMiddleware``: for the ``Host`` header of every
+    request (it runs first), and by :meth:`allows` for the ``Origin`` of an action, so both
+    follow one rule.
 
-    def __init__(self, app: Any, *, token: str | None, csrf: str, read_only: bool) -> None:
+    Raises:
+        TypeError, ValueError: as :func:`create_app` says of ``allowed_hosts``.
+    """
+
+    def __init__(self, names: Iterable[str]) -> None:
+        if isinstance(names, (str, bytes)):
+            raise TypeError("allowed_hosts must be a list of host names, not one string")
+        self.names: list[str] = []
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError(f"allowed_hosts holds a {type(name).__name__}, not a str")
+            if (
+                not name
+                or "*" in name[1:]
+                or (name.startswith("*") and name[:2] != "*." and name != "*")
+            ):
+                raise ValueError(
+                    f"allowed host {name!r}: give a host name, an IP address, *.domain or *"
+                )
+            self.names.append(bracketed(name))
+        if not self.names:
+            raise ValueError("allowed_hosts must name at least one host")
+
+    async def allows(self, netloc: str) -> bool:
+        """Whether a request naming the host (and port) ``netloc`` would pass the ``Host``
+        check: the check itself, run on a request that names ``netloc``."""
+        passed = False
+
+        async def through(scope: Any, receive: Any, send: Any) -> None:
+            nonlocal passed
+            passed = True
+
+        async def refused(message: Any) -> None:
+            return None
+
+        async def nothing() -> dict[str, Any]:
+            return {"type": "http.request", "body": b""}
+
+        check = TrustedHostMiddleware(through, allowed_hosts=self.names, www_redirect=False)
+        scope = {"type": "http", "headers": [(b"host", netloc.encode("latin-1"))]}
+        await check(scope, nothing, refused)
+        return passed
+
+
+def bracketed(name: str) -> str:
+    """``name`` as a ``Host`` header carries it: an IPv6 address in brackets."""
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return name.lower()
+    return f"[{address}]" if address.version == 6 else str(address)
+
+
+async def favicon(request: Request) -> Response:
+    """The dashboard's icon (:data:`FAVICON`)."""
+    headers = {"cache-control": "max-age=86400"}
+    return Response(FAVICON, media_type="image/svg+xml", headers=headers)
+
+
+class Guard(BaseHTTPMiddleware):
+    """Every request's checks after its host's: the token (when one is set), then for a POST
+    the read-only refusal and its ``Origin`` (when the browser gives one: an allowed host;
+    the action itself checks the CSRF token); and the headers every answer carries (a
+    content security policy allowing only this origin's scripts, no framing, no
+    sniffing)."""
+
+    def __init__(
+        self, app: Any, *, token: str | None, hosts: AllowedHosts, read_only: bool
+    ) -> None:
         super().__init__(app)
         self.token = token
-        self.csrf = csrf
+        self.hosts = hosts
         self.read_only = read_only
 
     async def dispatch(
@@ -159,10 +255,13 @@ class Guard(BaseHTTPMiddleware):
         if self.read_only:
             return "403: this dashboard is read-only (--read-only): nothing was changed"
         origin = request.headers.get("origin")
-        if origin is not None and origin != "null":
+        if origin is not None:  # "null" (a sandboxed or file page) names no host: refused
             host = urllib.parse.urlsplit(origin).netloc
-            if host != request.headers.get("host"):
-                return "403: cross-origin request refused (CSRF): nothing was changed"
+            if not host or not await self.hosts.allows(host):
+                return (
+                    f"403: cross-origin request refused (Origin {origin[:100]} is not an "
+                    "allowed host): nothing was changed"
+                )
         return None
 
 
@@ -194,7 +293,7 @@ class Dashboard:
         sample_every: float,
     ) -> None:
         self.database = database
-        self.sampler = Sampler(database, queues)
+        self.sampler = Sampler(database, queues, rate_seconds=sample_every / 2)
         self.read_only = read_only
         self.sample_every = sample_every
         self.csrf = secrets.token_urlsafe(32)
@@ -253,7 +352,7 @@ class Dashboard:
     def queue_page(self, request: Request) -> Response:
         found = self.named(request)
         if found is None:
-            return self.missing(request)
+            return self.unknown(request)
         name, _queue = found
         return self.render(
             "queue.html",
@@ -266,24 +365,25 @@ class Dashboard:
     def queue_live(self, request: Request) -> Response:
         found = self.named(request)
         if found is None:
-            return self.missing(request)
+            return self.unknown(request)
         return self.render("queue_live.html", name=found[0], **self.live_values(found[0]))
 
     def dead_letters_fragment(self, request: Request) -> Response:
         found = self.named(request)
         if found is None:
-            return self.missing(request)
+            return self.unknown(request)
         values = self.dead_letter_values(found[0], *cursor_of(request))
         return self.render("dead_letters.html", name=found[0], **values)
 
-    def missing(self, request: Request) -> Response:
+    def unknown(self, request: Request) -> Response:
         return self.render(
             "message.html", title="No such queue", text=request.query_params.get("name", "")
         )
 
     def live_values(self, name: str) -> dict[str, Any]:
         """What a queue's live part shows: its figures, per shard, the depth plot, the next
-        items and the soonest leases with their seconds left."""
+        items (with their priorities, of a PriorityQueue) and the soonest leases with their
+        seconds left."""
         queue = self.sampler.queues[name]
         self.sampler.sample(name)
         row = self.sampler.row(name)
@@ -292,7 +392,7 @@ class Dashboard:
                 self.database,
                 lambda tr: (tr.get_read_version().wait(), queue.leases(tr, SHOWN)),
             )
-            items = queue.peek_many(self.database, SHOWN)
+            items = next_items(queue, self.database)
         except Exception as error:
             row = self.sampler.row(name)
             return {"row": row, "leases": [], "items": [], "plot": "", "error": str(error)}
@@ -322,18 +422,25 @@ class Dashboard:
         cursor = None
         if after:
             try:
-                cursor = DeadLetter(None, 0, "", "", b"", bytes.fromhex(after))
+                cursor = letter_at(after, "")
                 found = queue.dead_letters(self.database, DEAD_LETTERS_PAGE + 1, after=cursor)
             except Exception:  # not a dead letter key of this queue: the first page
                 cursor, first = None, 1
         if cursor is None:
             found = queue.dead_letters(self.database, DEAD_LETTERS_PAGE + 1)
         letters = found[:DEAD_LETTERS_PAGE]
+        more = len(found) > DEAD_LETTERS_PAGE
+        last = self.sampler.last(name)
+        counted = 0 if last is None else last.dead_letters
         return {
             "letters": letters,
             "paged": cursor is not None,
-            "next_after": letters[-1].key.hex() if len(found) > DEAD_LETTERS_PAGE else None,
+            "after": after if cursor is not None else None,
+            "next_after": letters[-1].key.hex() if more else None,
             "first": first,
+            # the live figures' count, unless this page shows it is behind
+            "total": max(counted, first - 1 + len(letters) + (1 if more else 0)),
+            "codec": self.sampler.row(name).codec,
         }
 
     # -- actions ------------------------------------------------------------------------------
@@ -372,7 +479,7 @@ class Dashboard:
             if not isinstance(key, str) or not isinstance(ident, str):
                 return PlainTextResponse("400: which dead letter?", 400)
             try:
-                letter = DeadLetter(None, 0, "", ident, b"", bytes.fromhex(key))
+                letter = letter_at(key, ident)
                 act = queue.requeue_dead_letter if action == "requeue" else queue.purge_dead_letter
                 count = int(await run_in_threadpool(act, database, letter))
             except ValueError:
@@ -380,6 +487,26 @@ class Dashboard:
         self.sampler.sample(name)
         target = "/queue?" + urllib.parse.urlencode({"name": name, "done": action, "count": count})
         return RedirectResponse(target, 303)
+
+
+def letter_at(key: str, ident: str) -> DeadLetter[None]:
+    """The dead letter stored at ``key`` (hexadecimal), as far as the library's calls that
+    take one read it (its record key, and its id for their messages): the cursor of a page
+    and the one an action names.
+
+    Raises:
+        ValueError: ``key`` is not hexadecimal.
+    """
+    return DeadLetter(None, 0, "", ident, b"", bytes.fromhex(key))
+
+
+def next_items(queue: AnyQueue, database: Any) -> list[dict[str, Any]]:
+    """The next :data:`SHOWN` items of ``queue``, each ``{"value": ..., "priority": ...}``
+    (priority None but in a PriorityQueue)."""
+    if isinstance(queue, PriorityQueue):
+        pairs = queue.peek_many_with_priorities(database, SHOWN)
+        return [{"value": value, "priority": priority} for priority, value in pairs]
+    return [{"value": value, "priority": None} for value in queue.peek_many(database, SHOWN)]
 
 
 def cursor_of(request: Request) -> tuple[str | None, int]:

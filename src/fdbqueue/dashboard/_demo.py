@@ -1,5 +1,13 @@
 """``fdbqueue --memory dashboard --demo``: a small live workload in the dashboard's process, so
-that one command shows a moving dashboard (:func:`start_demo`)."""
+that one command shows a moving dashboard (:class:`Demo`, :func:`start_demo`).
+
+The workload moves in steps of :data:`DEMO_TICK` seconds of its own time (:meth:`Demo.step`):
+:func:`start_demo` runs them in a thread at the wall clock's pace, and a test runs minutes of
+them without waiting. It reaches a steady state: on average its workers take more than its
+producers make, the producers pause while a queue holds :data:`DEMO_BACKLOG` ready items, and
+an operator of the demo purges the oldest dead letters once there are more than
+:data:`DEMO_DEAD_LETTERS`.
+"""
 
 from __future__ import annotations
 
@@ -9,115 +17,195 @@ import threading
 import time
 from typing import Any
 
+from fdbqueue import Lease, LeaseError
 from fdbqueue.dashboard._figures import AnyQueue
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
 
-__all__ = ["Demo", "start_demo"]
+__all__ = ["DEMO_BACKLOG", "DEMO_DEAD_LETTERS", "DEMO_TICK", "Demo", "start_demo"]
 
+#: Seconds of the workload's time one :meth:`Demo.step` makes.
+DEMO_TICK = 0.1
+#: Ready items at which the producers stop adding to a queue until its workers took some.
+DEMO_BACKLOG = 100
+#: Dead letters above which the demo purges the oldest, down to :data:`DEAD_LETTERS_KEPT`.
+DEMO_DEAD_LETTERS = 30
+DEAD_LETTERS_KEPT = 20
 #: The customers whose jobs go in message groups, one group each.
 CUSTOMERS = ("acme", "globex", "initech")
+#: Workers of ``demo/jobs``, and the seconds one job takes them (uniform between the two).
+WORKERS = 3
+WORK_SECONDS = (0.3, 0.9)
+#: Seconds a worker's lease lasts (longer than any job: the demo's leases do not expire).
+LEASE_SECONDS = 30.0
+#: Seconds of the producers' wave: their pace rises and falls over it.
+WAVE_SECONDS = 60.0
+#: Every this many seconds a burst of :data:`BURST` emails arrives.
+BURST_EVERY, BURST = 20.0, 30
+#: Items per second the workers of ``demo/emails`` and ``demo/tasks`` take.
+EMAILS_TAKEN, TASKS_TAKEN = 6.0, 2.5
 
 
 class Demo:
-    """A running demo workload: its queues (display names to queues) and its threads.
+    """The demo workload on ``database``, under the prefix ``("demo", ...)``; nothing runs
+    until :meth:`step` or :meth:`start`.
+
+    Three queues (:attr:`queues`): ``demo/jobs`` (a JSON Queue whose jobs go in message
+    groups, one per customer; its three workers take 0.2 to 0.8 s a job and fail about one
+    in six into the dead letters, and every 25th job, a value holding ``<script>`` to show
+    escaping, always), ``demo/emails`` (a Queue of two shards, with a burst of 30 emails
+    every 20 s) and ``demo/tasks`` (a PriorityQueue, priorities 1 to 5). The producers make
+    2 to 6 jobs and emails a second (half as many tasks), rising and falling over a minute;
+    the workers take about 6 jobs, 6 emails and 2.5 tasks a second.
 
     Args:
-        queues: the demo's queues by display name.
-        threads: the producer and worker threads.
-        stopping: set to stop them.
+        database: where the queues live (the in-memory database, usually).
+        seed: seeds the workload's choices (None: a random one).
     """
 
-    def __init__(
-        self,
-        queues: dict[str, AnyQueue],
-        threads: list[threading.Thread],
-        stopping: threading.Event,
-    ) -> None:
-        self.queues = queues
-        self.threads = threads
-        self.stopping = stopping
+    def __init__(self, database: Any, *, seed: int | None = None) -> None:
+        self.database = database
+        self.jobs: Queue[Any] = Queue(("demo", "jobs"), codec="json", max_deliveries=3)
+        self.emails: Queue[Any] = Queue(("demo", "emails"), shards=2)
+        self.tasks: PriorityQueue[Any] = PriorityQueue(("demo", "tasks"))
+        #: the demo's queues by display name, for :func:`~fdbqueue.dashboard.create_app`
+        self.queues: dict[str, AnyQueue] = {
+            "demo/jobs": self.jobs,
+            "demo/emails": self.emails,
+            "demo/tasks": self.tasks,
+        }
+        #: the thread :meth:`start` runs the steps in
+        self.threads: list[threading.Thread] = []
+        self.stopping = threading.Event()
+        self.chance = random.Random(seed)
+        self.steps = 0
+        self.made = 0  # jobs made, which number them
+        #: items owed (producers) and takes owed (workers), in fractions of one
+        self.owed = {"made": 0.0, "emails": 0.0, "tasks": 0.0}
+        #: the jobs the workers hold: each lease, when its work ends, and whether it fails
+        self.working: list[tuple[Lease[Any], float, bool]] = []
+
+    @property
+    def seconds(self) -> float:
+        """The workload's time: seconds of the steps made so far."""
+        return self.steps * DEMO_TICK
+
+    def pace(self) -> float:
+        """Jobs and emails the producers make per second now: 2 to 6 over a minute's wave."""
+        return 4.0 + 2.5 * math.sin(self.seconds / WAVE_SECONDS * 2 * math.pi)
+
+    def step(self) -> None:
+        """Make :data:`DEMO_TICK` seconds of the workload: the producers' items, the workers'
+        takes, acknowledgements and failures, and (every second) the purge of old dead
+        letters. A few transactions of each kind, each on its own."""
+        self.steps += 1
+        self.produce()
+        self.work_jobs()
+        self.work_emails_and_tasks()
+        if self.steps % round(1 / DEMO_TICK) == 0:
+            self.tidy()
+
+    def produce(self) -> None:
+        database = self.database
+        self.owed["made"] += self.pace() * DEMO_TICK
+        count, self.owed["made"] = divmod(self.owed["made"], 1.0)
+        burst = self.steps % round(BURST_EVERY / DEMO_TICK) == 0
+        if burst and self.emails.size(database) < DEMO_BACKLOG:
+            self.emails.enqueue_many(database, [f"newsletter {n}" for n in range(BURST)])
+        for _ in range(int(count)):
+            self.made += 1
+            number = self.made
+            customer = self.chance.choice(CUSTOMERS)
+            job: dict[str, Any] = {
+                "job": number,
+                "customer": customer,
+                "kind": self.chance.choice(["resize", "mail"]),
+            }
+            if number % 25 == 0:
+                job["note"] = "<script>alert(1)</script>"
+            if self.jobs.size(database) < DEMO_BACKLOG:
+                self.jobs.enqueue(database, job, group=customer)
+            if self.emails.size(database) < DEMO_BACKLOG:
+                self.emails.enqueue(database, f"mail {number} to {customer}@example.com")
+            if number % 2 == 0 and self.tasks.size(database) < DEMO_BACKLOG:
+                self.tasks.push(database, f"task {number}", self.chance.randint(1, 5))
+
+    def work_jobs(self) -> None:
+        database, now = self.database, self.seconds
+        still = []
+        for lease, done_at, fails in self.working:
+            if done_at > now:
+                still.append((lease, done_at, fails))
+                continue
+            try:
+                if fails:
+                    number = lease.value["job"]
+                    self.jobs.dead_letter(database, lease, f"ValueError: job {number} failed")
+                else:
+                    self.jobs.ack(database, lease)
+            except LeaseError:  # it expired (the process stalled): its item is back
+                pass
+        self.working = still
+        while len(self.working) < WORKERS:
+            claimed = self.jobs.claim(database, LEASE_SECONDS)
+            if claimed is None:
+                break
+            fails = self.chance.random() < 1 / 6 or "note" in claimed.value
+            self.working.append((claimed, now + self.chance.uniform(*WORK_SECONDS), fails))
+
+    def work_emails_and_tasks(self) -> None:
+        database = self.database
+        self.owed["emails"] += EMAILS_TAKEN * DEMO_TICK
+        self.owed["tasks"] += TASKS_TAKEN * DEMO_TICK
+        emails, self.owed["emails"] = divmod(self.owed["emails"], 1.0)
+        if emails:
+            self.emails.dequeue_many(database, int(emails))
+        tasks, self.owed["tasks"] = divmod(self.owed["tasks"], 1.0)
+        for _ in range(int(tasks)):
+            if self.tasks.pop_min(database) is None:
+                break
+
+    def tidy(self) -> None:
+        """Purge the oldest dead letters of ``demo/jobs`` down to :data:`DEAD_LETTERS_KEPT`
+        once there are more than :data:`DEMO_DEAD_LETTERS`."""
+        database = self.database
+        count = len(self.jobs.dead_letters(database, DEMO_DEAD_LETTERS + 1))
+        if count > DEMO_DEAD_LETTERS:  # (more than counted, if any: at the next tidy)
+            self.jobs.purge_dead_letters(database, count - DEAD_LETTERS_KEPT)
+
+    def start(self) -> None:
+        """Run the steps in a daemon thread, one every :data:`DEMO_TICK` seconds of the wall
+        clock (catching up when one was late, by at most a second), until :meth:`stop`."""
+        thread = threading.Thread(target=self.run, name="fdbqueue-demo", daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def run(self) -> None:
+        due = time.monotonic()
+        while not self.stopping.is_set():
+            self.step()
+            due = max(due + DEMO_TICK, time.monotonic() - 1.0)
+            self.stopping.wait(max(0.0, due - time.monotonic()))
 
     def stop(self) -> None:
-        """Stop the producers and workers and wait for them (at most a few seconds)."""
+        """Stop the steps and wait for the thread (at most a few seconds)."""
         self.stopping.set()
         for thread in self.threads:
             thread.join(timeout=5)
 
 
 def start_demo(database: Any, *, seed: int | None = None) -> Demo:
-    """Start a small workload on ``database``, in daemon threads of this process.
-
-    Three queues under the prefix ``("demo", ...)``: ``demo/jobs`` (a JSON Queue whose jobs
-    go in message groups, one per customer; its three workers take 0.2 to 0.8 s a job, so
-    the queue grows and shrinks with the producers' pace, and fail about one job in six into
-    the dead letters, one of them a value holding ``<script>``, to show escaping), ``demo/emails``
-    (a Queue of two shards, filled in bursts faster than its worker drains them) and
-    ``demo/tasks`` (a PriorityQueue). The producers' pace rises and falls over a minute, so
-    the depth plots move.
+    """Start the demo workload (:class:`Demo`) on ``database``, in a daemon thread of this
+    process.
 
     Args:
         database: where the queues live (the in-memory database, usually).
         seed: seeds the workload's choices (None: a random one).
 
     Returns:
-        The running :class:`Demo`; its ``queues`` go to :func:`create_app`.
+        The running :class:`Demo`; its ``queues`` go to :func:`create_app`, its ``stop``
+        ends it.
     """
-    jobs: Queue[Any] = Queue(("demo", "jobs"), codec="json", max_deliveries=3)
-    emails: Queue[Any] = Queue(("demo", "emails"), shards=2)
-    tasks: PriorityQueue[Any] = PriorityQueue(("demo", "tasks"))
-    queues: dict[str, AnyQueue] = {"demo/jobs": jobs, "demo/emails": emails, "demo/tasks": tasks}
-    stopping = threading.Event()
-    chance = random.Random(seed)
-    started = time.monotonic()
-
-    def pace() -> float:
-        """Seconds between two items: 0.05 to 0.35, over a minute's wave."""
-        phase = math.sin((time.monotonic() - started) / 60 * 2 * math.pi)
-        return 0.2 + 0.15 * phase
-
-    def produce() -> None:
-        number = 0
-        while not stopping.wait(pace()):
-            number += 1
-            customer = chance.choice(CUSTOMERS)
-            job = {"job": number, "customer": customer, "kind": chance.choice(["resize", "mail"])}
-            if number % 25 == 0:
-                job["note"] = "<script>alert(1)</script>"
-            jobs.enqueue(database, job, group=customer)
-            emails.enqueue(database, f"mail {number} to {customer}@example.com")
-            if number % 2 == 0:
-                tasks.push(database, f"task {number}", chance.randint(1, 5))
-
-    def work_jobs() -> None:
-        while not stopping.is_set():
-            lease = jobs.claim(database, 5.0)
-            if lease is None:
-                stopping.wait(0.1)
-                continue
-            stopping.wait(chance.uniform(0.2, 0.8))  # the job's work
-            if chance.random() < 1 / 6 or "note" in lease.value:
-                jobs.dead_letter(database, lease, f"ValueError: job {lease.value['job']} failed")
-            else:
-                jobs.ack(database, lease)
-
-    def work_emails() -> None:
-        while not stopping.is_set():
-            taken = emails.dequeue_many(database, 3)
-            stopping.wait(0.5 if taken else 0.2)
-
-    def work_tasks() -> None:
-        while not stopping.is_set():
-            if tasks.pop_min(database) is None:
-                stopping.wait(0.3)
-            else:
-                stopping.wait(0.25)
-
-    bodies = (produce, work_jobs, work_jobs, work_jobs, work_emails, work_tasks)
-    threads = [
-        threading.Thread(target=body, name=f"fdbqueue-demo-{body.__name__}-{n}", daemon=True)
-        for n, body in enumerate(bodies)
-    ]
-    for thread in threads:
-        thread.start()
-    return Demo(queues, threads, stopping)
+    demo = Demo(database, seed=seed)
+    demo.start()
+    return demo

@@ -1,17 +1,20 @@
 """What the dashboard shows and how: samples of each queue's figures (:class:`Sampler`), the
 rates (enqueues, takes, net) and the depth history taken from successive samples, values
-shortened for a table cell (:func:`shortened`) and the depth plot drawn as inline SVG
-(:func:`depth_svg`)."""
+shown in a table cell (:func:`shortened`: a JSON queue's as JSON) and the depth plot drawn as
+inline SVG (:func:`depth_svg`)."""
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fdbqueue._storage.store import anything_stored
+from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue.codecs import Undecodable, codec_name
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
@@ -29,6 +32,9 @@ __all__ = [
 HISTORY_SECONDS = 300.0
 #: The longest text a table cell shows of a value or reason; longer ones end with an ellipsis.
 SHORTENED = 120
+#: The shortest span, in seconds, the rates are measured over by default (see
+#: :meth:`Sampler.row`).
+RATE_SECONDS = 1.0
 
 AnyQueue = Queue[Any] | PriorityQueue[Any]
 
@@ -47,6 +53,9 @@ class Sample:
     shards: tuple[dict[str, Any], ...]
     #: the enqueue counter (:attr:`fdbqueue.QueueInfo.enqueued`)
     enqueued: int
+    #: whether anything is stored under the queue's prefix (False: the queue does not
+    #: exist, a mistyped name usually; its figures are then all 0)
+    exists: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +75,15 @@ class Row:
     take_rate: float | None = None
     error: str | None = None
 
+    @property
+    def missing(self) -> bool:
+        """Whether the last sample found nothing stored under the queue's prefix."""
+        return self.sample is not None and not self.sample.exists
 
-def sample_of(info: Any, at: float) -> Sample:
-    """A :class:`Sample` of ``info`` (a :class:`~fdbqueue.QueueInfo`) read at ``at``.
+
+def sample_of(info: Any, at: float, exists: bool = True) -> Sample:
+    """A :class:`Sample` of ``info`` (a :class:`~fdbqueue.QueueInfo`) read at ``at``, of a
+    queue that ``exists`` (:func:`~fdbqueue._storage.store.anything_stored`).
 
     ``oldest_age`` (the queue's and each shard's) is QueueInfo's ``oldest_age``."""
     per_shard = tuple(
@@ -93,6 +108,7 @@ def sample_of(info: Any, at: float) -> Sample:
         oldest_age=info.oldest_age,
         shards=per_shard,
         enqueued=info.enqueued,
+        exists=exists,
     )
 
 
@@ -103,6 +119,7 @@ class Sampler:
         database: the database the queues live in.
         queues: display names to queues.
         clock: seconds (``time.monotonic``; tests give their own).
+        rate_seconds: the shortest span the rates are measured over (:meth:`row`).
     """
 
     def __init__(
@@ -110,10 +127,12 @@ class Sampler:
         database: Any,
         queues: Mapping[str, AnyQueue],
         clock: Callable[[], float] = time.monotonic,
+        rate_seconds: float = RATE_SECONDS,
     ) -> None:
         self.database = database
         self.queues = dict(queues)
         self.clock = clock
+        self.rate_seconds = rate_seconds
         self.history: dict[str, collections.deque[Sample]] = {
             name: collections.deque() for name in self.queues
         }
@@ -121,7 +140,8 @@ class Sampler:
         self.lock = threading.Lock()
 
     def sample(self, name: str) -> Sample | None:
-        """Read queue ``name``'s figures now (one :meth:`~fdbqueue.Queue.info` transaction)
+        """Read queue ``name``'s figures now and whether it exists (one transaction:
+        :meth:`~fdbqueue.Queue.info` and :func:`~fdbqueue._storage.store.anything_stored`)
         and keep them; None when reading failed (the error is kept for :meth:`rows`).
 
         Raises:
@@ -129,12 +149,14 @@ class Sampler:
         """
         queue = self.queues[name]
         try:
-            info = queue.info(self.database)
-        except Exception as error:  # a missing queue, a wrong type: shown in its row
+            info, exists = run_in_retry_loop(
+                self.database, lambda tr: (queue.info(tr), anything_stored(tr, queue.subspace))
+            )
+        except Exception as error:  # a wrong type, a database error: shown in its row
             with self.lock:
                 self.errors[name] = f"{type(error).__name__}: {error}"
             return None
-        taken = sample_of(info, self.clock())
+        taken = sample_of(info, self.clock(), exists)
         with self.lock:
             self.errors.pop(name, None)
             kept = self.history[name]
@@ -165,7 +187,10 @@ class Sampler:
 
     def row(self, name: str) -> Row:
         """What the overview shows of queue ``name``: its last sample and three rates in
-        items per second between its last two samples (None before two samples):
+        items per second between its last sample and the latest one taken at least
+        ``rate_seconds`` before it (None before there is such a sample; so two samples
+        taken a moment apart, as an action's and the page it leads to, do not make a rate
+        of that moment alone):
 
         * ``enqueue_rate``: items enqueued (pushed, requeued from the dead letters), from the
           enqueue counter (:attr:`~fdbqueue.QueueInfo.enqueued`);
@@ -182,16 +207,19 @@ class Sampler:
         """
         queue = self.queues[name]
         with self.lock:
-            kept = list(self.history[name])[-2:]
+            kept = list(self.history[name])
             error = self.errors.get(name)
         last = kept[-1] if kept else None
+        before = None
+        if last is not None:
+            spanned = (s for s in reversed(kept) if last.at - s.at >= self.rate_seconds)
+            before = next(spanned, None)
         growth = enqueue_rate = take_rate = None
-        if len(kept) == 2 and kept[1].at > kept[0].at:
-            before, after = kept
-            seconds = after.at - before.at
-            gained = held(after) - held(before)
+        if last is not None and before is not None and last.at > before.at:
+            seconds = last.at - before.at
+            gained = held(last) - held(before)
             growth = gained / seconds
-            enqueued = after.enqueued - before.enqueued
+            enqueued = last.enqueued - before.enqueued
             if enqueued >= 0:  # else the queue was cleared in between
                 enqueue_rate = enqueued / seconds
                 take_rate = (enqueued - gained) / seconds
@@ -217,12 +245,15 @@ def held(sample: Sample) -> int:
     return sample.size + sample.in_flight + sample.delayed
 
 
-def shortened(value: Any, length: int = SHORTENED) -> str:
-    """``value`` as a table cell shows it: strings as they are, bytes and other values as
-    Python shows them, an undecodable value as its error, cut to ``length`` characters with
-    an ellipsis (the full length said). Not escaped: the templates escape it."""
+def shortened(value: Any, codec: str | None = None, length: int = SHORTENED) -> str:
+    """``value`` as a table cell shows it: a value of a queue whose codec is ``"json"`` as
+    JSON (``{"ok": true}``), other strings as they are, bytes and other values as Python shows
+    them, an undecodable value as its error; cut to ``length`` characters with an ellipsis
+    (the full length said). Not escaped: the templates escape it."""
     if isinstance(value, Undecodable):
         text = f"(undecodable: {value.error}) {value.raw!r}"
+    elif codec == "json":
+        text = json.dumps(value, ensure_ascii=False)
     elif isinstance(value, str):
         text = value
     else:
