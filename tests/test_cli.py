@@ -522,9 +522,20 @@ def test_leases_show_released_and_expired(db, subspace):
     queue.enqueue(db, "a")
     queue.release(db, queue.claim(db, lease=60))
     (lease,) = json.loads(ok(db, "--queue", jobs, "leases", "--json"))["leases"]
-    assert lease["released"] and lease["expired"]
-    assert "released" in ok(db, "--queue", jobs, "leases")
+    assert lease["released"] and lease["expired"] and lease["state"] == "waiting"
+    assert "waiting since its release" in ok(db, "--queue", jobs, "leases")
     assert ok(db, "--queue", queue_path(subspace, "jobs"), "leases", "--all").count("\n") == 2
+
+
+def test_leases_show_a_retry_waiting_out_its_delay_as_delayed(db, subspace):
+    """A release with a delay (a worker's retry backoff) is delayed, not in flight."""
+    jobs = queue_path(subspace, "jobs")
+    queue = Queue(subspace["jobs"])
+    queue.enqueue(db, "a")
+    queue.release(db, queue.claim(db, lease=60), delay=30)
+    (lease,) = json.loads(ok(db, "--queue", jobs, "leases", "--json"))["leases"]
+    assert lease["released"] and not lease["expired"] and lease["state"] == "delayed"
+    assert "delayed, due in" in ok(db, "--queue", jobs, "leases")
 
 
 def test_peek_all_and_the_note_when_more_exist(db, subspace):

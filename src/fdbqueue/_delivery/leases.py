@@ -144,6 +144,30 @@ class Lease(Generic[T_co]):
             return True
         return (wall_clock() if now is None else now) >= self.expiry_time
 
+    def state(self, read_version: int, now: float | None = None) -> str:
+        """Where its item stands for a transaction at ``read_version`` on a client whose
+        wall clock reads ``now`` (None: :func:`wall_clock`): ``"held"`` (a holder has it),
+        ``"delayed"`` (released with a delay not over: a retry waiting out its backoff), or
+        ``"waiting"`` (expired, or released and due: the next take or claim takes it first;
+        :ref:`waiting-items`). No database access."""
+        if self.expired(read_version, now):
+            return "waiting"
+        return "delayed" if self.released else "held"
+
+    def describe(self, read_version: int, now: float | None = None) -> str:
+        """:meth:`state` in words, with its seconds: ``"12.5 s left"``, ``"delayed, due in
+        4.0 s"``, ``"waiting since its release"``, ``"waiting, expired 3.2 s ago"`` (what the
+        command line and the dashboard show). No database access."""
+        seconds = self.seconds_left(read_version, now)
+        state = self.state(read_version, now)
+        if state == "held":
+            return f"{seconds:.1f} s left"
+        if state == "delayed":
+            return f"delayed, due in {seconds:.1f} s"
+        if self.released and self.expiry_version == 0:
+            return "waiting since its release"
+        return f"waiting, expired {-seconds:.1f} s ago"
+
     def seconds_left(self, read_version: int, now: float | None = None) -> float:
         """Seconds until the lease expires, as :meth:`expired` tells, for a transaction at
         ``read_version`` on a client whose wall clock reads ``now`` (None:

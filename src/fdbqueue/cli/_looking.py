@@ -162,8 +162,10 @@ def lease_document(lease: Lease[Any], read_version: int) -> dict[str, Any]:
         "deliveries": lease.deliveries,
         "expiry_version": lease.expiry_version,
         "expiry_time": lease.expiry_time,
-        "released": lease.expiry_version == 0,
+        "released": lease.released,
         "expired": lease.expired(read_version),
+        "state": lease.state(read_version),
+        "described": lease.describe(read_version),
         "seconds_left": round(lease.seconds_left(read_version), 3),
         "value": lease.value,
         "group": lease.group,
@@ -171,12 +173,7 @@ def lease_document(lease: Lease[Any], read_version: int) -> dict[str, Any]:
 
 
 def lease_line(document: dict[str, Any]) -> str:
-    if document["released"]:
-        state = "released"
-    elif document["expired"]:
-        state = f"expired {-document['seconds_left']:.1f}s ago"
-    else:
-        state = f"{document['seconds_left']:.1f}s left"
+    state = document["described"]
     group = "" if document["group"] is None else f"  (group {document['group']!r})"
     return (
         f"{document['id']}  {document['deliveries']:>3}  {state:<20}  {document['value']!r}{group}"
@@ -190,8 +187,9 @@ def lease_line(document: dict[str, Any]) -> str:
 @click.pass_obj
 def leases(context: Context, limit: int | None, everything: bool) -> None:
     """List leases in flight, soonest expiry first: id, deliveries, seconds left (from a
-    read version taken just before), value. Expired and released leases are listed too:
-    the next claims take their items first."""
+    read version taken just before), value. Leases whose items wait (expired, or released)
+    are listed too, as "waiting": the next takes and claims take them first; items released
+    with a delay (a worker's retry) as "delayed" until it is over."""
     wanted = chosen_limit(limit, everything, 100)
     queue = context.existing_queue(context.queue())
     database = context.database()

@@ -528,11 +528,9 @@ def done_message(request: Request) -> str | None:
 
 
 def lease_state(lease: Lease[Any], read_version: int) -> str:
-    """How a lease stands at ``read_version`` and this client's wall clock, in words."""
-    if lease.expiry_version == 0:
-        return "released"
-    seconds = lease.seconds_left(read_version)
-    return f"expired {-seconds:.1f} s ago" if seconds < 0 else f"{seconds:.1f} s left"
+    """How a lease stands at ``read_version`` and this client's wall clock, in words
+    (:meth:`~fdbqueue.Lease.describe`)."""
+    return lease.describe(read_version)
 
 
 def rate(value: float | None, signed: bool = True) -> str:
