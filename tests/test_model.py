@@ -213,38 +213,70 @@ class QueueModel(RuleBasedStateMachine):
 
     @rule()
     def take(self) -> None:
+        self.refresh_expiry()
         taken = self.call(
             lambda: self.queue.dequeue(self.db) if self.kind == "queue" else self.queue.pop(self.db)
         )
         if taken is TIMED_OUT:
             self.after_timed_out_take()
             return
-        expected = self.front()
+        waiting = self.take_waiting(1)  # a lease's item waits: taken first (issue 36)
+        expected = waiting[0] if waiting else self.front()
         assert taken == expected
-        if taken is not None:
+        if taken is not None and not waiting:
             self.remove(taken)
+        if taken is not None:
             self.consumed.append(taken)
+
+    def waiting(self) -> list[str]:
+        """The leases whose items wait (expired, or released), in the order takes take them:
+        by their lease key (a release re-keys at version 0)."""
+
+        def key(lease_id: str) -> tuple[int, bytes]:
+            lease = self.leases[lease_id][0]
+            version = 0 if lease_id in self.released else lease.expiry_version
+            return version, bytes.fromhex(lease.id)
+
+        self.refresh_expiry()  # a slow run may outlast a lease in real time too
+        return sorted((i for i in self.expired if i in self.leases), key=key)
+
+    def take_waiting(self, n: int) -> list[object]:
+        """What a take of ``n`` items takes of the waiting leases: the first ``n`` of them,
+        those out of deliveries moved to the dead letters instead."""
+        values = []
+        for lease_id in self.waiting()[:n]:
+            lease, value = self.leases[lease_id]
+            self._forget(lease_id)
+            if lease.deliveries >= MAX_DELIVERIES:
+                self.dead.append(value)
+            else:
+                values.append(value)
+        return values
 
     @precondition(lambda self: self.kind == "priority")
     @rule()
     def take_max(self) -> None:
+        self.refresh_expiry()
         taken = self.call(lambda: self.queue.pop_max(self.db))
         if taken is TIMED_OUT:
             self.after_timed_out_take(max_end=True)
             return
-        assert taken == self.front(max_end=True)
-        if taken is not None:
+        waiting = self.take_waiting(1)
+        assert taken == (waiting[0] if waiting else self.front(max_end=True))
+        if taken is not None and not waiting:
             self.remove(taken)
+        if taken is not None:
             self.consumed.append(taken)
 
     @precondition(lambda self: self.kind == "queue")
     @rule(count=st.integers(0, 3))
     def dequeue_many(self, count: int) -> None:
+        self.refresh_expiry()
         taken = self.call(lambda: self.queue.dequeue_many(self.db, count))
         if taken is TIMED_OUT:
             self.after_timed_out_take()
             return
-        expected = []
+        expected = self.take_waiting(count)
         while len(expected) < count and (value := self.front()) is not None:
             expected.append(value)
             self.remove(value)
@@ -253,14 +285,21 @@ class QueueModel(RuleBasedStateMachine):
 
     @rule()
     def peek(self) -> None:
-        assert self.queue.peek(self.db) == self.peeked()
+        waiting = [
+            self.leases[i][1]
+            for i in self.waiting()
+            if self.leases[i][0].deliveries < MAX_DELIVERIES
+        ]
+        assert self.queue.peek(self.db) == (waiting[0] if waiting else self.peeked())
         if self.kind == "priority":
-            assert self.queue.peek_max(self.db) == self.peeked(max_end=True)
+            first = waiting[0] if waiting else self.peeked(max_end=True)
+            assert self.queue.peek_max(self.db) == first
 
     # -- leases ---------------------------------------------------------------------------
 
     @rule()
     def claim(self) -> None:
+        self.refresh_expiry()
         self.recovered = False
         lease = self.call(lambda: self.queue.claim(self.db, lease=LEASE_SECONDS))
         if self.recovered:
@@ -352,7 +391,8 @@ class QueueModel(RuleBasedStateMachine):
         """A take that raised 1031 took no item, but the transactions it committed before
         that one may have moved poison items at its end to the dead letters (housekeeping
         that each commits on its own, then the take goes on)."""
-        real = self.queue.size(self.db)
+        self._sync_dead_letters({i for i in self.expired if i in self.leases})
+        real = self.queue.size(self.db) - len(self.waiting())
         while len(self.queued) > real:
             entry = self.end_entry(max_end)
             if not is_poison(entry[2]):
@@ -455,7 +495,8 @@ class QueueModel(RuleBasedStateMachine):
 
     @invariant()
     def size_matches(self) -> None:
-        assert self.queue.size(self.db) == len(self.queued)
+        # the queued items, and the leases' items that wait (expired or released)
+        assert self.queue.size(self.db) == len(self.queued) + len(self.waiting())
 
     @invariant()
     def every_value_is_in_exactly_one_place(self) -> None:

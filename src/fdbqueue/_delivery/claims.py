@@ -318,8 +318,9 @@ class Leases:
         return self.store.quiet.quiet(self.leases_begin)
 
     def waiting(self, reader: Any, read_version: int, n: int) -> list[Any]:
-        """Up to ``n`` leases whose items wait (expired, or released and due) at
-        ``read_version`` and this client's wall clock, soonest expiry first, as key-value
+        """Up to ``n`` leases whose items wait (expired, or released and due; not those out
+        of deliveries, which the next take moves to the dead letters) at ``read_version``
+        and this client's wall clock, soonest expiry first, as key-value
         pairs of the item's key and its held value: what the next takes deliver first, for
         a peek. Cost: one range read of the leases expired by their versions (``limit=n`` +
         :data:`LOOK_PAST`) and a point read per lease (issued together), through ``reader``
@@ -329,9 +330,9 @@ class Leases:
         read = reader.get_range(
             self.leases_begin, self.leases.pack((read_version,)), limit=n + LOOK_PAST
         )
-        records = [
-            LeaseRecord.parse(bytes(kv.value)) for kv in _due(list(read), wall_microseconds())
-        ]
+        due = (LeaseRecord.parse(bytes(kv.value)) for kv in _due(list(read), wall_microseconds()))
+        # those out of deliveries are not delivered: the next take moves them to the dead letters
+        records = [record for record in due if not self._out_of_deliveries(record.deliveries)]
         held = [self.store.held.get(reader, record.held_id) for record in records[:n]]
         return [
             _Waiting(record.item_key, bytes(value))
