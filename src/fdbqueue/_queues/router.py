@@ -25,7 +25,9 @@ do not all start at shard 0), a batch is cut into contiguous runs over consecuti
 (:meth:`Router.runs`), a group's items go to the shard its name hashes to, a lease goes back to
 the shard that holds its key, and takes go to one end made of every shard's
 (:meth:`Router.end`: the shard's own :class:`~fdbqueue._consuming.ends.End` for one shard, a
-:class:`~fdbqueue._queues.sharded_end.ShardedEnd` over all of them for more).
+:class:`~fdbqueue._queues.sharded_end.ShardedEnd` over all of them for more: a FIFO queue's
+:class:`~fdbqueue._queues.sharded_end.FifoShardedEnd`, a priority queue's
+:class:`~fdbqueue._queues.sharded_end.PriorityShardedEnd`).
 
 Source followed: FoundationDB's "Queues" recipe within each shard; the documentation on data
 distribution (shards split by size and write bandwidth) for why the shards are key ranges.
@@ -43,7 +45,7 @@ import fdb.tuple
 from fdbqueue._consuming.ends import End
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._queues.shard import Shard
-from fdbqueue._queues.sharded_end import ShardedEnd
+from fdbqueue._queues.sharded_end import FifoShardedEnd, PriorityShardedEnd, ShardedEnd
 from fdbqueue._storage.groups import check_group
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._transactions.receipts import exactly_once
@@ -212,14 +214,16 @@ class Router:
 
     def end(self, name: str, best: str | None = None) -> End | ShardedEnd:
         """The end ``name`` over every shard: the shard's own for a queue of one shard, else
-        a :class:`~fdbqueue._queues.sharded_end.ShardedEnd` (``best``: ``"min"`` or
-        ``"max"`` for a priority queue's end, where pops take the best priority)."""
+        a FIFO queue's :class:`~fdbqueue._queues.sharded_end.FifoShardedEnd` (homes, moves),
+        or with ``best`` (``"min"`` or ``"max"``) a priority queue's
+        :class:`~fdbqueue._queues.sharded_end.PriorityShardedEnd` (pops take the best
+        priority of every shard)."""
         ends = [shard.ends[name] for shard in self.shards]
         if len(ends) == 1:
             return ends[0]
-        # A FIFO queue's consumers move runs between its shards (ShardedEnd._move_home).
-        movers = self.shards if best is None else ()
-        return ShardedEnd(ends, self.root.metric_name, best, movers)
+        if best is None:
+            return FifoShardedEnd(ends, self.root.metric_name, self.shards)
+        return PriorityShardedEnd(ends, self.root.metric_name, best)
 
     # -- the whole queue --------------------------------------------------------------------
 
