@@ -41,6 +41,7 @@ from fdbqueue._delivery.leases import Lease
 from fdbqueue._queues.steady_path import SteadyPath
 from fdbqueue._storage import ages, taking
 from fdbqueue._storage.dead_letters import DeadLetter, TakenDeadLetter
+from fdbqueue._storage.groups import new_turn
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._storage.store import ItemStore, count_keys
@@ -187,17 +188,20 @@ class Shard:
     ) -> list[bool]:
         """Write each run's values into its shard (this one among them), at the back or
         delayed by ``delay`` seconds, in one transaction, exactly once by this shard's
-        receipts; with ``dedup``, only the values whose id it admits. Per value (runs in
-        order), whether written. Cost: per shard written, :meth:`put`'s; with ``dedup``, its
-        reads and writes (:mod:`fdbqueue._delivery.deduplication`)."""
+        receipts; with ``dedup``, only the values whose id it admits. The runs into one shard
+        are written together, in order (one :meth:`put`). Per value (runs in order), whether
+        written. Cost: per shard written, :meth:`put`'s; with ``dedup``, its reads and writes
+        (:mod:`fdbqueue._delivery.deduplication`)."""
         require_writable(tr, self.WRITE_ACTION)
         count = sum(len(values) for _shard, values in runs)
         admitted = [True] * count if dedup is None else dedup[0].admit(tr, dedup[1])
         flags = iter(admitted)
+        kept: dict[Shard, list[bytes]] = {}  # each shard's values, in order
         for shard, values in runs:
-            kept = [value for value in values if next(flags)]
-            if kept:
-                shard.put(tr, kept, where, delay)
+            kept.setdefault(shard, []).extend(value for value in values if next(flags))
+        for shard, values in kept.items():
+            if values:
+                shard.put(tr, values, where, delay)
         return admitted
 
     def put(
@@ -559,8 +563,11 @@ class PriorityShard(Shard):
     ) -> None:
         """After the last count of the priority ``where[0]`` (a snapshot reverse range read
         inside the priority, ``limit=1``: pushes never conflict), or after the last item of
-        the group ``where[1]`` when given. Cost: that read, a set per value, two atomic adds
-        each."""
+        the group ``where[1]`` when given. In a shard of several, the count is at least the
+        transaction's :func:`~fdbqueue._storage.groups.new_turn` number (its read version's),
+        so that counts order one priority's items across the shards as they were pushed
+        (by read version, no read): pops compare them (FIFO within a priority). Cost: that
+        read, a set per value, two atomic adds each."""
         store = self.store
         priority = where[0]
         if len(where) > 1:
@@ -574,6 +581,8 @@ class PriorityShard(Shard):
         except ValueError:  # a foreign key: say first if a queue of another type is here
             check_type(False)
             raise
+        if store.parent is not None:  # one shard of several: counts comparable across them
+            count = max(count, new_turn(tr))
         check_type(True)
         store.ages.appended(tr, (priority,), count, len(encoded), found_empty=not last)
         for value in encoded:
@@ -593,11 +602,13 @@ class PriorityShard(Shard):
         return (self.store.unpack_position(item_key)[2], group)
 
     def peek_rank(self, key: bytes) -> Any:
-        """An item without a group by its priority (as :meth:`fdbqueue.PriorityQueue.pop_min`
-        takes them), before the groups' items, by group (as each shard lists them)."""
+        """An item without a group by its priority, then its count (as
+        :meth:`fdbqueue.PriorityQueue.pop_min` takes them: a sharded queue's counts order a
+        priority's items across the shards), before the groups' items, by group (as each
+        shard lists them)."""
         if self.groups.items.contains(key):
             return (1, self.groups.items.unpack(key))
-        return (0, self.store.unpack_position(key)[0])
+        return (0, *self.store.unpack_position(key)[:2])
 
     def peek_candidates(self, tr: AnyContext, name: str) -> Iterator[Any]:
         highest = name == "max"

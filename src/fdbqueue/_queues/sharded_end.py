@@ -547,14 +547,15 @@ class PriorityShardedEnd(ShardedEnd):
 
     def _ranked(self, tr: Any, every_shard: bool) -> list[End]:
         """The shards holding items at ``tr``'s read version, the best first item first (the
-        lowest priority for ``"min"``, the highest for ``"max"``; ties in random order); with
-        ``every_shard``, the others after them."""
+        lowest priority for ``"min"``, the highest for ``"max"``; within a priority, the
+        oldest: :func:`ranked_heads`; ties in random order); with ``every_shard``, the
+        others after them."""
         heads = self._heads(tr)
         ranked = sorted(heads, key=lambda head: (head[0], random.random()))
         found = [end for _rank, end in ranked]
         return found + [end for end in self.ends if end not in found] if every_shard else found
 
-    def _heads(self, tr: Any) -> list[tuple[int, End]]:
+    def _heads(self, tr: Any) -> list[tuple[Rank, End]]:
         """Each non-empty shard with the rank of its best priority (:func:`ranked_heads`)."""
         return ranked_heads(self.ends, self.best == "max", tr)
 
@@ -563,20 +564,32 @@ class PriorityShardedEnd(ShardedEnd):
 #: active (a take delivers that lease's item first).
 EXPIRED_FIRST = 2**2048
 
+#: A head's rank: its priority's (lower is better: the priority, or minus it for the max end),
+#: then its count, or its turn's number for a group's turn (a sharded queue's counts and
+#: turns are numbered by read version: :meth:`~fdbqueue._queues.shard.PriorityShard.append`).
+Rank = tuple[int, int]
+
 
 def ranked_heads(
     ends: Sequence[End], reverse: bool, tr: Any, *, anyway: bool = False
-) -> list[tuple[int, End]]:
-    """Each non-empty shard's end with the rank of its first item's priority (lower is
-    better: the priority, or minus it with ``reverse``, for the max end), its groups' turns
-    counted (a turn's key holds its priority: :mod:`fdbqueue._storage.groups`), each shard's
-    type records checked first. Cost: per shard a snapshot range read (``limit=1``) of the
-    first item, and of the first turn with a snapshot point read of the active groups'
-    count (neither while the count is quiet, unless ``anyway`` or no shard holds an item:
+) -> list[tuple[Rank, End]]:
+    """Each non-empty shard's end with the :data:`Rank` of its first item (the oldest of
+    its best priority), its groups' turns counted (a turn's key holds its priority and
+    number: :mod:`fdbqueue._storage.groups`), each shard's type records checked first. So
+    the best head is the best priority's oldest item over every shard: FIFO within a
+    priority for one producer and one consumer.
+
+    Cost: per shard a snapshot range read (``limit=1``) of the first item, and of the first
+    turn with a snapshot point read of the active groups' count (neither while the count
+    is quiet, unless ``anyway`` or no shard holds an item:
     :mod:`fdbqueue._storage.quiet_keys`), and the type records' reads until they were found
     right, all issued before any is waited on (one round trip); where the count was read, a
     snapshot range read (``limit=1``) of the first lease too: a shard whose first lease
-    expired, with a group active, ranks first (its take delivers that item again)."""
+    expired, with a group active, ranks first (its take delivers that item again). For the
+    max end (``reverse``), whose reverse reads find each shard's highest priority but its
+    newest item, when several shards share the best priority: per such shard, a snapshot
+    range read (``limit=1``) of that priority's first item, and of its first turn where the
+    count was read, issued together (a second round trip)."""
     reader = tr.snapshot
     records = [end.store.recorded_codec(tr) for end in ends]
     reads = []
@@ -592,21 +605,59 @@ def ranked_heads(
             first_lease = reader.get_range(end.leases.leases_begin, end.leases.leases_end, limit=1)
         reads.append((items, count, turns, first_lease))
     version = tr.get_read_version().wait() if any(r[1] is not None for r in reads) else 0
-    heads = []
+    heads: list[tuple[Rank, End]] = []
+    grouped: list[End] = []  # ends whose turns were read
     for end, record, (items, count, turns, first_lease) in zip(ends, records, reads, strict=True):
         store = end.store
         store.check_codec(record)  # before a key is unpacked: another type raises here
-        priorities = [store.unpack_position(bytes(kv.key))[0] for kv in items]
+        firsts = [tuple(store.unpack_position(bytes(kv.key))[:2]) for kv in items]
         if store.groups.any_active(count):
-            priorities += [store.groups.turns.unpack(bytes(kv.key))[0] for kv in turns or ()]
+            grouped.append(end)
+            firsts += [tuple(store.groups.turns.unpack(bytes(kv.key))[:2]) for kv in turns or ()]
             if first_lease is not None and end.leases.first_expired(first_lease, version):
                 # an expired lease (a group whose holder died waits behind it): a take
                 # delivers it again first, as a claim does
-                heads.append((-EXPIRED_FIRST, end))
+                heads.append(((-EXPIRED_FIRST, 0), end))
                 continue
-        if priorities:
-            best: int = max(priorities) if reverse else min(priorities)
-            heads.append((-best if reverse else best, end))
+        if firsts:
+            if reverse:  # the highest priority; its oldest number is read below if needed
+                heads.append(((-max(first[0] for first in firsts), 0), end))
+            else:
+                heads.append((min((first[0], first[1]) for first in firsts), end))
     if not heads and not anyway and any(read[1] is None for read in reads):
         return ranked_heads(ends, reverse, tr, anyway=True)  # a group's turn may be all
+    if reverse:
+        heads = _oldest_of_the_best(reader, heads, grouped)
     return heads
+
+
+def _oldest_of_the_best(
+    reader: Any, heads: list[tuple[Rank, End]], grouped: list[End]
+) -> list[tuple[Rank, End]]:
+    """``heads`` of the max end, those sharing the best priority ranked by the count of
+    that priority's first item (or the number of its first turn, for ``grouped`` ends):
+    the oldest first. Cost: see :func:`ranked_heads`."""
+    best = min((rank for rank, _end in heads), default=None)
+    tied = [end for rank, end in heads if rank == best]
+    if best is None or len(tied) < 2 or best[0] == -EXPIRED_FIRST:
+        return heads
+    priority = -best[0]
+    reads = []
+    for end in tied:
+        store = end.store
+        within = store.subspace.range((priority,))
+        items = reader.get_range(within.start, within.stop, limit=1)
+        turns = None
+        if end in grouped:
+            ranked = store.groups.turns.range((priority,))
+            turns = reader.get_range(ranked.start, ranked.stop, limit=1)
+        reads.append((items, turns))
+    oldest = {}
+    for end, (items, turns) in zip(tied, reads, strict=True):
+        numbers = [end.store.unpack_position(bytes(kv.key))[1] for kv in items]
+        numbers += [end.store.groups.turns.unpack(bytes(kv.key))[1] for kv in turns or ()]
+        oldest[id(end)] = min(numbers, default=0)
+    return [
+        ((rank[0], oldest[id(end)]), end) if id(end) in oldest else (rank, end)
+        for rank, end in heads
+    ]
