@@ -41,7 +41,6 @@ from fdbqueue._delivery.leases import Lease
 from fdbqueue._queues.steady_path import SteadyPath
 from fdbqueue._storage import ages, taking
 from fdbqueue._storage.dead_letters import DeadLetter, TakenDeadLetter
-from fdbqueue._storage.groups import new_turn
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._storage.store import ItemStore, count_keys
@@ -242,18 +241,19 @@ class Shard:
         self, tr: AnyContext, after: bytes | None, count: int
     ) -> tuple[list[Any], bytes | None, bool]:
         """One page of ``peek_many`` (a :data:`~fdbqueue._queues.base.ReadPage`): the items
-        without a group, then the groups' items (one range, after them), each a ``(key,
-        value)`` pair. Cost: one or two snapshot range reads, more past poison items."""
-        grouped = self.groups.items.range()
-        batch: list[Any] = []
+        without a group, then the groups' items in the order takes serve them
+        (:meth:`~fdbqueue._storage.groups.Groups.listed`: a Queue's groups in turn), each a
+        ``(key, value)`` pair. Cost: a snapshot range read, more past poison items; where
+        the page reaches the groups, :meth:`~fdbqueue._storage.groups.Groups.listed`'s."""
         store = self.store
-        for begin, end in ((store.begin, store.end), (grouped.start, grouped.stop)):
-            if after is not None and after >= end:
-                continue
-            start = begin if after is None or after < begin else after + b"\x00"
-            batch += store.read(tr, start, end, limit=count - len(batch), snapshot=True)
-            if len(batch) == count:
-                break
+        batch: list[Any] = []
+        if after is None or after < store.end:
+            start = store.begin if after is None else after + b"\x00"
+            batch = store.read(tr, start, store.end, limit=count, snapshot=True)
+        if len(batch) < count:
+            grouped = after if after is not None and after >= store.end else None
+            reader: Any = getattr(tr, "snapshot", tr)  # a snapshot view has no .snapshot
+            batch += self.groups.listed(reader, grouped, count - len(batch))
         values = taking.peek(store, tr, iter(batch), count, keyed=True)
         last = bytes(batch[-1].key) if batch else None
         return values, last, len(batch) == count
@@ -563,11 +563,8 @@ class PriorityShard(Shard):
     ) -> None:
         """After the last count of the priority ``where[0]`` (a snapshot reverse range read
         inside the priority, ``limit=1``: pushes never conflict), or after the last item of
-        the group ``where[1]`` when given. In a shard of several, the count is at least the
-        transaction's :func:`~fdbqueue._storage.groups.new_turn` number (its read version's),
-        so that counts order one priority's items across the shards as they were pushed
-        (by read version, no read): pops compare them (FIFO within a priority). Cost: that
-        read, a set per value, two atomic adds each."""
+        the group ``where[1]`` when given. Cost: that read, a set per value, two atomic adds
+        each."""
         store = self.store
         priority = where[0]
         if len(where) > 1:
@@ -581,8 +578,6 @@ class PriorityShard(Shard):
         except ValueError:  # a foreign key: say first if a queue of another type is here
             check_type(False)
             raise
-        if store.parent is not None:  # one shard of several: counts comparable across them
-            count = max(count, new_turn(tr))
         check_type(True)
         store.ages.appended(tr, (priority,), count, len(encoded), found_empty=not last)
         for value in encoded:
@@ -603,9 +598,8 @@ class PriorityShard(Shard):
 
     def peek_rank(self, key: bytes) -> Any:
         """An item without a group by its priority, then its count (as
-        :meth:`fdbqueue.PriorityQueue.pop_min` takes them: a sharded queue's counts order a
-        priority's items across the shards), before the groups' items, by group (as each
-        shard lists them)."""
+        :meth:`fdbqueue.PriorityQueue.pop_min` ranks the shards' first items), before the
+        groups' items, by group (as each shard lists them)."""
         if self.groups.items.contains(key):
             return (1, self.groups.items.unpack(key))
         return (0, *self.store.unpack_position(key)[:2])

@@ -565,8 +565,8 @@ class PriorityShardedEnd(ShardedEnd):
 EXPIRED_FIRST = 2**2048
 
 #: A head's rank: its priority's (lower is better: the priority, or minus it for the max end),
-#: then its count, or its turn's number for a group's turn (a sharded queue's counts and
-#: turns are numbered by read version: :meth:`~fdbqueue._queues.shard.PriorityShard.append`).
+#: then its count (the how-manieth item of that priority its shard holds, from 0), or its
+#: turn's number for a group's turn.
 Rank = tuple[int, int]
 
 
@@ -575,9 +575,10 @@ def ranked_heads(
 ) -> list[tuple[Rank, End]]:
     """Each non-empty shard's end with the :data:`Rank` of its first item (the oldest of
     its best priority), its groups' turns counted (a turn's key holds its priority and
-    number: :mod:`fdbqueue._storage.groups`), each shard's type records checked first. So
-    the best head is the best priority's oldest item over every shard: FIFO within a
-    priority for one producer and one consumer.
+    number: :mod:`fdbqueue._storage.groups`), each shard's type records checked first.
+    Equal priorities rank by count: one producer's pushes go to the shards in turn, so
+    its items of one priority sit at about the same counts in every shard, and a pop takes
+    them round by round (:doc:`sharding`, "Order": overtaken by at most N - 1 items).
 
     Cost: per shard a snapshot range read (``limit=1``) of the first item, and of the first
     turn with a snapshot point read of the active groups' count (neither while the count
