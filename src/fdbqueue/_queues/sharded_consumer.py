@@ -20,7 +20,8 @@ its sessions are at home in that shard, and a take's read of the line stays shor
 used from coroutines (:mod:`fdbqueue.asyncio`) keep a session each: their calls share the
 event loop's thread, which cannot wait for a turn.
 
-A priority queue's session does not take in line: each take or claim ranks the shards by their
+A priority queue's session (:class:`PriorityShardedConsumer`; a FIFO queue's is
+:class:`FifoShardedConsumer`) does not take in line: each take or claim ranks the shards by their
 first item and takes from the best in one transaction, as a plain pop does
 (:meth:`~fdbqueue._queues.sharded_end.ShardedEnd.take_best`), so that it returns the best
 priority at its read version even beside other consumers. A line would take in a later

@@ -34,8 +34,14 @@ every shard (a shard whose items are all leased holds no item by its counter, ye
 lease makes one claimable). ``take_many`` and ``claim_many`` take from the shards in those
 orders, in one transaction, until they have ``n``.
 
+The two kinds are two classes over one base, :class:`ShardedEnd` (blocking, batches,
+claims' batches): :class:`FifoShardedEnd` (homes, turns, moves) and
+:class:`PriorityShardedEnd` (ranked heads, :meth:`PriorityShardedEnd.take_best`); the
+router builds the one its queue needs.
+
 Ordering: each shard is FIFO (a priority queue's shard: by priority, then FIFO); across shards
-a FIFO queue's order is bounded by the stays (:doc:`sharding`, "Order"). Every item is taken
+a FIFO queue's order is bounded by the stays, a priority's items by their counts
+(:doc:`sharding`, "Order"). Every item is taken
 exactly once, as from one shard.
 
 Source followed: FoundationDB's "Queues" and "Priority Queues" recipes within each shard;
