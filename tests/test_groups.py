@@ -484,14 +484,14 @@ def test_a_priority_queue_refuses_a_bad_group_before_writing():
     assert all_keys(db, Subspace(("priority-bad",))) == []
 
 
-def test_peek_many_lists_the_ungrouped_items_then_each_groups_in_order():
+def test_peek_many_lists_the_ungrouped_items_then_the_groups_in_turn():
     db = memory.open()
     queue = Queue(Subspace(("peek-many",)))
     queue.enqueue_many(db, ["b-0", "b-1"], group="b")
     queue.enqueue_many(db, ["u-0", "u-1"])
     queue.enqueue_many(db, ["a-0"], group="a")
-    assert queue.peek_many(db, None) == ["u-0", "u-1", "a-0", "b-0", "b-1"]
-    assert queue.peek_many(db, 3) == ["u-0", "u-1", "a-0"]
+    assert queue.peek_many(db, None) == ["u-0", "u-1", "b-0", "a-0", "b-1"]
+    assert queue.peek_many(db, 3) == ["u-0", "u-1", "b-0"]
     assert run(db, lambda tr: queue.peek_many(tr, 1)) == ["u-0"]
     assert queue.info(db).oldest == "u-0"
 

@@ -373,8 +373,8 @@ def test_the_command_line_pushes_into_a_sharded_priority_queue_with_a_delay(db, 
 
 
 def test_a_sharded_enqueue_many_spreads_its_batch_over_the_shards(db, subspace, backend):
-    # A batch is cut into runs of at least 128 values (a consumer's stay at a shard), one
-    # per shard at most: 1,000 values over 4 shards are 4 runs of 250.
+    # A batch's values go to the shards in turn, as single enqueues would: 1,000 values
+    # over 4 shards are 250 in each.
     queue: Queue[int] = Queue(subspace, shards=4)
     if backend == "memory":
         db.reset_stats()
@@ -394,8 +394,7 @@ def test_a_sharded_enqueue_many_spreads_its_batch_over_the_shards(db, subspace, 
     for shard, values in by_shard.items():
         assert values == sorted(values), f"shard {shard} holds the batch out of order"
 
-    # Every item comes out exactly once, and each shard's items in the batch's order; a
-    # small batch stays whole in one shard, in order.
+    # Every item comes out exactly once, and each shard's items in the batch's order.
     taken: list[int] = []
     while batch := queue.dequeue_many(db, 250):
         taken.extend(batch)
@@ -674,11 +673,3 @@ def test_a_plain_take_reads_no_group_or_delay_records(kind, shards, take):
     assert recording.reads, "the wrapper saw no read"
     found = feature_reads(recording.reads, queue)
     assert not found, "\n".join(found)
-
-
-def test_a_small_batch_stays_whole_in_one_shard(db, subspace):
-    queue: Queue[int] = Queue(subspace, shards=4)
-    queue.enqueue_many(db, list(range(200)))  # fewer than two runs of 128
-    sizes = sorted(shard.size for shard in queue.info(db).shards)
-    assert sizes == [0, 0, 0, 200]
-    assert queue.dequeue_many(db, 300) == list(range(200))

@@ -185,10 +185,10 @@ class Queue(QueueBase[T]):
         ``dedup_ids`` (one per value), those whose id was seen are left out; with ``group``,
         all into that group, in order.
 
-        On a queue of N shards, the batch is cut into up to N contiguous runs, one per shard
-        (consecutive shards from the next in turn), all written in one transaction: each
-        shard keeps its run in order, and the batch spreads over the shards as single
-        enqueues do (:doc:`sharding`). A group's batch goes to its group's shard, whole.
+        On a queue of N shards, each value goes to the shard a single enqueue in its place
+        would (the shards in turn), all written in one transaction: each shard keeps its
+        values in order, and the order bound of :doc:`sharding` holds for batches as for
+        single enqueues. A group's batch goes to its group's shard, whole.
 
         Every value is checked before anything is written (a bad one changes nothing). Cost:
         as one :meth:`enqueue` per shard written, plus one set per further value (and per

@@ -325,11 +325,13 @@ class QueueBase(Generic[T]):
     def peek_many(self, tr: TransactionContext, n: int | None) -> list[T]:
         """Return up to ``n`` values from the front (None: every item), in key order, without
         removing them: a Queue's next ``n`` items, a PriorityQueue's next ``n`` of
-        :meth:`pop_min`; then the items of message groups, group by group, each group's in
-        its order (groups in key order, not in turn: :doc:`groups`). On a queue of several
-        shards, a PriorityQueue's shards merged by priority (the next ``n`` of ``pop_min``
-        over every shard); a Queue's shard after shard (shard 0 first), each in its order:
-        its shards number their items apart, so no order holds across them
+        :meth:`pop_min`; then the items of message groups: a Queue's in the order takes
+        serve them (the groups in turn, a1 b1 c1 a2 ..., then the groups in flight, whose
+        next items wait for a lease's end: :doc:`groups`), a PriorityQueue's group by group,
+        in key order. On a queue of several shards, a PriorityQueue's shards merged by
+        priority, then count (the next ``n`` of ``pop_min`` over every shard); a Queue's
+        shard after shard (shard 0 first), each in its order: its shards number their items
+        apart, so no order holds across them
         (:doc:`sharding`).
 
         Poison items (values the codec cannot decode) are skipped, as a take would move them

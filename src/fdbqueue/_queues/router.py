@@ -21,11 +21,13 @@ So a queue opened with another number of shards or as another type raises QueueT
 before it changes anything.
 
 The router chooses: a write goes to the shards in turn (from a random first one, so producers
-do not all start at shard 0), a batch is cut into contiguous runs over consecutive shards
-(:meth:`Router.runs`), a group's items go to the shard its name hashes to, a lease goes back to
-the shard that holds its key, and takes go to one end made of every shard's
+do not all start at shard 0), a batch's values go to the shards in turn as single writes
+would (:meth:`Router.runs`), a group's items go to the shard its name hashes to, a lease goes
+back to the shard that holds its key, and takes go to one end made of every shard's
 (:meth:`Router.end`: the shard's own :class:`~fdbqueue._consuming.ends.End` for one shard, a
-:class:`~fdbqueue._queues.sharded_end.ShardedEnd` over all of them for more).
+:class:`~fdbqueue._queues.sharded_end.ShardedEnd` over all of them for more: a FIFO queue's
+:class:`~fdbqueue._queues.sharded_end.FifoShardedEnd`, a priority queue's
+:class:`~fdbqueue._queues.sharded_end.PriorityShardedEnd`).
 
 Source followed: FoundationDB's "Queues" recipe within each shard; the documentation on data
 distribution (shards split by size and write bandwidth) for why the shards are key ranges.
@@ -43,7 +45,7 @@ import fdb.tuple
 from fdbqueue._consuming.ends import End
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._queues.shard import Shard
-from fdbqueue._queues.sharded_end import ShardedEnd
+from fdbqueue._queues.sharded_end import FifoShardedEnd, PriorityShardedEnd, ShardedEnd
 from fdbqueue._storage.groups import check_group
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._transactions.receipts import exactly_once
@@ -53,9 +55,6 @@ __all__ = ["MAX_SHARDS", "Router", "check_shards"]
 
 #: The most shards a queue may have (a shard's prefix adds at most 2 bytes to the queue's).
 MAX_SHARDS = 256
-#: The fewest values of a batch written into one shard (:meth:`Router.runs`): a consumer's
-#: stay at a shard (:mod:`~fdbqueue._queues.shard_homes`) takes up to this many in a row.
-MIN_RUN = 128
 
 
 def check_shards(shards: Any) -> int:
@@ -145,23 +144,14 @@ class Router:
         return self.shards[next(self._turn) % len(self.shards)]
 
     def runs(self, encoded: list[bytes]) -> list[tuple[Shard, list[bytes]]]:
-        """``encoded`` cut into contiguous runs over consecutive shards from the next in turn
-        (the turn moving on by one per run): one run per :data:`MIN_RUN` values, at most one
-        per shard, of sizes differing by at most one. A batch smaller than two runs stays
-        whole in one shard, in order; a large one spreads over the shards as single writes
-        would, each shard keeping its run in order, so no item lies deeper in its shard than
-        its position in the batch over the number of runs."""
-        count = min(len(self.shards), len(encoded) // MIN_RUN)
-        if count <= 1:
-            return [(self.for_write(), encoded)]
-        size, extra = divmod(len(encoded), count)
-        runs = []
-        start = 0
-        for k in range(count):
-            end = start + size + (1 if k < extra else 0)
-            runs.append((self.for_write(), encoded[start:end]))
-            start = end
-        return runs
+        """``encoded``'s values, each with the shard a single write in its place would go to
+        (the turn moving on by one per value): a batch lands as its values enqueued one by
+        one would, in one transaction (:meth:`Shard.write` appends each shard's values
+        together, in order). So the shards this process writes into hold as many of its
+        values as each other, give or take one, whatever the sizes of its batches, and an
+        item lies about its position over N deep in its shard: the order bound of
+        :doc:`sharding` ("Order") holds for batches as for single writes."""
+        return [(self.for_write(), [value]) for value in encoded]
 
     def for_group(self, group: Any, priority: int | None = None) -> Shard:
         """The shard that holds ``group``'s items: a group lives in one shard, chosen by a
@@ -212,14 +202,16 @@ class Router:
 
     def end(self, name: str, best: str | None = None) -> End | ShardedEnd:
         """The end ``name`` over every shard: the shard's own for a queue of one shard, else
-        a :class:`~fdbqueue._queues.sharded_end.ShardedEnd` (``best``: ``"min"`` or
-        ``"max"`` for a priority queue's end, where pops take the best priority)."""
+        a FIFO queue's :class:`~fdbqueue._queues.sharded_end.FifoShardedEnd` (homes, moves),
+        or with ``best`` (``"min"`` or ``"max"``) a priority queue's
+        :class:`~fdbqueue._queues.sharded_end.PriorityShardedEnd` (pops take the best
+        priority of every shard)."""
         ends = [shard.ends[name] for shard in self.shards]
         if len(ends) == 1:
             return ends[0]
-        # A FIFO queue's consumers move runs between its shards (ShardedEnd._move_home).
-        movers = self.shards if best is None else ()
-        return ShardedEnd(ends, self.root.metric_name, best, movers)
+        if best is None:
+            return FifoShardedEnd(ends, self.root.metric_name, self.shards)
+        return PriorityShardedEnd(ends, self.root.metric_name, best)
 
     # -- the whole queue --------------------------------------------------------------------
 

@@ -187,17 +187,20 @@ class Shard:
     ) -> list[bool]:
         """Write each run's values into its shard (this one among them), at the back or
         delayed by ``delay`` seconds, in one transaction, exactly once by this shard's
-        receipts; with ``dedup``, only the values whose id it admits. Per value (runs in
-        order), whether written. Cost: per shard written, :meth:`put`'s; with ``dedup``, its
-        reads and writes (:mod:`fdbqueue._delivery.deduplication`)."""
+        receipts; with ``dedup``, only the values whose id it admits. The runs into one shard
+        are written together, in order (one :meth:`put`). Per value (runs in order), whether
+        written. Cost: per shard written, :meth:`put`'s; with ``dedup``, its reads and writes
+        (:mod:`fdbqueue._delivery.deduplication`)."""
         require_writable(tr, self.WRITE_ACTION)
         count = sum(len(values) for _shard, values in runs)
         admitted = [True] * count if dedup is None else dedup[0].admit(tr, dedup[1])
         flags = iter(admitted)
+        kept: dict[Shard, list[bytes]] = {}  # each shard's values, in order
         for shard, values in runs:
-            kept = [value for value in values if next(flags)]
-            if kept:
-                shard.put(tr, kept, where, delay)
+            kept.setdefault(shard, []).extend(value for value in values if next(flags))
+        for shard, values in kept.items():
+            if values:
+                shard.put(tr, values, where, delay)
         return admitted
 
     def put(
@@ -265,23 +268,22 @@ class Shard:
         """One page of ``peek_many`` (a :data:`~fdbqueue._queues.base.ReadPage`): on the
         first page the leases' items that wait (expired, or released and due), as takes
         deliver them first (:meth:`waiting_values`); then the items without a group, then
-        the groups' items (one range, after them), each a ``(key, value)`` pair. Cost: one
-        or two snapshot range reads, more past poison items; on the first page, those of
-        :meth:`waiting_values` too."""
+        the groups' items in the order takes serve them
+        (:meth:`~fdbqueue._storage.groups.Groups.listed`: a Queue's groups in turn), each a
+        ``(key, value)`` pair. Cost: a snapshot range read, more past poison items; where
+        the page reaches the groups, :meth:`~fdbqueue._storage.groups.Groups.listed`'s; on
+        the first page, :meth:`waiting_values`'s."""
+        store = self.store
         waiting = self.waiting_values(tr, count) if after is None and count else []
         wanted = count - len(waiting)
-        grouped = self.groups.items.range()
         batch: list[Any] = []
-        store = self.store
-        for begin, end in ((store.begin, store.end), (grouped.start, grouped.stop)):
-            if wanted == 0:
-                break
-            if after is not None and after >= end:
-                continue
-            start = begin if after is None or after < begin else after + b"\x00"
-            batch += store.read(tr, start, end, limit=wanted - len(batch), snapshot=True)
-            if len(batch) == wanted:
-                break
+        if wanted and (after is None or after < store.end):
+            start = store.begin if after is None or after < store.begin else after + b"\x00"
+            batch = store.read(tr, start, store.end, limit=wanted, snapshot=True)
+        if len(batch) < wanted:
+            grouped = after if after is not None and after >= store.end else None
+            reader: Any = getattr(tr, "snapshot", tr)  # a snapshot view has no .snapshot
+            batch += self.groups.listed(reader, grouped, wanted - len(batch))
         values = waiting + taking.peek(store, tr, iter(batch), wanted, keyed=True)
         # b"": the items from their beginning (the first page held only leases' items)
         last = bytes(batch[-1].key) if batch else (b"" if wanted == 0 else None)
@@ -637,11 +639,12 @@ class PriorityShard(Shard):
         return (self.store.unpack_position(item_key)[2], group)
 
     def peek_rank(self, key: bytes) -> Any:
-        """An item without a group by its priority (as :meth:`fdbqueue.PriorityQueue.pop_min`
-        takes them), before the groups' items, by group (as each shard lists them)."""
+        """An item without a group by its priority, then its count (as
+        :meth:`fdbqueue.PriorityQueue.pop_min` ranks the shards' first items), before the
+        groups' items, by group (as each shard lists them)."""
         if self.groups.items.contains(key):
             return (1, self.groups.items.unpack(key))
-        return (0, self.store.unpack_position(key)[0])
+        return (0, *self.store.unpack_position(key)[:2])
 
     def peek_candidates(self, tr: AnyContext, name: str) -> Iterator[Any]:
         highest = name == "max"

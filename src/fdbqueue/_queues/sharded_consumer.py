@@ -20,7 +20,8 @@ its sessions are at home in that shard, and a take's read of the line stays shor
 used from coroutines (:mod:`fdbqueue.asyncio`) keep a session each: their calls share the
 event loop's thread, which cannot wait for a turn.
 
-A priority queue's session does not take in line: each take or claim ranks the shards by their
+A priority queue's session (:class:`PriorityShardedConsumer`; a FIFO queue's is
+:class:`FifoShardedConsumer`) does not take in line: each take or claim ranks the shards by their
 first item and takes from the best in one transaction, as a plain pop does
 (:meth:`~fdbqueue._queues.sharded_end.ShardedEnd.take_best`), so that it returns the best
 priority at its read version even beside other consumers. A line would take in a later
@@ -46,7 +47,12 @@ from fdbqueue._transactions.suspension import current_operation
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue._transactions.waiting import check_blocking_arguments
 
-__all__ = ["ShardedConsumer", "SharedSessions"]
+__all__ = [
+    "FifoShardedConsumer",
+    "PriorityShardedConsumer",
+    "ShardedConsumer",
+    "SharedSessions",
+]
 
 
 class ShardedEnd(Protocol):
@@ -54,13 +60,6 @@ class ShardedEnd(Protocol):
     opens the sessions, so this module does not import it)."""
 
     ends: list[End]
-    metric_name: str
-    best: str | None
-    homes: Homes
-    turns: list[Turns]
-    shared: SharedSessions
-
-    def holding(self, tr: Any, consumer: Any) -> list[End]: ...
 
     def take(self, tr: Any, block: bool, seconds: float | None) -> Any: ...
 
@@ -69,6 +68,18 @@ class ShardedEnd(Protocol):
     def blocking(
         self, database: Any, take: Callable[[Any, float | None], Any], seconds: float | None
     ) -> Any: ...
+
+
+class FifoShardedEnd(ShardedEnd, Protocol):
+    """What a FIFO queue's session needs of
+    :class:`~fdbqueue._queues.sharded_end.FifoShardedEnd`: the homes, turns and shared
+    sessions of this process, and where to move."""
+
+    homes: Homes
+    turns: list[Turns]
+    shared: SharedSessions
+
+    def holding(self, tr: Any, consumer: Any) -> list[End]: ...
 
 
 #: Takes ``session`` once, without blocking: its value, its Lease, or None.
@@ -117,7 +128,9 @@ class SharedSessions:
 
 class ShardedConsumer(Consumer):
     """A consumer session over every shard of a queue (see the module docstring); the same
-    calls as :class:`~fdbqueue.Consumer`.
+    calls as :class:`~fdbqueue.Consumer`. What :class:`FifoShardedConsumer` and
+    :class:`PriorityShardedConsumer` share: the arguments checked, a session opened in one
+    shard (:meth:`_open`), and closing.
 
     Args:
         end: the sharded end it takes from.
@@ -131,44 +144,21 @@ class ShardedConsumer(Consumer):
 
     def __init__(self, end: ShardedEnd, database: Any, prefetch: int, abandon_after: float):
         # Consumer.__init__ is not called: this object holds a Consumer, it is not one.
-        self._end = end
         self._database = database
         self._prefetch = prefetch
         self._abandon_after = abandon_after
-        self._shard = end.ends[end.homes.settle(self, range(len(end.ends)))]
+        self._shard = end.ends[self._open(end)]
         self._session = self._shard.consumer(database, prefetch, abandon_after)
-        # Shared with this process's other sessions at its shard (taking turns), decided at
-        # the first call: not for coroutines (fdbqueue.asyncio), whose calls share the event
-        # loop's thread and so cannot wait for a turn.
-        self._sharing: bool | None = None
         self._shut = False
         self.contended = False
 
-    def take(self, *, block: bool = False, timeout: float | None = None) -> Any:
-        seconds = check_blocking_arguments(self._database, block, timeout)
-        if self._end.best is not None:  # ranked and taken in one transaction, not in line
-            self._check_open()
-            return self._end.take(self._database, block, seconds)
-        return self._serve(lambda session: session.take(), block, seconds, every_shard=False)
-
-    def claim(self, lease: float, *, block: bool = False, timeout: float | None = None) -> Any:
-        seconds = check_blocking_arguments(self._database, block, timeout)
-        lease_seconds = check_lease_seconds(lease)
-        if self._end.best is not None:  # ranked and claimed in one transaction, not in line
-            self._check_open()
-            return self._end.claim(self._database, lease_seconds, block, seconds)
-        return self._serve(
-            lambda session: session.claim(lease_seconds), block, seconds, every_shard=True
-        )
+    def _open(self, end: ShardedEnd) -> int:
+        """The shard whose session this one opens first."""
+        raise NotImplementedError
 
     def _check_open(self) -> None:
         if self._shut:
             raise RuntimeError("this consumer session is closed")
-
-    take.__doc__ = Consumer.take.__doc__
-    claim.__doc__ = Consumer.claim.__doc__
-    dequeue = take
-    pop = take
 
     def close(self) -> None:
         """Withdraw the current session's requests (its reserved places return to its shard),
@@ -176,11 +166,81 @@ class ShardedConsumer(Consumer):
         if self._shut:
             return
         self._shut = True
-        self._end.homes.leave(self)
-        self._release(withdrawn=False)
+        self._leave()
+
+    def _leave(self) -> None:
+        """Stop using the session (:meth:`close`)."""
+        self._session.close()
 
     def __enter__(self) -> ShardedConsumer:
         return self
+
+
+class PriorityShardedConsumer(ShardedConsumer):
+    """A priority queue's session: each take or claim ranks the shards and takes from the
+    best in one transaction, as a plain pop does
+    (:meth:`~fdbqueue._queues.sharded_end.PriorityShardedEnd.take_best`), not in line: a
+    line would take in a later transaction than the ranking, when another shard may hold a
+    better item. Its session in shard 0 checks the arguments and is never taken from."""
+
+    def __init__(self, end: ShardedEnd, database: Any, prefetch: int, abandon_after: float):
+        super().__init__(end, database, prefetch, abandon_after)
+        self._end = end
+
+    def _open(self, end: ShardedEnd) -> int:
+        return 0
+
+    def take(self, *, block: bool = False, timeout: float | None = None) -> Any:
+        seconds = check_blocking_arguments(self._database, block, timeout)
+        self._check_open()
+        return self._end.take(self._database, block, seconds)
+
+    def claim(self, lease: float, *, block: bool = False, timeout: float | None = None) -> Any:
+        seconds = check_blocking_arguments(self._database, block, timeout)
+        lease_seconds = check_lease_seconds(lease)
+        self._check_open()
+        return self._end.claim(self._database, lease_seconds, block, seconds)
+
+    take.__doc__ = Consumer.take.__doc__
+    claim.__doc__ = Consumer.claim.__doc__
+    dequeue = take
+    pop = take
+
+
+class FifoShardedConsumer(ShardedConsumer):
+    """A FIFO queue's session: in one shard's line at a time, its home, moving to a shard
+    holding items when its home is empty or its stay is over (see the module docstring)."""
+
+    def __init__(self, end: FifoShardedEnd, database: Any, prefetch: int, abandon_after: float):
+        self._end = end
+        super().__init__(end, database, prefetch, abandon_after)
+        # Shared with this process's other sessions at its shard (taking turns), decided at
+        # the first call: not for coroutines (fdbqueue.asyncio), whose calls share the event
+        # loop's thread and so cannot wait for a turn.
+        self._sharing: bool | None = None
+
+    def _open(self, end: ShardedEnd) -> int:
+        return self._end.homes.settle(self, range(len(end.ends)))
+
+    def take(self, *, block: bool = False, timeout: float | None = None) -> Any:
+        seconds = check_blocking_arguments(self._database, block, timeout)
+        return self._serve(lambda session: session.take(), block, seconds, every_shard=False)
+
+    def claim(self, lease: float, *, block: bool = False, timeout: float | None = None) -> Any:
+        seconds = check_blocking_arguments(self._database, block, timeout)
+        lease_seconds = check_lease_seconds(lease)
+        return self._serve(
+            lambda session: session.claim(lease_seconds), block, seconds, every_shard=True
+        )
+
+    take.__doc__ = Consumer.take.__doc__
+    claim.__doc__ = Consumer.claim.__doc__
+    dequeue = take
+    pop = take
+
+    def _leave(self) -> None:
+        self._end.homes.leave(self)
+        self._release(withdrawn=False)
 
     def _serve(self, act: Act, block: bool, seconds: float | None, *, every_shard: bool) -> Any:
         self._check_open()

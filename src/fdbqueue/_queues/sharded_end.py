@@ -34,8 +34,14 @@ every shard (a shard whose items are all leased holds no item by its counter, ye
 lease makes one claimable). ``take_many`` and ``claim_many`` take from the shards in those
 orders, in one transaction, until they have ``n``.
 
+The two kinds are two classes over one base, :class:`ShardedEnd` (blocking, batches,
+claims' batches): :class:`FifoShardedEnd` (homes, turns, moves) and
+:class:`PriorityShardedEnd` (ranked heads, :meth:`PriorityShardedEnd.take_best`); the
+router builds the one its queue needs.
+
 Ordering: each shard is FIFO (a priority queue's shard: by priority, then FIFO); across shards
-a FIFO queue's order is bounded by the stays (:doc:`sharding`, "Order"). Every item is taken
+a FIFO queue's order is bounded by the stays, a priority's items by their counts
+(:doc:`sharding`, "Order"). Every item is taken
 exactly once, as from one shard.
 
 Source followed: FoundationDB's "Queues" and "Priority Queues" recipes within each shard;
@@ -57,20 +63,24 @@ from fdbqueue._delivery.claims import leases_unexpired
 from fdbqueue._delivery.delays import soonest
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._queues.shard_homes import Homes, Turns, current_consumer
-from fdbqueue._queues.sharded_consumer import ShardedConsumer, SharedSessions
+from fdbqueue._queues.sharded_consumer import (
+    FifoShardedConsumer,
+    PriorityShardedConsumer,
+    SharedSessions,
+)
 from fdbqueue._storage.taking import MOVED_ASIDE
 from fdbqueue._transactions.suspension import current_operation
 from fdbqueue._transactions.transactional import AnyContext, is_database, run_in_retry_loop
 from fdbqueue._transactions.waiting import take_blocking
 
-__all__ = ["ShardedEnd"]
+__all__ = ["FifoShardedEnd", "PriorityShardedEnd", "ShardedEnd"]
 
 
 #: Items a consumer whose home is empty moves from the front of a crowded shard into its home
-#: (:meth:`ShardedEnd._move_home`): a stay's worth.
+#: (:meth:`FifoShardedEnd._move_home`): a stay's worth.
 MOVE_RUN = 128
 
-#: Shards a consumer whose home is empty looks at first (:meth:`ShardedEnd.holding`): the
+#: Shards a consumer whose home is empty looks at first (:meth:`FifoShardedEnd.holding`): the
 #: power of two choices, as load balancers sample servers.
 SAMPLE = 2
 
@@ -128,32 +138,52 @@ def _take(tr: AnyContext, end: End) -> Any:
     return end.take(tr, False, None)
 
 
+def _take_batch(tr: AnyContext, end: End, n: int) -> Any:
+    """Take up to ``n`` values from ``end`` in ``tr`` (a list, or MOVED_ASIDE)."""
+    return end.take_batch(tr, n)
+
+
 class ShardedEnd:
-    """The end ``ends[0].read`` names, over every shard (one :class:`End` per shard).
+    """The end ``ends[0].read`` names, over every shard (one :class:`End` per shard): what a
+    FIFO queue's front (:class:`FifoShardedEnd`) and a priority queue's ends
+    (:class:`PriorityShardedEnd`) share. A subclass says which shard a take goes to
+    (:meth:`_take_one`, :meth:`_claim_one`, :meth:`peek`), in which order a batch visits the
+    shards (:meth:`order`) and which session it opens (:meth:`consumer`).
 
     Args:
         ends: the same end of each shard, shard 0 first.
         metric_name: the queue's name in metrics (blocking waits are recorded under it).
-        best: for a priority queue's end, ``"min"`` or ``"max"``: takes go to the shard whose
-            first item has the best priority (:meth:`_ranked`); None for a FIFO queue.
     """
 
-    def __init__(
-        self,
-        ends: Sequence[End],
-        metric_name: str,
-        best: str | None = None,
-        shards: Sequence[Any] = (),
-    ) -> None:
+    def __init__(self, ends: Sequence[End], metric_name: str) -> None:
         self.ends = list(ends)
-        #: a FIFO queue's shards (:class:`~fdbqueue._queues.shard.FifoShard`), for moving a
-        #: crowded shard's front into an empty home (:meth:`_move_home`); none: no moves
-        self.shards = list(shards)
         self.metric_name = metric_name
-        self.best = best
-        self.homes = Homes(len(self.ends))
-        self.turns = [Turns() for _ in self.ends]
-        self.shared = SharedSessions()
+
+    # -- what differs between the queue types -------------------------------------------------
+
+    def _take_one(self, tr: AnyContext) -> Any:
+        """Take one value without blocking; None when every shard is empty."""
+        raise NotImplementedError
+
+    def _claim_one(self, tr: AnyContext, seconds: float) -> Lease[Any] | None:
+        """Claim one item under a lease of ``seconds`` without blocking; None when none is
+        claimable."""
+        raise NotImplementedError
+
+    def peek(self, tr: AnyContext) -> Any:
+        """The value this thread's next take returns when nothing else changes the queue,
+        without removing it, or None."""
+        raise NotImplementedError
+
+    def order(self, tr: Any, every_shard: bool) -> list[End]:
+        """The shards a batch takes from, in ``tr``, in the order it visits them: those
+        holding items (``every_shard``: every shard, those holding items first)."""
+        raise NotImplementedError
+
+    def consumer(self, database: Any, prefetch: int, abandon_after: float) -> Consumer:
+        """A consumer session over every shard
+        (:class:`~fdbqueue._queues.sharded_consumer.ShardedConsumer`)."""
+        raise NotImplementedError
 
     # -- taking -----------------------------------------------------------------------------
 
@@ -164,14 +194,117 @@ class ShardedEnd:
         return self.blocking(tr, lambda database, _deadline: self._take_one(database), seconds)
 
     def take_many(self, tr: AnyContext, n: int) -> list[Any]:
-        """Take up to ``n`` values in one transaction: from one shard, then from the other
-        shards holding items (in the order :meth:`order` gives) until ``n`` are taken."""
-        values: list[Any] = self._gather(tr, lambda tr, end, left: end.take_batch(tr, left), n)
+        """Take up to ``n`` values in one transaction: from the shards in the order
+        :meth:`order` gives, until ``n`` are taken."""
+        values: list[Any] = self._gather(tr, _take_batch, n)
         return values
 
+    # -- claiming ---------------------------------------------------------------------------
+
+    def claim(
+        self, tr: AnyContext, seconds: float, block: bool, wait: float | None
+    ) -> Lease[Any] | None:
+        """Claim one item under a lease of ``seconds`` (arguments checked by the caller)."""
+        if not block:
+            return self._claim_one(tr, seconds)
+        lease: Lease[Any] | None = self.blocking(
+            tr, lambda database, _deadline: self._claim_one(database, seconds), wait
+        )
+        return lease
+
+    def claim_many(self, tr: AnyContext, n: int, seconds: float) -> list[Lease[Any]]:
+        """Claim up to ``n`` items in one transaction, from the shards in :meth:`order`
+        (every shard: an expired lease makes an item claimable where the size counter says
+        none is)."""
+        leases: list[Lease[Any]] = self._gather(
+            tr,
+            lambda tr, end, left: end.claim_batch(tr, seconds, left),
+            n,
+            every_shard=True,
+            still_good=leases_unexpired,
+        )
+        return leases
+
+    # -- the shards -------------------------------------------------------------------------
+
+    def _gather(
+        self,
+        tr: AnyContext,
+        take: Callable[[Any, End, int], Any],
+        n: int,
+        *,
+        every_shard: bool = False,
+        still_good: Callable[[Any, int], bool] | None = None,
+    ) -> list[Any]:
+        """``take(tr, end, left)`` from the shards in :meth:`order`, in one transaction,
+        until ``n`` are taken; given a Database, exactly once (a random shard's receipts,
+        written when something was taken or poison moved aside). ``take`` returns a list, or
+        MOVED_ASIDE when it only moved poison to the dead letters (it is called again).
+        ``still_good``: as for :meth:`~fdbqueue._transactions.receipts.Receipts.run` (claims:
+        no lease that expired before the outcome was known)."""
+
+        def body(tr: Any) -> tuple[list[Any], bool]:
+            found: list[Any] = []
+            moved = False
+            for end in self.order(tr, every_shard):
+                while (taken := take(tr, end, n - len(found))) is MOVED_ASIDE:
+                    moved = True  # it wrote, though it returns nothing
+                found.extend(taken)
+                if len(found) >= n:
+                    break
+            return found, moved
+
+        if not is_database(tr):
+            return body(tr)[0]
+        receipts = random.choice(self.ends).receipts
+        found, _moved = receipts.run(
+            tr,
+            body,
+            wrote=lambda result: bool(result[0]) or result[1],
+            still_good=None if still_good is None else lambda result, v: still_good(result[0], v),
+        )
+        return found
+
+    def blocking(
+        self, database: Any, take: Callable[[Any, float | None], Any], seconds: float | None
+    ) -> Any:
+        """``take`` until it returns a value or ``seconds`` pass, waiting on every shard's
+        signal key (one watch per shard) between attempts."""
+        return take_blocking(
+            database,
+            take,
+            [end.store.signal_key for end in self.ends],
+            seconds,
+            lambda: soonest(
+                *(end.leases.seconds_until_expiry() for end in self.ends),
+                *(end.delays.seconds_until_due() for end in self.ends),
+            ),
+            queue=self.metric_name,
+        )
+
+
+class FifoShardedEnd(ShardedEnd):
+    """A FIFO queue's front over every shard: each consumer takes at its home shard
+    (:class:`~fdbqueue._queues.shard_homes.Homes`), in this process's turn there, and moves
+    to a shard holding items when its home is empty or its stay is over, moving a crowded
+    shard's front into its home when it can (:meth:`_move_home`).
+
+    Args:
+        ends, metric_name: as for :class:`ShardedEnd`.
+        shards: the queue's shards (:class:`~fdbqueue._queues.shard.FifoShard`), shard 0
+            first, for moving a crowded shard's front into an empty home.
+    """
+
+    def __init__(self, ends: Sequence[End], metric_name: str, shards: Sequence[Any]) -> None:
+        super().__init__(ends, metric_name)
+        self.shards = list(shards)
+        self.homes = Homes(len(self.ends))
+        self.turns = [Turns() for _ in self.ends]
+        self.shared = SharedSessions()
+
+    # -- taking -----------------------------------------------------------------------------
+
     def _take_one(self, tr: AnyContext) -> Any:
-        if self.best is not None:  # ranked and taken in one transaction (see take_best)
-            return self.take_best(tr)
         consumer = current_consumer()
         value = self._at_home(tr, consumer, _take)
         if value is not None:
@@ -198,11 +331,11 @@ class ShardedEnd:
         another consumer of this process (crowded): move a run of up to :data:`MOVE_RUN`
         items of ``shard``'s front (at most half of it) to the back of the home, in
         ``shard``'s turn (this process's takes there wait one transaction), and stay home;
-        whether a run moved. Only given a Database, for a FIFO queue: the consumers
-        of one process thus spread again over the shards however the items were loaded,
-        instead of taking turns at one shard. Cost: one transaction
+        whether a run moved. Only given a Database: the consumers of one process thus
+        spread again over the shards however the items were loaded, instead of taking turns
+        at one shard. Cost: one transaction
         (:meth:`~fdbqueue._queues.shard.FifoShard.move_front`) per run moved."""
-        if not self.shards or shard == home or not is_database(tr):
+        if shard == home or not is_database(tr):
             return False
         if self.homes.fewest(consumer, [shard]) == 0:  # nobody else of this process there
             return False
@@ -216,25 +349,10 @@ class ShardedEnd:
 
         return bool(self._at(tr, shard, move))
 
-    def take_best(self, tr: AnyContext) -> Any:
-        """A priority queue's pop: in one transaction, rank the shards by their first item
-        (snapshot reads) and take from the best one with the take's read conflict range, so
-        that of two concurrent pops of the same best item one retries and ranks again: a pop
-        returns the best priority present at its read version. Its line is not used (a
-        take in line would take in another transaction than the ranking). Cost: the ranking's
-        snapshot range reads (two per shard, issued together) and the take's."""
-        values = self._gather(tr, lambda tr, end, left: end.take_batch(tr, left), 1)
-        return values[0] if values else None
-
     def peek(self, tr: AnyContext) -> Any:
-        """The value this thread's next take returns when nothing else changes the queue,
-        without removing it, or None: a priority queue's best first item over the shards;
-        a FIFO queue's front of the consumer's home shard, or of the shard it moves to when
-        its home is empty or its stay is over (the move is made now, as a take makes it).
-        Cost: as a take's choice of shard, and the shard's peek."""
-        if self.best is not None:
-            ranked = self._ranked(tr, False)
-            return next((v for end in ranked if (v := end.peek(tr)) is not None), None)
+        """The front of the consumer's home shard, or of the shard it moves to when its home
+        is empty or its stay is over (the move is made now, as a take makes it). Cost: as a
+        take's choice of shard, and the shard's peek."""
         consumer = current_consumer()
         home = self.homes.home(consumer)
         if home is not None:
@@ -278,43 +396,11 @@ class ShardedEnd:
 
     # -- claiming ---------------------------------------------------------------------------
 
-    def claim(
-        self, tr: AnyContext, seconds: float, block: bool, wait: float | None
-    ) -> Lease[Any] | None:
-        """Claim one item under a lease of ``seconds`` (arguments checked by the caller)."""
-        if not block:
-            return self._claim_one(tr, seconds)
-        lease: Lease[Any] | None = self.blocking(
-            tr, lambda database, _deadline: self._claim_one(database, seconds), wait
-        )
-        return lease
-
-    def claim_many(self, tr: AnyContext, n: int, seconds: float) -> list[Lease[Any]]:
-        """Claim up to ``n`` items in one transaction, from the shards in turn (every shard:
-        an expired lease makes an item claimable where the size counter says none is)."""
-        leases: list[Lease[Any]] = self._gather(
-            tr,
-            lambda tr, end, left: end.claim_batch(tr, seconds, left),
-            n,
-            every_shard=True,
-            still_good=leases_unexpired,
-        )
-        return leases
-
     def _claim_one(self, tr: AnyContext, seconds: float) -> Lease[Any] | None:
         """Claim at the thread's home shard (as a take does); when it has nothing, or the
         stay is over, from the shards in random order, in one transaction (every shard: an
         expired lease makes an item claimable where the size counter says none is); the
         shard it claimed from becomes the thread's home."""
-        if self.best is not None:  # the best priority of every shard, as a pop takes
-            ranked: list[Lease[Any]] = self._gather(
-                tr,
-                lambda tr, end, left: end.claim_batch(tr, seconds, left),
-                1,
-                every_shard=True,
-                still_good=leases_unexpired,
-            )
-            return ranked[0] if ranked else None
         consumer = current_consumer()
         lease: Lease[Any] | None = self._at_home(
             tr, consumer, lambda tr, end: end.claim(tr, seconds, False, None)
@@ -337,21 +423,18 @@ class ShardedEnd:
         return claimed[0]
 
     def consumer(self, database: Any, prefetch: int, abandon_after: float) -> Consumer:
-        """A consumer session over every shard, in one shard's line at a time
-        (:class:`~fdbqueue._queues.sharded_consumer.ShardedConsumer`)."""
-        return ShardedConsumer(self, database, prefetch, abandon_after)
+        """A session in one shard's line at a time
+        (:class:`~fdbqueue._queues.sharded_consumer.FifoShardedConsumer`)."""
+        return FifoShardedConsumer(self, database, prefetch, abandon_after)
 
     # -- the shards -------------------------------------------------------------------------
 
-    def _start(self) -> End:
-        return random.choice(self.ends)
-
     def holding(self, tr: Any, consumer: Any) -> list[End]:
-        """Where ``consumer`` (of a FIFO queue) moves: first the :data:`SAMPLE` shards other
-        than its home with the fewest of this process's consumers (the ones visited longest
-        ago first), those of them holding items at ``tr``'s read version; when none does (or
-        other consumers of this process have moved into them meanwhile while shards without
-        one remain), every shard holding items (its home too). Ranked by
+        """Where ``consumer`` moves: first the :data:`SAMPLE` shards other than its home
+        with the fewest of this process's consumers (the ones visited longest ago first),
+        those of them holding items at ``tr``'s read version; when none does (or other
+        consumers of this process have moved into them meanwhile while shards without one
+        remain), every shard holding items (its home too). Ranked by
         :meth:`Homes.ranked`, the first made ``consumer``'s home. Cost: two snapshot point
         reads per shard looked at (4 when the sample holds items, else 2N more), issued
         together: one round trip, or two."""
@@ -367,6 +450,10 @@ class ShardedEnd:
         ranked = self.homes.ranked(consumer, [self.ends.index(end) for end in found], settle=True)
         return [self.ends[k] for k in ranked]
 
+    def order(self, tr: Any, every_shard: bool) -> list[End]:
+        """Those holding items in random order (:meth:`_candidates`)."""
+        return self._candidates(tr, every_shard)
+
     def _candidates(
         self, tr: Any, every_shard: bool, among: Sequence[End] | None = None
     ) -> list[End]:
@@ -377,56 +464,6 @@ class ShardedEnd:
         if every_shard:
             return ends
         return holding_items(tr, ends)
-
-    def _gather(
-        self,
-        tr: AnyContext,
-        take: Callable[[Any, End, int], Any],
-        n: int,
-        *,
-        every_shard: bool = False,
-        still_good: Callable[[Any, int], bool] | None = None,
-    ) -> list[Any]:
-        """``take(tr, end, left)`` from the shards in :meth:`order`, in one transaction,
-        until ``n`` are taken; given a Database, exactly once (a random shard's receipts,
-        written when something was taken or poison moved aside). ``take`` returns a list, or
-        MOVED_ASIDE when it only moved poison to the dead letters (it is called again).
-        ``still_good``: as for :meth:`~fdbqueue._transactions.receipts.Receipts.run` (claims:
-        no lease that expired before the outcome was known)."""
-
-        def body(tr: Any) -> tuple[list[Any], bool]:
-            found: list[Any] = []
-            moved = False
-            for end in self.order(tr, every_shard):
-                while (taken := take(tr, end, n - len(found))) is MOVED_ASIDE:
-                    moved = True  # it wrote, though it returns nothing
-                found.extend(taken)
-                if len(found) >= n:
-                    break
-            return found, moved
-
-        if not is_database(tr):
-            return body(tr)[0]
-        receipts = random.choice(self.ends).receipts
-        found, _moved = receipts.run(
-            tr,
-            body,
-            wrote=lambda result: bool(result[0]) or result[1],
-            still_good=None if still_good is None else lambda result, v: still_good(result[0], v),
-        )
-        return found
-
-    def order(self, tr: Any, every_shard: bool) -> list[End]:
-        """The shards to take from, in ``tr`` (which takes next): by priority for a priority
-        queue's end, once the delayed items due in every shard were promoted in ``tr``
-        (:meth:`_ranked`: a due item ranks as an item), else those holding items in random
-        order (:meth:`_candidates`)."""
-        if self.best is not None:
-            looks = [end.delays.look(tr) for end in self.ends]  # issued together
-            for end, looked in zip(self.ends, looks, strict=True):
-                end.delays.promote(tr, looked)
-            return self._ranked(tr, every_shard)
-        return self._candidates(tr, every_shard)
 
     def _in_order(
         self,
@@ -461,57 +498,113 @@ class ShardedEnd:
             # alone cannot keep this loop going.
             checked = functools.partial(_holding_for_sure, order)
 
+
+class PriorityShardedEnd(ShardedEnd):
+    """A priority queue's ``min`` or ``max`` end over every shard: each pop and claim ranks
+    the shards by their first item and takes from the best one, in one transaction
+    (:meth:`take_best`); no home, no line.
+
+    Args:
+        ends, metric_name: as for :class:`ShardedEnd`.
+        best: ``"min"`` or ``"max"``: takes go to the shard whose first item has the lowest
+            or the highest priority (:meth:`_ranked`).
+    """
+
+    def __init__(self, ends: Sequence[End], metric_name: str, best: str) -> None:
+        super().__init__(ends, metric_name)
+        self.best = best
+
+    def _take_one(self, tr: AnyContext) -> Any:
+        return self.take_best(tr)
+
+    def take_best(self, tr: AnyContext) -> Any:
+        """A priority queue's pop: in one transaction, rank the shards by their first item
+        (snapshot reads) and take from the best one with the take's read conflict range, so
+        that of two concurrent pops of the same best item one retries and ranks again: a pop
+        returns the best priority present at its read version. Its line is not used (a
+        take in line would take in another transaction than the ranking). Cost: the ranking's
+        snapshot range reads (two per shard, issued together) and the take's."""
+        values = self._gather(tr, _take_batch, 1)
+        return values[0] if values else None
+
+    def _claim_one(self, tr: AnyContext, seconds: float) -> Lease[Any] | None:
+        """The best priority of every shard, as a pop takes, claimed in one transaction."""
+        ranked: list[Lease[Any]] = self._gather(
+            tr,
+            lambda tr, end, left: end.claim_batch(tr, seconds, left),
+            1,
+            every_shard=True,
+            still_good=leases_unexpired,
+        )
+        return ranked[0] if ranked else None
+
+    def peek(self, tr: AnyContext) -> Any:
+        """The best first item over the shards. Cost: :meth:`_ranked`'s reads, and the best
+        shard's peek."""
+        ranked = self._ranked(tr, False)
+        return next((v for end in ranked if (v := end.peek(tr)) is not None), None)
+
+    def consumer(self, database: Any, prefetch: int, abandon_after: float) -> Consumer:
+        """A session whose takes rank and take in one transaction, not in line
+        (:class:`~fdbqueue._queues.sharded_consumer.PriorityShardedConsumer`)."""
+        return PriorityShardedConsumer(self, database, prefetch, abandon_after)
+
+    def order(self, tr: Any, every_shard: bool) -> list[End]:
+        """By priority, once the delayed items due in every shard were promoted in ``tr``
+        (:meth:`_ranked`: a due item ranks as an item)."""
+        looks = [end.delays.look(tr) for end in self.ends]  # issued together
+        for end, looked in zip(self.ends, looks, strict=True):
+            end.delays.promote(tr, looked)
+        return self._ranked(tr, every_shard)
+
     def _ranked(self, tr: Any, every_shard: bool) -> list[End]:
         """The shards holding items at ``tr``'s read version, the best first item first (the
-        lowest priority for ``"min"``, the highest for ``"max"``; ties in random order); with
-        ``every_shard``, the others after them."""
+        lowest priority for ``"min"``, the highest for ``"max"``; within a priority, the
+        oldest: :func:`ranked_heads`; ties in random order); with ``every_shard``, the
+        others after them."""
         heads = self._heads(tr)
         ranked = sorted(heads, key=lambda head: (head[0], random.random()))
         found = [end for _rank, end in ranked]
         return found + [end for end in self.ends if end not in found] if every_shard else found
 
-    def _heads(self, tr: Any) -> list[tuple[int, End]]:
+    def _heads(self, tr: Any) -> list[tuple[Rank, End]]:
         """Each non-empty shard with the rank of its best priority (:func:`ranked_heads`)."""
         return ranked_heads(self.ends, self.best == "max", tr)
-
-    def blocking(
-        self, database: Any, take: Callable[[Any, float | None], Any], seconds: float | None
-    ) -> Any:
-        """``take`` until it returns a value or ``seconds`` pass, waiting on every shard's
-        signal key (one watch per shard) between attempts."""
-        return take_blocking(
-            database,
-            take,
-            [end.store.signal_key for end in self.ends],
-            seconds,
-            lambda: soonest(
-                *(end.leases.seconds_until_expiry() for end in self.ends),
-                *(end.delays.seconds_until_due() for end in self.ends),
-            ),
-            queue=self.metric_name,
-        )
 
 
 #: How much better than any priority a shard with an expired or released lease ranks (a
 #: take delivers that lease's item first).
 EXPIRED_FIRST = 2**2048
 
+#: A head's rank: its priority's (lower is better: the priority, or minus it for the max end),
+#: then its count (the how-manieth item of that priority its shard holds, from 0), or its
+#: turn's number for a group's turn.
+Rank = tuple[int, int]
+
 
 def ranked_heads(
     ends: Sequence[End], reverse: bool, tr: Any, *, anyway: bool = False
-) -> list[tuple[int, End]]:
-    """Each non-empty shard's end with the rank of its first item's priority (lower is
-    better: the priority, or minus it with ``reverse``, for the max end), its groups' turns
-    counted (a turn's key holds its priority: :mod:`fdbqueue._storage.groups`), each shard's
-    type records checked first. Cost: per shard a snapshot range read (``limit=1``) of the
-    first item, and of the first turn with a snapshot point read of the active groups'
-    count (neither while the count is quiet, unless ``anyway`` or no shard holds an item:
+) -> list[tuple[Rank, End]]:
+    """Each non-empty shard's end with the :data:`Rank` of its first item (the oldest of
+    its best priority), its groups' turns counted (a turn's key holds its priority and
+    number: :mod:`fdbqueue._storage.groups`), each shard's type records checked first.
+    Equal priorities rank by count: one producer's pushes go to the shards in turn, so
+    its items of one priority sit at about the same counts in every shard, and a pop takes
+    them round by round (:doc:`sharding`, "Order": overtaken by at most N - 1 items).
+
+    Cost: per shard a snapshot range read (``limit=1``) of the first item, and of the first
+    turn with a snapshot point read of the active groups' count (neither while the count
+    is quiet, unless ``anyway`` or no shard holds an item:
     :mod:`fdbqueue._storage.quiet_keys`), and the type records' reads until they were found
     right, all issued before any is waited on (one round trip); and a snapshot range read
     (``limit=1``) of the first lease, unless the waiting leases' hint is quiet
     (:meth:`~fdbqueue._delivery.claims.Leases.waiting_quiet`) and not ``anyway``: a shard
     whose first lease expired or was released ranks first (its take delivers that item
-    first, as every take does)."""
+    first, as every take does). For the
+    max end (``reverse``), whose reverse reads find each shard's highest priority but its
+    newest item, when several shards share the best priority: per such shard, a snapshot
+    range read (``limit=1``) of that priority's first item, and of its first turn where the
+    count was read, issued together (a second round trip)."""
     reader = tr.snapshot
     records = [end.store.recorded_codec(tr) for end in ends]
     reads = []
@@ -527,21 +620,59 @@ def ranked_heads(
         first_lease = end.leases.first_lease(reader, anyway=anyway)
         reads.append((items, count, turns, first_lease))
     version = tr.get_read_version().wait()
-    heads = []
+    heads: list[tuple[Rank, End]] = []
+    grouped: list[End] = []  # ends whose turns were read
     for end, record, (items, count, turns, first_lease) in zip(ends, records, reads, strict=True):
         store = end.store
         store.check_codec(record)  # before a key is unpacked: another type raises here
-        priorities = [store.unpack_position(bytes(kv.key))[0] for kv in items]
+        firsts = [tuple(store.unpack_position(bytes(kv.key))[:2]) for kv in items]
         if first_lease is not None and end.leases.note(first_lease, version):
             # an expired or released lease's item waits (a group whose holder died may
             # wait behind it): a take delivers it first, as a claim does
-            heads.append((-EXPIRED_FIRST, end))
+            heads.append(((-EXPIRED_FIRST, 0), end))
             continue
         if store.groups.any_active(count):
-            priorities += [store.groups.turns.unpack(bytes(kv.key))[0] for kv in turns or ()]
-        if priorities:
-            best: int = max(priorities) if reverse else min(priorities)
-            heads.append((-best if reverse else best, end))
+            grouped.append(end)
+            firsts += [tuple(store.groups.turns.unpack(bytes(kv.key))[:2]) for kv in turns or ()]
+        if firsts:
+            if reverse:  # the highest priority; its oldest number is read below if needed
+                heads.append(((-max(first[0] for first in firsts), 0), end))
+            else:
+                heads.append((min((first[0], first[1]) for first in firsts), end))
     if not heads and not anyway and any(r[1] is None or r[3] is None for r in reads):
         return ranked_heads(ends, reverse, tr, anyway=True)  # a group's turn may be all
+    if reverse:
+        heads = _oldest_of_the_best(reader, heads, grouped)
     return heads
+
+
+def _oldest_of_the_best(
+    reader: Any, heads: list[tuple[Rank, End]], grouped: list[End]
+) -> list[tuple[Rank, End]]:
+    """``heads`` of the max end, those sharing the best priority ranked by the count of
+    that priority's first item (or the number of its first turn, for ``grouped`` ends):
+    the oldest first. Cost: see :func:`ranked_heads`."""
+    best = min((rank for rank, _end in heads), default=None)
+    tied = [end for rank, end in heads if rank == best]
+    if best is None or len(tied) < 2 or best[0] == -EXPIRED_FIRST:
+        return heads
+    priority = -best[0]
+    reads = []
+    for end in tied:
+        store = end.store
+        within = store.subspace.range((priority,))
+        items = reader.get_range(within.start, within.stop, limit=1)
+        turns = None
+        if end in grouped:
+            ranked = store.groups.turns.range((priority,))
+            turns = reader.get_range(ranked.start, ranked.stop, limit=1)
+        reads.append((items, turns))
+    oldest = {}
+    for end, (items, turns) in zip(tied, reads, strict=True):
+        numbers = [end.store.unpack_position(bytes(kv.key))[1] for kv in items]
+        numbers += [end.store.groups.turns.unpack(bytes(kv.key))[1] for kv in turns or ()]
+        oldest[id(end)] = min(numbers, default=0)
+    return [
+        ((rank[0], oldest[id(end)]), end) if id(end) in oldest else (rank, end)
+        for rank, end in heads
+    ]

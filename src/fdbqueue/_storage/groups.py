@@ -515,6 +515,68 @@ class Groups:
 
         return self.ages.oldest_began(reader, first_key)
 
+    def listed(self, reader: Any, after: bytes | None, count: int) -> list[Any]:
+        """Up to ``count`` of the groups' items (KeyValues) after the item at ``after`` (None:
+        from the first), through ``reader``, in the order takes would serve them while
+        nothing else changes (``peek_many``). A Queue's: the groups in turn, oldest turn
+        first, each for its weight's items in a row (a1 b1 c1 a2 ...), then the items of the
+        groups in flight (whose next items wait for a lease's end), group by group. A
+        PriorityQueue's: group by group, in key order.
+
+        Cost (a Queue's): a range read of every turn and one of every active record, then
+        per group in turn, range reads of its items, a share of ``count`` at a time (those
+        of every group issued together); the groups in flight: a range read each, at most.
+        A PriorityQueue's: one range read.
+        """
+        if self.prioritized:
+            start = self.items.range().start if after is None else after + b"\x00"
+            return list(reader.get_range(start, self.items.range().stop, limit=count))
+        ring = [_Turn(self, turn) for turn in reader.get_range(self.turns_begin, self.turns_end)]
+        active = [self.active.unpack(kv.key)[0] for kv in reader.get_range(*self._active_range())]
+        position = _position_of(self, ring, after)
+        found: list[Any] = []
+        if position is not None:
+            found = self._in_turn(reader, ring, position, count)
+        if len(found) == count:
+            return found
+        in_turn = {turn.group for turn in ring}
+        resume = after if position is None else None  # within the groups in flight
+        for group in active:
+            if group in in_turn or len(found) == count:
+                continue
+            members = self.items.range((group,))
+            if resume is not None and resume >= members.stop:
+                continue
+            start = members.start if resume is None or resume < members.start else resume
+            begin = start if start == members.start else start + b"\x00"
+            found += reader.get_range(begin, members.stop, limit=count - len(found))
+        return found
+
+    def _active_range(self) -> tuple[bytes, bytes]:
+        whole = self.active.range()
+        return whole.start, whole.stop
+
+    def _in_turn(
+        self, reader: Any, ring: list[_Turn], after: tuple[int, int, int], count: int
+    ) -> list[Any]:
+        """Up to ``count`` items of the groups in ``ring`` in take order (by round, place in
+        the ring, then the group's order), after the place ``after``."""
+        share = max(1, -(-count // max(1, len(ring))))
+        for place, turn in enumerate(ring):
+            turn.start_after(after, place, share)
+        found: list[Any] = []
+        round_ = max(0, after[0])
+        while len(found) < count and any(turn.left for turn in ring):
+            for turn in ring:
+                if turn.needs(round_):
+                    turn.read(reader)  # issued together
+            for turn in ring:
+                found += turn.serve(reader, round_, count - len(found))
+                if len(found) == count:
+                    break
+            round_ += 1
+        return found
+
     def active_count(self, tr: AnyContext) -> int:
         """How many groups are active (have items, or one in a lease). Cost: a snapshot point
         read."""
@@ -529,3 +591,86 @@ def _weight(read: Any) -> int:
         return 1
     weight: int = fdb.tuple.unpack(bytes(read))[0]
     return weight
+
+
+class _Turn:
+    """A group in the ring of turns, as :meth:`Groups.listed` walks it: its items are
+    served ``weight`` at a time, round after round (in the first round, what its turn has
+    left), read in chunks of a share of the listing."""
+
+    def __init__(self, groups: Groups, turn: Any) -> None:
+        head, self.weight, served = fdb.tuple.unpack(bytes(turn.value))
+        self.group: Group = groups.turns.unpack(turn.key)[-1]
+        self._groups = groups
+        self.head: int = groups.items.unpack(head)[1]  # the first item's index
+        self.first = self.weight - served  # items its current turn has left
+        self.next = 0  # the next item to serve (from the head)
+        self._buffer: list[Any] = []  # read, from the next one on
+        self._future: Any = None
+        self._exhausted = False  # a read found fewer than it asked for
+        self._share = self.weight
+
+    @property
+    def left(self) -> bool:
+        """Whether items may remain."""
+        return bool(self._buffer) or not self._exhausted
+
+    def round_of(self, j: int) -> int:
+        """The round in which the group's ``j``-th item (from its head) is served."""
+        return 0 if j < self.first else 1 + (j - self.first) // self.weight
+
+    def start_after(self, after: tuple[int, int, int], place: int, share: int) -> None:
+        """Skip the items served at or before ``after`` (round, place in the ring, j) by
+        the group at ``place``; read ``share`` items at a time (at least a turn's)."""
+        self._share = max(share, self.weight)
+        round_, at, j = after
+        if place == at:
+            self.next = j + 1
+            return
+        start = round_ + 1 if place < at else round_
+        self.next = 0 if start <= 0 else self.first + (start - 1) * self.weight
+
+    def needs(self, round_: int) -> bool:
+        """Whether serving ``round_`` needs a read first."""
+        return not self._buffer and not self._exhausted and self.round_of(self.next) <= round_
+
+    def read(self, reader: Any) -> None:
+        """Start reading the next chunk of the group's items (from :attr:`next`)."""
+        members = self._groups.items.range((self.group,))
+        begin = self._groups.items.pack((self.group, self.head + self.next))
+        self._future = reader.get_range(begin, members.stop, limit=self._share)
+
+    def serve(self, reader: Any, round_: int, most: int) -> list[Any]:
+        """The group's items served in ``round_`` (at most ``most``)."""
+        served: list[Any] = []
+        while len(served) < most and self.round_of(self.next) == round_:
+            if not self._buffer:
+                if self._future is None:
+                    if self._exhausted:
+                        break
+                    self.read(reader)
+                self._buffer = list(self._future)
+                self._exhausted = len(self._buffer) < self._share
+                self._future = None
+                if not self._buffer:
+                    break
+            served.append(self._buffer.pop(0))
+            self.next += 1
+        return served
+
+
+def _position_of(
+    groups: Groups, ring: list[_Turn], after: bytes | None
+) -> tuple[int, int, int] | None:
+    """Where the item at ``after`` was served in ``ring``: (round, place, j); before every
+    place for None; None when its group has no turn (it is in flight, or gone)."""
+    if after is None:
+        return (-1, -1, -1)
+    if not groups.items.contains(after):
+        return (-1, -1, -1)
+    group, index = groups.items.unpack(after)[:2]
+    for place, turn in enumerate(ring):
+        if turn.group == group:
+            j = index - turn.head
+            return (turn.round_of(j), place, j)
+    return None
