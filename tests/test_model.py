@@ -241,11 +241,15 @@ class QueueModel(RuleBasedStateMachine):
         return sorted((i for i in self.expired if i in self.leases), key=key)
 
     def take_waiting(self, n: int) -> list[object]:
-        """What a take of ``n`` items takes of the waiting leases: the first ``n`` of them,
-        those out of deliveries moved to the dead letters instead."""
-        values = []
-        for lease_id in self.waiting()[:n]:
+        """What a take of ``n`` items takes of the waiting leases: the first ``n`` that may
+        be delivered, those out of deliveries before them moved to the dead letters."""
+        values: list[object] = []
+        if n == 0:  # dequeue_many(db, 0) takes nothing
+            return values
+        for lease_id in self.waiting():
             lease, value = self.leases[lease_id]
+            if lease.deliveries < MAX_DELIVERIES and len(values) == n:
+                break
             self._forget(lease_id)
             if lease.deliveries >= MAX_DELIVERIES:
                 self.dead.append(value)

