@@ -4,6 +4,7 @@ queues named with ``--queue``/``--directory``, or for a demo workload (``--demo`
 from __future__ import annotations
 
 import ipaddress
+import threading
 from typing import Any
 
 import click
@@ -138,7 +139,7 @@ def named_queues(
     "--demo",
     is_flag=True,
     help="Run a small live workload in this process (producers, workers, dead letters, "
-    "groups) and show its queues too; with --memory only.",
+    "groups) and show its queues too; on the in-memory database (--memory is implied).",
 )
 @shared_options(queue=False)
 @click.pass_obj
@@ -176,6 +177,13 @@ def dashboard(
         )
     if token is not None and not token:
         raise click.UsageError("--token must not be empty")
+    if demo and context.given_database is None and not context.options["use_memory"]:
+        if context.options["cluster_file"] is not None:
+            raise click.UsageError(
+                "--demo runs its workload on the in-memory database: drop --cluster-file "
+                "(fdbqueue dashboard --demo)"
+            )
+        context.options["use_memory"] = True  # the demo needs no cluster: --memory implied
     database = context.database()
     if demo and not isinstance(database, memory.Database):
         raise click.UsageError(
@@ -195,9 +203,29 @@ def dashboard(
     app = create_app(database, queues, read_only=read_only, token=token)
     shown = "localhost" if host in ("127.0.0.1", "::1") else host
     address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
-    click.echo(f"fdbqueue dashboard: {len(queues)} queue(s) at {address} (Ctrl-C stops)")
+    stops = " (Ctrl-C stops)" if context.stop is None else ""
+    click.echo(f"fdbqueue dashboard: {len(queues)} queue(s) at {address}{stops}")
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        serve(server, context.stop)
     finally:
         if running is not None:
             running.stop()
+
+
+def serve(server: Any, stop: threading.Event | None) -> None:
+    """Run the uvicorn ``server`` until Ctrl-C, or, in ``fdbqueue shell``'s background (a
+    ``stop`` event), until ``stop`` is set (the shell's ``stop`` command)."""
+    if stop is None:
+        server.run()
+        return
+
+    def watch() -> None:
+        stop.wait()
+        server.should_exit = True
+
+    threading.Thread(target=watch, name="fdbqueue-dashboard-stop", daemon=True).start()
+    try:
+        server.run()
+    finally:
+        stop.set()  # ended by itself (a port in use): the watcher ends too
