@@ -883,6 +883,9 @@ def test_errors_are_one_line_from_the_console_script_too(tmp_path):
         (["--memory", "--queue", "jobs", "pop", "-n", "0"], 2),
         (["--memory", "--codec", "json", "--queue", "jobs", "push", "NaN"], 2),
         (["--memory", "--queue", "jobs", "info"], 1),
+        (["--memory", "--codec", "json", "--queue", "jobs", "push", "null"], 2),
+        (["--memory", "--queue", "jobs", "peek", "-n", "9" * 30], 2),
+        (["--memory", "--queue", "jobs", "push", "9" * 700, "--int"], 2),
     ):
         result = subprocess.run(
             [sys.executable, "-m", "fdbqueue", *args],
@@ -1102,11 +1105,9 @@ def test_the_whitespace_around_the_queue_s_parts_is_dropped(db, subspace):
 
 def test_dashboard_demo_implies_the_in_memory_database(monkeypatch):
     """Issue 36 item 10: without --memory the demo blamed libfdb_c."""
-    pytest.importorskip("uvicorn")
-    from fdbqueue.cli import _dashboard
-
+    uvicorn = pytest.importorskip("uvicorn")
     served = []
-    monkeypatch.setattr(_dashboard, "serve", lambda server, stop: served.append(server))
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.append(app))
     result = CliRunner().invoke(cli, ["dashboard", "--demo", "--port", "0"], obj={})
     assert result.exit_code == 0, result.output
     assert "libfdb_c" not in result.output and len(served) == 1

@@ -205,20 +205,21 @@ def dashboard(
     address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     stops = " (Ctrl-C stops)" if context.stop is None else ""
     click.echo(f"fdbqueue dashboard: {len(queues)} queue(s) at {address}{stops}")
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     try:
-        serve(server, context.stop)
+        if context.stop is None:
+            uvicorn.run(app, host=host, port=port, log_level="warning")
+        else:  # in fdbqueue shell's background: the shell's stop command ends it
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+            serve_until(uvicorn.Server(config), context.stop)
     finally:
         if running is not None:
             running.stop()
 
 
-def serve(server: Any, stop: threading.Event | None) -> None:
-    """Run the uvicorn ``server`` until Ctrl-C, or, in ``fdbqueue shell``'s background (a
-    ``stop`` event), until ``stop`` is set (the shell's ``stop`` command)."""
-    if stop is None:
-        server.run()
-        return
+def serve_until(server: Any, stop: threading.Event) -> None:
+    """Run the uvicorn ``server`` (in a thread of ``fdbqueue shell``) until ``stop`` is set
+    (the shell's ``stop`` command, or leaving the shell), or until it ends by itself (a port
+    in use)."""
 
     def watch() -> None:
         stop.wait()
@@ -228,4 +229,4 @@ def serve(server: Any, stop: threading.Event | None) -> None:
     try:
         server.run()
     finally:
-        stop.set()  # ended by itself (a port in use): the watcher ends too
+        stop.set()  # ended by itself: the watcher ends too
