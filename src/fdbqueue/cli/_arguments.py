@@ -1,7 +1,11 @@
-"""The command line's one-line errors and help layout (used by :mod:`fdbqueue.cli`).
+"""The command line's one-line errors, argument types and help layout (used by
+:mod:`fdbqueue.cli`).
 
 Every error, usage or not, is one line on stderr: ``fdbqueue: error: ...`` (exit status 2 for
-a usage error, 1 otherwise), without click's usage block.
+a usage error, 1 otherwise), without click's usage block. A bad number repeats what was typed
+(:func:`typed`, shortened when long) and says what is allowed (:class:`Count`,
+:class:`TupleInt`, :class:`Seconds`); :class:`NumberArguments` takes a negative number as an
+argument (``push -5 --int``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from fdbqueue._checks import check_packable_int
 
 __all__ = [
     "PROGRAM",
+    "TUPLE_INTS",
     "CommandLine",
     "Count",
     "NumberArguments",
@@ -32,13 +37,19 @@ __all__ = [
 PROGRAM = "fdbqueue"
 #: How many characters of what the user typed an error message repeats.
 SHOWN_CHARACTERS = 24
+#: The ints FoundationDB's tuple layer stores, in words (the rule is
+#: :func:`fdbqueue._checks.check_packable_int`'s).
+TUPLE_INTS = (
+    "a whole number strictly between -2**2040 and 2**2040 (about 1.26e614), what "
+    "FoundationDB's tuple layer stores"
+)
 #: A word that reads as a negative number: -5, -1.5, -.5, -2e3.
 NEGATIVE_NUMBER = re.compile(r"-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 def typed(text: Any) -> str:
     """What the user typed, quoted as error messages repeat it: in full when short, else its
-    start and its length (``'99999999999999999999...' (700 characters)``)."""
+    start and its length (``'99999999999999999999'... (700 characters)``)."""
     text = str(text)
     if len(text) <= SHOWN_CHARACTERS:
         return repr(text)
@@ -91,12 +102,7 @@ class TupleInt(click.ParamType):  # type: ignore[type-arg]  # generic from click
         try:
             return check_packable_int(number, "the number")
         except ValueError:
-            self.fail(
-                f"{typed(value)} is out of range: give a whole number strictly between -2**2040 "
-                "and 2**2040 (about 1.26e614), what FoundationDB's tuple layer stores",
-                param,
-                ctx,
-            )
+            self.fail(f"{typed(value)} is out of range: give {TUPLE_INTS}", param, ctx)
 
 
 class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
@@ -118,11 +124,7 @@ class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic from click 
             self.fail(f"{typed(value)} is not a number of seconds", param, ctx)
         if math.isfinite(number):
             return number
-        wanted = (
-            f"give a number of seconds {self.allowed}"
-            if self.allowed
-            else ("give a finite number of seconds")
-        )
+        wanted = f"give a number of seconds {self.allowed or 'that is finite'}"
         if math.isnan(number) or "inf" in str(value).lower():
             self.fail(f"{typed(value)} is not a finite number: {wanted}", param, ctx)
         self.fail(f"{typed(value)} is too large: {wanted}", param, ctx)

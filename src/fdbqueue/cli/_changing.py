@@ -14,7 +14,14 @@ from fdbqueue._checks import check_packable_int
 from fdbqueue._delivery.deduplication import check_dedup_id
 from fdbqueue._delivery.delays import MAX_DELAY_SECONDS, check_delay
 from fdbqueue._storage.groups import check_group
-from fdbqueue.cli._arguments import Count, NumberArguments, Seconds, TupleInt, typed
+from fdbqueue.cli._arguments import (
+    TUPLE_INTS,
+    Count,
+    NumberArguments,
+    Seconds,
+    TupleInt,
+    typed,
+)
 from fdbqueue.cli._context import (
     TAIL_WAIT,
     Context,
@@ -146,8 +153,8 @@ def parsed_value(value: str, as_int: bool, codec: str) -> Any:
                 check_packable_int(number, "VALUE")
             except ValueError:
                 raise click.BadParameter(
-                    f"{typed(value)} is out of range: the tuple codec stores integers strictly "
-                    "between -2**2040 and 2**2040 (about 1.26e614); --codec json stores any",
+                    f"{typed(value)} is out of range for the tuple codec: give {TUPLE_INTS} "
+                    "(--codec json stores any)",
                     param_hint="VALUE",
                 ) from None
         return number
