@@ -374,7 +374,6 @@ def test_every_option_has_help_and_help_has_no_markup():
         ["pop"],
         ["leases"],
         ["dead-letters"],
-        ["tail", "--idle-timeout", "0.1"],
     ],
 )
 def test_a_queue_with_nothing_under_its_prefix_is_reported_missing(db, subspace, command):
@@ -577,6 +576,30 @@ def test_tail_waits_for_items_pushed_later(db, subspace):
         later.join()
 
 
+def test_tail_waits_on_a_queue_not_created_yet_as_work_does(db, subspace, monkeypatch):
+    """Issue 36 item 10: tail refused a queue not created yet while work waited on it."""
+    import threading
+
+    jobs = queue_path(subspace, "new")
+    queue = Queue(subspace["new"])
+    assert ok(db, "--queue", jobs, "tail", "--idle-timeout", "0.1") == ""  # waited, then idle
+    assert not list(db.create_transaction().get_range_startswith(subspace["new"].key()))
+    waiting = threading.Event()
+    dequeue = Queue.dequeue
+
+    def watched(self, tr, **options):
+        waiting.set()  # tail is taking: the queue is still not created
+        return dequeue(self, tr, **options)
+
+    monkeypatch.setattr(Queue, "dequeue", watched)
+    pusher = threading.Thread(target=lambda: waiting.wait(30) and queue.enqueue(db, "first"))
+    pusher.start()
+    try:
+        assert ok(db, "--queue", jobs, "tail", "-n", "1", "--idle-timeout", "30") == "'first'\n"
+    finally:
+        pusher.join()
+
+
 def test_tail_on_a_priority_queue(db, subspace):
     tasks = queue_path(subspace, "tasks")
     queue = PriorityQueue(subspace["tasks"])
@@ -769,8 +792,12 @@ LONG_PREFIX = "x" * 9_990
         (["--codec", "json", "push", '{"a": [Infinity]}'], 2, "JSON has no NaN or infinity"),
         (["--codec", "json", "push", "1e999"], 2, "JSON has no NaN or infinity"),
         (["--codec", "json", "push", '{"a": 1'], 2, "is not JSON"),
-        (["push", "x", "--delay", "1e999"], 2, "delay must be finite"),
-        (["push", "x", "--delay", "nan"], 2, "delay must be a number of seconds >= 0"),
+        (["push", "x", "--delay", "1e999"], 2, "'1e999' is too large"),
+        (["push", "x", "--delay", "nan"], 2, "'nan' is not a finite number"),
+        # issue 36 item 10: exit 1 where the docs say 2
+        (["--codec", "json", "push", "null"], 2, "'null' is JSON null, which a queue cannot"),
+        (["--codec", "json", "push", '"' + "x" * 100_001 + '"'], 2, "value size limit"),
+        (["push", "x" * 100_001], 2, "value size limit"),
     ],
 )
 def test_a_bad_value_is_a_one_line_usage_error(db, subspace, args, code, message):
@@ -845,7 +872,8 @@ def test_the_memory_option_says_each_command_starts_empty(db):
     [
         (
             ["pop", "-n", "0"],
-            "fdbqueue: error: Invalid value for '-n' / '--limit': 0 is not in the range x>=1.",
+            "fdbqueue: error: Invalid value for '-n' / '--limit': '0' is out of range: give a "
+            "whole number from 1 to 9,223,372,036,854,775,807",
         ),
         (["work", "json:loads", "--concurrency", "0"], "fdbqueue: error: Invalid value for "),
         (["push", "--bogus", "x"], "fdbqueue: error: No such option '--bogus'."),
@@ -866,6 +894,9 @@ def test_errors_are_one_line_from_the_console_script_too(tmp_path):
         (["--memory", "--queue", "jobs", "pop", "-n", "0"], 2),
         (["--memory", "--codec", "json", "--queue", "jobs", "push", "NaN"], 2),
         (["--memory", "--queue", "jobs", "info"], 1),
+        (["--memory", "--codec", "json", "--queue", "jobs", "push", "null"], 2),
+        (["--memory", "--queue", "jobs", "peek", "-n", "9" * 30], 2),
+        (["--memory", "--queue", "jobs", "push", "9" * 700, "--int"], 2),
     ):
         result = subprocess.run(
             [sys.executable, "-m", "fdbqueue", *args],
@@ -984,3 +1015,126 @@ def test_push_with_a_group_and_info_counts_the_groups(db, subspace):
     tasks = queue_path(subspace, "grouped-tasks")
     ok(db, "--priority-queue", "--queue", tasks, "push", "t", "--priority", "1", "--group", "a")
     assert PriorityQueue(subspace["grouped-tasks"]).claim(db, 30).group == "a"
+
+
+# -- issue 36 item 10: the command line's bad inputs ---------------------------------------------
+
+HUGE = "9" * 700
+BIG = "9" * 30
+
+
+def test_a_negative_number_is_a_value_without_dashes(db, subspace):
+    jobs, tasks = queue_path(subspace, "jobs"), queue_path(subspace, "tasks")
+    assert ok(db, "--queue", jobs, "push", "-5", "--int") == "pushed -5\n"
+    assert ok(db, "--queue", jobs, "push", "--int", "-7") == "pushed -7\n"
+    assert ok(db, "--queue", jobs, "push", "-1.5") == "pushed '-1.5'\n"
+    assert ok(db, "--queue", jobs, "push", "--int", "--", "-2") == "pushed -2\n"
+    assert Queue(subspace["jobs"]).peek_many(db, 5) == [-5, -7, "-1.5", -2]
+    ok(db, "--queue", tasks, "--priority-queue", "push", "-3", "--int", "--priority", "-2")
+    assert PriorityQueue(subspace["tasks"]).peek(db) == -3
+    json_jobs = queue_path(subspace, "json")
+    ok(db, "--queue", json_jobs, "--codec", "json", "push", "-2.5e3")
+    assert Queue(subspace["json"], codec="json").peek(db) == -2500.0
+    # an unknown option is still one
+    assert fails(db, "--queue", jobs, "push", "-x", code=2) == [
+        "fdbqueue: error: No such option '-x'."
+    ]
+
+
+#: Internal names and library wording that a bad input must not show (issue 36 item 10).
+INTERNALS = ("Subspace(", "rawPrefix", "islice", "ubyte", "Shard", ".write", " inf", "sys.maxsize")
+
+
+@pytest.mark.parametrize(
+    ("args", "shown", "allowed"),
+    [
+        (["--priority-queue", "push", "x", "--priority", HUGE], "(700 characters)", "2**2040"),
+        (["push", HUGE, "--int"], "(700 characters)", "2**2040"),
+        (["push", "x", "--delay", HUGE], "(700 characters)", "from 0 to 2,592,000"),
+        (["push", "x", "--delay", "1e999"], "'1e999' is too large", "from 0 to 2,592,000"),
+        (["peek", "-n", BIG], "(30 characters)", "from 0 to 9,223,372,036,854,775,807"),
+        (["leases", "-n", BIG], "(30 characters)", "from 0 to"),
+        (["dead-letters", "-n", HUGE], "(700 characters)", "from 0 to"),
+        (["pop", "-n", BIG], "(30 characters)", "from 1 to"),
+        (["tail", "-n", "-1"], "'-1' is out of range", "from 1 to"),
+        (["tail", "--idle-timeout", HUGE], "(700 characters)", "above 0"),
+        (["work", "json:loads", "--lease", HUGE], "(700 characters)", "up to 43,200"),
+        (["work", "json:loads", "--lease", "50000"], "--lease", "<= 43200"),
+        (["work", "json:loads", "--backoff", "500"], "--max-backoff", ">= --backoff"),
+        (["work", "json:loads", "--concurrency", BIG], "(30 characters)", "from 1 to 1,024"),
+        (["work", "json:loads", "--max-deliveries", "0"], "'0'", "from 1 to"),
+        (["--timeout", HUGE, "info"], "(700 characters)", "above 0"),
+        (["--shards", BIG, "push", "x"], "(30 characters)", "from 1 to 256"),
+    ],
+)
+def test_a_huge_or_out_of_range_number_says_what_was_typed_and_what_is_allowed(
+    db, subspace, args, shown, allowed
+):
+    jobs = queue_path(subspace, "jobs")
+    Queue(subspace["jobs"]).enqueue(db, "a")
+    before = stored(db, subspace)
+    [line] = fails(db, "--queue", jobs, *args, code=2)
+    assert line.startswith("fdbqueue: error: ") and shown in line and allowed in line, line
+    assert HUGE not in line and not any(name in line for name in INTERNALS), line
+    assert stored(db, subspace) == before
+
+
+def stored(db, subspace):
+    """Every key and value under ``subspace``, as bytes."""
+    found = db.create_transaction().get_range_startswith(subspace.key())
+    return [(bytes(pair.key), bytes(pair.value)) for pair in found]
+
+
+@pytest.mark.parametrize(
+    ("command", "priority"), [(["push", "x"], ["--priority", "1"]), (["clear", "--yes"], [])]
+)
+def test_a_push_into_the_other_queue_type_names_the_option_not_the_subspace(
+    db, subspace, command, priority
+):
+    tasks, jobs = queue_path(subspace, "tasks"), queue_path(subspace, "jobs")
+    PriorityQueue(subspace["tasks"]).push(db, "t", 1)
+    Queue(subspace["jobs"]).enqueue(db, "j")
+    [line] = fails(db, "--queue", tasks, *command)
+    assert line == (
+        f"fdbqueue: error: queue {tuple(tasks.split(','))!r} holds a PriorityQueue, not a "
+        "Queue: add --priority-queue"
+    )
+    [line] = fails(db, "--queue", jobs, "--priority-queue", *command, *priority)
+    assert "holds a Queue, not a PriorityQueue: drop --priority-queue" in line
+    assert not any(name in line for name in INTERNALS)
+    assert PriorityQueue(subspace["tasks"]).peek_many(db, 5) == ["t"]
+    assert Queue(subspace["jobs"]).peek_many(db, 5) == ["j"]
+
+
+def test_the_whitespace_around_the_queue_s_parts_is_dropped(db, subspace):
+    spaced = ", ".join([*fdb.tuple.unpack(subspace.key()), " app ", "jobs "])
+    assert ok(db, "--queue", spaced, "push", "x") == "pushed 'x'\n"
+    assert Queue(subspace["app"]["jobs"]).peek_many(db, 5) == ["x"]
+    lines = fails(db, "--queue", queue_path(subspace, "app, jobs") + "x", "info")
+    assert f"{(*fdb.tuple.unpack(subspace.key()), 'app', 'jobsx')!r}" in lines[0]
+    assert "has an empty element" in fails(db, "--queue", "app, ,jobs", "info", code=2)[0]
+
+
+def test_dashboard_demo_implies_the_in_memory_database(monkeypatch):
+    """Issue 36 item 10: without --memory the demo blamed libfdb_c."""
+    uvicorn = pytest.importorskip("uvicorn")
+    served = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.append(app))
+    result = CliRunner().invoke(cli, ["dashboard", "--demo", "--port", "0"], obj={})
+    assert result.exit_code == 0, result.output
+    assert "libfdb_c" not in result.output and len(served) == 1
+    assert "queue(s) at http://localhost:0/" in result.output
+
+
+def test_dashboard_demo_refuses_a_cluster_file_in_one_line(tmp_path):
+    pytest.importorskip("uvicorn")
+    cluster_file = tmp_path / "fdb.cluster"
+    cluster_file.write_text("")
+    result = CliRunner().invoke(
+        cli, ["dashboard", "--demo", "--cluster-file", str(cluster_file)], obj={}
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output == (
+        "fdbqueue: error: --demo runs its workload on the in-memory database: drop "
+        "--cluster-file (fdbqueue dashboard --demo)\n"
+    )

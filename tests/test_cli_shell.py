@@ -177,7 +177,7 @@ def test_stop_and_workers_explain_themselves():
     result = shell("workers\nstop 4\nstop x y\nstop\nhelp\n", "--memory")
     lines = result.output.splitlines()
     assert lines[0] == "(none)"
-    assert any("no worker 4 is running" in line for line in lines)
+    assert any("no worker or dashboard 4 is running" in line for line in lines)
     assert any("stop takes one worker number" in line for line in lines)
     assert any(line.split()[:1] == ["workers"] for line in lines)  # help lists the shell's own
     assert any(line.split()[:1] == ["push"] for line in lines)  # and every command
@@ -216,3 +216,71 @@ def test_at_a_terminal_it_prompts_with_history(tmp_path, monkeypatch):
     assert Queue(Subspace(("t",))).size(db) == 0
     recorded = Path(history).read_text()
     assert "push hello" in recorded and "bogus" in recorded
+
+
+# -- issue 36 item 6: a line's options, and nothing blocks a piped shell -------------------------
+
+
+@pytest.mark.parametrize(
+    ("words", "option"),
+    [
+        (["push", "x", "--cluster-file", "FILE"], "--cluster-file"),
+        (["--cluster-file", "FILE", "push", "x"], "--cluster-file"),
+        (["push", "x", "--api-version", "710"], "--api-version"),
+        (["--memory", "push", "x"], "--memory"),
+        (["push", "x", "--memory"], "--memory"),
+        (["push", "x", "--timeout", "3"], "--timeout"),
+        (["--timeout", "3", "info"], "--timeout"),
+        (["bench", "--memory"], "--memory"),
+    ],
+)
+def test_a_line_refuses_the_options_that_choose_the_database(tmp_path, words, option):
+    """They named another database than the session's and were silently ignored."""
+    cluster_file = tmp_path / "fdb.cluster"
+    cluster_file.write_text("")
+    line = " ".join(str(cluster_file) if word == "FILE" else word for word in words)
+    db = memory.open()
+    runner = CliRunner(mix_stderr=False) if _mixes() else CliRunner()  # type: ignore[call-arg]
+    result = runner.invoke(
+        cli, ["--queue", "q", "shell"], input=f"{line}\npush y\n", obj={"database": db}
+    )
+    assert result.exit_code == 1, result.output
+    [error] = result.stderr.splitlines()
+    assert error == (
+        f"fdbqueue: error: {option} chooses the database, which the shell opened once for "
+        f"the session: give it to `fdbqueue {option} ... shell` instead"
+    )
+    assert result.stdout.splitlines() == ["pushed 'y'"]  # the shell went on
+    assert Queue(Subspace(("q",))).peek_many(db, 5) == ["y"]  # the refused line wrote nothing
+
+
+def test_a_line_honours_the_queue_and_output_options():
+    result = shell(
+        "push a --queue other --json\n--queue other --json pop\npop\n", "--memory", "--queue", "q"
+    )
+    assert result.exit_code == 1  # the last pop: q itself was never created
+    lines = result.output.splitlines()
+    assert json.loads(lines[0])["pushed"] == "a" and json.loads(lines[1]) == ["a"]
+    assert "queue ('q',) does not exist" in lines[2]
+
+
+def test_dashboard_runs_in_the_background_so_a_piped_shell_never_blocks():
+    """It served until Ctrl-C, so a piped shell blocked for good at a dashboard line."""
+    pytest.importorskip("uvicorn")
+    lines = (
+        "push a\n"
+        "dashboard --port 0\n"
+        "workers\n"
+        "stop 1\n"
+        "workers\n"
+        "dashboard --port 0 --read-only\n"  # left running: leaving the shell stops it
+        "pop\n"
+    )
+    result = shell(lines, "--memory", "--queue", "q")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "dashboard 1 started: dashboard --port 0 (stop 1 stops it)" in out
+    assert "1  dashboard --port 0" in out and "(none)" in out
+    assert "dashboard 1 stopped" in out and "dashboard 2 stopped" in out
+    assert "fdbqueue dashboard: 1 queue(s) at http://localhost:0/\n" in out  # no Ctrl-C
+    assert "'a'" in out.splitlines()

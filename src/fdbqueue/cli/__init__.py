@@ -15,8 +15,8 @@ which needs ``libfdb_c``). Output is lines and tables for people, or one JSON do
 ``--json`` (bytes appear as ``{"base64": ...}``, tuples as lists; ``tail`` prints one per
 item). Errors are one line on stderr, ``fdbqueue: error: ...``, and exit status 1 (2 for a
 usage error). Commands that
-read a queue (info, peek, pop, leases, dead-letters, tail) say so when nothing at all is
-stored under its prefix (exit status 1): a mistyped name.
+read a queue (info, peek, pop, leases, dead-letters) say so when nothing at all is stored
+under its prefix (exit status 1): a mistyped name; tail and work wait for it.
 
 ``fdbqueue shell`` runs the commands at a prompt (or from standard input) on one database
 for the session (:mod:`fdbqueue.cli._shell`).

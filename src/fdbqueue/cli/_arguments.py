@@ -1,21 +1,167 @@
-"""The command line's one-line errors and help layout (used by :mod:`fdbqueue.cli`).
+"""The command line's one-line errors, argument types and help layout (used by
+:mod:`fdbqueue.cli`).
 
 Every error, usage or not, is one line on stderr: ``fdbqueue: error: ...`` (exit status 2 for
-a usage error, 1 otherwise), without click's usage block.
+a usage error, 1 otherwise), without click's usage block. A bad number repeats what was typed
+(:func:`typed`, shortened when long) and says what is allowed (:class:`Count`,
+:class:`TupleInt`, :class:`Seconds`); :class:`NumberArguments` takes a negative number as an
+argument (``push -5 --int``).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import sys
 import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
-__all__ = ["PROGRAM", "CommandLine", "argparse_help"]
+from fdbqueue._checks import check_packable_int
+
+__all__ = [
+    "PROGRAM",
+    "TUPLE_INTS",
+    "CommandLine",
+    "Count",
+    "NumberArguments",
+    "Seconds",
+    "TupleInt",
+    "argparse_help",
+    "typed",
+]
 
 PROGRAM = "fdbqueue"
+#: How many characters of what the user typed an error message repeats.
+SHOWN_CHARACTERS = 24
+#: The ints FoundationDB's tuple layer stores, in words (the rule is
+#: :func:`fdbqueue._checks.check_packable_int`'s).
+TUPLE_INTS = (
+    "a whole number strictly between -2**2040 and 2**2040 (about 1.26e614), what "
+    "FoundationDB's tuple layer stores"
+)
+#: A word that reads as a negative number: -5, -1.5, -.5, -2e3.
+NEGATIVE_NUMBER = re.compile(r"-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def typed(text: Any) -> str:
+    """What the user typed, quoted as error messages repeat it: in full when short, else its
+    start and its length (``'99999999999999999999'... (700 characters)``)."""
+    text = str(text)
+    if len(text) <= SHOWN_CHARACTERS:
+        return repr(text)
+    return f"{text[: SHOWN_CHARACTERS - 4]!r}... ({len(text):,} characters)"
+
+
+class Count(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """An int from ``low`` to ``high`` (default :data:`sys.maxsize`, the most any count
+    goes to); a bad one is one line that repeats what was typed (:func:`typed`) and says
+    what is allowed."""
+
+    name = "integer"
+
+    def __init__(self, low: int, high: int = sys.maxsize) -> None:
+        self.low, self.high = low, high
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip())
+            except ValueError:
+                self.fail(f"{typed(value)} is not a whole number", param, ctx)
+        if not self.low <= number <= self.high:
+            self.fail(
+                f"{typed(value)} is out of range: give a whole number from {self.low:,} to "
+                f"{self.high:,}",
+                param,
+                ctx,
+            )
+        return number
+
+
+class TupleInt(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """Any int FoundationDB's tuple layer packs (``abs(n) < 2**2040``: the rule is
+    :func:`fdbqueue._checks.check_packable_int`'s); a bad one is one line that repeats what
+    was typed (:func:`typed`) and says what is allowed."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip())
+            except ValueError:  # not a number, or past Python's 4,300 digits
+                self.fail(f"{typed(value)} is not a whole number", param, ctx)
+        try:
+            return check_packable_int(number, "the number")
+        except ValueError:
+            self.fail(f"{typed(value)} is out of range: give {TUPLE_INTS}", param, ctx)
+
+
+class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """A finite number of seconds (the option's own check says what range); NaN, infinity
+    and numbers past a float's range (``1e999``) are one line that repeats what was typed
+    and says what is allowed (``allowed``: ``"from 0 to 2,592,000"``, say)."""
+
+    name = "seconds"
+
+    def __init__(self, allowed: str = "") -> None:
+        self.allowed = allowed
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            self.fail(f"{typed(value)} is not a number of seconds", param, ctx)
+        if math.isfinite(number):
+            return number
+        wanted = f"give a number of seconds {self.allowed or 'that is finite'}"
+        if math.isnan(number) or "inf" in str(value).lower():
+            self.fail(f"{typed(value)} is not a finite number: {wanted}", param, ctx)
+        self.fail(f"{typed(value)} is too large: {wanted}", param, ctx)
+
+
+class NumberArguments(click.Command):
+    """A click command whose arguments may be negative numbers (``push -5 --int``): a word
+    that reads as one (:data:`NEGATIVE_NUMBER`) and is not an option's value is taken as an
+    argument, as if it came after ``--``, instead of as an unknown option."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, self.numbers_last(args))
+
+    def numbers_last(self, args: Sequence[str]) -> list[str]:
+        """``args`` with the negative numbers that are arguments moved after a ``--``."""
+        valued = {
+            name
+            for param in self.params
+            if isinstance(param, click.Option) and not param.is_flag and not param.count
+            for name in param.opts
+        }
+        kept: list[str] = []
+        numbers: list[str] = []
+        words = list(args)
+        while words:
+            word = words.pop(0)
+            if word == "--":
+                break
+            if word in valued and words:
+                kept += [word, words.pop(0)]  # an option's value, negative or not
+            elif NEGATIVE_NUMBER.fullmatch(word):
+                numbers.append(word)
+            else:
+                kept.append(word)
+        if not numbers:
+            return list(args)
+        return [*kept, "--", *numbers, *words]
 
 
 class CommandLine(click.Group):

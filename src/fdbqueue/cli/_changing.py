@@ -10,9 +10,18 @@ from typing import Any
 
 import click
 
+from fdbqueue._checks import check_packable_int
 from fdbqueue._delivery.deduplication import check_dedup_id
-from fdbqueue._delivery.delays import check_delay
+from fdbqueue._delivery.delays import MAX_DELAY_SECONDS, check_delay
 from fdbqueue._storage.groups import check_group
+from fdbqueue.cli._arguments import (
+    TUPLE_INTS,
+    Count,
+    NumberArguments,
+    Seconds,
+    TupleInt,
+    typed,
+)
 from fdbqueue.cli._context import (
     TAIL_WAIT,
     Context,
@@ -21,19 +30,24 @@ from fdbqueue.cli._context import (
     jsonable,
 )
 from fdbqueue.cli._group import cli, positive_seconds, shared_options
+from fdbqueue.codecs import encode_value
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
 
 # -- changing --------------------------------------------------------------------------------
 
 
-@cli.command(short_help="Add a value to the queue.")
+@cli.command(cls=NumberArguments, short_help="Add a value to the queue.")
 @click.argument("value")
-@click.option("--priority", type=int, help="The priority (priority queues only; required there).")
-@click.option("--int", "as_int", is_flag=True, help="Push VALUE as an integer.")
+@click.option(
+    "--priority",
+    type=TupleInt(),
+    help="The priority, an integer (priority queues only; required there).",
+)
+@click.option("--int", "as_int", is_flag=True, help="Push VALUE as an integer (-5 too).")
 @click.option(
     "--delay",
-    type=float,
+    type=Seconds(f"from 0 to {MAX_DELAY_SECONDS:,}"),
     default=None,
     show_default="none",
     help="Seconds before consumers may take it.",
@@ -61,12 +75,19 @@ def push(
     group: str | None,
 ) -> None:
     """Add VALUE to the queue (a string; bytes with --codec raw; --int for an integer;
-    with --codec json, VALUE is parsed as JSON). Creates the queue. With --dedup-id, a push
-    whose id was seen within the window pushes nothing and says so (exit status 0)."""
-    queue = context.queue()
+    with --codec json, VALUE is parsed as JSON; a negative number needs no "--"). Creates
+    the queue. With --dedup-id, a push whose id was seen within the window pushes nothing
+    and says so (exit status 0)."""
+    queue = context.existing_queue(context.queue(), must_exist=False)
     item = parsed_value(value, as_int, context.codec)
+    if item is None:  # JSON's null: the codec's rule (encode_value) in the user's words
+        raise click.BadParameter(
+            f"{typed(value)} is JSON null, which a queue cannot store (taking from an empty "
+            "queue gives null): push another value",
+            param_hint="VALUE",
+        )
     for check, what in (
-        (lambda: queue.codec.encode(item), "VALUE"),
+        (lambda: encode_value(queue.codec, item), "VALUE"),
         (lambda: check_delay(delay), "--delay"),
         (lambda: dedup_id is None or check_dedup_id(dedup_id), "--dedup-id"),
         (lambda: group is None or check_group(group), "--group"),
@@ -122,9 +143,21 @@ def parsed_value(value: str, as_int: bool, codec: str) -> Any:
         if codec == "raw":
             raise click.UsageError("--int does not apply to --codec raw (values are bytes)")
         try:
-            return int(value)
-        except ValueError:
-            raise click.BadParameter(f"{value!r} is not an integer", param_hint="VALUE") from None
+            number = int(value.strip())
+        except ValueError:  # not a number, or past Python's 4,300 digits
+            raise click.BadParameter(
+                f"{typed(value)} is not an integer", param_hint="VALUE"
+            ) from None
+        if codec == "tuple":
+            try:
+                check_packable_int(number, "VALUE")
+            except ValueError:
+                raise click.BadParameter(
+                    f"{typed(value)} is out of range for the tuple codec: give {TUPLE_INTS} "
+                    "(--codec json stores any)",
+                    param_hint="VALUE",
+                ) from None
+        return number
     if codec == "raw":
         return os.fsencode(value)  # the bytes given, even when they are not UTF-8
     try:
@@ -140,7 +173,9 @@ def parsed_value(value: str, as_int: bool, codec: str) -> Any:
     try:
         return json.loads(value, parse_constant=_refuse_constant)
     except ValueError as error:
-        raise click.BadParameter(f"{value!r} is not JSON ({error})", param_hint="VALUE") from None
+        raise click.BadParameter(
+            f"{typed(value)} is not JSON ({error})", param_hint="VALUE"
+        ) from None
 
 
 def _refuse_constant(name: str) -> Any:
@@ -158,9 +193,7 @@ def check_max(queue: Queue[Any] | PriorityQueue[Any], max_end: bool) -> None:
 
 
 @cli.command(short_help="Remove and show up to N items.")
-@click.option(
-    "-n", "--limit", "count", type=click.IntRange(min=1), default=1, help="At most N items."
-)
+@click.option("-n", "--limit", "count", type=Count(1), default=1, help="At most N items.")
 @MAX_OPTION
 @shared_options()
 @click.pass_obj
@@ -191,14 +224,14 @@ def pop(context: Context, count: int, max_end: bool) -> None:
     "-n",
     "--limit",
     "count",
-    type=click.IntRange(min=1),
+    type=Count(1),
     default=None,
     show_default="no limit",
     help="Stop after N items.",
 )
 @click.option(
     "--idle-timeout",
-    type=float,
+    type=Seconds("above 0"),
     default=None,
     callback=positive_seconds,
     show_default="wait forever",
@@ -209,12 +242,12 @@ def pop(context: Context, count: int, max_end: bool) -> None:
 @click.pass_obj
 def tail(context: Context, count: int | None, idle_timeout: float | None, max_end: bool) -> None:
     """Remove items as they arrive and print each (a blocking dequeue: a watch, no
-    polling), until Ctrl-C (exit status 0), -n items or --idle-timeout. With --json, one
-    JSON document per line. An item taken as Ctrl-C arrives may be lost; use "work" for
-    at-least-once processing."""
+    polling), until Ctrl-C (exit status 0), -n items or --idle-timeout. A queue not created
+    yet is waited on, as work does. With --json, one JSON document per line. An item taken
+    as Ctrl-C arrives may be lost; use "work" for at-least-once processing."""
     queue = context.queue()
     check_max(queue, max_end)
-    context.existing_queue(queue)
+    context.existing_queue(queue, must_exist=False)
     database = context.database()
 
     def take(wait: float) -> Any:
@@ -248,7 +281,7 @@ def tail(context: Context, count: int | None, idle_timeout: float | None, max_en
 @click.pass_obj
 def clear(context: Context, yes: bool) -> None:
     """Remove every item, lease, dead letter and counter of the queue."""
-    queue = context.queue()
+    queue = context.existing_queue(context.queue(), must_exist=False)
     if not yes:
         raise click.ClickException("clear removes everything in the queue: add --yes to do it")
     guarded(lambda: queue.clear(context.database()))

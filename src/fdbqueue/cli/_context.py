@@ -119,7 +119,7 @@ class Context:
     def queue_name(self) -> str:
         """How messages name the queue: ``queue ('app', 'jobs')`` or ``directory 'app/jobs'``."""
         if self.options.get("queue") is not None:
-            return f"queue {tuple(self.options['queue'].split(','))!r}"
+            return f"queue {prefix_elements(self.options['queue'])!r}"
         return f"directory {self.options.get('directory')!r}"
 
     def queue(self, **options: Any) -> Queue[Any] | PriorityQueue[Any]:
@@ -264,14 +264,21 @@ def open_database(
     return database
 
 
+def prefix_elements(prefix: str) -> tuple[str, ...]:
+    """The elements ``--queue`` names: its comma-separated parts, without the whitespace
+    around each (``"app, jobs"`` is ``("app", "jobs")``)."""
+    return tuple(element.strip() for element in prefix.split(","))
+
+
 def prefix_subspace(prefix: str) -> Subspace:
-    """The Subspace that ``--queue`` names: its comma-separated elements, as strings.
+    """The Subspace that ``--queue`` names: its comma-separated elements, as strings
+    (:func:`prefix_elements`).
 
     Raises:
-        click.UsageError: an empty element (``--queue ""``, ``a,,b``), or bytes that are not
-            UTF-8 (the tuple layer stores strings as UTF-8).
+        click.UsageError: an empty element (``--queue ""``, ``a,,b``, ``"a, ,b"``), or bytes
+            that are not UTF-8 (the tuple layer stores strings as UTF-8).
     """
-    elements = prefix.split(",")
+    elements = prefix_elements(prefix)
     if not all(elements):
         raise click.UsageError(
             f"--queue {prefix!r} has an empty element: name the queue's prefix with "
@@ -284,11 +291,12 @@ def prefix_subspace(prefix: str) -> Subspace:
         raise click.UsageError(
             "--queue is not valid UTF-8: the tuple layer stores its elements as UTF-8 strings"
         ) from None
-    return Subspace(tuple(elements))
+    return Subspace(elements)
 
 
 def open_directory(database: Any, path: str) -> Any:
-    """Open the directory ``path`` (``a/b``) with FoundationDB's directory layer.
+    """Open the directory ``path`` (``a/b``; ``"a / b"`` too: the whitespace around each part
+    is dropped) with FoundationDB's directory layer.
 
     Raises:
         click.ClickException: the directory layer cannot be loaded (it needs libfdb_c) or
@@ -302,7 +310,8 @@ def open_directory(database: Any, path: str) -> Any:
     try:
         import fdb
 
-        return fdb.directory.open(database, tuple(part for part in path.split("/") if part))
+        parts = (part.strip() for part in path.split("/"))
+        return fdb.directory.open(database, tuple(part for part in parts if part))
     except Exception as error:
         raise click.ClickException(f"cannot open directory {path!r}: {first_line(error)}") from None
 

@@ -4,6 +4,7 @@ queues named with ``--queue``/``--directory``, or for a demo workload (``--demo`
 from __future__ import annotations
 
 import ipaddress
+import threading
 from typing import Any
 
 import click
@@ -163,7 +164,7 @@ def named_queues(
     "--demo",
     is_flag=True,
     help="Run a small live workload in this process (producers, workers, dead letters, "
-    "groups) and show its queues too; with --memory only.",
+    "groups) and show its queues too; on the in-memory database (--memory is implied).",
 )
 @shared_options(queue=False)
 @click.pass_obj
@@ -202,6 +203,13 @@ def dashboard(
         )
     if token is not None and not token:
         raise click.UsageError("--token must not be empty")
+    if demo and context.given_database is None and not context.options["use_memory"]:
+        if context.options["cluster_file"] is not None:
+            raise click.UsageError(
+                "--demo runs its workload on the in-memory database: drop --cluster-file "
+                "(fdbqueue dashboard --demo)"
+            )
+        context.options["use_memory"] = True  # the demo needs no cluster: --memory implied
     if not is_loopback(host) and token is not None and len(token) < MIN_TOKEN:
         raise click.UsageError(
             f"--token must be at least {MIN_TOKEN} characters when --host {host} is reachable "
@@ -231,14 +239,35 @@ def dashboard(
     every_address = host not in hosts  # 0.0.0.0 or :: (allowed_hosts leaves it out)
     shown = "localhost" if host in ("127.0.0.1", "::1") or every_address else host
     address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
-    click.echo(f"fdbqueue dashboard: {len(queues)} queue(s) at {address} (Ctrl-C stops)")
+    stops = " (Ctrl-C stops)" if context.stop is None else ""
+    click.echo(f"fdbqueue dashboard: {len(queues)} queue(s) at {address}{stops}")
     if every_address and not more_hosts:
         click.echo(
             f"(other machines: add --allowed-host NAME for the name they open it by; any "
             f"other name than {', '.join(hosts)} is answered 400)"
         )
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        if context.stop is None:
+            uvicorn.run(app, host=host, port=port, log_level="warning")
+        else:  # in fdbqueue shell's background: the shell's stop command ends it
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+            serve_until(uvicorn.Server(config), context.stop)
     finally:
         if running is not None:
             running.stop()
+
+
+def serve_until(server: Any, stop: threading.Event) -> None:
+    """Run the uvicorn ``server`` (in a thread of ``fdbqueue shell``) until ``stop`` is set
+    (the shell's ``stop`` command, or leaving the shell), or until it ends by itself (a port
+    in use)."""
+
+    def watch() -> None:
+        stop.wait()
+        server.should_exit = True
+
+    threading.Thread(target=watch, name="fdbqueue-dashboard-stop", daemon=True).start()
+    try:
+        server.run()
+    finally:
+        stop.set()  # ended by itself: the watcher ends too

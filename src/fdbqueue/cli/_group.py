@@ -12,7 +12,7 @@ import click
 from click.core import ParameterSource
 
 from fdbqueue._queues.router import MAX_SHARDS
-from fdbqueue.cli._arguments import CommandLine
+from fdbqueue.cli._arguments import CommandLine, Count, Seconds
 from fdbqueue.cli._context import (
     CODECS,
     Context,
@@ -53,7 +53,7 @@ CONNECTION_OPTIONS: list[Callable[[Any], Any]] = [
     ),
     click.option(
         "--timeout",
-        type=float,
+        type=Seconds("above 0"),
         default=5.0,
         show_default=True,
         callback=positive_seconds,
@@ -75,13 +75,33 @@ QUEUE_OPTIONS: list[Callable[[Any], Any]] = [
     ),
     click.option(
         "--shards",
-        type=click.IntRange(1, MAX_SHARDS),
+        type=Count(1, MAX_SHARDS),
         help="Key ranges a new queue spreads over (default: 1); an existing queue's count is "
         "read from its record.",
     ),
 ]
 CONNECTION_NAMES = ("cluster_file", "api_version", "use_memory", "timeout", "as_json")
 QUEUE_NAMES = ("queue", "directory", "priority_queue", "codec", "shards")
+#: The options that choose the database: ``fdbqueue shell`` opens it once, so its lines
+#: refuse them (:func:`refuse_in_shell`); the others (--json, the queue's) apply per line.
+DATABASE_NAMES = ("cluster_file", "api_version", "use_memory", "timeout")
+
+
+def refuse_in_shell(ctx: click.Context, in_shell: bool) -> None:
+    """Inside ``fdbqueue shell``, refuse the options of :data:`DATABASE_NAMES` given on the
+    line (a usage error, exit status 2): the session's database is opened once, so they
+    would silently do nothing."""
+    if not in_shell:
+        return
+    for param in ctx.command.params:
+        if param.name in DATABASE_NAMES and ctx.get_parameter_source(param.name) not in (
+            None,
+            ParameterSource.DEFAULT,
+        ):
+            raise click.UsageError(
+                f"{param.opts[0]} chooses the database, which the shell opened once for the "
+                f"session: give it to `fdbqueue {param.opts[0]} ... shell` instead"
+            )
 
 
 def with_options(
@@ -111,6 +131,7 @@ def shared_options(*, queue: bool = True) -> Callable[[Callable[..., Any]], Call
             ctx = click.get_current_context()
             context = ctx.find_object(Context)
             assert context is not None  # the group's callback made it
+            refuse_in_shell(ctx, context.in_shell)
             for name in names:
                 value = kwargs.pop(name)
                 if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT):
@@ -149,6 +170,7 @@ def cli(ctx: click.Context, /, **options: Any) -> None:
     "fdbqueue --queue app,jobs info" and "fdbqueue info --queue app,jobs" are the same.
     """
     given: dict[str, Any] = ctx.obj if isinstance(ctx.obj, dict) else {}
+    refuse_in_shell(ctx, bool(given.get("in_shell")))
     ctx.obj = Context(
         options,
         given.get("database"),

@@ -14,6 +14,7 @@ from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue._wording import plural
+from fdbqueue.cli._arguments import Count
 from fdbqueue.cli._context import (
     EVERYTHING,
     Context,
@@ -47,10 +48,10 @@ def chosen_limit(limit: int | None, everything: bool, default: int) -> int | Non
 
 def listed(read: Callable[[int | None], list[Any]], limit: int | None) -> tuple[list[Any], bool]:
     """Up to ``limit`` results of ``read`` (None: all), and whether more exist (it reads
-    one more than ``limit`` to tell)."""
+    one more than ``limit`` to tell, up to :data:`EVERYTHING`)."""
     if limit is None:
         return guarded(lambda: read(None)), False
-    found = guarded(lambda: read(limit + 1))
+    found = guarded(lambda: read(min(limit + 1, EVERYTHING)))
     return found[:limit], len(found) > limit
 
 
@@ -65,7 +66,7 @@ def limit_option(default: str) -> Callable[[Any], Any]:
     return click.option(
         "-n",
         "--limit",
-        type=click.IntRange(min=0),
+        type=Count(0),
         default=None,
         help=f"At most N. Default: {default}.",
     )

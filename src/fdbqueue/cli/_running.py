@@ -9,13 +9,15 @@ import importlib
 import importlib.metadata
 import logging
 import os
+import re
 import sys
 from typing import Any, NoReturn
 
 import click
 
 from fdbqueue import benchmark, memory, worker
-from fdbqueue.cli._arguments import argparse_help
+from fdbqueue._delivery.leases import MAX_LEASE_SECONDS
+from fdbqueue.cli._arguments import Count, Seconds, argparse_help
 from fdbqueue.cli._context import (
     Context,
     first_line,
@@ -52,29 +54,59 @@ def import_handler(reference: str) -> Any:
     return found
 
 
+#: The most threads ``work --concurrency`` starts: one per job run at once, all started
+#: up front, so a number past what a process can start is refused before any starts.
+MAX_CONCURRENCY = 1024
+#: The worker's argument names (:func:`fdbqueue.worker.check_work_arguments`'s messages)
+#: and the options that give them.
+WORK_OPTIONS = {
+    "max_backoff": "--max-backoff",
+    "backoff": "--backoff",
+    "lease": "--lease",
+    "concurrency": "--concurrency",
+}
+
+
+def option_names(message: str) -> str:
+    """``message`` (:func:`fdbqueue.worker.check_work_arguments`'s) with the worker's
+    argument names as the options that give them (``max_backoff`` as ``--max-backoff``)."""
+    pattern = r"(?<![\w-])(" + "|".join(WORK_OPTIONS) + r")\b"
+    return re.sub(pattern, lambda found: WORK_OPTIONS[found.group(1)], message)
+
+
 @cli.command(short_help="Run the worker loop with a handler.")
 @click.argument("handler")
-@click.option("--lease", type=float, default=30.0, show_default=True, help="Seconds per lease.")
 @click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=1,
+    "--lease",
+    type=Seconds(f"above 0, up to {MAX_LEASE_SECONDS:,}"),
+    default=30.0,
     show_default=True,
-    help="Jobs run at once (threads).",
+    help="Seconds per lease.",
 )
 @click.option(
-    "--backoff", type=float, default=1.0, show_default=True, help="Seconds before the first retry."
+    "--concurrency",
+    type=Count(1, MAX_CONCURRENCY),
+    default=1,
+    show_default=True,
+    help=f"Jobs run at once (threads, at most {MAX_CONCURRENCY:,}).",
+)
+@click.option(
+    "--backoff",
+    type=Seconds(),
+    default=1.0,
+    show_default=True,
+    help="Seconds before the first retry.",
 )
 @click.option(
     "--max-backoff",
-    type=float,
+    type=Seconds(),
     default=300.0,
     show_default=True,
     help="The longest delay before a retry, in seconds.",
 )
 @click.option(
     "--max-deliveries",
-    type=click.IntRange(min=1),
+    type=Count(1),
     default=5,
     show_default=True,
     help="Deliveries before a failing item becomes a dead letter.",
@@ -122,7 +154,7 @@ def work(
             function, lease, concurrency, backoff, max_backoff, transactional=transactional
         )
     except (TypeError, ValueError) as error:
-        raise click.UsageError(first_line(error)) from None
+        raise click.UsageError(option_names(first_line(error))) from None
     queue = context.existing_queue(context.queue(max_deliveries=max_deliveries), must_exist=False)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     summary = guarded(

@@ -12,11 +12,17 @@ At a terminal it prompts with line editing, a history kept in ``~/.fdbqueue_hist
 (prompt_toolkit). Otherwise it reads the lines of standard input, without a prompt, so a
 script can pipe commands in; it then exits with status 1 when a command failed, else 0.
 
-``work`` runs in the background (its summary is printed when it ends); the shell's own
-commands: ``workers`` lists the workers running, ``stop [N]`` stops worker N (all without
-N) after its running jobs finish, ``help`` lists the commands, ``exit`` (or Ctrl-D, or the
-end of the input) leaves, stopping the workers first (a worker started with
-``--until-empty`` is left to finish by itself). Blank lines and ``#`` comments are skipped.
+A line names the queue and the output as the command line does (``--queue``, ``--json``,
+...), but not the database, opened once for the session: ``--cluster-file``,
+``--api-version``, ``--memory`` and ``--timeout`` on a line are a usage error (give them to
+``shell``).
+
+``work`` and ``dashboard`` run in the background (``work``'s summary is printed when it
+ends), so a piped script never blocks on them; the shell's own commands: ``workers`` lists
+what runs in the background, ``stop [N]`` stops number N (all without N; a worker after its
+running jobs finish), ``help`` lists the commands, ``exit`` (or Ctrl-D, or the end of the
+input) leaves, stopping them first (a worker started with ``--until-empty`` is left to
+finish by itself). Blank lines and ``#`` comments are skipped.
 """
 
 from __future__ import annotations
@@ -44,11 +50,13 @@ __all__ = ["SHELL_COMMANDS", "CommandCompleter", "Shell", "Worker"]
 
 #: The shell's own commands, with what each does (``help`` lists them).
 SHELL_COMMANDS = {
-    "workers": "list the workers running in the background",
-    "stop": "stop N: stop worker N after its running jobs (all without N)",
+    "workers": "list the workers and dashboards running in the background",
+    "stop": "stop N: stop worker or dashboard N (all without N); a worker after its jobs",
     "help": "list the commands (COMMAND --help: one command's options)",
     "exit": "leave the shell (also quit, Ctrl-D), stopping the workers",
 }
+#: The commands the shell runs in the background, with what its messages call each.
+BACKGROUND = {"work": "worker", "dashboard": "dashboard"}
 #: Seconds the shell waits for a new worker to refuse its options or handler.
 START_WAIT = 0.5
 #: Seconds the shell waits for a stopped worker's running jobs before it goes on.
@@ -57,11 +65,12 @@ STOP_WAIT = 60.0
 
 @dataclass
 class Worker:
-    """A ``work`` command running in the background of a shell."""
+    """A ``work`` or ``dashboard`` command running in the background of a shell."""
 
     number: int
     line: str
     until_empty: bool
+    kind: str = "worker"  # what messages call it: worker, dashboard
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
     status: int | None = None  # its exit status once it ended
@@ -114,7 +123,7 @@ class Shell:
             self.stop(arguments)
         elif command == "shell":
             self._error("already in the shell")
-        elif command == "work" and not ({"-h", "--help"} & set(arguments)):
+        elif command in BACKGROUND and not ({"-h", "--help"} & set(arguments)):
             self.start_worker(words, line.strip())
         elif self.invoke(words) != 0:
             self.failed = True
@@ -157,10 +166,15 @@ class Shell:
         click.echo("\n".join(f"  {name:<{width}}  {text}" for name, text in rows))
 
     def start_worker(self, words: list[str], line: str) -> None:
-        """Run ``work`` in a thread; ``stop`` ends it. A worker that ends within
-        :data:`START_WAIT` seconds (a bad option or handler; ``--until-empty`` on an empty
-        queue) prints only what it printed."""
-        worker = Worker(next(self._numbers), line, until_empty="--until-empty" in words)
+        """Run ``work`` or ``dashboard`` (``words[0]``) in a thread; ``stop`` ends it. One
+        that ends within :data:`START_WAIT` seconds (a bad option or handler; ``--until-empty``
+        on an empty queue; a port in use) prints only what it printed."""
+        worker = Worker(
+            next(self._numbers),
+            line,
+            until_empty=words[0] == "work" and "--until-empty" in words,
+            kind=BACKGROUND[words[0]],
+        )
 
         def run() -> None:
             worker.status = self.invoke(words, worker.stop)
@@ -173,7 +187,9 @@ class Shell:
         worker.thread.start()
         worker.thread.join(START_WAIT)  # a bad option or handler: its error, not "started"
         if worker.running:
-            click.echo(f"worker {worker.number} started: {line} (stop {worker.number} stops it)")
+            click.echo(
+                f"{worker.kind} {worker.number} started: {line} (stop {worker.number} stops it)"
+            )
 
     def list_workers(self) -> None:
         """Print the workers running (``(none)`` when none)."""
@@ -189,7 +205,9 @@ class Shell:
         if arguments:
             worker = self.workers.get(int(arguments[0]))
             if worker is None or not worker.running:
-                self._error(f"no worker {arguments[0]} is running (workers lists them)")
+                self._error(
+                    f"no worker or dashboard {arguments[0]} is running (workers lists them)"
+                )
                 return
             chosen = [worker]
         else:
@@ -203,7 +221,7 @@ class Shell:
         for worker in chosen:
             if worker.thread is not None:
                 worker.thread.join(STOP_WAIT)
-            click.echo(f"worker {worker.number} stopped")
+            click.echo(f"{worker.kind} {worker.number} stopped")
 
     def finish(self) -> None:
         """Leaving: wait for the workers started with ``--until-empty``, stop the others."""
@@ -337,9 +355,10 @@ def shell(context: Context) -> int:
     for the whole session. History and Tab completion at a terminal; otherwise the lines of
     standard input, one command each (exit status 1 when one failed).
 
-    work runs in the background; "workers" lists them, "stop [N]" stops them, "help" lists
-    the commands, "exit" or Ctrl-D leaves. The shared options given here (--queue, --json,
-    ...) are every command's defaults.
+    work and dashboard run in the background; "workers" lists them, "stop [N]" stops them,
+    "help" lists the commands, "exit" or Ctrl-D leaves. The shared options given here
+    (--queue, --json, ...) are every command's defaults; the database's (--cluster-file,
+    --api-version, --memory, --timeout) go here only.
     """
     session = Shell(context)
     stream = standard_input()
