@@ -33,13 +33,14 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
+from fdbqueue import _clock
 from fdbqueue._consuming.ends import End
 from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.deduplication import Deduplication
 from fdbqueue._delivery.delays import DelayedItems
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._queues.steady_path import SteadyPath
-from fdbqueue._storage import ages, taking
+from fdbqueue._storage import taking
 from fdbqueue._storage.dead_letters import DeadLetter, TakenDeadLetter
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue._storage.queue_info import QueueInfo
@@ -320,7 +321,7 @@ class Shard:
             self.groups.oldest_began(reader),
         ]
         known = [seconds for seconds in began if seconds is not None]
-        return max(0.0, ages.clock() - min(known)) if known else None
+        return max(0.0, _clock.now() - min(known)) if known else None
 
     def _first_key(self, reader: Any, prefix: tuple[Any, ...]) -> bytes | None:
         """The key of the first item under ``prefix`` (outside message groups), or None.
