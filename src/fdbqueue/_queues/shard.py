@@ -310,11 +310,10 @@ class Shard:
 
     def oldest_age(self, tr: AnyContext) -> float | None:
         """Seconds the oldest item of this shard has waited (an upper bound, never below 0),
-        or None when none waits (:mod:`fdbqueue._storage.ages`). Cost: snapshot reads: one
-        range read of the ``began`` records, and per prefix that may hold the oldest item
-        (usually one) a range read of its first item and a reverse range read of one
-        record; the same again for its groups' ``began_grouped`` records (none while it has
-        no group: an empty range read)."""
+        or None when none waits (:mod:`fdbqueue._storage.ages`). Cost: snapshot reads: as
+        :meth:`~fdbqueue._storage.ages.ItemAges.oldest_began`, for the items and again for
+        its groups' ``began_grouped`` records (none while it has no group: an empty range
+        read)."""
         reader: Any = getattr(tr, "snapshot", tr)
         began = [
             self.store.ages.oldest_began(reader, functools.partial(self._first_key, reader)),

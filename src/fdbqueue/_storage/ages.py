@@ -25,12 +25,14 @@ that found the queue (the priority) empty first clears the records at and above 
 which the positions of an earlier run left. A take that begins a bucket (takes its first
 position, or crosses into it) clears, blind too, the records of the buckets more than one
 below the bucket of the last item it took (one is kept for consumers taking in line, a
-little out of order), and a plain take (not in line) those of the priorities it passed
-(below a ``pop_min``'s item, above a ``pop_max``'s), which it read empty with read conflict
-ranges. So records stay one per slot in which a waiting item's bucket received items: at
-most one per waiting item, and fewer as the rate grows (one item a second: one record per
-five items; many a second: one per :data:`BUCKET` items), plus those of the bucket kept
-behind the front (up to :data:`BUCKET` at a very low rate) and one or two per priority in
+little out of order; a plain ``dequeue`` or ``pop_min`` keeps none, as nothing waits below
+the items it read with read conflict ranges), and a plain take (not in line) those of the
+priorities it passed (below a ``pop_min``'s item, above a ``pop_max``'s), which it read
+empty with read conflict ranges. So records stay one per slot in which a waiting item's
+bucket received items: at most one per waiting item, and fewer as the rate grows (one item
+a second: one record per five items; many a second: one per :data:`BUCKET` items), plus
+those of the items taken from the front's bucket and, for takes in line, of the bucket kept
+behind it (at a very low rate up to :data:`BUCKET` each), and one or two per priority in
 use.
 
 The age of the oldest item (:meth:`ItemAges.oldest_began`) is ``now`` minus the time of the
@@ -179,10 +181,12 @@ class ItemAges:
         another bucket or priority), clear the records of the buckets more than one below
         ``last``'s under its prefix: one bucket is kept, as consumers taking in line take
         items a little out of order (the k-th request in line the k-th item), so items just
-        below may still wait. With ``lower`` (``higher``), the records of every priority
-        below (above) ``last``'s too: the take read that end with read conflict ranges up to
-        its items, so none of their items waits, and an enqueue into them makes the take
-        retry (a Queue has no priorities: nothing more). Other takes write nothing here.
+        below may still wait. With ``lower`` (a plain take from the low end: ``dequeue``,
+        ``pop_min``), the records of every bucket below ``last``'s and of every priority
+        below it; with ``higher``, those of every priority above ``last``'s: the take read
+        that end with read conflict ranges up to its items, so none of their items waits,
+        and an enqueue among them makes the take retry (a Queue has no priorities: nothing
+        more). Other takes write nothing here.
 
         Cost: nothing, or (once per bucket begun) one to two clear ranges; no reads, and no
         read conflicts added (nobody reads the records with one)."""
@@ -198,10 +202,11 @@ class ItemAges:
         prefix = tuple(last[:length])
         bucket = position // BUCKET
         within = self.records.range(prefix)
+        kept = bucket if lower else max(0, bucket - 1)  # the first bucket whose records stay
         if lower and prefix:
-            tr.clear_range(self.begin, self.records.pack((*prefix, max(0, bucket - 1))))
-        elif bucket > 1:
-            tr.clear_range(within.start, self.records.pack((*prefix, bucket - 1)))
+            tr.clear_range(self.begin, self.records.pack((*prefix, kept)))
+        elif kept > 0:
+            tr.clear_range(within.start, self.records.pack((*prefix, kept)))
         if higher and prefix:
             tr.clear_range(within.stop, self.end)
 
