@@ -40,7 +40,6 @@ import functools
 import os
 from typing import TYPE_CHECKING, Any
 
-from fdbqueue._storage.ages import BUCKET
 from fdbqueue._storage.store import COUNTER, RANDOM_BYTES
 from fdbqueue._storage.taking import MOVED_ASIDE
 from fdbqueue.metrics import Count
@@ -158,7 +157,7 @@ class SteadyPath:
             return self.end.take_in(tr)
         if type(index) is not int:
             return self.end.take_in(tr)
-        if index % BUCKET == 0:  # it begins a bucket: the records behind it can go
+        if self.ages.begins_bucket(index):  # the records behind it can go
             self.ages.taken(tr, (index,), (index,), lower=True, higher=False)
         del tr[key]
         tr.add(self.size_key, _MINUS_ONE)

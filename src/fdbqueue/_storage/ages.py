@@ -193,7 +193,7 @@ class ItemAges:
         length = self.prefix_length
         position = last[length]
         began = (
-            position % BUCKET == 0
+            self.begins_bucket(position)
             or first[length] // BUCKET != position // BUCKET
             or first[:length] != last[:length]
         )
@@ -209,6 +209,13 @@ class ItemAges:
             tr.clear_range(within.start, self.records.pack((*prefix, kept)))
         if higher and prefix:
             tr.clear_range(within.stop, self.end)
+
+    @staticmethod
+    def begins_bucket(index: int) -> bool:
+        """Whether the item at ``index`` (a Queue's index, a priority's count, a group's
+        index) is the first position of its bucket: a take of it alone begins a bucket
+        (:meth:`taken` then clears the records behind it)."""
+        return index % BUCKET == 0
 
     def began_of(self, reader: Any, key: bytes) -> float | None:
         """When the item at ``key`` (of this queue's item subspace) was enqueued, at most
