@@ -16,8 +16,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import BytesDescriptionError, pass_time, run
 
-from fdbqueue import PriorityQueue, Queue, Subspace, memory
-from fdbqueue._storage import ages
+from fdbqueue import PriorityQueue, Queue, Subspace, _clock, memory
 from fdbqueue.cli import cli, jsonable
 
 
@@ -92,7 +91,7 @@ def test_info_reports_size_oldest_requests_leases_and_dead_letters(db, subspace)
 @pytest.mark.parametrize("shards", [1, 4])
 def test_info_prints_the_age_of_the_oldest_item(db, subspace, monkeypatch, priority, shards):
     now = [1_000.0]
-    monkeypatch.setattr(ages, "clock", lambda: now[0])
+    monkeypatch.setattr(_clock, "now", lambda: now[0])
     queue_class = PriorityQueue if priority else Queue
     queue = queue_class(subspace["aged"], shards=shards)
     for value in ("a", "b"):

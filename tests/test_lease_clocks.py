@@ -17,8 +17,7 @@ import helpers
 import pytest
 from helpers import pass_time, run
 
-from fdbqueue import LeaseNotHeldError, PriorityQueue, Queue, memory, transactional
-from fdbqueue._storage import ages
+from fdbqueue import LeaseNotHeldError, PriorityQueue, Queue, _clock, memory, transactional
 
 pytestmark = pytest.mark.memory_only("moves versions alone with db.advance_time()")
 
@@ -80,7 +79,7 @@ def test_a_fast_client_clock_does_not_shorten_a_lease(db, subspace, monkeypatch)
     queue = make("queue", 1, subspace, db, ["a"])
     held = queue.claim(db, lease=30)
     # this client's clock runs a minute fast
-    monkeypatch.setattr(ages, "clock", lambda: memory.wall_clock() + 60)
+    monkeypatch.setattr(_clock, "now", lambda: memory.wall_clock() + 60)
     assert queue.claim(db, lease=30) is None
     assert not held.expired(read_version(db))
     queue.extend(db, held, 30)

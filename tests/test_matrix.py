@@ -34,8 +34,7 @@ from helpers import pass_time
 
 import fdbqueue
 import fdbqueue.asyncio as fa
-from fdbqueue import LeaseExpiredError, LeaseNotHeldError, Subspace, memory
-from fdbqueue._storage import ages
+from fdbqueue import LeaseExpiredError, LeaseNotHeldError, Subspace, _clock, memory
 
 #: Values with their priorities: a PriorityQueue pops b, d, a, c; a Queue takes a, b, c, d.
 ITEMS = [("a", 2), ("b", 0), ("c", 3), ("d", 1)]
@@ -750,7 +749,7 @@ def test_info(shape: Shape) -> None:
 @shapes(SHAPES)
 def test_oldest_age(shape: Shape, monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1_000.0]
-    monkeypatch.setattr(ages, "clock", lambda: now[0])
+    monkeypatch.setattr(_clock, "now", lambda: now[0])
     assert (shape.info().oldest_age, shape.oldest_age()) == (None, None)
     shape.put_items(ITEMS)
     now[0] += 7.5

@@ -114,14 +114,18 @@ def version_of(db):
 def test_pass_time_moves_the_versions_and_the_wall_clock_advance_time_the_versions_only():
     db = memory.open()
     before_version, before_clock = version_of(db), memory.wall_clock()
+    before_passed = memory.time_passed()
     db.advance_time(100)  # as a recovery: versions jump, the wall clock does not
     assert version_of(db) - before_version >= 100_000_000
     assert memory.wall_clock() - before_clock < 1
+    assert memory.time_passed() == before_passed
     before_version, before_clock = version_of(db), memory.wall_clock()
     db.pass_time(30)  # time passes: both move
     assert version_of(db) - before_version >= 30_000_000
     assert 29.9 < memory.wall_clock() - before_clock < 31
     assert memory.wall_clock() - time.time() > 29.9  # the process's clock: every database's
+    # the hook fdbqueue's own clock (fdbqueue._clock) adds to time.time()
+    assert memory.time_passed() == before_passed + 30
 
 
 @pytest.mark.parametrize(
@@ -136,10 +140,11 @@ def test_pass_time_moves_the_versions_and_the_wall_clock_advance_time_the_versio
 )
 def test_pass_time_refuses_what_is_not_a_time_to_pass_and_moves_nothing(seconds, error):
     db = memory.open()
-    before_clock = memory.wall_clock()
+    before_clock, before_passed = memory.wall_clock(), memory.time_passed()
     with pytest.raises(error):
         db.pass_time(seconds)
     assert memory.wall_clock() - before_clock < 1
+    assert memory.time_passed() == before_passed
 
 
 def test_commit_log_is_pruned_after_the_window():

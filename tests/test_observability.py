@@ -202,10 +202,10 @@ def test_a_cleared_abandoned_request_is_logged(caplog):
 
 
 def test_the_oldest_age_gauge_reports_each_registered_queue_until_stopped(monkeypatch, db):
-    from fdbqueue._storage import ages
+    from fdbqueue import _clock
 
     now = [5_000.0]
-    monkeypatch.setattr(ages, "clock", lambda: now[0])
+    monkeypatch.setattr(_clock, "now", lambda: now[0])
     queue = Queue(Subspace(("gauged", uuid.uuid4().hex)))
     priority = fa.PriorityQueue(Subspace(("gauged", uuid.uuid4().hex)), shards=4)
     stops = [metrics.observe_oldest_age(db, queue), metrics.observe_oldest_age(db, priority)]

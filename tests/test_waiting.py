@@ -18,8 +18,7 @@ import pytest
 from helpers import pass_time, run
 
 import fdbqueue.asyncio as fa
-from fdbqueue import PriorityQueue, Queue, memory
-from fdbqueue._storage import ages
+from fdbqueue import PriorityQueue, Queue, _clock, memory
 
 #: Tests that let time pass with ``db.pass_time`` or skew the clock: the in-memory database.
 controlled_time = pytest.mark.memory_only("lets time pass with db.pass_time()")
@@ -168,7 +167,7 @@ def test_a_skewed_client_clock_delays_only_its_own_lease(db, subspace, monkeypat
     queue = Queue(subspace, shards=shards)
     queue.enqueue_many(db, [str(i) for i in range(21)])
     with monkeypatch.context() as skewed:
-        skewed.setattr(ages, "clock", _skewed(skew))
+        skewed.setattr(_clock, "now", _skewed(skew))
         own = queue.claim(db, lease=1)  # the skewed client's lease comes first in versions
     others = [queue.claim(db, lease=1) for _ in range(20)]
     pass_time(db, 2)
@@ -186,7 +185,7 @@ def test_a_skewed_client_clock_delays_only_its_own_lease(db, subspace, monkeypat
 def test_a_skewed_lease_does_not_hide_expired_leases_from_plain_takes(db, subspace, monkeypatch):
     queue = make("queue", 1, subspace, db, ["a", "b", "c"])
     with monkeypatch.context() as skewed:
-        skewed.setattr(ages, "clock", _skewed(3600))
+        skewed.setattr(_clock, "now", _skewed(3600))
         queue.claim(db, lease=1)
     other = queue.claim(db, lease=1)
     pass_time(db, 2)

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from fdb.subspace_impl import Subspace
 
-from fdbqueue import memory
+from fdbqueue import _clock, memory
 from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._storage.queue_info import QueueInfo
+from fdbqueue._transactions import suspension as _suspension
+from fdbqueue._transactions import transactional as _transactional
 from fdbqueue._transactions.transactional import TransactionContext, transactional
 from fdbqueue.codecs import Codec, JsonCodec, RawCodec, TupleCodec, Undecodable
 from fdbqueue.errors import (
@@ -35,6 +37,13 @@ from fdbqueue.errors import (
 )
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
+
+# The in-memory database imports nothing of fdbqueue outside it, and the core nothing of the
+# in-memory database: here, where both are imported, the core learns of its time let pass
+# (Database.pass_time), its errors and its futures (docs/memory.rst, "Time").
+_clock.follow(memory.time_passed)
+_transactional.recognise_error_type(memory.FDBError)
+_suspension.recognise_future_type(memory.Future)
 
 __version__ = "0.1.0"
 

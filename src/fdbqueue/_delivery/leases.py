@@ -60,9 +60,8 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
-from fdbqueue import metrics
+from fdbqueue import _clock, metrics
 from fdbqueue._checks import check_seconds
-from fdbqueue._storage import ages
 from fdbqueue._storage.quiet_keys import hint_written
 from fdbqueue._storage.store import RESERVED_TRANSACTION_BYTES, ItemStore
 from fdbqueue._storage.transaction_bytes import (
@@ -183,9 +182,9 @@ class Lease(Generic[T_co]):
 def wall_clock() -> float:
     """The wall clock that leases and deduplication windows are measured by besides read
     versions, in seconds since the epoch: fdbqueue's one wall clock,
-    :data:`fdbqueue._storage.ages.clock` (``time.time()``; tests move it with the versions,
+    :func:`fdbqueue._clock.now` (``time.time()``; tests move it with the versions,
     ``tests/helpers.py``'s ``pass_time``)."""
-    return ages.clock()
+    return _clock.now()
 
 
 def wall_microseconds() -> int:

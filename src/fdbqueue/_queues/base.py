@@ -435,10 +435,8 @@ class QueueBase(Generic[T]):
         front item, and range reads that count every request in line, lease record, dead
         letter record, delayed record and group's turn (10,000 keys each; the binding
         returns the small records with their keys; held values are not read), and for
-        ``oldest_age`` a range read of the ``began`` records (about one per 64 items and per
-        priority in use) with a range read of one key or two per priority that may hold the
-        oldest item (usually one), and the same of the ``began_grouped`` records (about one
-        per 64 grouped items and per active group) per group that may hold it. The counts
+        ``oldest_age`` what :meth:`oldest_age` reads (the ``began`` and ``began_grouped``
+        records: one per 5-second slot and bucket of 64 positions of the waiting items). The counts
         are exact and uncapped, so the cost grows with those records, and FoundationDB's
         five-second transaction limit bounds how many one call can count (then it raises
         error 1007, ``transaction_too_old``).
@@ -467,8 +465,8 @@ class QueueBase(Generic[T]):
     def oldest_age(self, tr: TransactionContext) -> float | None:
         """Return how many seconds the oldest item has waited, or None when no item waits:
         ``info(tr).oldest_age`` without the other figures (see :class:`~fdbqueue.QueueInfo`
-        for its accuracy: an upper bound, too large by at most the time the queue took to
-        receive the 64 positions before the oldest item, plus clock skew between clients).
+        for its accuracy: an upper bound, too large by less than 5 seconds at any rate of
+        enqueues, plus clock skew between clients).
 
         Given a Database, one read-only transaction; given a Transaction, read in it with
         snapshot reads (no conflicts).
@@ -476,10 +474,12 @@ class QueueBase(Generic[T]):
         Raises:
             ValueError: a key in the queue's subspace is not one of its items.
 
-        Cost: per shard, a range read of the ``began`` records (about one per 64 items and
-        per priority in use), then for the priority (a Queue: the queue) whose records began
-        first, a range read of its first item and a reverse range read of one record (more
-        priorities when some emptied); no writes.
+        Cost: per shard, for a Queue a range read of its first item and a reverse range read
+        of the ``began`` records of its bucket (one per 5-second slot in which the bucket
+        received items: at most 64); for a PriorityQueue first a range read of the records
+        (one per slot and bucket of waiting items, and per priority in use), then the same
+        for the priority whose records began first (more priorities when some emptied); the
+        same again for the groups' ``began_grouped`` records; no writes.
         """
         waited = [
             age

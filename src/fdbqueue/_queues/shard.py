@@ -33,13 +33,14 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
+from fdbqueue import _clock
 from fdbqueue._consuming.ends import End
 from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.deduplication import Deduplication
 from fdbqueue._delivery.delays import DelayedItems
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._queues.steady_path import SteadyPath
-from fdbqueue._storage import ages, taking
+from fdbqueue._storage import taking
 from fdbqueue._storage.dead_letters import DeadLetter, TakenDeadLetter
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue._storage.queue_info import QueueInfo
@@ -350,12 +351,11 @@ class Shard:
         or None when none waits (:mod:`fdbqueue._storage.ages`); a lease's item waits from
         when its lease expired or it was released. ``leases_since``: when the
         longest-waiting lease's item began to wait, if the caller read it
-        (:meth:`~fdbqueue._delivery.claims.Leases.census`). Cost: snapshot reads: one
-        range read of the ``began`` records, and per prefix that may hold the oldest item
-        (usually one) a range read of its first item and a reverse range read of one
-        record; the same again for its groups' ``began_grouped`` records (none while it has
-        no group: an empty range read); unless given, a range read of the leases expired
-        by their versions (:meth:`~fdbqueue._delivery.claims.Leases.oldest_waiting`)."""
+        (:meth:`~fdbqueue._delivery.claims.Leases.census`). Cost: snapshot reads: as
+        :meth:`~fdbqueue._storage.ages.ItemAges.oldest_began`, for the items and again for
+        its groups' ``began_grouped`` records (none while it has no group: an empty range
+        read); unless given, a range read of the leases expired by their versions
+        (:meth:`~fdbqueue._delivery.claims.Leases.oldest_waiting`)."""
         reader: Any = getattr(tr, "snapshot", tr)
         if leases_since is ...:
             version: int = reader.get_read_version().wait()
@@ -366,7 +366,7 @@ class Shard:
             None if leases_since is None else leases_since / 1_000_000,
         ]
         known = [seconds for seconds in began if seconds is not None]
-        return max(0.0, ages.clock() - min(known)) if known else None
+        return max(0.0, _clock.now() - min(known)) if known else None
 
     def _first_key(self, reader: Any, prefix: tuple[Any, ...]) -> bytes | None:
         """The key of the first item under ``prefix`` (outside message groups), or None.

@@ -14,7 +14,7 @@ transaction and before anything is written, whenever the steady state does not h
 * an enqueue reads the type and codec records and the last index together (snapshot reads,
   as :meth:`~fdbqueue._queues.shard.FifoShard.append` does), and goes on only when both
   records name this queue and the last key is one of its items; it writes the ``began``
-  record of :mod:`fdbqueue._storage.ages` when it begins a bucket, as the layered append;
+  record of :mod:`fdbqueue._storage.ages`, as the layered append;
 * a dequeue goes on only while the groups' and delays' hints are quiet
   (:mod:`fdbqueue._storage.quiet_keys`: found empty lately, so the layered path would not read
   them either), once the codec record was found right, and when the front holds an item
@@ -40,7 +40,6 @@ import functools
 import os
 from typing import TYPE_CHECKING, Any
 
-from fdbqueue._storage.ages import BUCKET
 from fdbqueue._storage.store import COUNTER, RANDOM_BYTES
 from fdbqueue._storage.taking import MOVED_ASIDE
 from fdbqueue.metrics import Count
@@ -125,8 +124,7 @@ class SteadyPath:
             self.shard.put(tr, [encoded], (), 0.0)
             return True
         index += 1
-        if not last or index % BUCKET == 0:  # it begins a bucket: when, for the oldest age
-            self.ages.appended(tr, (), index, 1, found_empty=not last)
+        self.ages.appended(tr, (), index, 1, found_empty=not last)  # when, for the oldest age
         # The prefix's length was checked when the queue was made: the key fits.
         tr[self.subspace.pack((index, os.urandom(RANDOM_BYTES)))] = encoded
         tr.add(self.size_key, _ONE)
@@ -161,7 +159,7 @@ class SteadyPath:
             return self.end.take_in(tr)
         if type(index) is not int:
             return self.end.take_in(tr)
-        if index % BUCKET == 0:  # it begins a bucket: the records behind it can go
+        if self.ages.begins_bucket(index):  # the records behind it can go
             self.ages.taken(tr, (index,), (index,), lower=True, higher=False)
         del tr[key]
         tr.add(self.size_key, _MINUS_ONE)

@@ -1,55 +1,73 @@
-"""When ranges of item positions began: the age of a queue's oldest item, without a read.
+"""When runs of item positions began: the age of a queue's oldest item, without a read.
 
 An item's key holds its position (a Queue's ``(index, random)``, a PriorityQueue's
 ``(priority, count, random)``) and FoundationDB keeps no write time of a key, so the age of
 the oldest item needs a time stored somewhere. Storing one with every item would change the
-recipes' key layout, and reading a time record on every enqueue would add a read. Instead a
-sparse record says when each *bucket* of :data:`BUCKET` consecutive positions began::
+recipes' key layout, and reading a time record on every enqueue would add a read. Instead
+small records say when the items of each *bucket* of :data:`BUCKET` consecutive positions
+entered it, one record per bucket and *slot* of :data:`SLOT_SECONDS` wall-clock seconds in
+which it received items::
 
-    P + b"\\xff" + pack(("began", *prefix, bucket)) -> float64 LE: wall-clock seconds
+    P + b"\\xff" + pack(("began", *prefix, bucket, slot)) -> offset + microseconds
 
-where ``prefix`` is empty for a Queue and ``(priority,)`` for a PriorityQueue, and ``bucket``
-is ``index // BUCKET`` (``count // BUCKET``). An enqueue already knows the positions it writes
-(from its snapshot read of the last one), so it writes the record of each bucket whose first
-position it writes, and of its first position's bucket when it found the queue (the priority)
-empty: a blind set, no read, no read conflict, at most one record per bucket per enqueue;
-enqueues never conflict over them (nobody reads them with a conflict range). An enqueue that
-found the queue (the priority) empty first clears the records at and above its bucket, which
-the positions of an earlier run left. A take that begins a bucket (takes its first
+where ``prefix`` is empty for a Queue and ``(priority,)`` for a PriorityQueue, ``bucket`` is
+``index // BUCKET`` (``count // BUCKET``), ``slot`` is ``seconds // SLOT_SECONDS`` of the
+enqueue's wall clock (:func:`fdbqueue._clock.now`), and the value (9 bytes: one, then eight
+big-endian) is the lowest offset in the bucket (``index % BUCKET``) written in that slot and
+the wall-clock microseconds of its enqueue.
+
+An enqueue already knows the positions it writes (from its snapshot read of the last one),
+so per bucket its items enter (one, unless it writes many items) it writes an atomic
+``byte_min`` of its first offset there and its time: no read and no read conflict, and
+enqueues never conflict over the records (atomic operations, which nobody reads with a
+conflict range); the lower offset wins, and of equal offsets the earlier time. An enqueue
+that found the queue (the priority) empty first clears the records at and above its bucket,
+which the positions of an earlier run left. A take that begins a bucket (takes its first
 position, or crosses into it) clears, blind too, the records of the buckets more than one
-below the bucket of the last item it took (one is kept for consumers taking
-in line, a little out of order), and a plain take (not in line) those of the priorities it
-passed (below a ``pop_min``'s item, above a ``pop_max``'s), which it read empty with read
-conflict ranges: records stay about ``items / BUCKET`` plus two per priority in use.
+below the bucket of the last item it took (one is kept for consumers taking in line, a
+little out of order; a plain ``dequeue`` or ``pop_min`` keeps none, as nothing waits below
+the items it read with read conflict ranges), and a plain take (not in line) those of the
+priorities it passed (below a ``pop_min``'s item, above a ``pop_max``'s), which it read
+empty with read conflict ranges. So records stay one per slot in which a waiting item's
+bucket received items: at most one per waiting item, and fewer as the rate grows (one item
+a second: one record per five items; many a second: one per :data:`BUCKET` items), plus
+those of the items taken from the front's bucket and, for takes in line, of the bucket kept
+behind it (at a very low rate up to :data:`BUCKET` each), and one or two per priority in
+use.
 
-The age of the oldest item (:meth:`ItemAges.oldest_began`) is ``now`` minus the record of the
-front item's bucket (the latest record at or below it): an **upper bound**, too large by at
-most the time between the first enqueue into that bucket and the front item's own enqueue,
-so at most the time the queue took to receive :data:`BUCKET` items, plus the skew between the
-enqueuing and the reading clients' clocks (a clock ahead on the enqueuing side makes ages
-smaller, never below 0). Two enqueues that both found the queue empty race for the record of
-its first bucket: it may be later than the first item by the time their transactions
-overlapped (milliseconds). Wall-clock seconds, not versions: a recovery of the cluster,
-which makes versions jump, changes no age, and a commit whose result was unknown and was
-retried writes the record again with its retry's time, within the same bound. Items that
-entered the queue another way (another program, an fdbqueue without this record) have no
-record: ages ignore them (None when no item has one). Delayed items not yet due are not
-counted: a delayed item's age starts when it falls due. Items in leases are not waiting and
-not counted.
+The age of the oldest item (:meth:`ItemAges.oldest_began`) is ``now`` minus the time of the
+front item's record (:meth:`ItemAges.began_of`): the record of the latest slot of its bucket
+whose offset is at or below the item's, which is the slot it was enqueued in (positions grow
+with time). That is the time of an item enqueued in the same slot, at or before it, so an
+**upper bound**, too large by less than :data:`SLOT_SECONDS` (5 s) at any rate of enqueues
+and any number of shards (each shard keeps its own records; a queue's age is the oldest of
+its shards'), and exact for an item that came first into its slot (at one item a minute,
+every item); plus the skew between the enqueuing and the reading clients' clocks (a clock
+ahead on the enqueuing side makes ages smaller, never below 0). Two enqueues that read the
+same last position race: an age may be smaller by the time their transactions overlapped
+(milliseconds). Wall-clock seconds, not versions: a recovery of the cluster, which makes
+versions jump, changes no age, and a commit whose result was unknown and was retried writes
+the record again with its retry's time, within the same bound. A record of an earlier
+fdbqueue, ``("began", *prefix, bucket)`` with float64 LE seconds, reads as the record of the
+bucket's first offset. Items that entered the queue another way (another program, an
+fdbqueue without these records) have no record: ages ignore them (None when no item has
+one). Items a shard moves to another (:meth:`fdbqueue._queues.shard.FifoShard.move_front`)
+are recorded there with the time their bucket began, which the record of a lower offset in
+the same slot of the target's bucket hides. Delayed items not yet due are not counted: a
+delayed item's age starts when it falls due. Items in leases are not waiting and not
+counted.
 
 Message groups' items (:mod:`fdbqueue._storage.groups`) have records of their own, the same
 way, each group a prefix::
 
-    P + b"\\xff" + pack(("began_grouped", group, bucket)) -> float64 LE: wall-clock seconds
+    P + b"\\xff" + pack(("began_grouped", group, bucket, slot)) -> offset + microseconds
 
 (``bucket`` counts the group's own indexes): written by the enqueue into the group, cleared
-by its takes as above, and all of a group's cleared when the group becomes inactive, so they
-stay about ``grouped items / BUCKET`` plus one per active group. A shard's oldest age is the
-older of its plain items' and its groups'.
+by its takes as above, and all of a group's cleared when the group becomes inactive. A
+shard's oldest age is the older of its plain items' and its groups'.
 
-:data:`clock` is fdbqueue's wall clock: these records, lease expiry times and deduplication
-windows (:func:`fdbqueue._delivery.leases.wall_clock`) all read it. Tests and callers can set
-it, a function that gives wall-clock seconds.
+The wall clock is fdbqueue's one clock, :func:`fdbqueue._clock.now`, which lease expiry times
+and deduplication windows read too.
 """
 
 from __future__ import annotations
@@ -60,24 +78,38 @@ from typing import Any
 
 from fdb.subspace_impl import Subspace
 
-from fdbqueue import memory
+from fdbqueue import _clock
 from fdbqueue._transactions.transactional import AnyContext
 
-__all__ = ["BUCKET", "ItemAges", "clock"]
+__all__ = ["BUCKET", "SLOT_SECONDS", "ItemAges"]
 
-#: Consecutive positions (indices, or counts of one priority) one record covers.
+#: Consecutive positions (indices, or counts of one priority) a bucket holds: takes clear
+#: the records of whole buckets.
 BUCKET = 64
 
-#: fdbqueue's wall clock, in seconds since the epoch: the seconds an enqueue records and an
-#: age is measured against, and what lease expiry times and deduplication windows are
-#: measured by besides read versions. :func:`fdbqueue.memory.wall_clock`: ``time.time()``,
-#: moved on by the in-memory database's ``pass_time`` (tests also replace it with a
-#: controlled clock).
-clock: Callable[[], float] = memory.wall_clock
+#: Wall-clock seconds of a slot: the items a bucket received in one slot share one record,
+#: so an age is too large by less than this.
+SLOT_SECONDS = 5.0
 
-_SECONDS = struct.Struct("<d")
+#: A record's value: the lowest offset in the bucket written in the slot, and the wall-clock
+#: microseconds of its enqueue (big-endian, so ``byte_min`` keeps the lower offset, then the
+#: earlier time).
+_RECORD = struct.Struct(">BQ")
+#: A record of an earlier fdbqueue: when the bucket began, float64 LE seconds.
+_OLD_RECORD = struct.Struct("<d")
 #: Records one range read of :meth:`ItemAges.oldest_began` returns at most.
 _PAGE = 10_000
+#: Records one read of :meth:`ItemAges.began_of` returns at most: every slot of a bucket (at
+#: most one per position, two per position when enqueues race) and one more below it.
+_BUCKET_PAGE = 2 * BUCKET + 2
+
+
+def _read(value: bytes) -> tuple[int, float]:
+    """A record's offset and seconds."""
+    if len(value) == _OLD_RECORD.size:
+        return 0, _OLD_RECORD.unpack(value)[0]
+    offset, microseconds = _RECORD.unpack(value)
+    return offset, microseconds / 1_000_000
 
 
 class ItemAges:
@@ -112,22 +144,28 @@ class ItemAges:
         found_empty: bool,
         at: float | None = None,
     ) -> None:
-        """Record the buckets an enqueue of positions ``first`` to ``first + n - 1`` under
-        ``prefix`` begins (``()`` or ``(priority,)``); ``found_empty``: its read found no item
-        under ``prefix``. Cost: per bucket begun a set (one per :data:`BUCKET` items, one
-        more when it found the queue empty, then after a clear range of the records the
-        earlier run left); no reads, no read conflicts. ``at``: the time to record (None:
-        :data:`clock`'s), for items moved with the time they began."""
+        """Record when an enqueue of positions ``first`` to ``first + n - 1`` under ``prefix``
+        (``()`` or ``(priority,)``) entered their buckets; ``found_empty``: its read found no
+        item under ``prefix``. ``at``: the time to record (None: :func:`fdbqueue._clock.now`'s),
+        for items moved with the time they began.
+
+        Cost: per bucket the items enter (one, or one per :data:`BUCKET` items of a large
+        enqueue) an atomic ``byte_min`` of 9 bytes, and when it found the queue empty a clear
+        range first (of the records the earlier run left); no reads, no read conflicts."""
         if n <= 0:
             return
-        now = _SECONDS.pack(clock() if at is None else at)
+        seconds = _clock.now() if at is None else at
+        slot = int(seconds // SLOT_SECONDS)
+        microseconds = max(0, round(seconds * 1_000_000))
         first_bucket = first // BUCKET
         if found_empty:
             tr.clear_range(self.records.pack((*prefix, first_bucket)), self._prefix_end(prefix))
-            tr[self.records.pack((*prefix, first_bucket))] = now
-        start = -(-first // BUCKET) * BUCKET  # the first bucket boundary at or after first
-        for position in range(start, first + n, BUCKET):
-            tr[self.records.pack((*prefix, position // BUCKET))] = now
+        offset = first % BUCKET
+        for bucket in range(first_bucket, (first + n - 1) // BUCKET + 1):
+            tr.byte_min(
+                self.records.pack((*prefix, bucket, slot)), _RECORD.pack(offset, microseconds)
+            )
+            offset = 0
 
     def taken(
         self,
@@ -143,17 +181,19 @@ class ItemAges:
         another bucket or priority), clear the records of the buckets more than one below
         ``last``'s under its prefix: one bucket is kept, as consumers taking in line take
         items a little out of order (the k-th request in line the k-th item), so items just
-        below may still wait. With ``lower`` (``higher``), the records of every priority
-        below (above) ``last``'s too: the take read that end with read conflict ranges up to
-        its items, so none of their items waits, and an enqueue into them makes the take
-        retry (a Queue has no priorities: nothing more). Other takes write nothing here.
+        below may still wait. With ``lower`` (a plain take from the low end: ``dequeue``,
+        ``pop_min``), the records of every bucket below ``last``'s and of every priority
+        below it; with ``higher``, those of every priority above ``last``'s: the take read
+        that end with read conflict ranges up to its items, so none of their items waits,
+        and an enqueue among them makes the take retry (a Queue has no priorities: nothing
+        more). Other takes write nothing here.
 
         Cost: nothing, or (once per bucket begun) one to two clear ranges; no reads, and no
         read conflicts added (nobody reads the records with one)."""
         length = self.prefix_length
         position = last[length]
         began = (
-            position % BUCKET == 0
+            self.begins_bucket(position)
             or first[length] // BUCKET != position // BUCKET
             or first[:length] != last[:length]
         )
@@ -162,43 +202,66 @@ class ItemAges:
         prefix = tuple(last[:length])
         bucket = position // BUCKET
         within = self.records.range(prefix)
+        kept = bucket if lower else max(0, bucket - 1)  # the first bucket whose records stay
         if lower and prefix:
-            tr.clear_range(self.begin, self.records.pack((*prefix, max(0, bucket - 1))))
-        elif bucket > 1:
-            tr.clear_range(within.start, self.records.pack((*prefix, bucket - 1)))
+            tr.clear_range(self.begin, self.records.pack((*prefix, kept)))
+        elif kept > 0:
+            tr.clear_range(within.start, self.records.pack((*prefix, kept)))
         if higher and prefix:
             tr.clear_range(within.stop, self.end)
 
+    @staticmethod
+    def begins_bucket(index: int) -> bool:
+        """Whether the item at ``index`` (a Queue's index, a priority's count, a group's
+        index) is the first position of its bucket: a take of it alone begins a bucket
+        (:meth:`taken` then clears the records behind it)."""
+        return index % BUCKET == 0
+
     def began_of(self, reader: Any, key: bytes) -> float | None:
-        """When the bucket of the item at ``key`` (of this queue's item subspace) began: the
-        latest record at or below it under its prefix, or None without one. Cost: one
-        snapshot-or-not (as ``reader``) reverse range read of one key."""
+        """When the item at ``key`` (of this queue's item subspace) was enqueued, at most
+        :data:`SLOT_SECONDS` early (wall-clock seconds): the time of the latest record of its
+        bucket whose offset is at or below the item's (the slot it was enqueued in), else of
+        the latest record below its bucket under its prefix; None without one. Cost: one
+        snapshot-or-not (as ``reader``) reverse range read of the bucket's records (one per
+        slot in which the bucket received items: at most about :data:`BUCKET`) and one
+        below; rarely (enqueues racing at every position) another."""
         position = self.items.unpack(key)
-        prefix = tuple(position[: self.prefix_length])
-        bucket = position[self.prefix_length] // BUCKET
-        found = list(
-            reader.get_range(
-                self.records.range(prefix).start,
-                self.records.pack((*prefix, bucket + 1)),
-                limit=1,
-                reverse=True,
-            )
-        )
-        return _SECONDS.unpack(bytes(found[0].value))[0] if found else None
+        length = self.prefix_length
+        prefix = tuple(position[:length])
+        bucket, offset = divmod(position[length], BUCKET)
+        begin = self.records.range(prefix).start
+        end = self.records.pack((*prefix, bucket + 1))
+        while True:
+            page = list(reader.get_range(begin, end, limit=_BUCKET_PAGE, reverse=True))
+            for record in page:
+                record_offset, seconds = _read(bytes(record.value))
+                if (
+                    record_offset <= offset
+                    or self.records.unpack(bytes(record.key))[length] < bucket
+                ):
+                    return seconds
+            if len(page) < _BUCKET_PAGE:
+                return None
+            end = bytes(page[-1].key)
 
     def oldest_began(
         self, reader: Any, first_key: Callable[[tuple[Any, ...]], bytes | None]
     ) -> float | None:
-        """When the bucket of the oldest item began (wall-clock seconds), or None when no
-        item has a record. ``first_key(prefix)`` returns the key of the first item under
-        ``prefix`` (None: none). Read through ``reader`` (a snapshot view for no conflicts).
+        """When the oldest item was enqueued, at most :data:`SLOT_SECONDS` early (wall-clock
+        seconds; :meth:`began_of`), or None when no item has a record. ``first_key(prefix)``
+        returns the key of the first item under ``prefix`` (None: none). Read through
+        ``reader`` (a snapshot view for no conflicts).
 
-        Cost: one range read of the records (per 10,000 of them: about one per
-        :data:`BUCKET` items plus one per priority in use), then, in order of their earliest
-        record, ``first_key``'s read for each prefix that may hold the oldest item (usually
-        one; more when priorities emptied and left a record) and a reverse range read of
-        one key for the first that holds an item.
+        Cost: for a Queue's items (no prefix), ``first_key``'s read and :meth:`began_of`'s.
+        With prefixes (priorities, groups): one range read of the records (per 10,000 of
+        them; see the module docstring for how many there are), then, in order of their
+        earliest record, ``first_key``'s read for each prefix that may hold the oldest item
+        (usually one; more when priorities emptied and left a record) and
+        :meth:`began_of`'s for the first that holds an item.
         """
+        if not self.prefix_length:  # one prefix: no need to find which began first
+            key = first_key(())
+            return None if key is None else self.began_of(reader, key)
         earliest: dict[tuple[Any, ...], float] = {}
         begin = self.begin
         while True:
@@ -206,7 +269,7 @@ class ItemAges:
             for record in page:
                 position = self.records.unpack(bytes(record.key))
                 prefix = tuple(position[: self.prefix_length])
-                seconds = _SECONDS.unpack(bytes(record.value))[0]
+                seconds = _read(bytes(record.value))[1]
                 if prefix not in earliest or seconds < earliest[prefix]:
                     earliest[prefix] = seconds
             if len(page) < _PAGE:

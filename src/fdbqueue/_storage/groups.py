@@ -252,9 +252,9 @@ class Groups:
         Cost: a point read of the active record (a read conflict on that key) and a snapshot
         point read of the group's weight, issued together, a range read of the group's last
         item (``limit=1``, reverse) with a read conflict from that item to the group's end,
-        one set per value and two atomic adds (as any item), the ``began_grouped`` records
-        of the group's buckets it begins (a blind set per :data:`~fdbqueue._storage.ages.BUCKET`
-        items; :meth:`~fdbqueue._storage.ages.ItemAges.appended`); for a group made active, two
+        one set per value and two atomic adds (as any item), the ``began_grouped`` record of
+        the group's bucket and time slot (a blind atomic ``byte_min`` per bucket the items
+        enter; :meth:`~fdbqueue._storage.ages.ItemAges.appended`); for a group made active, two
         sets and an atomic add. The read conflict orders enqueues into one group by commit:
         of two that overlap, the later to commit conflicts and retries after the first's
         items (an index taken from a snapshot read would give both the same index, and
@@ -503,8 +503,8 @@ class Groups:
         return looked is not None and looked.present() and _COUNTER.unpack(bytes(looked))[0] > 0
 
     def oldest_began(self, reader: Any) -> float | None:
-        """When the bucket of the groups' oldest waiting item began (wall-clock seconds), or
-        None when no group's item waits. Cost: as
+        """When the groups' oldest waiting item was enqueued, less than 5 s early (wall-clock
+        seconds), or None when no group's item waits. Cost: as
         :meth:`~fdbqueue._storage.ages.ItemAges.oldest_began`, through ``reader`` (a
         snapshot view: no conflicts), with a range read of one key per group looked at."""
 

@@ -2,9 +2,9 @@
 
 An item's key holds its position (a Queue's ``(index, random)``, a PriorityQueue's
 ``(priority, count, random)``) and its value holds what the producer gave; neither holds a
-time, and FoundationDB keeps no write time of a key. ``oldest_age`` comes from sparse records
-of when ranges of positions began (:mod:`fdbqueue._storage.ages`), which enqueues write blind:
-an upper bound of the oldest item's age.
+time, and FoundationDB keeps no write time of a key. ``oldest_age`` comes from small records
+of when items entered ranges of positions, per 5-second slot (:mod:`fdbqueue._storage.ages`),
+which enqueues write blind: an upper bound of the oldest item's age, less than 5 s too large.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ class QueueInfo:
             for its end.
         oldest_age: seconds the oldest item has waited (a float, never below 0), or None
             when no item waits (or none has a record of when it began: items another
-            program wrote). An upper bound: too large by at most the time the queue took to
-            receive the 64 positions before it (:data:`fdbqueue._storage.ages.BUCKET`), plus
-            the skew between the enqueuing and the reading clients' wall clocks; a cluster's
+            program wrote). An upper bound: too large by less than 5 seconds
+            (:data:`fdbqueue._storage.ages.SLOT_SECONDS`) at any rate of enqueues, plus the
+            skew between the enqueuing and the reading clients' wall clocks; a cluster's
             recovery does not change it (wall-clock seconds, not versions). It counts the
             items ready to take, in message groups or not, from when they entered the queue (a
             delayed item: when it fell due; a requeued dead letter: when requeued). For a

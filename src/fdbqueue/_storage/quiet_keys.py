@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 
 from fdbqueue import metrics
-from fdbqueue._storage import ages
+from fdbqueue import _clock
 
 __all__ = ["QUIET_AFTER", "QUIET_SECONDS", "QuietKeys", "hint_written"]
 
@@ -43,10 +43,10 @@ _WRITTEN: dict[bytes, float] = {}
 
 
 def _now() -> float:
-    """The process's wall clock (:func:`fdbqueue._storage.ages.clock`, which the in-memory
+    """The process's wall clock (:func:`fdbqueue._clock.now`, which the in-memory
     database's ``pass_time`` moves, so that tests with controlled time see quiet times end);
     a clock moved back ends every quiet time (it is never trusted to prolong one)."""
-    return ages.clock()
+    return _clock.now()
 
 
 def hint_written(key: bytes) -> None:

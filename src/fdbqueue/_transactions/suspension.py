@@ -18,8 +18,9 @@ effect. The core marks its commits (:func:`fdbqueue._transactions.transactional.
 waits on futures are no longer interruptible, so that it finishes and reports what it did (see
 :mod:`fdbqueue.asyncio._bridge`).
 
-:func:`install` replaces ``block_until_ready`` on :class:`fdbqueue.memory.Future` and,
-once the binding is loaded, on ``fdb.impl.Future``, as the binding's own
+:func:`install` replaces ``block_until_ready`` on :class:`fdbqueue.memory.Future` (registered
+by the package ``fdbqueue`` with :func:`recognise_future_type`: the core imports nothing of
+the test double) and, once the binding is loaded, on ``fdb.impl.Future``, as the binding's own
 ``fdb.init(event_model="gevent")`` does: outside an operation greenlet the replacement calls the
 original method unchanged. Importing :mod:`fdbqueue.asyncio` installs it; it is idempotent.
 """
@@ -41,6 +42,7 @@ __all__ = [
     "WaitRequest",
     "current_operation",
     "install",
+    "recognise_future_type",
     "sleep",
     "wait_for_any",
 ]
@@ -142,17 +144,32 @@ def _patch(future_class: type) -> None:
     future_class.block_until_ready = _greenlet_aware(method)  # type: ignore[attr-defined]
 
 
+#: The future classes of backends besides the ``fdb`` binding, registered with
+#: :func:`recognise_future_type` (the package ``fdbqueue`` registers the in-memory database's).
+_future_types: tuple[type, ...] = ()
+
+
+def recognise_future_type(future_type: type) -> None:
+    """Have :func:`install` patch ``future_type`` too, for a backend the core does not
+    import: ``fdbqueue/__init__.py`` registers :class:`fdbqueue.memory.Future` (the core
+    imports nothing of the test double; see :mod:`fdbqueue._clock`). Registering a class
+    twice changes nothing."""
+    global _future_types
+    if future_type not in _future_types:
+        _future_types = (*_future_types, future_type)
+
+
 def install() -> None:
     """Make ``block_until_ready`` of both backends' futures greenlet-aware (idempotent).
 
-    Patches :class:`fdbqueue.memory.Future` and, when ``fdb.impl`` is loaded (it is
-    once ``fdb.api_version()`` ran), ``fdb.impl.Future``; call it again after loading the
-    binding (:func:`fdbqueue.asyncio._bridge.run` does, on every call). Cost: two dictionary lookups
-    once done.
+    Patches the classes registered with :func:`recognise_future_type`
+    (:class:`fdbqueue.memory.Future`) and, when ``fdb.impl`` is loaded (it is once
+    ``fdb.api_version()`` ran), ``fdb.impl.Future``; call it again after loading the
+    binding (:func:`fdbqueue.asyncio._bridge.run` does, on every call). Cost: a dictionary
+    lookup per class once done.
     """
-    from fdbqueue.memory import Future as MemoryFuture
-
-    _patch(MemoryFuture)
+    for future_type in _future_types:
+        _patch(future_type)
     impl = sys.modules.get("fdb.impl")
     binding_future = getattr(impl, "Future", None)
     if isinstance(binding_future, type):

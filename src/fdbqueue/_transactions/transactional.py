@@ -44,6 +44,7 @@ __all__ = [
     "is_database",
     "is_fdb_error",
     "is_transaction",
+    "recognise_error_type",
     "require_writable",
     "run_in_retry_loop",
     "surely_not_applied",
@@ -147,22 +148,34 @@ def require_writable(tr: TransactionContext, operation: str) -> None:
         )
 
 
-def _fdb_error_types() -> tuple[type[BaseException], ...]:
-    from fdbqueue.memory import FDBError as MemoryFDBError
+#: The FoundationDB error classes of backends besides the ``fdb`` binding, registered with
+#: :func:`recognise_error_type` (the package ``fdbqueue`` registers the in-memory database's).
+_error_types: tuple[type[BaseException], ...] = ()
 
-    types: list[type[BaseException]] = [MemoryFDBError]
+
+def recognise_error_type(error_type: type[BaseException]) -> None:
+    """Count ``error_type``'s exceptions as FoundationDB errors (:func:`is_fdb_error`), for a
+    backend the core does not import: ``fdbqueue/__init__.py`` registers
+    :class:`fdbqueue.memory.FDBError` (the core imports nothing of the test double; see
+    :mod:`fdbqueue._clock`). Registering a class twice changes nothing."""
+    global _error_types
+    if error_type not in _error_types:
+        _error_types = (*_error_types, error_type)
+
+
+def _fdb_error_types() -> tuple[type[BaseException], ...]:
     real_impl = sys.modules.get("fdb.impl")  # loaded only once fdb.api_version() ran
-    if real_impl is not None:
-        types.append(real_impl.FDBError)
-    return tuple(types)
+    if real_impl is None:
+        return _error_types
+    return (*_error_types, real_impl.FDBError)
 
 
 def is_fdb_error(error: BaseException) -> bool:
     """Return True when ``error`` is a FoundationDB error of either backend.
 
-    Both ``fdb.FDBError`` (real binding, when it is loaded) and
-    :class:`fdbqueue.memory.FDBError` count. Only these are handed to ``on_error``; any other
-    exception leaves a retry loop at once.
+    Both ``fdb.FDBError`` (real binding, when it is loaded) and the classes registered with
+    :func:`recognise_error_type` (:class:`fdbqueue.memory.FDBError`) count. Only these are
+    handed to ``on_error``; any other exception leaves a retry loop at once.
     """
     return isinstance(error, _fdb_error_types())
 

@@ -131,7 +131,8 @@ Known differences from a real cluster:
   does, so tests of the five-second window need not sleep; :meth:`Database.pass_time` lets
   time pass for the versions and for :func:`wall_clock`, the process's wall clock as fdbqueue
   reads it (lease expiry times, deduplication windows, the age of the oldest item), which
-  is ``time.time()`` until a test moves it.
+  is ``time.time()`` until a test moves it: fdbqueue's own clock adds :func:`time_passed`
+  (a hook the package ``fdbqueue`` registers; this package imports nothing of fdbqueue).
 * under :func:`install`: a cluster file is only a name (a missing or malformed file is not an
   error, where a real client fails with 2104 or 2105 at the first transaction); network
   options are accepted and ignored; tenants are disabled (2136); the client version is
@@ -149,7 +150,7 @@ from fdbqueue.memory._futures import Future, Key, Value
 from fdbqueue.memory._installation import cluster, install, installed
 from fdbqueue.memory._keys import KeySelector, KeyValue
 from fdbqueue.memory._transaction import RangeResult, Snapshot, Transaction
-from fdbqueue.memory._wall_clock import wall_clock
+from fdbqueue.memory._wall_clock import time_passed, wall_clock
 
 __all__ = [
     "Database",
@@ -169,6 +170,7 @@ __all__ = [
     "installed",
     "is_retryable",
     "open",
+    "time_passed",
     "wall_clock",
 ]
 

@@ -211,7 +211,10 @@ class Database(AtomicOperations):
         version clock moves forward (as :meth:`advance_time`) and so does the process's wall
         clock as fdbqueue reads it (:func:`fdbqueue.memory.wall_clock`; lease expiry times,
         deduplication windows and the age of the oldest item are measured by it besides
-        versions). The wall clock is the process's: it moves for every database.
+        versions). The wall clock is the process's: it moves for every database. The hook:
+        :func:`fdbqueue.memory.time_passed` grows by ``seconds``, and fdbqueue's clock
+        (``fdbqueue._clock.now``) adds it to ``time.time()`` (registered by the package
+        ``fdbqueue``; docs/memory.rst, "Time").
 
         Raises:
             TypeError: ``seconds`` is not a number (bools are refused too).
