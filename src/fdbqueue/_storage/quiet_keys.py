@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import threading
 
-from fdbqueue import metrics
-from fdbqueue import _clock
+from fdbqueue import _clock, metrics
 
 __all__ = ["QUIET_AFTER", "QUIET_SECONDS", "QuietKeys", "hint_written"]
 
