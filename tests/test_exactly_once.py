@@ -149,9 +149,7 @@ def test_a_one_shot_command_per_process_leaves_no_receipt(db, subspace):
     for i in range(20):
         for command in (["push", str(i)], ["pop"]):
             with another_process():
-                result = CliRunner().invoke(
-                    cli, ["--queue", jobs, *command], obj={"database": db}
-                )
+                result = CliRunner().invoke(cli, ["--queue", jobs, *command], obj={"database": db})
             assert result.exit_code == 0, result.output
     assert receipt_counter(db, Queue(subspace["jobs"]))() == 0
 

@@ -263,9 +263,7 @@ def test_a_recovery_does_not_shorten_abandon_after(db, subspace):
 
 
 @pytest.mark.parametrize("skew", [HOUR, -HOUR])
-def test_a_client_whose_clock_is_off_by_an_hour_does_not_clear_fresh_requests(
-    db, subspace, skew
-):
+def test_a_client_whose_clock_is_off_by_an_hour_does_not_clear_fresh_requests(db, subspace, skew):
     if skew < 0:  # the dead session's clock was slow: its request looks an hour old
         queue: Any = Queue(subspace)
         queue.enqueue_many(db, ["i0", "i1", "i2", "i3", "i4"])

@@ -73,8 +73,8 @@ range on it, one clear per finished receipt of this process and queue; and at mo
 second of versions per process and queue, the sweep: a snapshot range read (at most
 :data:`SWEEP_LIMIT` receipts, usually none) and a range clear (plus a clear per expired
 receipt past one that is not). No extra transaction. After an error that may have been
-applied, one resolving transaction. Operations given a Transaction run inside it and write no receipt: the owner of
-the transaction owns its retry loop and its idempotence.
+applied, one resolving transaction. Operations given a Transaction run inside it and write
+no receipt: the owner of the transaction owns its retry loop and its idempotence.
 
 Source followed: FoundationDB's developer guide, "Transactions with unknown results" (make
 transactions idempotent, for example with a unique key written in the transaction and checked
