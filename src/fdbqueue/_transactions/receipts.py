@@ -51,7 +51,7 @@ recorded the time) says so (a sweep also needs the sweeping client's clock to sa
 :data:`RECEIPT_LIFETIME` plus :data:`CLOCK_SKEW` passed, so a clock up to an hour fast cannot
 clear a receipt early). A recovery moves versions on by about 100 s in a moment
 (``MAX_VERSIONS_IN_FLIGHT``) but not the wall clock, so however many recoveries follow each
-other while a call retries (the in-memory database's soaks inject one in every five commits),
+other while a call retries (``Faults(recovery=0.2)``: one in every five writing commits),
 the 1021s they cause are resolved, not reported as unknown. Only an attempt older than
 :data:`RECEIPT_LIFETIME` by both clocks raises :class:`UnknownResultError`, as does a
 resolution that keeps failing (:data:`RESOLVE_ATTEMPTS` transactions in a row).
@@ -65,7 +65,7 @@ last receipts of processes that stopped without clearing them, for :data:`RECEIP
 most one per thread of each. A program that makes a call or two and exits (the command
 line's one-shot commands, ``fdbqueue push``) clears its own with
 :func:`clear_finished_receipts` before it ends, so processes started per call leave
-nothing either. Each receipt is one key of about ``len(prefix) + 35`` bytes with a 9-byte
+nothing either. Each receipt is one key of about ``len(prefix) + 35`` bytes with an 8-byte
 value.
 
 Cost, per operation and in the same transaction: one set of the receipt, one read conflict
