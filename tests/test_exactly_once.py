@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import weakref
 
+import fdb.tuple
 import pytest
-from helpers import PoisonCodec, all_keys, despite_timeouts, pass_time
+from click.testing import CliRunner
+from helpers import PoisonCodec, all_keys, despite_timeouts, pass_time, run_threads
 
 from fdbqueue import LeaseError, PriorityQueue, Queue, Subspace, memory
+from fdbqueue._transactions import receipts as receipts_module
 from fdbqueue._transactions.receipts import RECEIPT_LIFETIME, Receipts
+from fdbqueue.cli import cli
 from fdbqueue.errors import UnknownResultError
 
 FAULTS = memory.Faults(not_committed=0.1, commit_unknown_result=0.3, transaction_too_old=0.1)
@@ -81,25 +86,72 @@ def test_finished_receipts_are_cleared_by_the_next_operation(db, subspace):
     receipt_count = receipt_counter(db, first)
     first.enqueue(db, "a")
     first.enqueue(db, "b")
-    assert receipt_count() == 1  # "a" returned: the same object's next write cleared it
+    assert receipt_count() == 1  # "a" returned: the next write cleared it
     second.enqueue(db, "c")
-    assert receipt_count() == 2  # one per client object
+    assert receipt_count() == 1  # another object of the same process and queue: the same
     assert first.dequeue_many(db, 5) == ["a", "b", "c"]
-    assert receipt_count() == 2  # the dequeue's receipt replaced first's enqueue receipt
+    assert receipt_count() == 1  # the dequeue's receipt replaced the enqueue's
 
 
-@pytest.mark.memory_only("moves time past RECEIPT_LIFETIME with db.advance_time()")
-def test_finished_receipts_are_cleared_by_the_next_operation_and_old_ones_expire(db, subspace):
-    first, second, third = Queue(subspace), Queue(subspace), Queue(subspace)
+@contextlib.contextmanager
+def another_process():
+    """Calls meanwhile are a process's of their own: its finished receipts are its own
+    bookkeeping's (kept per process, database and queue), which the calls after the block,
+    this process's, never clear; as a process that stopped."""
+    saved = receipts_module._BOOKS
+    receipts_module._BOOKS = weakref.WeakKeyDictionary()
+    try:
+        yield
+    finally:
+        receipts_module._BOOKS = saved
+
+
+@pytest.mark.memory_only("moves time past RECEIPT_LIFETIME with db.pass_time()")
+def test_receipts_of_a_process_that_stopped_expire(db, subspace):
+    first, second = Queue(subspace), Queue(subspace)
     receipt_count = receipt_counter(db, first)
-    first.enqueue(db, "a")
-    first.enqueue(db, "b")
-    assert receipt_count() == 1  # "a" returned: the same object's next write cleared it
-    second.enqueue(db, "c")
-    assert receipt_count() == 2  # one per client object
-    pass_time(db, RECEIPT_LIFETIME + 1)
-    third.dequeue(db)
-    assert receipt_count() == 1  # the old ones expired; only the dequeue's own remains
+    with another_process():
+        first.enqueue(db, "a")
+    second.enqueue(db, "b")
+    assert receipt_count() == 2  # one per process
+    pass_time(db, RECEIPT_LIFETIME + receipts_module.CLOCK_SKEW + 1)
+    second.dequeue(db)
+    assert receipt_count() == 1  # the stopped process's expired; only the dequeue's remains
+
+
+def test_receipts_are_bounded_by_live_writers_not_by_queue_objects(db, subspace):
+    """Issue 36: 2,000 enqueue+dequeue pairs through a Queue built per call (a web handler)
+    left 4,000 receipts for a day; the bookkeeping of finished receipts is now the process's."""
+    for i in range(1000):
+        Queue(subspace).enqueue(db, i)
+        assert Queue(subspace).dequeue(db) == i
+    assert receipt_counter(db, Queue(subspace))() <= 64
+
+
+def test_receipts_are_bounded_by_threads_with_queue_objects_per_call(db, subspace):
+    taken = []
+
+    def pairs():
+        for j in range(50):
+            Queue(subspace).enqueue(db, j)
+            taken.append(Queue(subspace).dequeue(db))
+
+    run_threads(pairs, 8)
+    assert len(taken) == 400 and None not in taken
+    assert Queue(subspace).size(db) == 0
+    assert receipt_counter(db, Queue(subspace))() <= 64
+
+
+def test_a_one_shot_command_per_process_leaves_no_receipt(db, subspace):
+    """``fdbqueue push`` (and ``pop``) run once per process: each clears its own finished
+    receipt before it exits (a process of its own per command, as far as receipts know)."""
+    jobs = ",".join([*fdb.tuple.unpack(subspace.key()), "jobs"])
+    for i in range(20):
+        for command in (["push", str(i)], ["pop"]):
+            with another_process():
+                result = CliRunner().invoke(cli, ["--queue", jobs, *command], obj={"database": db})
+            assert result.exit_code == 0, result.output
+    assert receipt_counter(db, Queue(subspace["jobs"]))() == 0
 
 
 def test_an_unknown_result_too_old_to_check_raises():

@@ -57,9 +57,9 @@ class LeaseNotHeldError(LeaseError):
 
 class UnknownResultError(Exception):
     """An operation's commit outcome is unknown and cannot be found out any more: the attempt
-    is older than the receipts' lifetime (``RECEIPT_LIFETIME``, 86,400 seconds of versions), or
-    the transactions that look it up kept failing. The operation may or may not have taken
-    effect."""
+    is older than the receipts' lifetime (``RECEIPT_LIFETIME``, 86,400 seconds by read versions
+    and by the wall clock), or the transactions that look it up kept failing. The operation may
+    or may not have taken effect."""
 
 
 class ClientLibraryMissingError(RuntimeError):

@@ -4,13 +4,20 @@ A request is a key written with ``set_versionstamped_key``, so requests sort in 
 registering transactions committed and the line only grows at its end::
 
     line prefix + versionstamp (10 bytes) + owner (16 random bytes) + sequence (1 byte)
-        -> b"" or, once refreshed, the read version of the refresh (8 bytes, big-endian)
+        -> the read version of its last refresh (0 until refreshed) and the wall-clock time
+           of its registration or last refresh, in microseconds (8 bytes each, big-endian)
 
 The owner is the session's random id; the sequence tells apart the requests one transaction
-registers. A request is *abandoned* when neither its registration (the versionstamp's first 8
-bytes are the commit version) nor its last refresh is within ``abandon_after`` seconds of
-versions of a read version: its session died or stopped calling. How a session takes with
-its place in line is :mod:`fdbqueue._consuming.sessions`.
+registers. A request is *abandoned* when ``abandon_after`` seconds have passed since its
+registration or last refresh by both clocks, as a lease expires
+(:mod:`fdbqueue._delivery.leases`, "Clock"): in read versions (the versionstamp's first 8
+bytes are the registration's commit version) and by the wall clock (the recorded time, by the
+clock of the client that looks). A recovery, which moves versions on by about 100 s in a
+moment, does not make a live session's request look abandoned; a client whose clock runs
+fast cannot clear a request before its versions say so. A request written without its time
+(an empty value, or the 8-byte version of its last refresh: an older fdbqueue's) is abandoned
+by its versions alone. How a session takes with its place in line is
+:mod:`fdbqueue._consuming.sessions`.
 
 Source followed: the developer guide's "Versionstamps" (``set_versionstamped_key``, the 10-byte
 versionstamp and the 4-byte little-endian offset appended to the key).
@@ -22,6 +29,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from fdbqueue._delivery.leases import wall_microseconds
 from fdbqueue._transactions.transactional import run_in_retry_loop
 
 __all__ = ["MAX_PREFETCH", "OWNER_BYTES", "STAMP_BYTES", "Line"]
@@ -34,6 +42,8 @@ MAX_PREFETCH = 255
 STAMP_BYTES = 10
 _UNSET_STAMP = b"\x00" * STAMP_BYTES
 _VERSION = struct.Struct(">q")
+#: A request's value: the version of its last refresh (0: none) and its wall-clock time.
+_REQUEST = struct.Struct(">qq")
 #: Transactions a withdrawal tries when they time out (1031) before it gives up.
 WITHDRAW_ATTEMPTS = 5
 TIMED_OUT = 1031
@@ -46,14 +56,15 @@ class Line:
     Args:
         prefix: the line's key prefix (one line per end of a queue).
         owner: the session's id (:data:`OWNER_BYTES` random bytes).
-        abandon_after: seconds of versions after which a request nobody registered or
-            refreshed counts as abandoned.
+        abandon_after: seconds (of versions and of the wall clock) after which a request
+            nobody registered or refreshed counts as abandoned.
     """
 
     def __init__(self, prefix: bytes, owner: bytes, abandon_after: float) -> None:
         self.prefix = prefix
         self.end = prefix + b"\xff"
         self.owner = owner
+        # versions, and microseconds of wall clock: both count a million a second
         self.abandon_versions = int(abandon_after * VERSIONS_PER_SECOND)
         self._owner_start = len(prefix) + STAMP_BYTES
         self._owner_end = self._owner_start + OWNER_BYTES
@@ -69,29 +80,47 @@ class Line:
         return bool(key[self._owner_start : self._owner_end] == self.owner)
 
     def register(self, tr: Any, count: int) -> None:
-        """Add ``count`` requests at the end of the line. Cost: a versionstamped set each; no
-        read, so registering never conflicts."""
+        """Add ``count`` requests at the end of the line, with this client's wall-clock time.
+        Cost: a versionstamped set each; no read, so registering never conflicts."""
+        value = _REQUEST.pack(0, wall_microseconds())
         for sequence in range(count):
             key = self.prefix + _UNSET_STAMP + self.owner + bytes([sequence])
-            tr.set_versionstamped_key(key + self._offset, b"")
+            tr.set_versionstamped_key(key + self._offset, value)
 
-    def abandoned(self, request: Any, read_version: int, versions: int | None = None) -> bool:
+    def abandoned(
+        self,
+        request: Any,
+        read_version: int,
+        versions: int | None = None,
+        now: int | None = None,
+    ) -> bool:
         """Whether nobody registered or refreshed ``request`` in the last ``versions``
-        (default: ``abandon_after``) versions before ``read_version``."""
+        (default: ``abandon_after``'s) versions before ``read_version`` nor, by the wall clock,
+        in as many microseconds before ``now`` (default: this client's wall clock)."""
         limit = self.abandon_versions if versions is None else versions
         start = len(self.prefix)
         if read_version - int.from_bytes(request.key[start : start + 8], "big") <= limit:
             return False  # registered recently (the usual case: no need to look further)
         value = bytes(request.value)
-        refreshed = _VERSION.unpack(value)[0] if len(value) == _VERSION.size else 0
-        return bool(read_version - refreshed > limit)
+        if len(value) == _REQUEST.size:
+            refreshed, wall_time = _REQUEST.unpack(value)
+        else:  # written without its time: by its versions alone
+            refreshed = _VERSION.unpack(value)[0] if len(value) == _VERSION.size else 0
+            wall_time = None
+        if read_version - refreshed <= limit:
+            return False
+        if wall_time is None:
+            return True
+        return bool((wall_microseconds() if now is None else now) - wall_time > limit)
 
     def refresh(self, tr: Any, own: list[Any], read_version: int) -> None:
         """Mark this session's waiting requests alive once a third of ``abandon_after`` has
-        passed since they were registered or last refreshed. Cost: a set each time."""
+        passed since they were registered or last refreshed, by both clocks. Cost: a set
+        each time."""
+        now = wall_microseconds()
         for request in own:
-            if self.abandoned(request, read_version, self.abandon_versions // 3):
-                tr[request.key] = _VERSION.pack(read_version)
+            if self.abandoned(request, read_version, self.abandon_versions // 3, now):
+                tr[request.key] = _REQUEST.pack(read_version, now)
 
     def withdraw(self, database: Any, then: Callable[[Any], Any] | None = None) -> Any:
         """Clear this session's requests, in a transaction of its own. One that times out

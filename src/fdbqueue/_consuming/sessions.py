@@ -23,11 +23,13 @@ registers in the same transaction); the reserved place in line returns to the qu
 closes, and within ``abandon_after`` seconds if its process dies.
 
 Abandoned requests never hold the line for long: a request older than ``abandon_after``
-seconds of versions, whose owner has not refreshed it since, is cleared by the first take
-that finds it ahead of its own request (with a read conflict on it, so a refresh that commits
-first wins). A session waiting for an item refreshes its requests every third of
-``abandon_after``; a prefetching session idle for longer than ``abandon_after`` between calls
-loses its reservation (its next call registers again).
+seconds, whose owner has not refreshed it since, is cleared by the first take that finds it
+ahead of its own request (with a read conflict on it, so a refresh that commits first wins).
+Its age is measured by both clocks, as a lease's (:mod:`fdbqueue._consuming.line`): read
+versions and the wall clock, so a cluster recovery (versions jump about 100 s) does not make
+a live session's request look abandoned. A session waiting for an item refreshes its requests
+every third of ``abandon_after``; a prefetching session idle for longer than
+``abandon_after`` between calls loses its reservation (its next call registers again).
 
 Exactly once: each take runs through the queue's receipts (:doc:`guarantees`).
 The line's keys and how a request is registered, refreshed, found abandoned and withdrawn:
@@ -63,7 +65,8 @@ __all__ = ["DEFAULT_ABANDON_AFTER", "MAX_ABANDON_AFTER", "Consumer", "check_aban
 #: The logger, by its documented name (docs/observability.rst), whatever the module.
 logger = logging.getLogger("fdbqueue.consumers")
 
-#: Seconds of versions after which a request nobody refreshed counts as abandoned.
+#: Seconds (of versions and of the wall clock) after which a request nobody refreshed
+#: counts as abandoned.
 DEFAULT_ABANDON_AFTER = 5.0
 #: The longest ``abandon_after`` accepted: a day.
 MAX_ABANDON_AFTER = 24 * 60 * 60
@@ -125,8 +128,8 @@ class Consumer:
         delays: the queue's delayed items: each attempt promotes those due first.
         prefetch: requests kept registered between calls (an int, 0 to
             :data:`~fdbqueue._consuming.line.MAX_PREFETCH`, 255).
-        abandon_after: seconds of versions after which an unrefreshed request of a dead
-            session is cleared by others (> 0, at most a day).
+        abandon_after: seconds (by read versions and by the wall clock) after which an
+            unrefreshed request of a dead session is cleared by others (> 0, at most a day).
 
     Raises:
         TypeError: ``database`` is not a Database, or an argument has the wrong type.

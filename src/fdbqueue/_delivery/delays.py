@@ -1,27 +1,45 @@
 """Delayed delivery: items enqueued now that consumers may take only once they fall due.
 
 ``enqueue(db, value, delay=s)`` (and ``push``, ``enqueue_many``) does not write the item
-where consumers look. It writes a *delayed record* in the queue's metadata, keyed by the
-version at which it falls due: the enqueuing transaction's read version plus ``s`` seconds of
-versions (about 1,000,000 per second, the clock leases use: shared by every client, no clock
-skew). The value is stored unchanged, so every value the queue accepts can be delayed.
+where consumers look. It writes a *delayed record* in the queue's metadata. The record falls
+due when both clocks say ``s`` seconds have passed, as a lease expires
+(:mod:`fdbqueue._delivery.leases`, "Clock"):
+
+* read versions, the clock all clients of a cluster share: its *due version* is the
+  enqueuing transaction's read version plus ``s`` seconds of versions (about 1,000,000 per
+  second);
+* the wall clock: its *due time* is the enqueuing client's ``time.time()`` plus ``s``
+  seconds, by the clock of the client that looks.
+
+A cluster recovery moves versions on by up to about 100 s in a moment; bound by versions
+alone, every delayed item would fall due early. Bound by both, an item is never due before
+its versions (a consumer's clock running fast cannot make it early), nor, across recoveries,
+before its seconds by the wall clocks, less the skew between the enqueuing and the consuming
+clients' clocks (an enqueuer whose clock runs ahead makes its own items late by as much). A
+record written without its due time (by an older fdbqueue) falls due by its versions alone.
+The value is stored unchanged, so every value the queue accepts can be delayed.
 
 Consumers *promote* due records: every take, pop and claim (plain, in line or blocking) first
 looks at a hint, the smallest due version of any delayed record, with a snapshot point read
 issued alongside its other reads; when the hint is at or below its read version, it moves
 the due records into the queue in the same transaction, at the back (of their priority, for
 a :class:`~fdbqueue.PriorityQueue`), as an enqueue made then would, and takes from the queue
-as usual. A delayed item is therefore never delivered before its due version, and once due
-it goes to the next consumer that looks, behind the items already queued. Its position is
-given when it is promoted, not when it was enqueued.
+as usual. Of the records due by their versions, it moves those whose due time has come too;
+when none has (after a recovery), it writes nothing, and the queue object remembers, for a
+second, the earliest due time it saw, so that the takes meanwhile do not read the records
+again. A delayed item is therefore never delivered before it falls due, and once due it goes
+to the next consumer that looks, behind the items already queued. Its position is given when
+it is promoted, not when it was enqueued.
 
 Key layout, under the queue's metadata prefix ``P + b"\\xff"``::
 
-    pack(("delayed", due version, batch id, i) + where) -> the encoded value
+    pack(("delayed", due version, due time, batch id, i) + where) -> the encoded value
     pack(("next_due",))                                  -> the smallest due version (u64 LE)
 
-``where`` is ``()`` for a Queue and ``(priority,)`` for a PriorityQueue; ``batch id`` (16
-random bytes) and ``i`` keep one ``enqueue_many``'s values in order. A delayed enqueue sets
+``due time`` is in wall-clock microseconds since the epoch (records written before it was
+recorded lack it: ``(due version, batch id, i) + where``); ``where`` is ``()`` for a Queue
+and ``(priority,)`` for a PriorityQueue; ``batch id`` (16 random bytes) and ``i`` keep one
+``enqueue_many``'s values in order. A delayed enqueue sets
 its records and lowers the hint with an atomic ``min`` (no read, so it never conflicts), and
 bumps the signal key so blocked consumers look again and learn when to wake. A promotion
 reads the hint with a read conflict and rewrites it (to the next record's due version, or
@@ -31,13 +49,15 @@ than lose its lowered hint.
 
 Blocked consumers wake when the first delayed item falls due, without any write: like an
 expired lease (:mod:`fdbqueue._delivery.leases`), a due item changes nothing a watch sees, so a
-consumer that found nothing also sleeps at most until the hint's version.
+consumer that found nothing also sleeps at most until the hint's version, or, when it read
+the records, until the first falls due by both clocks.
 
 What is not delayed-aware: :meth:`~fdbqueue.Queue.size`, ``peek`` and the recipes' own
 consumers see an item only once it was promoted.
 
 Source followed: FoundationDB's developer guide on versions (``get_read_version``) and
-atomic operations (``min``); the semantics are those of Amazon SQS's ``DelaySeconds``,
+atomic operations (``min``), and ``MAX_VERSIONS_IN_FLIGHT`` (a recovery's jump of versions);
+the semantics are those of Amazon SQS's ``DelaySeconds``,
 Celery's ``countdown`` and QuiCK's vesting time.
 """
 
@@ -48,10 +68,11 @@ import os
 import struct
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from fdbqueue import metrics
 from fdbqueue._checks import check_seconds
+from fdbqueue._delivery.leases import lease_microseconds, wall_microseconds
 from fdbqueue._storage.quiet_keys import hint_written
 from fdbqueue._storage.store import MAX_KEY_BYTES, ItemStore, count_keys
 from fdbqueue._storage.transaction_bytes import set_bytes
@@ -63,6 +84,10 @@ __all__ = ["MAX_DELAY_SECONDS", "DelayedItems", "check_delay"]
 MAX_DELAY_SECONDS = 30 * 24 * 60 * 60
 #: Versions per second of the shared clock (as :mod:`fdbqueue._delivery.leases`).
 VERSIONS_PER_SECOND = 1_000_000
+MICROSECONDS_PER_SECOND = 1_000_000
+#: Seconds a queue object trusts what it read of records due by their versions but not yet
+#: by the wall clock (:class:`NotYet`) before it reads them again.
+NOT_YET_SECONDS = 1.0
 #: The most delayed records one transaction promotes, and the most bytes their values may add
 #: (the rest waits for the next transaction: the hint stays due).
 PROMOTE_RECORDS = 100
@@ -74,6 +99,30 @@ _VERSION = struct.Struct("<Q")
 #: Writes one promoted value at the back of the queue: ``(tr, encoded, where)``, ``where``
 #: being what the queue type stored with it (``()``, or ``(priority,)``).
 Append = Callable[[Any, bytes, tuple[Any, ...]], None]
+
+
+class NotYet(NamedTuple):
+    """What a promotion that found records due by their versions only learned: the hint
+    (due version) it read, the earliest due time among them (wall-clock microseconds), and
+    the ``time.monotonic()`` instant until which that is trusted."""
+
+    hint: int
+    due_time: int
+    until: float
+
+
+class Record(NamedTuple):
+    """A delayed record's key, parsed."""
+
+    due_version: int
+    #: wall-clock microseconds; None for a record written before it was recorded
+    due_time: int | None
+    where: tuple[Any, ...]
+
+    def due_by_wall_clock(self, now: int) -> bool:
+        """Whether its due time has come at ``now`` (microseconds); its versions are the
+        caller's to check."""
+        return self.due_time is None or self.due_time <= now
 
 
 def check_delay(delay: Any) -> float:
@@ -108,12 +157,15 @@ class DelayedItems:
         self.hint_key: bytes = store.metadata.pack(("next_due",))
         # time.monotonic() instant the first delayed item the last look saw falls due (a hint)
         self._wake_at: float | None = None
+        # records due by their versions, not yet by the wall clock, the last promotion saw
+        self._not_yet: NotYet | None = None
 
     def check_key(self, where: tuple[Any, ...]) -> None:
         """Raise ValueError when a delayed record with ``where`` would exceed FoundationDB's
         key size limit (no database access)."""
-        # the largest due version and index, and a batch id of zero bytes (escaped to two)
-        longest = self.records.pack((2**64, bytes(BATCH_ID_BYTES), 2**31, *where))
+        # the largest due version, due time and index, and a batch id of zero bytes (escaped
+        # to two)
+        longest = self.records.pack((2**64, 2**63, bytes(BATCH_ID_BYTES), 2**31, *where))
         if len(longest) > MAX_KEY_BYTES:
             raise ValueError(
                 f"a delayed item's key would be up to {len(longest):,} bytes, more than "
@@ -123,15 +175,17 @@ class DelayedItems:
     def put(
         self, tr: AnyContext, encoded: list[bytes], seconds: float, where: tuple[Any, ...]
     ) -> None:
-        """Write ``encoded`` values due ``seconds`` after ``tr``'s read version, in order.
+        """Write ``encoded`` values due ``seconds`` after ``tr``'s read version and after this
+        client's wall clock now, in order.
 
         Cost: the read version, one set per value, an atomic ``min`` on the hint and an atomic
         add on the signal key; no reads, no conflicts.
         """
         due: int = tr.get_read_version().wait() + max(1, math.ceil(seconds * VERSIONS_PER_SECOND))
+        due_time = wall_microseconds() + lease_microseconds(seconds)
         batch = os.urandom(BATCH_ID_BYTES)
         for i, value in enumerate(encoded):
-            tr[self.records.pack((due, batch, i, *where))] = value
+            tr[self.records.pack((due, due_time, batch, i, *where))] = value
         tr.min(self.hint_key, _VERSION.pack(due))
         hint_written(self.hint_key)
         self.store.signal(tr)
@@ -147,15 +201,18 @@ class DelayedItems:
         return tr.snapshot.get(self.hint_key)
 
     def promote(self, tr: AnyContext, looked: Any) -> int:
-        """Move the records due at ``tr``'s read version into the queue; return how many.
+        """Move the records due at ``tr``'s read version and this client's wall clock into
+        the queue; return how many.
 
         ``looked`` is :meth:`look`'s future (None: the hint was not read, it is quiet:
-        nothing was due lately). When the hint is absent or not yet due, nothing else is
-        read and nothing written (the hint is kept for :meth:`seconds_until_due`).
-        Otherwise: a read conflict key on the hint, one snapshot range read of the due
-        records (at most :data:`PROMOTE_RECORDS`, within :data:`PROMOTE_BYTES` of values),
-        per record a clear and the queue's append (its snapshot read of the back, a set,
-        two atomic adds), and a set (or clear) of the hint.
+        nothing was due lately). When the hint is absent or not yet due (by its version, or,
+        as the last read of the records found, by the wall clock), nothing else is read and
+        nothing written (the hint is kept for :meth:`seconds_until_due`). Otherwise: one
+        snapshot range read of the records due by their versions (at most
+        :data:`PROMOTE_RECORDS`, within :data:`PROMOTE_BYTES` of values); when some are due
+        by the wall clock too, a read conflict key on the hint, per record promoted a clear
+        and the queue's append (its snapshot read of the back, a set, two atomic adds), and
+        a set (or clear) of the hint; when none is, nothing more.
         """
         if looked is None:
             return 0
@@ -163,26 +220,46 @@ class DelayedItems:
         read_at = time.monotonic()
         if not self.note(looked, read_version, read_at):
             return 0
-        tr.add_read_conflict_key(self.hint_key)  # promoters and delayed enqueues meet here
+        hint = self._hint_version(looked)
+        now = wall_microseconds()
         due_end = self.records.pack((read_version + 1,))
         records = list(tr.snapshot.get_range(self.begin, due_end, limit=PROMOTE_RECORDS + 1))
+        parsed = [self.parse(bytes(record.key)) for record in records]
+        first = parsed[:PROMOTE_RECORDS]
+        if first and not any(record.due_by_wall_clock(now) for record in first):
+            self._not_yet_due(hint, first, now, read_at)
+            return 0
+        self._not_yet = None
+        tr.add_read_conflict_key(self.hint_key)  # promoters and delayed enqueues meet here
         promoted = 0
         spent = 0
-        for record in records:
+        left: list[Any] = []
+        for record, where in zip(records, parsed, strict=True):
             if promoted == PROMOTE_RECORDS or spent >= PROMOTE_BYTES:
-                break
-            where = tuple(self.records.unpack(record.key)[3:])
+                left.append(record)
+                continue
+            if not where.due_by_wall_clock(now):
+                left.append(record)  # due by versions only (a recovery): it waits
+                continue
             del tr[record.key]
-            self.append(tr, bytes(record.value), where)
+            self.append(tr, bytes(record.value), where.where)
             spent += set_bytes(len(record.key), len(record.value))
             promoted += 1
-        self._rewrite_hint(tr, records[promoted:], read_version, read_at)
+        self._rewrite_hint(tr, left, read_version, read_at)
         return promoted
+
+    def parse(self, key: bytes) -> Record:
+        """The delayed record at ``key`` (either layout: see the module docstring)."""
+        parts = self.records.unpack(key)
+        if isinstance(parts[1], int):  # (due version, due time, batch id, i, *where)
+            return Record(parts[0], parts[1], tuple(parts[4:]))
+        return Record(parts[0], None, tuple(parts[3:]))  # (due version, batch id, i, *where)
 
     def note(self, hint: Any, read_version: int, read_at: float | None = None) -> bool:
         """Learn from ``hint`` (the future of :meth:`look`, read at ``read_version``) when
         the first delayed item falls due, for :meth:`seconds_until_due`; return whether one
-        is due at ``read_version``. An absent hint counts towards its being quiet
+        may be due at ``read_version`` (due by its version, and not known to this object to
+        wait for the wall clock still). An absent hint counts towards its being quiet
         (:mod:`fdbqueue._storage.quiet_keys`). Cost: waits for ``hint``."""
         read_at = time.monotonic() if read_at is None else read_at
         if not hint.present():
@@ -190,9 +267,33 @@ class DelayedItems:
             self.store.quiet.empty(self.hint_key)
             return False
         self.store.quiet.not_empty(self.hint_key)
-        due = _VERSION.unpack(bytes(hint))[0]
+        due = self._hint_version(hint)
         self._wake_at = read_at + max(0, due - read_version) / VERSIONS_PER_SECOND
-        return bool(due <= read_version)
+        if due > read_version:
+            return False
+        not_yet = self._not_yet
+        if not_yet is not None and not_yet.hint == due and read_at < not_yet.until:
+            seconds = (not_yet.due_time - wall_microseconds()) / MICROSECONDS_PER_SECOND
+            if seconds > 0:
+                self._wake_at = read_at + min(seconds, not_yet.until - read_at)
+                return False
+        return True
+
+    @staticmethod
+    def _hint_version(hint: Any) -> int:
+        version: int = _VERSION.unpack(bytes(hint))[0]
+        return version
+
+    def _not_yet_due(self, hint: int, parsed: list[Record], now: int, read_at: float) -> None:
+        """Remember that the records due by their versions (``parsed``, read after the hint
+        ``hint``) are not due by the wall clock at ``now`` (microseconds), for
+        :data:`NOT_YET_SECONDS`, and when the first of them is, for
+        :meth:`seconds_until_due`."""
+        # every record not due by the wall clock has a due time
+        due_time = min(record.due_time or 0 for record in parsed)
+        self._not_yet = NotYet(hint, due_time, read_at + NOT_YET_SECONDS)
+        seconds = max(0, due_time - now) / MICROSECONDS_PER_SECOND
+        self._wake_at = read_at + min(seconds, NOT_YET_SECONDS)
 
     def _rewrite_hint(
         self, tr: AnyContext, left: list[Any], read_version: int, read_at: float
@@ -206,7 +307,7 @@ class DelayedItems:
             del tr[self.hint_key]
             self._wake_at = None
             return
-        due = self.records.unpack(left[0].key)[0]
+        due = self.parse(bytes(left[0].key)).due_version
         tr[self.hint_key] = _VERSION.pack(due)
         self._wake_at = read_at + max(0, due - read_version) / VERSIONS_PER_SECOND
 

@@ -12,7 +12,8 @@ fdbqueue makes every operation that runs in its own transaction (given a Databas
 take effect exactly once. Each call chooses a *call id* (16 random bytes) once. Each attempt
 that writes also writes a *receipt*, in the same transaction as its effect::
 
-    P + b"\\xff" + pack(("receipts", read version of the attempt, call id))  ->  b""
+    P + b"\\xff" + pack(("receipts", read version of the attempt, call id))
+        ->  pack((wall-clock time of the attempt, in microseconds,))
 
 adds a read conflict range on that receipt key (the attempt's *self-conflicting key*), and
 remembers, in memory, what it would return (for a dequeue: the value it removed).
@@ -31,39 +32,55 @@ retries, and finds the receipt. This is what FoundationDB's own client does befo
 1021 (``commitDummyTransaction`` over a key in both of the failed commit's conflict ranges);
 fdbqueue does it itself so that it holds for 1031 too, where the client does not.
 
-Receipts expire. Every transaction that writes one also clears, with blind clears (no read,
-no conflict), the receipts of this queue object's calls that have already returned (they will
-never be looked up again) and, with one range clear (at most once a second of versions per
-queue object), all receipts older than :data:`RECEIPT_LIFETIME` seconds of read versions
-(those of clients that stopped). A resolution
-at read version ``R`` trusts an absent receipt when ``R`` is at most :data:`RECEIPT_LIFETIME`
-seconds of versions after the attempt's read version: any clear committed before ``R`` was made
-at a read version below ``R`` and cleared only receipts older than :data:`RECEIPT_LIFETIME`
-before it. The lifetime, a day, is 864 times the 100 s by which a cluster recovery advances
-versions (``MAX_VERSIONS_IN_FLIGHT``), so the 1021s recoveries cause are resolved, not reported
-as unknown, even when recoveries follow each other while a call retries (the in-memory
-database's soak injects one in every 20 commits). Only an attempt older
-than that raises :class:`UnknownResultError`, as does a resolution that keeps failing
-(:data:`RESOLVE_ATTEMPTS` transactions in a row).
+Receipts expire, by both clocks. Every transaction that writes one also clears, with blind
+clears (no read, no conflict), the receipts of calls that have already returned (they will
+never be looked up again): the bookkeeping of those is the process's, one per database (or
+tenant) object and receipts subspace, shared by every queue object of that queue, so a queue
+object built per call (a web handler's) leaves nothing behind it. And at most once a second
+of versions per process and queue, it *sweeps* the receipts of clients that stopped: a
+snapshot range read of the receipts older than :data:`RECEIPT_LIFETIME` seconds of read
+versions (at most :data:`SWEEP_LIMIT`), and clears those whose wall-clock time is also more
+than :data:`RECEIPT_LIFETIME` plus :data:`CLOCK_SKEW` seconds before this client's clock (a
+receipt written without its time, by an older fdbqueue, by its versions alone).
 
-Storage bound: a queue holds one receipt per call in flight, plus, for each queue object in
-use, the receipts of its calls that returned since its last writing operation (cleared by that
-operation, up to :data:`FINISHED_PER_ATTEMPT` at a time; about one per thread using the
-object), plus the last receipts of clients that stopped within the last day of versions (at
-most one per thread of each). Each is one key of about ``len(prefix) + 35`` bytes with an
-empty value.
+A resolution trusts an absent receipt while *either* clock says the attempt is younger than
+:data:`RECEIPT_LIFETIME`: its read version ``R`` is at most that many seconds of versions
+after the attempt's (a sweep committed before ``R`` read at a version below ``R``, so it
+cleared only receipts older than that), or this client's wall clock (the attempt's own, which
+recorded the time) says so (a sweep also needs the sweeping client's clock to say
+:data:`RECEIPT_LIFETIME` plus :data:`CLOCK_SKEW` passed, so a clock up to an hour fast cannot
+clear a receipt early). A recovery moves versions on by about 100 s in a moment
+(``MAX_VERSIONS_IN_FLIGHT``) but not the wall clock, so however many recoveries follow each
+other while a call retries (``Faults(recovery=0.2)``: one in every five writing commits),
+the 1021s they cause are resolved, not reported as unknown. Only an attempt older than
+:data:`RECEIPT_LIFETIME` by both clocks raises :class:`UnknownResultError`, as does a
+resolution that keeps failing (:data:`RESOLVE_ATTEMPTS` transactions in a row).
+
+Storage bound: a queue holds one receipt per call in flight; plus, per process (per database
+object) using the queue, the receipts of its calls that returned since its last writing
+operation on the queue (cleared by that operation, up to :data:`FINISHED_PER_ATTEMPT` at a
+time; about one per thread of the process, whatever the number of queue objects); plus the
+last receipts of processes that stopped without clearing them, for :data:`RECEIPT_LIFETIME`
+(by versions) and :data:`RECEIPT_LIFETIME` plus :data:`CLOCK_SKEW` (by the wall clock): at
+most one per thread of each. A program that makes a call or two and exits (the command
+line's one-shot commands, ``fdbqueue push``) clears its own with
+:func:`clear_finished_receipts` before it ends, so processes started per call leave
+nothing either. Each receipt is one key of about ``len(prefix) + 35`` bytes with an 8-byte
+value.
 
 Cost, per operation and in the same transaction: one set of the receipt, one read conflict
-range on it, one clear per finished receipt of this queue object, and at most once a second
-of versions per queue object a range clear of the expired receipts; no extra
-transaction and no extra read. After an error that may have been applied, one resolving
-transaction. Operations given a Transaction run inside it and write no receipt: the owner of
-the transaction owns its retry loop and its idempotence.
+range on it, one clear per finished receipt of this process and queue; and at most once a
+second of versions per process and queue, the sweep: a snapshot range read (at most
+:data:`SWEEP_LIMIT` receipts, usually none) and a range clear (plus a clear per expired
+receipt past one that is not). No extra transaction. After an error that may have been
+applied, one resolving transaction. Operations given a Transaction run inside it and write
+no receipt: the owner of the transaction owns its retry loop and its idempotence.
 
 Source followed: FoundationDB's developer guide, "Transactions with unknown results" (make
 transactions idempotent, for example with a unique key written in the transaction and checked
 on retry), and ``fdbclient/NativeAPI.actor.cpp`` (``tryCommit``, ``commitDummyTransaction``)
-and ``fdbclient/ReadYourWrites.cpp`` (a timed-out commit may still be in flight).
+and ``fdbclient/ReadYourWrites.cpp`` (a timed-out commit may still be in flight); for the
+two clocks, FoundationDB's ``MAX_VERSIONS_IN_FLIGHT`` (a recovery's jump of versions).
 """
 
 from __future__ import annotations
@@ -72,27 +89,34 @@ import collections
 import functools
 import logging
 import os
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple, ParamSpec, TypeVar, cast, overload
 
+import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import metrics
+from fdbqueue._storage import ages
 from fdbqueue._transactions.transactional import (
     NOT_COMMITTED,
     commit,
     is_database,
     is_fdb_error,
     note_retry,
+    run_in_retry_loop,
     surely_not_applied,
     transactional,
 )
 from fdbqueue.errors import UnknownResultError
 
 __all__ = [
+    "CLOCK_SKEW",
     "RECEIPT_LIFETIME",
     "Receipts",
     "UnknownResultError",
+    "clear_finished_receipts",
     "exactly_once",
     "surely_not_applied",
 ]
@@ -100,10 +124,17 @@ __all__ = [
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: Seconds (of read versions, about 1,000,000 per second) a receipt whose call never returned
-#: is kept: a day, 864 times the 100 s by which a cluster recovery advances versions.
+#: Seconds a receipt whose call never returned is kept, by read versions (about 1,000,000 per
+#: second) and by the wall clock: a day.
 RECEIPT_LIFETIME = 86_400.0
+#: Seconds by which clients' wall clocks may disagree: a sweep clears a receipt once its
+#: lifetime plus this much passed by the sweeping client's clock, so a clock up to this far
+#: ahead of the writer's does not shorten the writer's window.
+CLOCK_SKEW = 3_600.0
 VERSIONS_PER_SECOND = 1_000_000
+MICROSECONDS_PER_SECOND = 1_000_000
+#: Receipts past their lifetime in versions one sweep reads (and clears) at most.
+SWEEP_LIMIT = 100
 CALL_ID_BYTES = 16
 #: Resolving transactions tried in a row before a call gives up with UnknownResultError.
 RESOLVE_ATTEMPTS = 10
@@ -129,10 +160,99 @@ class Attempt(NamedTuple):
     result: Any
     #: the finished receipts it cleared (kept again if it is not applied)
     finished: list[bytes]
+    #: the process's bookkeeping its receipt goes to once its call returns
+    books: Books
+    #: this client's wall clock at the attempt, in microseconds
+    wall_time: int = 0
 
 
 #: What :meth:`Receipts.settle` returns when the attempt is to run again.
 RETRY: Any = object()
+
+
+class Books:
+    """What one process keeps of one queue's receipts in one database: the receipts of its
+    calls that returned (its next writing attempt on the queue clears them; deque appends and
+    pops are thread-safe) and the read version from which it sweeps again."""
+
+    __slots__ = ("finished", "next_sweep")
+
+    def __init__(self) -> None:
+        self.finished: collections.deque[bytes] = collections.deque()
+        self.next_sweep = 0
+
+
+_BOOKS_LOCK = threading.Lock()
+#: The process's :class:`Books`, per database (or tenant) object, per receipts subspace (the
+#: first key of its range). Weak: a database object the program dropped drops its books.
+_BOOKS: weakref.WeakKeyDictionary[Any, dict[bytes, Books]] = weakref.WeakKeyDictionary()
+
+
+def _books_of(database: Any, begin: bytes) -> Books | None:
+    """The process's books of the receipts starting at ``begin`` in ``database``; None when
+    ``database`` cannot be referenced weakly (the caller keeps books of its own then)."""
+    registry = _BOOKS
+    try:
+        per_database = registry.get(database)
+    except TypeError:
+        return None
+    books = None if per_database is None else per_database.get(begin)
+    if books is None:
+        with _BOOKS_LOCK:
+            books = registry.setdefault(database, {}).setdefault(begin, Books())
+    return books
+
+
+def clear_finished_receipts(database: Any) -> int:
+    """Clear the receipts of this process's calls through ``database`` (a Database or Tenant
+    object) that returned, of every queue, in transactions of their own; return how many.
+
+    For a program about to exit (the command line's one-shot commands): nothing else would
+    clear them before they expire (:data:`RECEIPT_LIFETIME`). Threads still calling may add
+    more meanwhile; those stay. Nothing happens (no transaction) when there are none.
+
+    Raises:
+        FDBError: a FoundationDB error that is not retryable (a timeout, 1031): the receipts
+            not cleared stay, to expire or to be cleared by a later call.
+
+    Cost: one transaction per 10,000 receipts, one blind clear each (no read, no conflict).
+    """
+    try:
+        per_database = dict(_BOOKS.get(database) or {})
+    except TypeError:
+        return 0
+    cleared = 0
+    for books in per_database.values():
+        keys: list[bytes] = []
+        try:
+            while True:
+                keys.append(books.finished.popleft())
+        except IndexError:
+            pass
+        for start in range(0, len(keys), _CLEARS_PER_TRANSACTION):
+            chunk = keys[start : start + _CLEARS_PER_TRANSACTION]
+            try:
+                run_in_retry_loop(database, functools.partial(_clear_keys, chunk))
+            except BaseException:
+                books.finished.extend(keys[start:])
+                raise
+            cleared += len(chunk)
+    return cleared
+
+
+#: Receipts :func:`clear_finished_receipts` clears in one transaction at most.
+_CLEARS_PER_TRANSACTION = 10_000
+
+
+def _clear_keys(keys: list[bytes], tr: Any) -> None:
+    for key in keys:
+        del tr[key]
+
+
+def _wall_microseconds() -> int:
+    """fdbqueue's wall clock (:data:`fdbqueue._storage.ages.clock`, seconds since the epoch)
+    in whole microseconds, as receipts record it."""
+    return round(ages.clock() * MICROSECONDS_PER_SECOND)
 
 
 #: The logger, by its documented name (docs/observability.rst), whatever the module.
@@ -164,7 +284,8 @@ class Receipts:
 
     Args:
         metadata: the queue's metadata Subspace; receipts live in ``metadata["receipts"]``.
-        lifetime: seconds a receipt is kept (default :data:`RECEIPT_LIFETIME`).
+        lifetime: seconds a receipt is kept, by both clocks (default
+            :data:`RECEIPT_LIFETIME`).
         enabled: False turns receipts off: :meth:`run` is then the standard retry loop, and a
             commit with an unknown outcome can apply an operation twice (the recipes'
             behaviour), or apply it although the call raised 1031.
@@ -179,12 +300,14 @@ class Receipts:
         self.begin: bytes = receipts.start
         self.end: bytes = receipts.stop
         self.lifetime_versions = int(lifetime * VERSIONS_PER_SECOND)
-        # Receipts of calls that returned: nothing looks them up any more. The next writing
-        # attempt of this object clears them (deque appends and pops are thread-safe).
-        self._finished: collections.deque[bytes] = collections.deque()
-        # The read version from which this object's next writing attempt clears the receipts
-        # past their lifetime (once a second of versions is enough: they are a day old).
-        self._next_expiry = 0
+        self.lifetime_microseconds = int(lifetime * MICROSECONDS_PER_SECOND)
+        # Books of this object's own, for a database object that cannot be referenced weakly
+        # (the process's books are kept per database object: :func:`_books_of`).
+        self._own_books = Books()
+
+    def books(self, database: Any) -> Books:
+        """The process's bookkeeping of these receipts in ``database`` (:class:`Books`)."""
+        return _books_of(database, self.begin) or self._own_books
 
     def run(
         self,
@@ -226,6 +349,7 @@ class Receipts:
             Any error of ``body``; nothing took effect then either.
         """
         call_id = os.urandom(CALL_ID_BYTES)
+        books = self.books(database)
         tr = database.create_transaction()
         stale_commits = 0
         while True:
@@ -234,7 +358,7 @@ class Receipts:
                 try:
                     result = body(tr)
                     if self.enabled and wrote(result):
-                        attempt = self.write_receipt(tr, call_id, result)
+                        attempt = self.write_receipt(tr, call_id, result, books)
                     commit(tr)
                 except Exception as error:
                     settled = self.settle(
@@ -246,8 +370,7 @@ class Receipts:
                 except BaseException:  # cancelled (asyncio) before its commit was sent
                     self.unfinish(attempt)
                     raise
-            if attempt is not None:
-                self._finished.append(attempt.receipt)
+            self.finish(attempt)
             metrics.committed(counts)
             if (
                 still_good is not None
@@ -261,25 +384,26 @@ class Receipts:
                 continue
             return result
 
-    def write_receipt(self, tr: Any, call_id: bytes, result: Any) -> Attempt:
+    def write_receipt(self, tr: Any, call_id: bytes, result: Any, books: Books) -> Attempt:
         """Write the receipt of an attempt of the call ``call_id`` that wrote and would return
-        ``result``, and clear the receipts of this object's calls that returned (up to
-        :data:`FINISHED_PER_ATTEMPT`) and, once a second of versions per object, those past
-        their lifetime; the :class:`Attempt` for :meth:`settle` and :meth:`finish`. Cost: a
-        set, a read conflict key, a clear per finished receipt, at most once a second a
-        range clear; the read version, fetched already by the body's reads."""
+        ``result``, and clear the receipts of calls that returned (``books``', up to
+        :data:`FINISHED_PER_ATTEMPT`) and, once a second of versions per ``books``, sweep
+        those past their lifetime (:meth:`sweep`); the :class:`Attempt` for :meth:`settle`
+        and :meth:`finish`. Cost: a set, a read conflict key, a clear per finished receipt;
+        at most once a second the sweep's snapshot range read and clears; the read version,
+        fetched already by the body's reads."""
         read_version: int = tr.get_read_version().wait()
+        now = _wall_microseconds()
         receipt: bytes = self.subspace.pack((read_version, call_id))
         # Self-conflicting, so that a resolution can fence it off. The read conflict must come
         # before the write: FoundationDB adds none for a key the transaction already wrote.
         tr.add_read_conflict_key(receipt)
-        tr[receipt] = b""
-        if read_version >= self._next_expiry:  # at most once a second of versions per object
-            self._next_expiry = read_version + VERSIONS_PER_SECOND
-            expired = self.subspace.pack((read_version - self.lifetime_versions,))
-            tr.clear_range(self.begin, expired)
+        tr[receipt] = fdb.tuple.pack((now,))
+        if read_version >= books.next_sweep:  # at most once a second of versions
+            books.next_sweep = read_version + VERSIONS_PER_SECOND
+            self.sweep(tr, read_version, now)
         finished: list[bytes] = []
-        waiting = self._finished
+        waiting = books.finished
         try:
             while waiting and len(finished) < FINISHED_PER_ATTEMPT:
                 finished.append(waiting.popleft())
@@ -287,19 +411,48 @@ class Receipts:
             pass
         for key in finished:
             del tr[key]
-        return Attempt(receipt, read_version, result, finished)
+        return Attempt(receipt, read_version, result, finished, books, now)
+
+    def sweep(self, tr: Any, read_version: int, now: int) -> None:
+        """Clear, in ``tr``, the receipts past their lifetime by both clocks at
+        ``read_version`` and this client's wall clock ``now`` (microseconds): of those more
+        than the lifetime in versions before ``read_version`` (the first
+        :data:`SWEEP_LIMIT`), the ones written more than the lifetime plus
+        :data:`CLOCK_SKEW` before ``now`` by their writers' clocks, or without a time.
+        Cost: nothing before versions pass the lifetime; then a snapshot range read (no
+        conflict), a range clear up to the first receipt kept and a clear per receipt
+        cleared after it."""
+        horizon = read_version - self.lifetime_versions
+        if horizon <= 0:
+            return
+        end: bytes = self.subspace.pack((horizon,))
+        old = list(tr.snapshot.get_range(self.begin, end, limit=SWEEP_LIMIT))
+        if not old:
+            return
+        skew = int(CLOCK_SKEW * MICROSECONDS_PER_SECOND)
+        written_before = now - self.lifetime_microseconds - skew
+        kept: bytes | None = None  # the first receipt kept: the range clear stops there
+        for record in old:
+            expired = _written_at(bytes(record.value)) < written_before
+            if kept is None and not expired:
+                kept = bytes(record.key)
+            elif kept is not None and expired:
+                del tr[record.key]
+        if kept is None and len(old) == SWEEP_LIMIT:
+            kept = bytes(old[-1].key) + b"\x00"  # more may follow: the next sweep's
+        tr.clear_range(self.begin, end if kept is None else kept)
 
     def finish(self, attempt: Attempt | None) -> None:
         """The call returned with ``attempt``'s result (None: it wrote no receipt): its
-        receipt can go, cleared by this object's next writing attempt."""
+        receipt can go, cleared by the next writing attempt of this process on this queue."""
         if attempt is not None:
-            self._finished.append(attempt.receipt)
+            attempt.books.finished.append(attempt.receipt)
 
     def unfinish(self, attempt: Attempt | None) -> None:
         """``attempt`` was not applied: the finished receipts it would have cleared remain
         for the next attempt to clear."""
         if attempt is not None:
-            self._finished.extend(attempt.finished)
+            attempt.books.finished.extend(attempt.finished)
 
     def settle(
         self,
@@ -331,7 +484,7 @@ class Receipts:
             applied, version = self._resolve(database, attempt)
             _note_unknown_result(code, applied)
             if applied:
-                self._finished.append(attempt.receipt)
+                self.finish(attempt)
                 metrics.committed(counts)
                 if still_good is None or still_good(attempt.result, version):
                     return attempt.result  # it was applied: what it returned
@@ -352,19 +505,24 @@ class Receipts:
         version at which that was found.
 
         Raises:
-            UnknownResultError: the attempt is too old to tell, or :data:`RESOLVE_ATTEMPTS`
-                resolving transactions in a row failed with errors that are not retryable.
+            UnknownResultError: the attempt is too old to tell (its lifetime passed by both
+                clocks), or :data:`RESOLVE_ATTEMPTS` resolving transactions in a row failed
+                with errors that are not retryable.
         """
         failures = 0
         tr = database.create_transaction()
         while True:
             try:
                 read_version: int = tr.get_read_version().wait()
-                if read_version - attempt.version > self.lifetime_versions:
+                if (
+                    read_version - attempt.version > self.lifetime_versions
+                    and _wall_microseconds() - attempt.wall_time > self.lifetime_microseconds
+                ):
                     raise UnknownResultError(
                         "an earlier attempt of this operation ended with an unknown commit "
                         f"outcome more than {self.lifetime_versions // VERSIONS_PER_SECOND} s "
-                        "of versions ago: whether it took effect cannot be found out"
+                        "ago (by read versions and by the wall clock): whether it took effect "
+                        "cannot be found out"
                     )
                 if tr.get(attempt.receipt).present():
                     return True, read_version
@@ -385,6 +543,16 @@ class Receipts:
                             f"{failures} transactions trying to find it out failed ({final})"
                         ) from final
                     tr = database.create_transaction()
+
+
+def _written_at(value: bytes) -> int:
+    """The wall-clock time (microseconds) a receipt's value records; 0 for a receipt written
+    without one (by its versions alone, it has expired)."""
+    try:
+        recorded = fdb.tuple.unpack(value)
+    except Exception:  # an empty value (an older fdbqueue's), or anything else
+        return 0
+    return recorded[0] if recorded and isinstance(recorded[0], int) else 0
 
 
 @overload

@@ -4,6 +4,7 @@ database and the queue they name, and how errors become one line."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import importlib
 import importlib.metadata
@@ -19,6 +20,7 @@ from fdb.subspace_impl import Subspace
 from fdbqueue import __version__, memory
 from fdbqueue._storage.store import anything_stored
 from fdbqueue._storage.type_records import parse_type
+from fdbqueue._transactions.receipts import clear_finished_receipts
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue.binding import describe_fdb_error
 from fdbqueue.binding import open_database as open_cluster
@@ -85,6 +87,7 @@ class Context:
         #: the command runs inside ``fdbqueue shell`` (one database for the session)
         self.in_shell = in_shell
         self._record: Record | None = None
+        self._clears_receipts = False  # the command clears its calls' receipts as it ends
         #: the codec of the queue :meth:`queue` opened (its record's, else --codec's)
         self.codec = "tuple"
 
@@ -114,7 +117,20 @@ class Context:
                 self.options["use_memory"],
                 self.options["timeout"],
             )
+        if not self._clears_receipts and not self.in_shell:
+            self._clears_receipts = True
+            command = click.get_current_context(silent=True)
+            if command is not None:
+                command.call_on_close(self._clear_receipts)
         return self._database
+
+    def _clear_receipts(self) -> None:
+        """A one-shot command's process ends with it: clear the receipts of its calls that
+        returned, which nothing would clear before they expire (a day). Best effort: one
+        that fails leaves them to expire. (A shell's process goes on: its next calls clear
+        them.)"""
+        with contextlib.suppress(Exception):
+            clear_finished_receipts(self._database)
 
     def queue_name(self) -> str:
         """How messages name the queue: ``queue ('app', 'jobs')`` or ``directory 'app/jobs'``."""
