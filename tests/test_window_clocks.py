@@ -4,7 +4,7 @@ both clocks, read versions and the wall clock, as leases are (tests/test_lease_c
 A cluster recovery moves read versions about 100 s on in a moment; ``db.advance_time`` moves
 the in-memory database's versions alone, as a recovery does, and ``helpers.pass_time`` moves
 both clocks, as time passing does. A client whose wall clock is off is played by replacing
-fdbqueue's wall clock (``fdbqueue._storage.ages.clock``) for a while: an hour fast or slow,
+fdbqueue's wall clock (``fdbqueue._clock.now``) for a while: an hour fast or slow,
 it must neither shorten another client's window nor make another client's item early.
 """
 
@@ -19,8 +19,7 @@ import fdb.tuple
 import pytest
 from helpers import fault_on, pass_time, run
 
-from fdbqueue import PriorityQueue, Queue, Subspace, memory, transactional
-from fdbqueue._storage import ages
+from fdbqueue import PriorityQueue, Queue, Subspace, _clock, memory, transactional
 from fdbqueue._transactions.receipts import Receipts
 from fdbqueue.errors import UnknownResultError
 
@@ -41,12 +40,12 @@ SHAPES = [
 @contextlib.contextmanager
 def clock_off_by(seconds: float) -> Iterator[None]:
     """This client's wall clock runs ``seconds`` ahead (behind, when negative) meanwhile."""
-    original = ages.clock
-    ages.clock = lambda: memory.wall_clock() + seconds
+    original = _clock.now
+    _clock.now = lambda: memory.wall_clock() + seconds
     try:
         yield
     finally:
-        ages.clock = original
+        _clock.now = original
 
 
 def make(kind: str, shards: int, high_contention: bool, subspace: Any) -> tuple[Any, Any, Any]:

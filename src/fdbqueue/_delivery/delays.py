@@ -312,12 +312,16 @@ class DelayedItems:
         self._wake_at = read_at + max(0, due - read_version) / VERSIONS_PER_SECOND
 
     def count_due(self, reader: Any, read_version: int) -> tuple[int, int]:
-        """How many delayed items are due at ``read_version`` (they wait: the next take
-        promotes them) and how many are not yet. Cost: range reads of every delayed record
-        through ``reader`` (a snapshot view: no conflicts)."""
+        """How many delayed items are due at ``read_version`` and this client's wall clock
+        (both clocks: they wait, the next take promotes them) and how many are not yet.
+        Cost: range reads of every delayed record through ``reader`` (a snapshot view: no
+        conflicts)."""
         due_end = self.records.pack((read_version + 1,))
-        due = count_keys(reader, self.begin, due_end)
-        return due, count_keys(reader, due_end, self.end)
+        now = wall_microseconds()
+        due = count_keys(
+            reader, self.begin, due_end, lambda kv: self.parse(bytes(kv.key)).due_by_wall_clock(now)
+        )
+        return due, count_keys(reader, self.begin, self.end) - due
 
     def seconds_until_due(self) -> float | None:
         """Seconds until the first delayed item the last look saw falls due (0 if it has), or

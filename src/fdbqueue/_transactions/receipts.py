@@ -97,8 +97,7 @@ from typing import Any, NamedTuple, ParamSpec, TypeVar, cast, overload
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
-from fdbqueue import metrics
-from fdbqueue._storage import ages
+from fdbqueue import _clock, metrics
 from fdbqueue._transactions.transactional import (
     NOT_COMMITTED,
     commit,
@@ -250,9 +249,9 @@ def _clear_keys(keys: list[bytes], tr: Any) -> None:
 
 
 def _wall_microseconds() -> int:
-    """fdbqueue's wall clock (:data:`fdbqueue._storage.ages.clock`, seconds since the epoch)
+    """fdbqueue's wall clock (:func:`fdbqueue._clock.now`, seconds since the epoch)
     in whole microseconds, as receipts record it."""
-    return round(ages.clock() * MICROSECONDS_PER_SECOND)
+    return round(_clock.now() * MICROSECONDS_PER_SECOND)
 
 
 #: The logger, by its documented name (docs/observability.rst), whatever the module.
