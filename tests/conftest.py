@@ -100,6 +100,15 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(plan.reason)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (addopts) with ``-s``: no workers, so that what the tests print shows as it
+    comes (xdist's workers would keep it); otherwise xdist's own choice, one per core."""
+    if config.getoption("capture") == "no":
+        return 0
+    return None
+
+
 def selected_backends(config: pytest.Config) -> list[str]:
     backend = config.getoption("backend")
     return list(BACKENDS) if backend == "all" else [backend]

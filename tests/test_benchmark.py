@@ -705,6 +705,7 @@ def test_cpu_prints_the_recipe_and_fdbqueue_per_item_and_their_ratio():
     assert "done: cpu, plain (run 1 of 1)" in result.output
 
 
+@pytest.mark.slow("measures the CPU of every subject")
 def test_cpu_in_json_gives_every_subjects_figures():
     output = CliRunner().invoke(
         cli,
