@@ -16,7 +16,17 @@
 ``pytest --backend=all`` (default) runs both; ``--backend=memory`` runs memory only;
 ``--backend=fdb`` runs fdb only. Tests marked ``memory_only`` (faults, ``advance_time``...)
 are skipped on ``fdb``. ``cluster_file`` is the ``fdb`` backend's cluster file (None on
-``memory``), for the command line.
+``memory``), for the command line. ``engine`` is the in-memory engine under ``db`` when there
+is one (``db`` itself on ``memory``; ``memory.cluster(cluster_file)`` when the binding runs
+over ``memory.install()``), None on a real cluster: a test lets time pass on it instead of
+sleeping.
+
+Tests marked ``slow(reason)`` take seconds each (a stress run, a long state machine, every
+cancellation offset on every event loop...): they are skipped unless ``pytest --run-slow`` or
+``FDBQUEUE_SLOW=1``, which CI sets (``.ci/run``), so that every test runs in CI and the
+README's command stays quick. ``slow(reason, backend="fdb")`` makes only the test's ``fdb``
+cells slow; ``slow(reason, cluster=True)`` only its cells on a real cluster (where it waits in
+real time what the in-memory engine lets pass at once).
 
 ``subspace`` gives each test its own ``Subspace(("fdbqueue-test", <uuid hex>))`` and clears
 every key under its raw prefix afterwards, so tests leave nothing behind.
@@ -28,7 +38,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import fdb_cluster
@@ -40,6 +50,14 @@ from fdbqueue import Subspace
 BACKENDS = ("memory", "fdb")
 PLAN = pytest.StashKey[fdb_cluster.Plan]()
 CLUSTER_FILE = pytest.StashKey[str]()
+#: The environment variable that runs the slow tests, like ``--run-slow``.
+SLOW_VARIABLE = "FDBQUEUE_SLOW"
+SLOW_HINT = f"--run-slow or {SLOW_VARIABLE}=1 runs it (CI does)"
+
+
+def run_slow_from_env(environ: Mapping[str, str]) -> bool:
+    """Whether ``FDBQUEUE_SLOW`` asks for the slow tests: 1, true, yes or on (any case)."""
+    return environ.get(SLOW_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -53,6 +71,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             "available, skipped otherwise), memory, or fdb (an unavailable cluster is an error)"
         ),
     )
+    group.addoption(
+        "--run-slow",
+        action="store_true",
+        default=run_slow_from_env(os.environ),
+        help=(
+            f"also run the tests marked slow (seconds each; CI runs them); {SLOW_VARIABLE}=1 "
+            "does the same"
+        ),
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -61,13 +88,25 @@ def pytest_configure(config: pytest.Config) -> None:
         "memory_only(reason): the test needs fdbqueue.memory features; skipped on the fdb backend",
     )
     config.addinivalue_line(
-        "markers", "slow: takes seconds on a real cluster (the five-second transaction window)"
+        "markers",
+        "slow(reason, backend=None, cluster=False): takes seconds; skipped unless --run-slow "
+        f"or {SLOW_VARIABLE}=1 (CI runs it); backend='fdb': only the fdb cells are slow; "
+        "cluster=True: only the cells on a real cluster",
     )
     backend = config.getoption("backend")
     plan = fdb_cluster.decide(backend, os.environ)
     config.stash[PLAN] = plan
     if backend == "fdb" and plan.action == "error":
         raise pytest.UsageError(plan.reason)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (addopts) with ``-s``: no workers, so that what the tests print shows as it
+    comes (xdist's workers would keep it); otherwise xdist's own choice, one per core."""
+    if config.getoption("capture") == "no":
+        return 0
+    return None
 
 
 def selected_backends(config: pytest.Config) -> list[str]:
@@ -81,15 +120,42 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("backend", names, ids=names, indirect=True)
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_report_header(config: pytest.Config) -> list[str]:
     plan = config.stash[PLAN]
     backends = ", ".join(selected_backends(config))
-    return f"fdbqueue backends: {backends}; fdb: {plan.action} ({plan.reason})"
+    slow = "run" if config.getoption("run_slow") else f"skipped (--run-slow or {SLOW_VARIABLE}=1)"
+    return [
+        f"fdbqueue backends: {backends}; fdb: {plan.action} ({plan.reason})",
+        f"fdbqueue slow tests: {slow}",
+    ]
+
+
+def is_slow(item: pytest.Item, plan: fdb_cluster.Plan) -> str | None:
+    """The reason ``item`` is slow (its ``slow`` marker's), or None when it is not, or its
+    marker names other cells than this one (``backend=``, ``cluster=``)."""
+    marker = item.get_closest_marker("slow")
+    if marker is None:
+        return None
+    callspec = getattr(item, "callspec", None)
+    backend = callspec.params.get("backend") if callspec is not None else None
+    wanted = marker.kwargs.get("backend")
+    if wanted is not None and backend != wanted:
+        return None
+    on_a_cluster = backend == "fdb" and plan.action in ("external", "local")
+    if marker.kwargs.get("cluster", False) and not on_a_cluster:
+        return None
+    return str(marker.args[0] if marker.args else marker.kwargs.get("reason", ""))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     plan = config.stash[PLAN]
+    run_slow = config.getoption("run_slow")
     for item in items:
+        if not run_slow:
+            why = is_slow(item, plan)
+            if why is not None:
+                item.add_marker(pytest.mark.skip(reason=f"slow ({why}): {SLOW_HINT}"))
+                continue
         callspec = getattr(item, "callspec", None)
         if callspec is None or callspec.params.get("backend") != "fdb":
             continue
@@ -185,6 +251,21 @@ def cluster_file(backend: str, db: Any, request: pytest.FixtureRequest) -> str |
     if backend == "memory":
         return None
     return request.config.stash[CLUSTER_FILE]
+
+
+@pytest.fixture
+def engine(backend: str, db: Any, cluster_file: str | None, request: pytest.FixtureRequest) -> Any:
+    """The ``fdbqueue.memory.Database`` under ``db``, where a test lets time pass
+    (``advance_time``, ``pass_time``) instead of sleeping: ``db`` itself on ``memory``,
+    ``memory.cluster(cluster_file)`` when the ``fdb`` backend runs the binding over
+    ``memory.install()``; None on a real cluster, which only real time moves."""
+    if backend == "memory":
+        return db
+    if request.config.stash[PLAN].action != "install":
+        return None
+    from fdbqueue import memory
+
+    return memory.cluster(cluster_file)
 
 
 @pytest.fixture

@@ -687,6 +687,7 @@ def test_the_one_shard_loader_refuses_a_queue_of_one_shard():
 # -- CPU per item against the recipe (--cpu) -------------------------------------------------
 
 
+@pytest.mark.slow("measures the CPU of the recipe and of fdbqueue")
 def test_cpu_prints_the_recipe_and_fdbqueue_per_item_and_their_ratio():
     result = bench("--cpu", "--cpu-items", "30", "--cpu-runs", "1")
     assert result.exit_code == 0, result.output
@@ -705,6 +706,7 @@ def test_cpu_prints_the_recipe_and_fdbqueue_per_item_and_their_ratio():
     assert "done: cpu, plain (run 1 of 1)" in result.output
 
 
+@pytest.mark.slow("measures the CPU of every subject")
 def test_cpu_in_json_gives_every_subjects_figures():
     output = CliRunner().invoke(
         cli,

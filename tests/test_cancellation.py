@@ -406,7 +406,18 @@ CASES["sharded enqueue_many spread over the shards"] = Case(
 )
 
 
+#: The every-step test on the binding and on uvloop takes over a minute of real time: slow.
+EVERY_LOOP = [
+    "memory",
+    *(
+        pytest.param(loop, marks=pytest.mark.slow("every call at every offset on " + loop))
+        for loop in ("binding", "uvloop")
+    ),
+]
+
+
 @pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("target", EVERY_LOOP, indirect=True)
 def test_every_call_cancelled_at_every_step_ends_promptly_and_loses_nothing(
     target: Backend, space: Subspace, name: str
 ) -> None:

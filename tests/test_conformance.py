@@ -988,28 +988,29 @@ def test_reset_clears_a_cancellation(db, k):
 # -- the five-second window ------------------------------------------------------------------
 
 
-def outlive_the_read_version(db: Any, backend: str, k: Key, seconds: float = 6.0) -> None:
+def outlive_the_read_version(db: Any, engine: Any, k: Key, seconds: float = 6.0) -> None:
     """Let more than five seconds' worth of versions pass since the read versions taken.
 
-    The in-memory database moves its version clock with ``Database.advance_time`` (its test
-    hook); a real cluster needs the wall-clock time.
+    The in-memory engine (``db`` itself, or the one under the binding over
+    ``memory.install()``) moves its version clock with ``Database.advance_time`` (its test
+    hook); a real cluster (``engine`` None) needs the wall-clock time.
     """
-    if backend == "memory":
-        db.advance_time(seconds)
+    if engine is not None:
+        engine.advance_time(seconds)
     else:
         time.sleep(seconds)
     write(db, {k(b"~tick"): b""})  # an idle cluster's storage servers see versions move on
 
 
-@pytest.mark.slow
-def test_reads_and_checked_commits_five_seconds_after_the_read_version_raise_1007(db, backend, k):
+@pytest.mark.slow("waits out the five-second window in real time", cluster=True)
+def test_reads_and_checked_commits_five_seconds_after_the_read_version_raise_1007(db, engine, k):
     fill(db, k, b"a")
     reader, writer, read_only = (db.create_transaction() for _ in range(3))
     for tr in (reader, writer, read_only):
         tr.get_read_version().wait()
     writer.get(k(b"a")).wait()  # a read conflict range: the commit is checked
     read_only.get(k(b"a")).wait()
-    outlive_the_read_version(db, backend, k)
+    outlive_the_read_version(db, engine, k)
 
     with raises_fdb_error(1007) as info:
         reader.get(k(b"b")).wait()
@@ -1023,13 +1024,13 @@ def test_reads_and_checked_commits_five_seconds_after_the_read_version_raise_100
     assert value(reader.get(k(b"a"))) == b"a"
 
 
-@pytest.mark.slow
-def test_blind_write_with_an_old_read_version_still_commits(db, backend, k):
+@pytest.mark.slow("waits out the five-second window in real time", cluster=True)
+def test_blind_write_with_an_old_read_version_still_commits(db, engine, k):
     """Upstream, only a commit with read conflict ranges is too old (fdbserver/resolver/
     ConflictSet.cpp, ``ConflictBatch::addTransaction``); blind writes have none."""
     tr = db.create_transaction()
     tr.get_read_version().wait()
-    outlive_the_read_version(db, backend, k)
+    outlive_the_read_version(db, engine, k)
     tr.set(k(b"blind"), b"1")
     tr.add(k(b"n"), le64(1))
     tr.commit().wait()

@@ -341,6 +341,7 @@ def dedup_records(db, queue) -> int:
     return sum(marker in key for key, _value in all_keys(db, queue.subspace))
 
 
+@pytest.mark.slow("thousands of transactions")
 @pytest.mark.parametrize("shards", [1, 4])
 def test_records_are_cleaned_as_fast_as_they_are_added(shards):
     """Producers sending ids in batches keep at most about a window's worth of records: each

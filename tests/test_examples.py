@@ -35,7 +35,9 @@ def run_example(name: str, *args: str) -> subprocess.CompletedProcess[str]:
         ("tenants.py", "--tenants"),
     ],
 )
-@pytest.mark.parametrize("count", ["0", "-2"])
+@pytest.mark.parametrize(
+    "count", ["0", pytest.param("-2", marks=pytest.mark.slow("a process per example"))]
+)
 def test_a_count_below_one_is_a_usage_error(example, option, count):
     """New-user finding 9: ``--consumers 0`` / ``--workers 0`` were accepted, then hung."""
     result = run_example(example, option, count)

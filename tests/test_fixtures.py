@@ -615,12 +615,14 @@ def test_child_default_runs_fdb_on_the_binding_over_memory(tmp_path, no_installe
     assert "FDB_CLUSTER_FILE" in done.stdout and "fdbserver and fdbcli" in done.stdout
 
 
+@pytest.mark.slow("a child pytest run")
 def test_child_backend_memory_runs_memory_only(tmp_path, no_installed_fdb):
     done = run_child_pytest(tmp_path, {}, "--backend=memory")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout and "skipped" not in done.stdout
 
 
+@pytest.mark.slow("a child pytest run")
 def test_child_backend_fdb_without_a_cluster_runs_the_binding_over_memory(
     tmp_path, no_installed_fdb
 ):
@@ -638,6 +640,7 @@ def test_child_memory_only_marker_skips_the_fdb_variant(tmp_path):
     assert "memory backend only: needs the memory hook" in done.stdout
 
 
+@pytest.mark.slow("a child pytest run")
 def test_child_bad_cluster_file_env_errors_the_fdb_variants_only(tmp_path):
     env = {"FDB_CLUSTER_FILE": str(tmp_path / "missing.cluster")}
     done = run_child_pytest(tmp_path, env, tests=CHILD_DB_TESTS)
@@ -646,6 +649,7 @@ def test_child_bad_cluster_file_env_errors_the_fdb_variants_only(tmp_path):
     assert "missing.cluster" in done.stdout and "does not name a file" in done.stdout
 
 
+@pytest.mark.slow("a child pytest run")
 @pytest.mark.skipif(
     ctypes.util.find_library("fdb_c") is not None, reason="libfdb_c is installed here"
 )

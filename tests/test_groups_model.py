@@ -219,7 +219,12 @@ CONFIGURATIONS = [
 
 @pytest.mark.parametrize(
     "configuration",
-    CONFIGURATIONS,
+    [  # with faults by default; without them (a subset of what faults exercise) slow
+        c
+        if c["faults"]
+        else pytest.param(c, marks=pytest.mark.slow("a state machine without faults"))
+        for c in CONFIGURATIONS
+    ],
     ids=lambda c: "-".join(str(v) for v in c.values()),
 )
 def test_groups_match_the_model(configuration: dict[str, Any]) -> None:

@@ -51,6 +51,7 @@ def test_150_dead_letters_are_all_listed_with_limit_none(db, subspace):
     assert queue.dead_letters(db, 0) == []
 
 
+@pytest.mark.slow("pages of items through the binding", backend="fdb")
 def test_a_database_pages_through_in_several_transactions(db, subspace):
     queue = Queue(subspace)
     add_dead_letters(db, queue, 2_500)
@@ -130,6 +131,7 @@ def test_peek_many_none_lists_every_item_across_pages(db, subspace):
     assert run(db, lambda tr: len(queue.peek_many(tr, None))) == 2_100
 
 
+@pytest.mark.slow("pages of items through the binding", backend="fdb")
 def test_leases_none_lists_every_lease(db, subspace):
     queue = PriorityQueue(subspace)
 
@@ -210,6 +212,7 @@ def test_info_on_a_priority_queue(db, subspace):
     assert (found.size, found.oldest, found.delayed) == (2, "high", 1)
 
 
+@pytest.mark.slow("pages of items through the binding", backend="fdb")
 def test_info_counts_more_than_one_count_page(subspace):
     db = memory.open()
     queue = Queue(subspace)

@@ -70,8 +70,17 @@ SHAPES = [
 FIFO_SHAPES = [spec for spec in SHAPES if not spec.priority]
 
 
-def shapes(specs: list[Spec]) -> pytest.MarkDecorator:
-    return pytest.mark.parametrize("shape", specs, ids=[s.id for s in specs], indirect=True)
+def shapes(specs: list[Any]) -> pytest.MarkDecorator:
+    """Parametrize ``shape`` over ``specs`` (Specs, or pytest.params of them)."""
+    ids = [(s.values[0] if hasattr(s, "values") else s).id for s in specs]
+    return pytest.mark.parametrize("shape", specs, ids=ids, indirect=True)
+
+
+#: Every shape, the asyncio ones slow: for the tests of hundreds of transactions a cell.
+SYNC_FIRST = [
+    s if s.api == "sync" else pytest.param(s, marks=pytest.mark.slow("hundreds of transactions"))
+    for s in SHAPES
+]
 
 
 def _on_queue(name: str) -> Callable[..., Any]:
@@ -874,7 +883,7 @@ def current_version(db: Any) -> int:
     return version
 
 
-@shapes(SHAPES)
+@shapes(SYNC_FIRST)
 def test_a_claim_never_returns_an_expired_lease_under_recoveries(shape: Shape) -> None:
     """A recovery moves versions about 100 s on and fails the commit with 1021; a claim
     whose commit was applied finds its receipt, and must not return the lease it granted

@@ -205,6 +205,7 @@ def test_a_recovery_duration_must_be_a_number_of_seconds(duration):
         memory.Faults(recovery_seconds=duration)
 
 
+@pytest.mark.slow("64 threads for five seconds of real time")
 def test_sessions_survive_a_high_recovery_rate_without_unknown_results():
     """Finding 9: 64 sessions under recoveries at rate 0.2 (with latency) raised
     UnknownResultError: with instant recoveries, the versions of more than a receipt's
@@ -301,6 +302,7 @@ def enqueue_like(tr, count):
         tr.add(b"queue/count", (1).to_bytes(8, "little"))
 
 
+@pytest.mark.slow("100,000 items")
 def test_100000_small_enqueued_items_exceed_the_limit():
     db = memory.open()
     tr = db.create_transaction()
@@ -313,6 +315,7 @@ def test_100000_small_enqueued_items_exceed_the_limit():
     assert db.get(b"queue/count") == None  # noqa: E711
 
 
+@pytest.mark.slow("50,000 items")
 def test_50000_small_enqueued_items_commit():
     db = memory.open()
     tr = db.create_transaction()

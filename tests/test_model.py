@@ -673,8 +673,21 @@ def run(state_machine: Any, examples: int) -> None:
     state_machine.TestCase().runTest()
 
 
+#: The configurations run by default, one per queue type, faults on: each takes seconds, so
+#: the other sixteen are slow (CI runs them).
+QUICK = [
+    {"kind": "queue", "codec": "poison", "high_contention": True, "faults": True},
+    {"kind": "priority", "codec": "tuple", "high_contention": False, "faults": True},
+]
+
+
 @pytest.mark.parametrize(
-    "configuration", CONFIGURATIONS, ids=lambda c: "-".join(str(v) for v in c.values())
+    "configuration",
+    [
+        c if c in QUICK else pytest.param(c, marks=pytest.mark.slow("a state machine"))
+        for c in CONFIGURATIONS
+    ],
+    ids=lambda c: "-".join(str(v) for v in c.values()),
 )
 def test_queue_matches_the_model(configuration: dict[str, object]) -> None:
     APPLIED_UNKNOWN.clear()
@@ -683,7 +696,11 @@ def test_queue_matches_the_model(configuration: dict[str, object]) -> None:
         assert sum(APPLIED_UNKNOWN) > 0
 
 
-@pytest.mark.parametrize("kind", ["queue", "priority"])
-@pytest.mark.parametrize("faults", [False, True])
+@pytest.mark.parametrize(
+    "kind", ["queue", pytest.param("priority", marks=pytest.mark.slow("a state machine"))]
+)
+@pytest.mark.parametrize(
+    "faults", [pytest.param(False, marks=pytest.mark.slow("a state machine")), True]
+)
 def test_consumers_dying_at_every_step_lose_nothing(kind: str, faults: bool) -> None:
     run(machine(DyingConsumersModel, kind=kind, faults=faults), examples=20)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,7 +27,29 @@ try:
     VIEWS = [View(instrument_name="*", aggregation_cardinality_limit=1_000_000)]
 except TypeError:  # an SDK from before cardinality limits: nothing to raise
     VIEWS = []
-otel_metrics.set_meter_provider(otel_sdk.MeterProvider(metric_readers=[READER], views=VIEWS))
+PROVIDER: list[Any] = []  # the SDK's meter provider, once this module's first test set it
+
+
+@pytest.fixture(scope="module", autouse=True)
+def reading_metrics() -> Iterator[None]:
+    """The SDK records fdbqueue's metrics into READER while this module's tests run. The
+    global provider is set at the first of them, not at import (collection imports every
+    module), and where the SDK can (``remove_metric_reader``) READER is detached afterwards:
+    otherwise every later test of the session pays for recording, and each read here goes
+    through the attribute sets of all the queues the session made."""
+    if not PROVIDER:
+        provider = otel_sdk.MeterProvider(views=VIEWS)
+        if not hasattr(provider, "add_metric_reader"):  # an SDK before 1.39: READER for good
+            provider = otel_sdk.MeterProvider(metric_readers=[READER], views=VIEWS)
+        otel_metrics.set_meter_provider(provider)
+        PROVIDER.append(provider)
+    provider = PROVIDER[0]
+    if hasattr(provider, "add_metric_reader"):
+        provider.add_metric_reader(READER)
+        yield
+        provider.remove_metric_reader(READER)
+    else:
+        yield
 
 
 def totals() -> dict[tuple[str, tuple[tuple[str, Any], ...]], float]:

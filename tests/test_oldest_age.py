@@ -23,6 +23,13 @@ KINDS = [
 ]
 
 
+def quick_only(quick: str) -> list[Any]:
+    """KINDS, every cell but ``quick`` marked slow: for the tests of thousands of
+    transactions, which take seconds a cell."""
+    slow = pytest.mark.slow("thousands of transactions")
+    return [k if k.id == quick else pytest.param(*k.values, id=k.id, marks=slow) for k in KINDS]
+
+
 class Clock:
     """A wall clock the test moves (fdbqueue._clock.now)."""
 
@@ -60,7 +67,7 @@ def began_records(db: Any, queue: Any) -> int:
     return sum(1 for key, _ in all_keys(db, queue.subspace) if b"began" in key)
 
 
-@pytest.mark.parametrize(("kind", "shards"), KINDS)
+@pytest.mark.parametrize(("kind", "shards"), quick_only("priority-1shard"))
 def test_oldest_age_is_an_upper_bound_within_five_seconds(clock, kind, shards):
     """One item a second: the reported age is never below the oldest item's true age, and
     above it by less than 5 s (before: the time its shard took to receive 64 items)."""
@@ -162,7 +169,7 @@ def test_under_unknown_results_and_recoveries_ages_keep_their_bound(clock, kind,
     assert true_age <= queue.oldest_age(db) < true_age + 5
 
 
-@pytest.mark.parametrize(("kind", "shards"), KINDS)
+@pytest.mark.parametrize(("kind", "shards"), quick_only("queue-1shard"))
 def test_clear_removes_the_records_and_takes_keep_them_few(clock, kind, shards):
     db = memory.open()
     queue = make(kind, shards)

@@ -32,12 +32,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import fdb.tuple
+import pytest
 from helpers import despite_timeouts, pass_time
 
 from fdbqueue import LeaseError, Queue, Subspace, UnknownResultError, memory
 from fdbqueue._consuming.sessions import REGISTERED, Consumer
 
 ITEMS = int(os.environ.get("FDBQUEUE_SOAK_ITEMS", "400"))
+#: The soak is slow (CI runs it), unless FDBQUEUE_SOAK_ITEMS asks for one.
+pytestmark = [] if "FDBQUEUE_SOAK_ITEMS" in os.environ else [pytest.mark.slow("the soak")]
 FAULTS = memory.Faults(
     not_committed=0.05,
     commit_unknown_result=0.05,

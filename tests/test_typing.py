@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 api = pytest.importorskip("mypy.api")
+pytestmark = pytest.mark.slow("runs mypy --strict")
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
