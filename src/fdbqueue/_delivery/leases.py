@@ -148,7 +148,7 @@ class Lease(Generic[T_co]):
         wall clock reads ``now`` (None: :func:`wall_clock`): ``"held"`` (a holder has it),
         ``"delayed"`` (released with a delay not over: a retry waiting out its backoff), or
         ``"waiting"`` (expired, or released and due: the next take or claim takes it first;
-        :ref:`waiting-items`). No database access."""
+        :ref:`waiting items <waiting-items>`). No database access."""
         if self.expired(read_version, now):
             return "waiting"
         return "delayed" if self.released else "held"

@@ -22,7 +22,7 @@ class QueueInfo:
     Attributes:
         size: the items waiting (see :meth:`~fdbqueue.Queue.size`): the size counter (items
             ready in the queue), plus ``expired_leases``, plus the delayed items due but not
-            promoted yet (:ref:`waiting-items`).
+            promoted yet (:ref:`waiting items <waiting-items>`).
         oldest: the value the next take returns (a waiting lease's item first), or None
             when no item waits.
         requests_in_line: requests of consumer sessions waiting in line, at every end.
