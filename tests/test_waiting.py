@@ -16,32 +16,13 @@ from typing import Any
 import fdb.tuple
 import pytest
 from helpers import pass_time, run
+from test_lease_clocks import SHAPES, make
 
 import fdbqueue.asyncio as fa
-from fdbqueue import PriorityQueue, Queue, _clock, memory
+from fdbqueue import Queue, _clock, memory
 
 #: Tests that let time pass with ``db.pass_time`` or skew the clock: the in-memory database.
 controlled_time = pytest.mark.memory_only("lets time pass with db.pass_time()")
-
-SHAPES = [
-    pytest.param("queue", 1, id="Queue-1"),
-    pytest.param("queue", 4, id="Queue-4"),
-    pytest.param("priority", 1, id="PriorityQueue-1"),
-    pytest.param("priority", 4, id="PriorityQueue-4"),
-]
-
-
-def make(kind: str, shards: int, subspace: Any, db: Any, values: list[str]) -> Any:
-    """A queue of ``kind`` and ``shards`` holding ``values`` in that order."""
-    if kind == "queue":
-        queue: Any = Queue(subspace, shards=shards)
-        if values:
-            queue.enqueue_many(db, values)
-    else:
-        queue = PriorityQueue(subspace, shards=shards)
-        for value in values:
-            queue.push(db, value, 1)
-    return queue
 
 
 def take(queue: Any, db: Any, **options: Any) -> Any:

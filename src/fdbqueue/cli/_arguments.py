@@ -67,13 +67,7 @@ class Count(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.
         self.low, self.high = low, high
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            number = value
-        else:
-            try:
-                number = int(str(value).strip())
-            except ValueError:
-                self.fail(f"{typed(value)} is not a whole number", param, ctx)
+        number = whole_number(self, value, param, ctx)
         if not self.low <= number <= self.high:
             self.fail(
                 f"{typed(value)} is out of range: give a whole number from {self.low:,} to "
@@ -84,6 +78,22 @@ class Count(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.
         return number
 
 
+def whole_number(
+    kind: click.ParamType,  # type: ignore[type-arg]  # generic from click 8.2 on
+    value: Any,
+    param: click.Parameter | None,
+    ctx: click.Context | None,
+) -> int:
+    """``value`` (an int, or what was typed) as an int; else ``kind``'s one-line usage error
+    that repeats what was typed (not a number, or past Python's 4,300 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        kind.fail(f"{typed(value)} is not a whole number", param, ctx)
+
+
 class TupleInt(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
     """Any int FoundationDB's tuple layer packs (``abs(n) < 2**2040``: the rule is
     :func:`fdbqueue._checks.check_packable_int`'s); a bad one is one line that repeats what
@@ -92,13 +102,7 @@ class TupleInt(click.ParamType):  # type: ignore[type-arg]  # generic from click
     name = "integer"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            number = value
-        else:
-            try:
-                number = int(str(value).strip())
-            except ValueError:  # not a number, or past Python's 4,300 digits
-                self.fail(f"{typed(value)} is not a whole number", param, ctx)
+        number = whole_number(self, value, param, ctx)
         try:
             return check_packable_int(number, "the number")
         except ValueError:
