@@ -494,14 +494,6 @@ class Groups:
         self._store.quiet.not_empty(self.count_key)
         return True
 
-    def active_now(self, tr: AnyContext) -> bool:
-        """Whether a group is active at ``tr``'s read version, as far as a take must know:
-        False without a read while the count is quiet (:meth:`look`). Cost: a snapshot
-        point read of the count, answered from the transaction's cache when a take read it
-        already; none while it is quiet."""
-        looked = self.look(tr)
-        return looked is not None and looked.present() and _COUNTER.unpack(bytes(looked))[0] > 0
-
     def oldest_began(self, reader: Any) -> float | None:
         """When the groups' oldest waiting item was enqueued, less than 5 s early (wall-clock
         seconds), or None when no group's item waits. Cost: as
