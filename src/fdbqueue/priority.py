@@ -222,7 +222,9 @@ class PriorityQueue(QueueBase[T]):
         """Remove and return the oldest item of the lowest priority, or None when empty.
 
         ``block`` and ``timeout`` as for :meth:`pop`. Cost: one range read (``limit=1``), one
-        clear, one atomic add. Its read conflict range covers the queue from its start to just
+        clear, one atomic add, and the hints :meth:`fdbqueue.Queue.dequeue` names (issued
+        alongside, skipped while found empty lately). Its read conflict range covers the
+        queue from its start to just
         past the item taken: concurrent pops conflict (one retries), pushes of higher
         priorities or newer items do not.
         """

@@ -262,8 +262,10 @@ class Queue(QueueBase[T]):
         that fell due join the back of the queue first (:doc:`delayed-delivery`). Given a
         Database, it takes effect exactly once (:doc:`guarantees`).
 
-        Cost (plain, or any Transaction): one range read (``limit=1``), a snapshot point read
-        (the delayed items' hint, issued alongside), one clear and one atomic add; its read
+        Cost (plain, or any Transaction): one range read (``limit=1``), one clear and one
+        atomic add; the hints of delayed items, message groups and waiting leases (snapshot
+        reads issued alongside, skipped while a queue object found them empty lately:
+        :mod:`fdbqueue._storage.quiet_keys`; a busy queue object reads none); its read
         conflict range runs from the start of the queue to just past the item taken, so
         concurrent dequeues conflict (one retries) and enqueues do not. With
         ``high_contention=True`` and a Database: one transaction while nobody else is in
