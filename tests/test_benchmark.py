@@ -58,24 +58,42 @@ def bench(*args, database=None):
 
 
 BAD_ARGUMENTS = {
-    "negative items": (["--items", "-5"], "--items: must be a positive integer"),
-    "zero items": (["--items", "0"], "--items: must be a positive integer"),
-    "items not a number": (["--items", "many"], "--items: must be a positive integer"),
+    "negative items": (["--items", "-5"], "--items: must be a whole number from 1 to 10,000,000"),
+    "zero items": (["--items", "0"], "--items: must be a whole number from 1 to 10,000,000"),
+    "items not a number": (
+        ["--items", "many"],
+        "--items: must be a whole number from 1 to 10,000,000",
+    ),
     "zero consumers": (["--consumers", "0"], "--consumers: must be comma-separated integers"),
     "negative consumers": (["--consumers", "1,-2"], "--consumers: must be comma-separated"),
     "empty consumer": (["--consumers", "1,,4"], "--consumers: must be comma-separated"),
     "consumers not numbers": (["--consumers", "a,b"], "--consumers: must be comma-separated"),
     "too many consumers": (["--consumers", "100000"], "integers from 1 to 1024"),
-    "zero producers": (["--producers", "0"], "--producers: must be a positive integer"),
+    "zero producers": (["--producers", "0"], "--producers: must be a whole number from 1 to 1,024"),
     "unknown mode": (["--modes", "plain,bogus"], "--modes: unknown mode 'bogus'"),
     "unknown phase": (["--phases", "fill"], "--phases: unknown phase 'fill'"),
     "negative latency": (["--grv", "-0.001"], "--grv: must be a number of seconds >= 0"),
     "latency not a number": (["--read", "slow"], "--read: must be a number of seconds >= 0"),
     "infinite latency": (["--commit", "inf"], "--commit: must be a number of seconds >= 0"),
-    "negative warm-up": (["--warmup", "-1"], "--warmup: must be an integer >= 0"),
+    "negative warm-up": (
+        ["--warmup", "-1"],
+        "--warmup: must be a whole number from 0 to 10,000,000",
+    ),
     "unknown load shape": (["--loads", "single,heap"], "--loads: unknown load shape 'heap'"),
-    "zero cpu items": (["--cpu", "--cpu-items", "0"], "--cpu-items: must be a positive integer"),
-    "zero cpu runs": (["--cpu", "--cpu-runs", "0"], "--cpu-runs: must be a positive integer"),
+    "zero cpu items": (
+        ["--cpu", "--cpu-items", "0"],
+        "--cpu-items: must be a whole number from 1 to 10,000,000",
+    ),
+    "zero cpu runs": (
+        ["--cpu", "--cpu-runs", "0"],
+        "--cpu-runs: must be a whole number from 1 to 10,000,000",
+    ),
+    # huge numbers (issue 36): one line saying what was typed and what is allowed, no
+    # OverflowError, no run for good
+    "huge items": (["--items", "9" * 20], "--items: must be a whole number from 1 to 10,000,000"),
+    "thousands of digits": (["--repeat", "9" * 5000], "(5,000 characters)"),
+    "huge producers": (["--producers", "100000"], "--producers: must be a whole number from 1"),
+    "huge warm-up": (["--warmup", "9" * 30], "--warmup: must be a whole number from 0"),
 }
 
 
@@ -98,7 +116,7 @@ def test_the_example_refuses_a_bad_argument_without_a_traceback_or_a_hang():
         check=False,
     )
     assert result.returncode == 2
-    assert "--items: must be a positive integer, not '-5'" in result.stderr
+    assert "--items: must be a whole number from 1 to 10,000,000, not '-5'" in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
 
 

@@ -20,24 +20,44 @@ from fdbqueue.errors import BenchmarkError
 # -- arguments ------------------------------------------------------------------------------
 
 
-def positive_int(text: str) -> int:
+#: The most items (or runs) one option may ask for: more would run for days or exhaust memory.
+MOST_ITEMS = 10_000_000
+#: The most producer threads.
+MOST_THREADS = 1_024
+
+
+def _shown(text: str) -> str:
+    """What was typed, shortened when long (a number of thousands of digits)."""
+    return repr(text) if len(text) <= 24 else f"{text[:20]!r}... ({len(text):,} characters)"
+
+
+def _int_from(text: str, low: int, high: int) -> int:
+    """``text`` as an int from ``low`` to ``high``; else argparse's usage error saying what
+    was typed and what is allowed."""
     try:
         value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    except ValueError:  # not a number, or past Python's 4,300 digits
+        value = low - 1
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number from {low:,} to {high:,}, not {_shown(text)}"
+        )
     return value
+
+
+def positive_int(text: str) -> int:
+    """An item or run count: 1 to :data:`MOST_ITEMS`."""
+    return _int_from(text, 1, MOST_ITEMS)
+
+
+def thread_count(text: str) -> int:
+    """A number of threads: 1 to :data:`MOST_THREADS`."""
+    return _int_from(text, 1, MOST_THREADS)
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, not {text!r}")
-    return value
+    """A count that may be 0: 0 to :data:`MOST_ITEMS`."""
+    return _int_from(text, 0, MOST_ITEMS)
 
 
 def latency_seconds(text: str) -> float:
@@ -149,7 +169,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--producers",
-        type=positive_int,
+        type=thread_count,
         default=4,
         help="producer threads in steady, loader threads for the preload (default 4)",
     )
