@@ -334,6 +334,7 @@ def test_the_demo_workload_moves(db: Any) -> None:
     assert all(queue.info(db).enqueued > 0 for queue in demo.queues.values())
 
 
+@pytest.mark.slow("five minutes of the demo's steps")
 def test_the_demo_reaches_a_steady_state(db: Any) -> None:
     """Five minutes of the demo in steps, no real time (issue 36 saw 914 items and 665 dead
     letters after ten, growing): its backlogs and dead letters stay bounded, and are no

@@ -154,6 +154,7 @@ def test_a_one_shot_command_per_process_leaves_no_receipt(db, subspace):
     assert receipt_counter(db, Queue(subspace["jobs"]))() == 0
 
 
+@pytest.mark.slow("the resolution's retries back off for seconds under a 100% fault rate")
 def test_an_unknown_result_too_old_to_check_raises():
     db = memory.open(seed=2)
     receipts = Receipts(Subspace(("meta",)), lifetime=10.0)
