@@ -30,7 +30,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -340,23 +340,30 @@ class Leases:
             if value.present()
         ]
 
+    def _records(self, reader: Any, end: bytes) -> Iterator[tuple[int, LeaseRecord]]:
+        """Every lease record from the first up to ``end``, as (expiry version, record),
+        read lazily through ``reader`` in pages of
+        :data:`~fdbqueue._storage.store.COUNT_PAGE_SIZE`."""
+        begin = self.leases_begin
+        while True:
+            page = list(reader.get_range(begin, end, limit=COUNT_PAGE_SIZE))
+            for kv in page:
+                yield self.leases.unpack(bytes(kv.key))[0], LeaseRecord.parse(bytes(kv.value))
+            if len(page) < COUNT_PAGE_SIZE:
+                return
+            begin = bytes(page[-1].key) + b"\x00"
+
     def oldest_waiting(self, reader: Any, read_version: int) -> int | None:
         """Since when the longest-waiting lease's item waits (wall-clock microseconds;
         :meth:`LeaseRecord.waiting_since`), or None when none waits. Cost: a range read of
         the leases expired by their versions, through ``reader``."""
         now = wall_microseconds()
-        begin, end = self.leases_begin, self.leases.pack((read_version,))
-        since: int | None = None
-        while True:
-            page = list(reader.get_range(begin, end, limit=COUNT_PAGE_SIZE))
-            for kv in page:
-                record = LeaseRecord.parse(bytes(kv.value))
-                if record.has_expired(now):
-                    start = record.waiting_since()
-                    since = start if since is None else min(since, start)
-            if len(page) < COUNT_PAGE_SIZE:
-                return since
-            begin = bytes(page[-1].key) + b"\x00"
+        starts = [
+            record.waiting_since()
+            for _version, record in self._records(reader, self.leases.pack((read_version,)))
+            if record.has_expired(now)
+        ]
+        return min(starts) if starts else None
 
     def census(self, reader: Any, read_version: int) -> tuple[int, int, int, int | None]:
         """The leases at ``read_version`` and this client's wall clock: how many are held,
@@ -365,24 +372,16 @@ class Leases:
         item waits (wall-clock microseconds, None when none waits). Cost: range reads of
         every lease record through ``reader`` (a snapshot view: no conflicts)."""
         now = wall_microseconds()
-        held = waiting = delayed = 0
-        since: int | None = None
-        begin = self.leases_begin
-        while True:
-            page = list(reader.get_range(begin, self.leases_end, limit=COUNT_PAGE_SIZE))
-            for kv in page:
-                record = LeaseRecord.parse(bytes(kv.value))
-                if self.leases.unpack(bytes(kv.key))[0] < read_version and record.has_expired(now):
-                    waiting += 1
-                    start = record.waiting_since()
-                    since = start if since is None else min(since, start)
-                elif record.released_at is not None:
-                    delayed += 1
-                else:
-                    held += 1
-            if len(page) < COUNT_PAGE_SIZE:
-                return held, waiting, delayed, since
-            begin = bytes(page[-1].key) + b"\x00"
+        held = delayed = 0
+        starts: list[int] = []
+        for version, record in self._records(reader, self.leases_end):
+            if version < read_version and record.has_expired(now):
+                starts.append(record.waiting_since())
+            elif record.released_at is not None:
+                delayed += 1
+            else:
+                held += 1
+        return held, len(starts), delayed, min(starts) if starts else None
 
     def take_expired(self, tr: AnyContext, n: int) -> tuple[list[Any], bool]:
         """Take up to ``n`` waiting leases' items as a plain take does, soonest expiry first:
