@@ -396,54 +396,31 @@ def test_a_due_delayed_item_is_taken_before_queued_items_of_a_worse_priority(
     assert take(queue, db) == "delayed"
 
 
-# -- the hint is quiet while no item is delayed ------------------------------------------------
+# -- every take reads the hint, at any call rate -----------------------------------------------
 
 
-def test_a_delayed_item_of_another_process_is_promoted_within_the_quiet_time():
-    """Takes stop reading an empty hint (fdbqueue._storage.quiet_keys); a delayed item that
-    another process enqueued (this process did not write the hint: its record of the write
-    is dropped here) is promoted (joins the back) by the first take after the quiet time,
-    even while the front holds items, and is never lost."""
-    from fdbqueue._storage import quiet_keys
-
+def test_a_delayed_item_of_another_queue_object_is_promoted_by_the_first_take_it_is_due_for():
+    """Every take reads the delayed items' hint, whatever the queue object saw before and
+    however recently it was called: a delayed item another queue object enqueued is promoted
+    (joins the back) by the first take after it fell due, while the front holds items."""
     db = memory.open()
-    queue = Queue(Subspace(("quiet", "other-process")))
+    queue = Queue(Subspace(("hint", "other-object")))
     queue.enqueue_many(db, [f"item-{n}" for n in range(50)])
-    assert queue.dequeue(db) == "item-0" and queue.dequeue(db) == "item-1"  # the hint: quiet
-    Queue(Subspace(("quiet", "other-process"))).enqueue(db, "delayed", delay=0.1)
-    quiet_keys._WRITTEN.clear()  # as if another process had enqueued it
-    pass_time(db, 0.2)  # due now, within the quiet time (it is measured by the same clock)
+    assert queue.dequeue(db) == "item-0" and queue.dequeue(db) == "item-1"  # no delay yet
+    Queue(Subspace(("hint", "other-object"))).enqueue(db, "delayed", delay=0.1)
     assert queue.dequeue(db) == "item-2"
-    # within the quiet time the hint was not read: not promoted, though it waits (size)
-    assert "delayed" not in queue.peek_many(db, None) and queue.size(db) == 48
-    pass_time(db, quiet_keys.QUIET_SECONDS)
+    assert "delayed" not in queue.peek_many(db, None)  # not due yet: it waits delayed
+    pass_time(db, 0.2)
     assert queue.dequeue(db) == "item-3"
-    assert "delayed" in queue.peek_many(db, None)  # the quiet time over: read, and promoted
+    assert queue.info(db).delayed == 0  # promoted by that take
     assert queue.dequeue_many(db, 100) == [f"item-{n}" for n in range(4, 50)] + ["delayed"]
 
 
-def test_a_quiet_hint_is_read_when_the_front_is_short():
-    """A take whose front holds fewer items than it wants reads the hint whatever: a due
-    item is never left behind an empty queue."""
-    from fdbqueue._storage import quiet_keys
-
+def test_a_due_item_is_taken_from_an_empty_front():
     db = memory.open()
-    queue = Queue(Subspace(("quiet", "short-front")))
+    queue = Queue(Subspace(("hint", "short-front")))
     queue.enqueue_many(db, ["a", "b", "c"])
-    assert [queue.dequeue(db) for _ in range(3)] == ["a", "b", "c"]  # the hint: quiet
-    Queue(Subspace(("quiet", "short-front"))).enqueue(db, "delayed", delay=0.1)
-    quiet_keys._WRITTEN.clear()  # as if another process had enqueued it
+    assert [queue.dequeue(db) for _ in range(3)] == ["a", "b", "c"]
+    Queue(Subspace(("hint", "short-front"))).enqueue(db, "delayed", delay=0.1)
     pass_time(db, 1)
-    assert queue.dequeue(db) == "delayed"  # the front was empty: the hint was read
-
-
-def test_a_delayed_enqueue_of_this_process_ends_the_quiet_at_once():
-    db = memory.open()
-    queue = Queue(Subspace(("quiet", "this-process")))
-    queue.enqueue_many(db, [f"item-{n}" for n in range(20)])
-    assert queue.dequeue(db) == "item-0" and queue.dequeue(db) == "item-1"  # the hint: quiet
-    Queue(Subspace(("quiet", "this-process"))).enqueue(db, "delayed", delay=0.1)
-    pass_time(db, 1)
-    assert queue.dequeue(db) == "item-2"
-    assert queue.info(db).delayed == 0  # promoted by that take: the hint was read
-    assert queue.dequeue_many(db, 100)[-1] == "delayed"
+    assert queue.dequeue(db) == "delayed"

@@ -609,25 +609,19 @@ def test_a_batch_is_checked_with_the_groups_longer_keys_before_anything_is_writt
     assert queue.size(db) == 0 and all_keys(db, Subspace(("batch",))) == []
 
 
-def test_a_group_another_process_starts_gets_its_turn_within_the_quiet_time():
-    """Takes stop reading the groups' count once it was 0 twice in a row
-    (fdbqueue._storage.quiet_keys); a group that another process starts (this process did
-    not write the count: its record of the write is dropped here) is served by the first
-    take after the quiet time, while items without a group fill the front."""
-    from fdbqueue._storage import quiet_keys
-
+def test_a_group_another_process_starts_gets_its_turn_at_once_at_any_call_rate():
+    """Every take reads the groups' count, whatever the queue object saw before and however
+    recently it was called: a group that another queue object starts while items without a
+    group fill the front is served from the next takes (its turn: even odds per take)."""
     db = memory.open()
-    queue = Queue(Subspace(("groups", "quiet")))
+    queue = Queue(Subspace(("groups", "any-rate")))
     queue.enqueue_many(db, [f"plain-{n}" for n in range(50)])
-    assert queue.dequeue(db) == "plain-0" and queue.dequeue(db) == "plain-1"  # quiet now
-    Queue(Subspace(("groups", "quiet"))).enqueue(db, "grouped", group="g")
-    quiet_keys._WRITTEN.clear()  # as if another process had enqueued it
-    assert queue.dequeue(db) == "plain-2"  # within the quiet time: the count was not read
-    pass_time(db, quiet_keys.QUIET_SECONDS)  # the quiet time is measured by that clock
-    taken = [queue.dequeue(db) for _ in range(20)]  # the group's turn: even odds per take
+    assert queue.dequeue(db) == "plain-0" and queue.dequeue(db) == "plain-1"  # no group yet
+    Queue(Subspace(("groups", "any-rate"))).enqueue(db, "grouped", group="g")
+    taken = [queue.dequeue(db) for _ in range(20)]  # no time passes
     assert "grouped" in taken
     assert sorted(queue.dequeue_many(db, 100) + taken) == sorted(
-        [f"plain-{n}" for n in range(3, 50)] + ["grouped"]
+        [f"plain-{n}" for n in range(2, 50)] + ["grouped"]
     )
 
 

@@ -32,7 +32,7 @@ from fdbqueue._delivery.leases import Lease, check_lease_seconds
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._queues.shard import FifoShard, Shard
 from fdbqueue._storage.groups import Group
-from fdbqueue._transactions.transactional import TransactionContext, is_database, transactional
+from fdbqueue._transactions.transactional import TransactionContext, transactional
 from fdbqueue._transactions.waiting import check_blocking_arguments
 from fdbqueue.codecs import Codec
 
@@ -159,10 +159,6 @@ class Queue(QueueBase[T]):
         only with the take that empties the group), and, when it makes the group active, a
         snapshot range read, two sets and an atomic add (:doc:`groups`).
         """
-        if delay is dedup_id is group is None and is_database(tr):  # the plainest call
-            steady = self._router.for_write().steady
-            if steady is not None:
-                return steady.enqueue(tr, self._store.encode(value))
         ids = None if dedup_id is None else [check_dedup_id(dedup_id)]
         encoded = [self._store.encode(value)]
         seconds = check_delay(delay)

@@ -22,7 +22,7 @@ rank-matched line of :mod:`fdbqueue._consuming.sessions` for high contention.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.claims import Leases, claimed_something, leases_unexpired
@@ -34,9 +34,6 @@ from fdbqueue._storage.taking import MOVED_ASIDE, Taken
 from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import AnyContext, is_database, require_writable
 from fdbqueue._transactions.waiting import take_blocking
-
-if TYPE_CHECKING:
-    from fdbqueue._queues.steady_path import SteadyPath
 
 __all__ = ["End", "ReadEnd"]
 
@@ -93,9 +90,6 @@ class End:
         #: Whether the last one-call session met other consumers (a hint, see
         #: :attr:`fdbqueue._consuming.sessions.Consumer.contended`).
         self.contended = False
-        #: The steady path that serves this end's plain takes given a Database (a FIFO
-        #: shard's front: :mod:`fdbqueue._queues.steady_path`), or None.
-        self.steady: SteadyPath | None = None
 
     def front(self, tr: AnyContext, n: int) -> list[Any]:
         """The :data:`~fdbqueue._storage.taking.Front` of a plain take: read with conflict
@@ -153,8 +147,6 @@ class End:
         return soonest(self.leases.seconds_until_expiry(), self.delays.seconds_until_due())
 
     def _take_one(self, tr: AnyContext, _deadline: float | None = None) -> Any:
-        if self.steady is not None and is_database(tr):
-            return self.steady.dequeue(tr)
         value = self._take(tr)
         while value is MOVED_ASIDE:  # it only moved poison aside (and committed that)
             value = self._take(tr)
@@ -189,20 +181,17 @@ class End:
         :meth:`~fdbqueue._delivery.claims.Leases.take_expired`), then the queue's (delayed
         items that fell due promoted first). Returns the values, or
         :data:`~fdbqueue._storage.taking.MOVED_ASIDE` when it only moved items to the dead
-        letters. When the front holds fewer than ``n``, the waiting leases are read even if
-        their hint is quiet, and when it finds nothing it notes when the first lease in
-        flight expires (:meth:`seconds_until_waiting`)."""
-        looked = not self.leases.waiting_quiet()
-        expired, moved = self.leases.take_expired(tr, n) if looked else ([], False)
+        letters. When it finds nothing it notes when the first lease in flight expires
+        (:meth:`seconds_until_waiting`)."""
+        expired, moved = self.leases.take_expired(tr, n)
         if len(expired) == n:
             return expired
         taken = self._take_items(tr, n - len(expired), None, moving=False)
         if taken.items:
             self.store.dequeued(tr, len(taken.items))
+            if not expired:
+                return [item.value for item in taken.items]
         values = expired + [item.value for item in taken.items]
-        if len(values) < n and not looked:  # a short front: does a lease's item wait?
-            more, moved = self.leases.take_expired(tr, n - len(values))
-            values = more + values
         if values:
             return values
         if taken.moved_aside or moved:
@@ -271,8 +260,6 @@ class End:
             self.store.check_codec(codec_record)
             raise
         self.store.check_codec(codec_record)  # an empty end of another type refuses too
-        if looked is None and len(first) < n:  # a short front: is a delayed item due?
-            looked = self.delays.look(tr, anyway=True)
         if self.delays.promote(tr, looked):
             rest = None if budget is None else budget // 2
             return taking.take(

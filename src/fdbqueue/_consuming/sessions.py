@@ -309,7 +309,7 @@ class Consumer:
         # first item too, before waiting on either: the two reads' round trips overlap (the
         # line's also fetches the read version). Further back in line, consumers are many
         # and the machine's CPU, not the round trips, is what a guess would cost.
-        looked = None if self.delays is None else self.delays.look(tr, anyway=True)
+        looked = None if self.delays is None else self.delays.look(tr)
         line = self.line.read(tr)
         self._early = None
         if (fast and not self._may_hold) or (self._may_hold and self._rank_guess == 0):
@@ -379,10 +379,8 @@ class Consumer:
         """Take the item at ``rank``: (TAKEN, value), (MOVED_ASIDE, None) when only poison
         moved aside, or None when there is no item for that rank. The item of a lease that
         expired or was released comes first, whatever the rank, as in every take
-        (:meth:`~fdbqueue._delivery.claims.Leases.take_expired`; read unless its hint is
-        quiet, and always when the rank finds no item)."""
-        looked = self.leases is None or not self.leases.waiting_quiet()
-        if self.leases is not None and looked:
+        (:meth:`~fdbqueue._delivery.claims.Leases.take_expired`)."""
+        if self.leases is not None:
             expired, moved = self.leases.take_expired(tr, 1)
             if expired:
                 return TAKEN, expired[0]
@@ -394,12 +392,6 @@ class Consumer:
             return TAKEN, taken.items[0].value
         if taken.moved_aside:
             return MOVED_ASIDE, None
-        if self.leases is not None and not looked:  # no item for this rank: a lease's?
-            expired, moved = self.leases.take_expired(tr, 1)
-            if expired:
-                return TAKEN, expired[0]
-            if moved:
-                return MOVED_ASIDE, None
         if self.leases is not None:
             self.leases.note_next_expiry(tr)  # a blocked take wakes when one expires
         return None

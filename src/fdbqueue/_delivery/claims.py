@@ -269,12 +269,9 @@ class Leases:
             reader.get_range(self.leases_begin, self.leases_end, limit=1), version
         )
 
-    def first_lease(self, reader: Any, *, anyway: bool = True) -> Any:
+    def first_lease(self, reader: Any) -> Any:
         """Start reading the first lease record (a range read, ``limit=1``, through
-        ``reader``) for :meth:`first_expired`; None, and no read, while the waiting leases'
-        hint is quiet (:meth:`waiting_quiet`) unless ``anyway``."""
-        if not anyway and self.waiting_quiet():
-            return None
+        ``reader``) for :meth:`first_expired`."""
         return reader.get_range(self.leases_begin, self.leases_end, limit=1)
 
     def note(self, first: Any, read_version: int) -> bool:
@@ -311,11 +308,6 @@ class Leases:
             self.leases.pack((read_version,)),
             lambda kv: LeaseRecord.parse(bytes(kv.value)).has_expired(now),
         )
-
-    def waiting_quiet(self) -> bool:
-        """Whether takes may skip reading the waiting leases now (see :meth:`take_expired`):
-        reads of this queue object found none lately. No database access."""
-        return self.store.quiet.quiet(self.leases_begin)
 
     def waiting(self, reader: Any, read_version: int, n: int) -> list[Any]:
         """Up to ``n`` leases whose items wait (expired, or released and due; not those out
@@ -393,13 +385,6 @@ class Leases:
         value is returned; a lease out of deliveries, or whose value cannot be decoded,
         goes to the dead letters instead, as a claim would move it.
 
-        A take may skip this read while :meth:`waiting_quiet`: once reads of this queue
-        object found no waiting lease :data:`~fdbqueue._storage.quiet_keys.QUIET_AFTER`
-        times in a row, for :data:`~fdbqueue._storage.quiet_keys.QUIET_SECONDS` (a lease
-        that expires meanwhile waits that much longer for a consumer whose front holds
-        items; a take whose front is short reads it anyway; a ``release`` made by this
-        process ends the skip at once).
-
         Returns:
             The values taken, and whether anything moved to the dead letters.
 
@@ -409,15 +394,12 @@ class Leases:
         clears (record and held value) and the group's next turn (a range read, a set and
         an atomic add); nothing is written when no lease waits.
         """
-        quiet = self.store.quiet
         read_version: int = tr.get_read_version().wait()
         expired_end: bytes = self.leases.pack((read_version,))
         read = tr.get_range(self.leases_begin, expired_end, limit=n + LOOK_PAST)
         due = _due(list(read), wall_microseconds())
         if not due:
-            quiet.empty(self.leases_begin)
             return [], False
-        quiet.not_empty(self.leases_begin)
         # the first n deliverable ones, and those out of deliveries before them (at most
         # DEAD_LETTERS_PER_CLAIM * n): a take passes over what it moves to the dead letters
         records: list[tuple[Any, LeaseRecord]] = []

@@ -73,7 +73,6 @@ from typing import Any, NamedTuple
 from fdbqueue import metrics
 from fdbqueue._checks import check_seconds
 from fdbqueue._delivery.leases import lease_microseconds, wall_microseconds
-from fdbqueue._storage.quiet_keys import hint_written
 from fdbqueue._storage.store import MAX_KEY_BYTES, ItemStore, count_keys
 from fdbqueue._storage.transaction_bytes import set_bytes
 from fdbqueue._transactions.transactional import AnyContext
@@ -187,35 +186,27 @@ class DelayedItems:
         for i, value in enumerate(encoded):
             tr[self.records.pack((due, due_time, batch, i, *where))] = value
         tr.min(self.hint_key, _VERSION.pack(due))
-        hint_written(self.hint_key)
         self.store.signal(tr)
         metrics.add("delayed", len(encoded), **self.store.metric_attributes)
 
-    def look(self, tr: AnyContext, *, anyway: bool = False) -> Any:
+    def look(self, tr: AnyContext) -> Any:
         """Start reading the hint (a snapshot point read, no conflict): pass the future to
-        :meth:`promote` once other reads are issued, so the round trips overlap. None, and
-        no read, while the hint is quiet (:mod:`fdbqueue._storage.quiet_keys`), unless
-        ``anyway``."""
-        if not anyway and self.store.quiet.quiet(self.hint_key):
-            return None
+        :meth:`promote` once other reads are issued, so the round trips overlap."""
         return tr.snapshot.get(self.hint_key)
 
     def promote(self, tr: AnyContext, looked: Any) -> int:
         """Move the records due at ``tr``'s read version and this client's wall clock into
         the queue; return how many.
 
-        ``looked`` is :meth:`look`'s future (None: the hint was not read, it is quiet:
-        nothing was due lately). When the hint is absent or not yet due (by its version, or,
-        as the last read of the records found, by the wall clock), nothing else is read and
-        nothing written (the hint is kept for :meth:`seconds_until_due`). Otherwise: one
+        ``looked`` is :meth:`look`'s future. When the hint is absent or not yet due (by its
+        version, or, as the last read of the records found, by the wall clock), nothing else is
+        read and nothing written (the hint is kept for :meth:`seconds_until_due`). Otherwise: one
         snapshot range read of the records due by their versions (at most
         :data:`PROMOTE_RECORDS`, within :data:`PROMOTE_BYTES` of values); when some are due
         by the wall clock too, a read conflict key on the hint, per record promoted a clear
         and the queue's append (its snapshot read of the back, a set, two atomic adds), and
         a set (or clear) of the hint; when none is, nothing more.
         """
-        if looked is None:
-            return 0
         read_version: int = tr.get_read_version().wait()
         read_at = time.monotonic()
         if not self.note(looked, read_version, read_at):
@@ -259,14 +250,11 @@ class DelayedItems:
         """Learn from ``hint`` (the future of :meth:`look`, read at ``read_version``) when
         the first delayed item falls due, for :meth:`seconds_until_due`; return whether one
         may be due at ``read_version`` (due by its version, and not known to this object to
-        wait for the wall clock still). An absent hint counts towards its being quiet
-        (:mod:`fdbqueue._storage.quiet_keys`). Cost: waits for ``hint``."""
+        wait for the wall clock still). Cost: waits for ``hint``."""
         read_at = time.monotonic() if read_at is None else read_at
         if not hint.present():
             self._wake_at = None
-            self.store.quiet.empty(self.hint_key)
             return False
-        self.store.quiet.not_empty(self.hint_key)
         due = self._hint_version(hint)
         self._wake_at = read_at + max(0, due - read_version) / VERSIONS_PER_SECOND
         if due > read_version:

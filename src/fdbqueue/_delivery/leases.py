@@ -62,7 +62,6 @@ from fdb.subspace_impl import Subspace
 
 from fdbqueue import _clock, metrics
 from fdbqueue._checks import check_seconds
-from fdbqueue._storage.quiet_keys import hint_written
 from fdbqueue._storage.store import RESERVED_TRANSACTION_BYTES, ItemStore
 from fdbqueue._storage.transaction_bytes import (
     MAX_TRANSACTION_BYTES,
@@ -453,7 +452,6 @@ class LeaseHolds:
         key = self.leases.pack((expiry_version, bytes.fromhex(lease.id)))
         tr[key] = record.released(expiry_time, now).pack()
         self.store.signal(tr)  # the item is claimable now (or its wait changed): wake claims
-        hint_written(self.leases.range().start)  # takes of this process look for it at once
 
     def dead_letter(self, tr: AnyContext, lease: Any, reason: str) -> None:
         """Move a leased item to the dead letters with ``reason``, its deliveries kept (the

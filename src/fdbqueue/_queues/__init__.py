@@ -4,9 +4,6 @@
   range of a queue holds (items, counters, leases, dead letters, delayed items, groups,
   receipts, the ends), with :class:`~fdbqueue._queues.shard.FifoShard` and
   :class:`~fdbqueue._queues.shard.PriorityShard` overriding only what differs.
-* :mod:`~fdbqueue._queues.steady_path`: :class:`~fdbqueue._queues.steady_path.SteadyPath`, a
-  Queue shard's plainest enqueue and dequeue in one function each, handing every other call
-  to the shard's layered path.
 * :mod:`~fdbqueue._queues.router`: :class:`~fdbqueue._queues.router.Router`, a queue's shards
   and the shard each write, group, lease and take goes to.
 * :mod:`~fdbqueue._queues.shard_homes`: each consumer's home shard, and when it moves.

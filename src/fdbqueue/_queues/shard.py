@@ -39,7 +39,6 @@ from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.deduplication import Deduplication
 from fdbqueue._delivery.delays import DelayedItems
 from fdbqueue._delivery.leases import Lease
-from fdbqueue._queues.steady_path import SteadyPath
 from fdbqueue._storage import taking
 from fdbqueue._storage.dead_letters import DeadLetter, TakenDeadLetter
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
@@ -115,19 +114,11 @@ class Shard:
             )
             for name in self.END_NAMES
         }
-        #: the plainest enqueues and takes given a Database, one function each
-        #: (:mod:`fdbqueue._queues.steady_path`; a FIFO shard's front), or None
-        self.steady = self.steady_path()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.store.subspace!r})"
 
     # -- what differs between the queue types ---------------------------------------------
-
-    def steady_path(self) -> SteadyPath | None:
-        """This shard's :class:`~fdbqueue._queues.steady_path.SteadyPath`, given to the end it
-        serves (:attr:`End.steady`); None: every call takes the layered path."""
-        return None
 
     def append(
         self,
@@ -481,11 +472,6 @@ class FifoShard(Shard):
     END_NAMES = ("front",)
     WRITE_ACTION = "enqueue"
     TAKE_ACTION = "dequeue"
-
-    def steady_path(self) -> SteadyPath:
-        front = self.ends["front"]
-        front.steady = SteadyPath(self, front)
-        return front.steady
 
     def append(
         self,

@@ -93,9 +93,8 @@ def holding_items(tr: Any, ends: list[End]) -> list[End]:
     also counts the items of message groups whose item is in a lease, which no take may
     take: where a group is active, an item without a group or a group's turn must be there
     too. Cost: three snapshot point reads per end (the size, the delayed items' hint, the
-    active groups' count) and a snapshot range read of its first lease (``limit=1``; none
-    while the waiting leases' hint is quiet, :meth:`~fdbqueue._delivery.claims.Leases.
-    waiting_quiet`), issued together, and the read version; per end holding items with an
+    active groups' count) and a snapshot range read of its first lease (``limit=1``), issued
+    together, and the read version; per end holding items with an
     active group, two snapshot range reads (``limit=1``)."""
     reader = tr.snapshot
     records = [end.store.recorded_codec(tr) for end in ends]
@@ -109,7 +108,7 @@ def holding_items(tr: Any, ends: list[End]) -> list[End]:
     found = []
     for end, size, hint, count, first in zip(ends, sizes, hints, counts, firsts, strict=True):
         due = end.delays.note(hint, version)  # a blocked take wakes when one falls due
-        if first is not None and end.leases.note(first, version):
+        if end.leases.note(first, version):
             found.append(end)  # a lease's item waits: a take there takes it first
             continue
         held = size.present() and _COUNTER.unpack(bytes(size))[0] > 0
@@ -582,9 +581,7 @@ EXPIRED_FIRST = 2**2048
 Rank = tuple[int, int]
 
 
-def ranked_heads(
-    ends: Sequence[End], reverse: bool, tr: Any, *, anyway: bool = False
-) -> list[tuple[Rank, End]]:
+def ranked_heads(ends: Sequence[End], reverse: bool, tr: Any) -> list[tuple[Rank, End]]:
     """Each non-empty shard's end with the :data:`Rank` of its first item (the oldest of
     its best priority), its groups' turns counted (a turn's key holds its priority and
     number: :mod:`fdbqueue._storage.groups`), each shard's type records checked first.
@@ -592,15 +589,13 @@ def ranked_heads(
     its items of one priority sit at about the same counts in every shard, and a pop takes
     them round by round (:doc:`sharding`, "Order": overtaken by at most N - 1 items).
 
-    Cost: per shard a snapshot range read (``limit=1``) of the first item, and of the first
-    turn with a snapshot point read of the active groups' count (neither while the count
-    is quiet, unless ``anyway`` or no shard holds an item:
-    :mod:`fdbqueue._storage.quiet_keys`), and the type records' reads until they were found
-    right, all issued before any is waited on (one round trip); and a snapshot range read
-    (``limit=1``) of the first lease, unless the waiting leases' hint is quiet
-    (:meth:`~fdbqueue._delivery.claims.Leases.waiting_quiet`) and not ``anyway``: a shard
-    whose first lease expired or was released ranks first (its take delivers that item
-    first, as every take does). For the
+    Cost: per shard a snapshot range read (``limit=1``) of the first item, a snapshot point
+    read of the active groups' count, a snapshot range read (``limit=1``) of the first lease
+    (a shard whose first lease expired or was released ranks first: its take delivers that
+    item first, as every take does), and the type records' reads until they were found
+    right, all issued before any is waited on (one round trip); per shard whose count says
+    a group is active, a snapshot range read (``limit=1``) of its first turn, issued
+    together (a second round trip, only while groups are in use). For the
     max end (``reverse``), whose reverse reads find each shard's highest priority but its
     newest item, when several shards share the best priority: per such shard, a snapshot
     range read (``limit=1``) of that priority's first item, and of its first turn where the
@@ -611,36 +606,37 @@ def ranked_heads(
     for end in ends:
         store = end.store
         items = reader.get_range(store.begin, store.end, limit=1, reverse=reverse)
-        count = store.groups.look(tr, anyway=anyway)
-        turns = None
-        if count is not None:
-            turns = reader.get_range(
-                store.groups.turns_begin, store.groups.turns_end, limit=1, reverse=reverse
-            )
-        first_lease = end.leases.first_lease(reader, anyway=anyway)
-        reads.append((items, count, turns, first_lease))
+        count = store.groups.look(tr)
+        first_lease = end.leases.first_lease(reader)
+        reads.append((items, count, first_lease))
     version = tr.get_read_version().wait()
+    turns_of = {
+        end: reader.get_range(
+            end.store.groups.turns_begin, end.store.groups.turns_end, limit=1, reverse=reverse
+        )
+        for end, (_items, count, _first) in zip(ends, reads, strict=True)
+        if end.store.groups.any_active(count)
+    }
     heads: list[tuple[Rank, End]] = []
     grouped: list[End] = []  # ends whose turns were read
-    for end, record, (items, count, turns, first_lease) in zip(ends, records, reads, strict=True):
+    for end, record, (items, _count, first_lease) in zip(ends, records, reads, strict=True):
         store = end.store
         store.check_codec(record)  # before a key is unpacked: another type raises here
         firsts = [tuple(store.unpack_position(bytes(kv.key))[:2]) for kv in items]
-        if first_lease is not None and end.leases.note(first_lease, version):
+        if end.leases.note(first_lease, version):
             # an expired or released lease's item waits (a group whose holder died may
             # wait behind it): a take delivers it first, as a claim does
             heads.append(((-EXPIRED_FIRST, 0), end))
             continue
-        if store.groups.any_active(count):
+        turns = turns_of.get(end)
+        if turns is not None:
             grouped.append(end)
-            firsts += [tuple(store.groups.turns.unpack(bytes(kv.key))[:2]) for kv in turns or ()]
+            firsts += [tuple(store.groups.turns.unpack(bytes(kv.key))[:2]) for kv in turns]
         if firsts:
             if reverse:  # the highest priority; its oldest number is read below if needed
                 heads.append(((-max(first[0] for first in firsts), 0), end))
             else:
                 heads.append((min((first[0], first[1]) for first in firsts), end))
-    if not heads and not anyway and any(r[1] is None or r[3] is None for r in reads):
-        return ranked_heads(ends, reverse, tr, anyway=True)  # a group's turn may be all
     if reverse:
         heads = _oldest_of_the_best(reader, heads, grouped)
     return heads

@@ -9,7 +9,6 @@
 * :mod:`~fdbqueue._storage.priority_ends`: reading a priority queue's two ends.
 * :mod:`~fdbqueue._storage.groups`: message groups, their items in order and their turns.
 * :mod:`~fdbqueue._storage.ages`: when ranges of item positions began (the oldest item's age).
-* :mod:`~fdbqueue._storage.quiet_keys`: the hints a take skips reading while they stay empty.
 * :mod:`~fdbqueue._storage.held`: values kept outside the queue (leased, dead-lettered).
 * :mod:`~fdbqueue._storage.dead_letters`: items taken out of circulation, with the reason.
 * :mod:`~fdbqueue._storage.transaction_bytes`: a transaction's size as FoundationDB counts it.

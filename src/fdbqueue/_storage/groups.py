@@ -67,7 +67,6 @@ from fdbqueue import metrics
 from fdbqueue._checks import check_packable_int
 from fdbqueue._keys import MAX_KEY_BYTES
 from fdbqueue._storage.ages import ItemAges
-from fdbqueue._storage.quiet_keys import hint_written
 from fdbqueue._transactions.transactional import AnyContext
 
 if TYPE_CHECKING:
@@ -277,7 +276,6 @@ class Groups:
         if not active.present():
             tr[self.active.pack((group,))] = b""
             tr.add(self.count_key, _COUNTER.pack(1))
-            hint_written(self.count_key)
             metrics.add("groups_active", **self._store.metric_attributes)
             head = keys[0] if not last else self._first(tr, group)
             self._add_turn(tr, group, head, _weight(weight))
@@ -324,18 +322,12 @@ class Groups:
         ``highest``, the max end's, whose groups come from the highest priority's turns).
 
         Cost: a snapshot point read of the active groups' count, issued before
-        ``read_items`` (its round trip overlaps), none while the count is quiet and
-        ``read_items`` returns ``n`` items (:mod:`fdbqueue._storage.quiet_keys`); when a
-        group is active, a range read of the
+        ``read_items`` (its round trip overlaps); when a group is active, a range read of the
         first ``n`` turns (the max end: first a reverse one of the last) and a point read of
         each turn's item, issued together (with read conflicts unless ``snapshot``).
         """
         count = self.look(tr)
         items = read_items()
-        if count is None:  # the count is quiet: no group was active lately
-            if len(items) >= n:
-                return items
-            count = self.look(tr, anyway=True)  # a short front: a group may hold more
         if not self.any_active(count):
             return items
         reader: Any = tr.snapshot if snapshot else tr
@@ -474,25 +466,14 @@ class Groups:
 
     # -- looking ----------------------------------------------------------------------------
 
-    def look(self, tr: AnyContext, *, anyway: bool = False) -> Any:
+    def look(self, tr: AnyContext) -> Any:
         """Start reading the active groups' count (a snapshot point read) for
-        :meth:`any_active`; None, and no read, while it is quiet
-        (:mod:`fdbqueue._storage.quiet_keys`), unless ``anyway``."""
-        if not anyway and self._store.quiet.quiet(self.count_key):
-            return None
+        :meth:`any_active`."""
         return tr.snapshot.get(self.count_key)
 
     def any_active(self, looked: Any) -> bool:
-        """Whether :meth:`look`'s read found a group active (None: it was not read, none
-        is); an empty count counts towards its being quiet
-        (:mod:`fdbqueue._storage.quiet_keys`)."""
-        if looked is None:
-            return False
-        if not looked.present() or _COUNTER.unpack(bytes(looked))[0] <= 0:
-            self._store.quiet.empty(self.count_key)
-            return False
-        self._store.quiet.not_empty(self.count_key)
-        return True
+        """Whether :meth:`look`'s read found a group active."""
+        return looked.present() and _COUNTER.unpack(bytes(looked))[0] > 0
 
     def oldest_began(self, reader: Any) -> float | None:
         """When the groups' oldest waiting item was enqueued, less than 5 s early (wall-clock

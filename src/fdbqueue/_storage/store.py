@@ -57,7 +57,6 @@ from fdbqueue._storage.ages import ItemAges
 from fdbqueue._storage.dead_letters import DeadLetters
 from fdbqueue._storage.groups import Groups
 from fdbqueue._storage.held import HeldValues
-from fdbqueue._storage.quiet_keys import QuietKeys
 from fdbqueue._storage.transaction_bytes import MAX_TRANSACTION_BYTES, set_bytes
 from fdbqueue._storage.type_records import TypeRecords, type_name
 from fdbqueue._transactions.receipts import Receipts
@@ -227,8 +226,6 @@ class ItemStore(TypeRecords):
         self.deduplication = self.metadata.subspace(("deduplication",))
         self.held = HeldValues(self.metadata)
         self.dead_letters = DeadLetters(self.metadata, self.codec, self.held)
-        #: hints found empty lately, whose reads takes skip (fdbqueue._storage.quiet_keys)
-        self.quiet = QuietKeys()
         #: message groups (fdbqueue._storage.groups)
         self.groups = Groups(self)
         #: when ranges of positions began: the age of the oldest item (fdbqueue._storage.ages)

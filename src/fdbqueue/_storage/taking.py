@@ -144,26 +144,26 @@ def take(
     taken: list[TakenItem] = []
     quarantined = 0
     spent = 0
+    ages = _Ages(store)
     while len(taken) < n:
         batch = front(tr, n - len(taken))
         if not batch:
             break
         store.check_codec(codec_record)  # before the first clear: a wrong codec changes nothing
         try:
-            for item in batch:
-                store.unpack_position(item.key)
+            positions = [store.unpack_position(item.key) for item in batch]
         except ValueError:
             if taken or quarantined:
                 break  # return what was taken; the next take raises
             raise
-        for item in batch:
+        for item, position in zip(batch, positions, strict=True):
             encoded = bytes(item.value)
             moved = 0
             if budget is not None:  # no budget (a plain take): nothing to count
                 moved = set_bytes(len(item.key) + 64, len(encoded))
                 cost = clear_bytes(len(item.key)) + (moved if moving else 0)
                 if spent + cost > budget and (taken or quarantined):
-                    _forget_ages(store, tr, taken, end)
+                    ages.forget(tr, end)
                     return Taken(taken, quarantined, budget_spent=True)
                 spent += cost
             del tr[item.key]
@@ -177,21 +177,41 @@ def take(
                 spent += 0 if moving else moved
                 continue
             taken.append(TakenItem(item.key, encoded, value))
+            ages.took(item.key, position)
             if len(taken) == n:
                 break
-    _forget_ages(store, tr, taken, end)
+    ages.forget(tr, end)
     return Taken(taken, quarantined, budget_spent=False)
 
 
-def _forget_ages(store: ItemStore, tr: AnyContext, taken: list[TakenItem], end: str | None) -> None:
-    """Clear the ``began`` records behind the items taken outside a message group
-    (:mod:`fdbqueue._storage.ages`), and with ``end`` those of the priorities between them
-    and that end, when the take began a bucket: blind, no read and no read conflict."""
-    ungrouped = [item.key for item in taken if store.begin <= item.key < store.end]
-    if ungrouped:
-        first = store.unpack_position(ungrouped[0])
-        last = first if len(ungrouped) == 1 else store.unpack_position(ungrouped[-1])
-        store.ages.taken(tr, first, last, lower=end in ("front", "min"), higher=end == "max")
+class _Ages:
+    """The positions of the first and last items a take took outside a message group, for
+    :meth:`forget`."""
+
+    __slots__ = ("begin", "end", "first", "last", "store")
+
+    def __init__(self, store: ItemStore) -> None:
+        self.store = store
+        self.begin = store.begin
+        self.end = store.end
+        self.first: tuple[Any, ...] | None = None
+        self.last: tuple[Any, ...] | None = None
+
+    def took(self, key: bytes, position: tuple[Any, ...]) -> None:
+        """The item at ``key`` (``position``, unpacked already) was taken."""
+        if self.begin <= key < self.end:  # not a group's item
+            if self.first is None:
+                self.first = position
+            self.last = position
+
+    def forget(self, tr: AnyContext, end: str | None) -> None:
+        """Clear the ``began`` records behind the items taken outside a message group
+        (:mod:`fdbqueue._storage.ages`), and with ``end`` those of the priorities between
+        them and that end, when the take began a bucket: blind, no read and no read
+        conflict."""
+        if self.first is not None and self.last is not None:
+            lower = end == "front" or end == "min"
+            self.store.ages.taken(tr, self.first, self.last, lower=lower, higher=end == "max")
 
 
 def peek(
