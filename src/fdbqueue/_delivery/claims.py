@@ -396,8 +396,8 @@ class Leases:
         """
         read_version: int = tr.get_read_version().wait()
         expired_end: bytes = self.leases.pack((read_version,))
-        read = tr.get_range(self.leases_begin, expired_end, limit=n + LOOK_PAST)
-        due = _due(list(read), wall_microseconds())
+        read = list(tr.get_range(self.leases_begin, expired_end, limit=n + LOOK_PAST))
+        due = _due(read, wall_microseconds()) if read else read
         if not due:
             return [], False
         # the first n deliverable ones, and those out of deliveries before them (at most

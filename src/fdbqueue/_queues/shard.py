@@ -184,6 +184,10 @@ class Shard:
         written. Cost: per shard written, :meth:`put`'s; with ``dedup``, its reads and writes
         (:mod:`fdbqueue._delivery.deduplication`)."""
         require_writable(tr, self.WRITE_ACTION)
+        if dedup is None and len(runs) == 1:  # one run, every value written (an enqueue)
+            shard, values = runs[0]
+            shard.put(tr, values, where, delay)
+            return [True] * len(values)
         count = sum(len(values) for _shard, values in runs)
         admitted = [True] * count if dedup is None else dedup[0].admit(tr, dedup[1])
         flags = iter(admitted)

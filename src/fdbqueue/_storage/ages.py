@@ -131,6 +131,8 @@ class ItemAges:
         self.records = metadata.subspace((name,))
         self.items = items
         self.prefix_length = leading_integers - 1
+        # the last record key packed, by (prefix, bucket, slot) (see _record_key)
+        self._last_record: tuple[tuple[Any, ...], bytes] | None = None
         records = self.records.range()
         self.begin: bytes = records.start
         self.end: bytes = records.stop
@@ -162,10 +164,18 @@ class ItemAges:
             tr.clear_range(self.records.pack((*prefix, first_bucket)), self._prefix_end(prefix))
         offset = first % BUCKET
         for bucket in range(first_bucket, (first + n - 1) // BUCKET + 1):
-            tr.byte_min(
-                self.records.pack((*prefix, bucket, slot)), _RECORD.pack(offset, microseconds)
-            )
+            tr.byte_min(self._record_key(prefix, bucket, slot), _RECORD.pack(offset, microseconds))
             offset = 0
+
+    def _record_key(self, prefix: tuple[Any, ...], bucket: int, slot: int) -> bytes:
+        """The key of the record of ``bucket`` (under ``prefix``) for ``slot``: the last
+        one packed is kept, as the enqueues of one slot into one bucket share it."""
+        last = self._last_record
+        if last is not None and last[0] == (prefix, bucket, slot):
+            return last[1]
+        key: bytes = self.records.pack((*prefix, bucket, slot))
+        self._last_record = ((prefix, bucket, slot), key)
+        return key
 
     def taken(
         self,

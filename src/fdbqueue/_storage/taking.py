@@ -144,7 +144,8 @@ def take(
     taken: list[TakenItem] = []
     quarantined = 0
     spent = 0
-    ages = _Ages(store)
+    ungrouped: list[tuple[Any, ...]] = []  # the positions of the items taken outside a group
+    begin, stop = store.begin, store.end
     while len(taken) < n:
         batch = front(tr, n - len(taken))
         if not batch:
@@ -163,7 +164,7 @@ def take(
                 moved = set_bytes(len(item.key) + 64, len(encoded))
                 cost = clear_bytes(len(item.key)) + (moved if moving else 0)
                 if spent + cost > budget and (taken or quarantined):
-                    ages.forget(tr, end)
+                    _forget_ages(store, tr, ungrouped, end)
                     return Taken(taken, quarantined, budget_spent=True)
                 spent += cost
             del tr[item.key]
@@ -177,41 +178,24 @@ def take(
                 spent += 0 if moving else moved
                 continue
             taken.append(TakenItem(item.key, encoded, value))
-            ages.took(item.key, position)
+            if begin <= item.key < stop:
+                ungrouped.append(position)
             if len(taken) == n:
                 break
-    ages.forget(tr, end)
+    _forget_ages(store, tr, ungrouped, end)
     return Taken(taken, quarantined, budget_spent=False)
 
 
-class _Ages:
-    """The positions of the first and last items a take took outside a message group, for
-    :meth:`forget`."""
-
-    __slots__ = ("begin", "end", "first", "last", "store")
-
-    def __init__(self, store: ItemStore) -> None:
-        self.store = store
-        self.begin = store.begin
-        self.end = store.end
-        self.first: tuple[Any, ...] | None = None
-        self.last: tuple[Any, ...] | None = None
-
-    def took(self, key: bytes, position: tuple[Any, ...]) -> None:
-        """The item at ``key`` (``position``, unpacked already) was taken."""
-        if self.begin <= key < self.end:  # not a group's item
-            if self.first is None:
-                self.first = position
-            self.last = position
-
-    def forget(self, tr: AnyContext, end: str | None) -> None:
-        """Clear the ``began`` records behind the items taken outside a message group
-        (:mod:`fdbqueue._storage.ages`), and with ``end`` those of the priorities between
-        them and that end, when the take began a bucket: blind, no read and no read
-        conflict."""
-        if self.first is not None and self.last is not None:
-            lower = end == "front" or end == "min"
-            self.store.ages.taken(tr, self.first, self.last, lower=lower, higher=end == "max")
+def _forget_ages(
+    store: ItemStore, tr: AnyContext, ungrouped: list[tuple[Any, ...]], end: str | None
+) -> None:
+    """Clear the ``began`` records behind the items taken outside a message group (their
+    positions ``ungrouped``, in take order: :mod:`fdbqueue._storage.ages`), and with ``end``
+    those of the priorities between them and that end, when the take began a bucket: blind,
+    no read and no read conflict."""
+    if ungrouped:
+        lower = end == "front" or end == "min"
+        store.ages.taken(tr, ungrouped[0], ungrouped[-1], lower=lower, higher=end == "max")
 
 
 def peek(
