@@ -223,8 +223,8 @@ class PriorityQueue(QueueBase[T]):
 
         ``block`` and ``timeout`` as for :meth:`pop`. Cost: one range read (``limit=1``), one
         clear, one atomic add, and the hints :meth:`fdbqueue.Queue.dequeue` names (issued
-        alongside, skipped while found empty lately). Its read conflict range covers the
-        queue from its start to just
+        alongside, at every call). Its read conflict range covers the queue from its start
+        to just
         past the item taken: concurrent pops conflict (one retries), pushes of higher
         priorities or newer items do not.
         """

@@ -259,9 +259,9 @@ class Queue(QueueBase[T]):
         Database, it takes effect exactly once (:doc:`guarantees`).
 
         Cost (plain, or any Transaction): one range read (``limit=1``), one clear and one
-        atomic add; the hints of delayed items, message groups and waiting leases (snapshot
-        reads issued alongside, skipped while a queue object found them empty lately:
-        :mod:`fdbqueue._storage.quiet_keys`; a busy queue object reads none); its read
+        atomic add; the hints of delayed items and message groups (snapshot point reads issued
+        alongside: no conflict) and a range read of the lease records expired by the read
+        version (empty on a queue without leases), at every call; its read
         conflict range runs from the start of the queue to just past the item taken, so
         concurrent dequeues conflict (one retries) and enqueues do not. With
         ``high_contention=True`` and a Database: one transaction while nobody else is in

@@ -1,8 +1,8 @@
 """Taking items from one end of a queue: key checks, poison items moved aside, byte budgets.
 
-Every take of the layered path, whatever the queue type and mode, goes through :func:`take`
-(a Queue's steady take, :mod:`fdbqueue._queues.steady_path`, makes the same checks for its one
-item and hands anything else to it): it reads the next
+Every take of a queue's items, whatever the queue type and mode, goes through :func:`take`
+(the items of expired leases through :meth:`~fdbqueue._delivery.claims.Leases.take_expired`):
+it reads the next
 items at the chosen end (a :data:`Front`), checks that each key is one of the queue's items (a
 foreign key raises ValueError naming it, before anything changes), decodes each value, and
 moves an item whose value the codec cannot decode (a *poison* item) to the dead letters with
