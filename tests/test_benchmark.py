@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import argparse
+import cProfile
 import importlib.util
 import json
+import pstats
 import subprocess
 import sys
 from pathlib import Path
 
+import fdb.subspace_impl
 import fdb.tuple
 import pytest
 from click.testing import CliRunner
@@ -88,6 +91,10 @@ BAD_ARGUMENTS = {
         ["--cpu", "--cpu-runs", "0"],
         "--cpu-runs: must be a whole number from 1 to 10,000,000",
     ),
+    "unknown cpu subject": (
+        ["--cpu", "--cpu-subjects", "plain,bogus"],
+        "--cpu-subjects: unknown subject 'bogus'",
+    ),
     # huge numbers (issue 36): one line saying what was typed and what is allowed, no
     # OverflowError, no run for good
     "huge items": (["--items", "9" * 20], "--items: must be a whole number from 1 to 10,000,000"),
@@ -142,6 +149,8 @@ def arguments(**changes):
         {"loads": []},
         {"cpu": True, "cpu_items": 0},
         {"cpu": True, "fairness": True},
+        {"cpu": True, "cpu_subjects": []},
+        {"cpu": True, "cpu_subjects": ["bogus"]},
     ],
 )
 def test_run_all_checks_arguments_given_without_the_parser(changes):
@@ -164,6 +173,7 @@ def test_defaults():
     assert (given.grv, given.read, given.commit) == (0.001, 0.0005, 0.003)
     assert given.loads is None  # the drain preloads in batches of 10, no load column
     assert (given.cpu, given.cpu_items, given.cpu_runs) == (False, 5000, 3)
+    assert given.cpu_subjects == list(cpu.SUBJECTS)
 
 
 def test_plot_without_matplotlib_is_a_clear_error_before_running(tmp_path):
@@ -705,22 +715,42 @@ def test_the_one_shard_loader_refuses_a_queue_of_one_shard():
 # -- CPU per item against the recipe (--cpu) -------------------------------------------------
 
 
+CPU_COLUMNS = (
+    "own us/item", "client us/item", "db us/item", "total us/item", "own share", "vs recipe",
+    "client vs recipe", "reads/item", "keys read/item", "keys written/item", "in order",
+    "against",
+)  # fmt: skip
+
+
+def cpu_rows(output):
+    """The table's rows by subject: the figures as floats, then in order and against."""
+    rows = {}
+    for line in output.splitlines():
+        words = line.split()
+        if words[:1] and words[0] in cpu.SUBJECTS:
+            rows[words[0]] = [float(x) if x != "n/a" else None for x in words[1:11]] + words[11:]
+    return rows
+
+
 @pytest.mark.slow("measures the CPU of the recipe and of fdbqueue")
-def test_cpu_prints_the_recipe_and_fdbqueue_per_item_and_their_ratio():
+def test_cpu_prints_the_recipe_and_fdbqueue_per_item_and_their_ratios():
     result = bench("--cpu", "--cpu-items", "30", "--cpu-runs", "1")
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    header = next(line for line in lines if line.startswith("subject"))
-    for column in ("own us/item", "db us/item", "total us/item", "own share", "vs recipe"):
+    header = next(line for line in result.output.splitlines() if line.startswith("subject"))
+    for column in CPU_COLUMNS:
         assert column in header
-    rows = {line.split()[0]: line.split() for line in lines if line.split()[:1] and
-            line.split()[0] in cpu.SUBJECTS}  # fmt: skip
-    assert list(rows) == ["recipe", "plain", "plain-no-receipts"]
-    assert rows["recipe"][5] == "1.00"
-    for row in rows.values():
-        own, db, total, share, ratio = (float(x) for x in row[1:6])
-        assert 0 < own < total and 0 < db < total and 0 < share < 1 and ratio > 0
-        assert row[-1] == "yes"
+    rows = cpu_rows(result.output)
+    assert list(rows) == list(cpu.SUBJECTS)
+    for name in cpu.REFERENCES:
+        assert rows[name][5:7] == [1.0, 1.0]
+    for name, row in rows.items():
+        own, client, db, total, share, ratio, client_ratio, reads, read, written = row[:10]
+        assert 0 < own < client < total and 0 < db < total and 0 < share < 1
+        assert ratio > 0 and client_ratio > 0
+        assert reads >= 1 and read >= 1 and written >= 2
+        assert row[10:] == ["yes", cpu.SUBJECTS[name].reference]
+    # per item two range reads (the first enqueue's finds the queue empty), a set, a clear
+    assert rows["recipe"][7:10] == [2.0, round(2 - 1 / 30, 2), 2.0]
     assert "done: cpu, plain (run 1 of 1)" in result.output
 
 
@@ -734,15 +764,66 @@ def test_cpu_in_json_gives_every_subjects_figures():
     assert output.exit_code == 0, output.output
     document = json.loads(output.stdout)
     assert document["settings"]["items"] == 20 and document["settings"]["runs"] == 3
+    assert document["settings"]["subjects"] == list(cpu.SUBJECTS)
     results = {r["subject"]: r for r in document["cpu"]}
     assert set(results) == set(cpu.SUBJECTS)
-    assert results["recipe"]["vs_recipe"] == 1.0
+    for name in cpu.REFERENCES:
+        assert results[name]["vs_recipe"] == results[name]["client_vs_recipe"] == 1.0
     for r in results.values():
+        reference = results[r["reference"]]
         assert r["in_order"] is True and r["items"] == 20 and r["runs"] == 3
         assert r["own_us_per_item"] > 0 and r["database_us_per_item"] > 0
-        assert r["vs_recipe"] == pytest.approx(
-            r["own_us_per_item"] / results["recipe"]["own_us_per_item"]
+        assert r["own_us_per_item"] < r["client_us_per_item"] < r["total_us_per_item"]
+        assert 0 < r["own_share"] < r["client_share"] < 1
+        assert r["vs_recipe"] == pytest.approx(r["own_us_per_item"] / reference["own_us_per_item"])
+        assert r["client_vs_recipe"] == pytest.approx(
+            r["client_us_per_item"] / reference["client_us_per_item"]
         )
+        assert r["reads_per_item"] >= 1 and r["keys_read_per_item"] >= 1
+        assert r["keys_written_per_item"] >= 2
+    assert results["recipe"]["keys_written_per_item"] == 2.0
+
+
+def test_cpu_subjects_picks_subjects_and_brings_their_recipe_rows():
+    output = CliRunner().invoke(
+        cli,
+        ["--json", "bench", "--cpu", "--cpu-items", "5", "--cpu-runs", "1",
+         "--cpu-subjects", "in-transaction,claim-ack"],
+        obj={"database": memory.open()},
+    )  # fmt: skip
+    assert output.exit_code == 0, output.output
+    document = json.loads(output.stdout)
+    expected = ["recipe", "claim-ack", "recipe-in-transaction", "in-transaction"]
+    assert document["settings"]["subjects"] == expected
+    assert [r["subject"] for r in document["cpu"]] == expected
+    assert all(r["in_order"] for r in document["cpu"])
+    assert cpu.with_references(["work"]) == ["recipe", "work"]
+
+
+@pytest.mark.parametrize("name", ["recipe", "claim-ack", "work", "in-transaction"])
+def test_each_subjects_calls_get_their_values_back_in_order_and_are_metered(name):
+    database = memory.open()
+    subject = cpu.SUBJECTS[name]
+    queue = subject.make(Subspace(("cpu", name)))
+    values = [b"%08d" % n for n in range(10)]
+    meter = cpu.Meter(database, None)
+    assert subject.calls(queue, database, values, meter) is True
+    assert meter.seconds > 0
+    assert meter.counted["reads"] >= 10 and meter.counted["keys_read"] >= 10
+    assert meter.counted["keys_written"] >= 2 * 10
+    if name == "recipe":  # a range read of one key and a set per enqueue; a clear per dequeue
+        assert meter.counted == {"reads": 20, "keys_read": 19, "keys_written": 20}
+
+
+def test_the_work_subject_measures_its_worker_threads_jobs_under_the_profile():
+    database = memory.open()
+    subject = cpu.SUBJECTS["work"]
+    profile = cProfile.Profile()
+    meter = cpu.Meter(database, profile)
+    values = [b"%08d" % n for n in range(5)]
+    assert subject.calls(subject.make(Subspace(("work",))), database, values, meter) is True
+    profiled = {function[2] for function in pstats.Stats(profile).stats}
+    assert {"enqueue", "claim", "ack"} <= profiled  # the worker thread's calls were profiled
 
 
 def test_cpu_refuses_a_database_other_than_the_in_memory_one():
@@ -781,6 +862,24 @@ def test_the_layers_are_told_apart_by_file():
     assert cpu.layer(str(package / "benchmark" / "cpu.py")) == cpu.HARNESS
     assert cpu.layer(json.__file__) is None  # the standard library: charged to its callers
     assert cpu.layer("~") is None  # built-in functions too
+
+
+def test_the_client_layers_charge_memory_to_the_database_and_the_binding_to_the_client():
+    package = Path(benchmark.__file__).resolve().parent.parent
+    assert cpu.client_layer(str(package / "queue.py")) == cpu.CLIENT
+    assert cpu.client_layer(recipe.__file__) == cpu.CLIENT
+    assert cpu.client_layer(fdb.tuple.__file__) == cpu.CLIENT
+    assert cpu.client_layer(fdb.subspace_impl.__file__) == cpu.CLIENT
+    assert cpu.client_layer(str(package / "memory" / "_reads.py")) == cpu.DATABASE
+    assert cpu.client_layer(str(package / "benchmark" / "cpu.py")) == cpu.HARNESS
+    assert cpu.client_layer(json.__file__) is None
+    assert cpu.client_layer("~") is None
+
+
+def test_charge_names_every_layer_even_one_charged_nothing():
+    stats = {("db.py", 1, "g"): (1, 1, 3.0, 3.0, {})}
+    charged = cpu.charge(stats, lambda filename: cpu.DATABASE)
+    assert charged == {cpu.OWN: 0.0, cpu.CLIENT: 0.0, cpu.DATABASE: 3.0, cpu.HARNESS: 0.0}
 
 
 def test_the_recipe_is_a_fifo_queue_that_fdbqueue_reads_with_the_raw_codec():

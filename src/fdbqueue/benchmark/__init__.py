@@ -66,8 +66,9 @@ apart):
   ``ratio`` and the ideal compare rows of the same shape. Steady rows show ``n/a``.
 
 ``--fairness`` (:mod:`~fdbqueue.benchmark.fairness`) and ``--cpu``
-(:mod:`~fdbqueue.benchmark.cpu`: the library's own CPU per enqueue + dequeue against
-FoundationDB's "Queues" recipe, :mod:`~fdbqueue.benchmark.recipe`) measure something else
+(:mod:`~fdbqueue.benchmark.cpu`: the library's CPU and keys per item, for enqueue + dequeue,
+in a caller's transaction, claim + ack and the worker loop, against FoundationDB's "Queues"
+recipe, :mod:`~fdbqueue.benchmark.recipe`) measure something else
 instead of the phases.
 
 A mode is one :class:`Mode` entry in :data:`MODES`; a mode the queue does not support (the
@@ -101,7 +102,7 @@ from fdbqueue import memory
 from fdbqueue._wording import plural
 from fdbqueue.benchmark import workload
 from fdbqueue.benchmark.arguments import add_arguments, check_arguments
-from fdbqueue.benchmark.cpu import SUBJECTS, measure_cpu, print_cpu
+from fdbqueue.benchmark.cpu import SUBJECTS, measure_cpu, print_cpu, with_references
 from fdbqueue.benchmark.fairness import FAIRNESS_MODES, measure_fairness, print_fairness
 from fdbqueue.benchmark.ideal import PRIVATE, compare_with_ideal
 from fdbqueue.benchmark.measurement import Result, run, unsupported
@@ -176,20 +177,23 @@ def run_cpu(arguments: argparse.Namespace, open_db: Callable[[], Any], as_json: 
     if not isinstance(open_db(), memory.Database):
         raise BenchmarkError("--cpu measures on the in-memory database: run it with --memory")
     items, runs = arguments.cpu_items, arguments.cpu_runs
+    subjects = with_references(getattr(arguments, "cpu_subjects", None) or list(SUBJECTS))
     describe = (
-        f"CPU per item: {plural(items, 'item')} enqueued then dequeued one call at a time by "
-        f"one thread (codec raw), a fresh in-memory database without latency per pass; "
-        f"median of {plural(runs, 'run')}\n"
+        f"CPU and keys per item: {plural(items, 'item')} per pass, one call at a time by one "
+        f"thread (codec raw), a fresh in-memory database without latency per pass; median of "
+        f"{plural(runs, 'run')}\n"
         "own: the library's code (fdbqueue: src/fdbqueue/ but memory/ and benchmark/; the "
-        "recipe: benchmark/recipe.py); db: the in-memory database and the fdb binding"
+        "recipe: benchmark/recipe.py); client: own + the fdb binding (all but the in-memory "
+        "database); db: the in-memory database and the fdb binding; against: the recipe row "
+        "of the ratios (claim-ack and work: the recipe's enqueue + dequeue, it has no leases)"
     )
     settings = {
         "database": "a fresh in-memory database per pass, without latency",
         "items": items,
         "runs": runs,
-        "subjects": list(SUBJECTS),
+        "subjects": subjects,
     }
-    results = measure_cpu(open_db, items, runs)
+    results = measure_cpu(open_db, items, runs, subjects)
     print_cpu(results, describe, settings, as_json)
     if not all(result.in_order for result in results):
         raise BenchmarkError("a subject did not get its values back in order")

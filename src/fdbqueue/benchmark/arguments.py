@@ -6,7 +6,7 @@ import argparse
 import math
 
 from fdbqueue import memory
-from fdbqueue.benchmark import workload
+from fdbqueue.benchmark import cpu, workload
 from fdbqueue.benchmark.loading import LOADS
 from fdbqueue.benchmark.workload import (
     DEFAULT_CONSUMERS,
@@ -134,6 +134,23 @@ def load_names(text: str) -> list[str]:
     return [name for name in LOADS if name in chosen]
 
 
+def cpu_subject_names(text: str) -> list[str]:
+    """``--cpu`` subjects (:data:`~fdbqueue.benchmark.cpu.SUBJECTS`) or ``all``,
+    comma-separated, as the list of names in :data:`~fdbqueue.benchmark.cpu.SUBJECTS` order
+    (the recipe rows they are set against are added when measuring)."""
+    chosen: set[str] = set()
+    for part in text.split(","):
+        if part == "all":
+            chosen.update(cpu.SUBJECTS)
+        elif part in cpu.SUBJECTS:
+            chosen.add(part)
+        else:
+            raise argparse.ArgumentTypeError(
+                f"unknown subject {part!r}; choose from {', '.join(cpu.SUBJECTS)} or all"
+            )
+    return [name for name in cpu.SUBJECTS if name in chosen]
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the benchmark's options (not the database's) to ``parser``; each is checked as it
     is parsed, so a bad one is a usage error (exit status 2)."""
@@ -221,8 +238,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cpu",
         action="store_true",
         help=(
-            "instead of the phases: the library's own CPU per enqueue + dequeue against "
-            "FoundationDB's Queues recipe, one thread, raw codec, on the in-memory database "
+            "instead of the phases: the library's CPU and keys per item (enqueue + dequeue, "
+            "in a caller's transaction, claim + ack, the worker loop) against FoundationDB's "
+            "Queues recipe, one thread, raw codec, on the in-memory database "
             "(fdbqueue.benchmark.cpu)"
         ),
     )
@@ -230,13 +248,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cpu-items",
         type=positive_int,
         default=5_000,
-        help="--cpu: items enqueued then dequeued per run (default 5000)",
+        help="--cpu: items per pass of each subject (default 5000)",
     )
     parser.add_argument(
         "--cpu-runs",
         type=positive_int,
         default=3,
         help="--cpu: runs of each subject; the median is shown (default 3)",
+    )
+    parser.add_argument(
+        "--cpu-subjects",
+        type=cpu_subject_names,
+        default=list(cpu.SUBJECTS),
+        help=(
+            f"--cpu: comma-separated subjects ({', '.join(cpu.SUBJECTS)}) or all; each brings "
+            "the recipe row it is set against (default all)"
+        ),
     )
     parser.add_argument(
         "--noisy-items",
@@ -284,6 +311,9 @@ def check_arguments(arguments: argparse.Namespace) -> None:
     loads = getattr(arguments, "loads", None)
     if loads is not None and (not loads or not set(loads) <= set(LOADS)):
         problems.append(f"loads must be among {list(LOADS)}, not {loads!r}")
+    subjects = getattr(arguments, "cpu_subjects", None)
+    if subjects is not None and (not subjects or not set(subjects) <= set(cpu.SUBJECTS)):
+        problems.append(f"cpu_subjects must be among {list(cpu.SUBJECTS)}, not {subjects!r}")
     if getattr(arguments, "cpu", False) and getattr(arguments, "fairness", False):
         problems.append("--cpu and --fairness are two measurements: give one")
     if not arguments.phases or not set(arguments.phases) <= set(PHASES):
