@@ -211,10 +211,10 @@ class PriorityQueue(QueueBase[T]):
     def _write_run(
         self, tr: Any, encoded: bytes, priority: int | None, group: Group | None
     ) -> object:
-        if group is None:
-            shard, where = self._router.for_write(), (priority,)
-        else:
-            shard, where = self._router.for_group(group, priority), (priority, group)
+        where: tuple[Any, ...] = (priority,) if group is None else (priority, group)
+        shard = (
+            self._router.for_write() if group is None else self._router.for_group(group, priority)
+        )
         return self._write(tr, [(shard, [encoded])], where, 0.0, None)
 
     # -- taking and looking -----------------------------------------------------------------

@@ -251,7 +251,7 @@ class _Record:
     value: bytes
 
     def pack(self) -> bytes:
-        return fdb.tuple.pack(
+        packed: bytes = fdb.tuple.pack(
             (
                 RECORD_FORMAT,
                 self.timing.every,
@@ -264,6 +264,7 @@ class _Record:
                 self.value,
             )
         )
+        return packed
 
     @staticmethod
     def unpack(data: bytes) -> _Record:
@@ -394,10 +395,11 @@ class Schedules:
         """
         if not is_database(tr):
             now = _clock.now()
-            return sum(self.fire(tr, name, write, now) is not None for name in self.due_names(tr, now))
-        names = run_in_retry_loop(tr, lambda inner: self.due_names(inner, _clock.now()))
+            names = self.due_names(tr, now)
+            return sum(self.fire(tr, name, write, now) is not None for name in names)
+        found = run_in_retry_loop(tr, lambda inner: self.due_names(inner, _clock.now()))
         fired = 0
-        for name in names:
+        for name in found:
 
             def body(inner: Any, name: str = name) -> Any:
                 return self.fire(inner, name, write, _clock.now())

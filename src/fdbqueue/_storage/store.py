@@ -455,11 +455,11 @@ class ItemStore(TypeRecords):
         """Remove every item and all metadata except the receipts, which calls still in flight
         may look up (:mod:`fdbqueue._transactions.receipts`; they expire by themselves), the
         deduplication records (their window ends by itself) and the schedules (what to
-        enqueue, not what is queued: :meth:`fdbqueue.Queue.unschedule` removes them); only the metadata with
-        ``items=False`` (a sharded queue's own store, whose shards clear theirs). The size
-        and enqueue counters go with the metadata: both count from 0 again (a reader of the
-        enqueue counter sees it go back, as the dashboard's rates do). Cost: four range
-        clears, no reads."""
+        enqueue, not what is queued: :meth:`fdbqueue.Queue.unschedule` removes them); only
+        the metadata with ``items=False`` (a sharded queue's own store, whose shards clear
+        theirs). The size and enqueue counters go with the metadata: both count from 0 again
+        (a reader of the enqueue counter sees it go back, as the dashboard's rates do). Cost:
+        four range clears, no reads."""
         require_writable(tr, "clear")
         self._codec_verified = False  # the next queue here may record another codec
         prefix: bytes = self.subspace.key()
