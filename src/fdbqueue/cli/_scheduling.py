@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -70,11 +71,12 @@ def add(
     kept when its timing is the same). Creates the queue."""
     queue = context.existing_queue(context.queue(), must_exist=False)
     item = parsed_value(value, as_int, context.codec)
-    for check, what in (
+    checks: list[tuple[Callable[[], object], str]] = [
         (lambda: check_name(name), "NAME"),
         (lambda: encode_value(queue.codec, item), "VALUE"),
         (lambda: group is None or check_group(group), "--group"),
-    ):
+    ]
+    for check, what in checks:
         try:  # checked before anything is read or written
             check()
         except (TypeError, ValueError) as error:
