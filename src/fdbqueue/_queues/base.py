@@ -969,8 +969,8 @@ class QueueBase(Generic[T]):
     def enqueue_due_runs(self, tr: TransactionContext) -> int:
         """Enqueue one run of every schedule that fell due by this client's clock, and move
         each one's next due time on; return how many runs were enqueued. Every worker loop
-        (:meth:`work`) calls it about once a second (:data:`fdbqueue._delivery.schedules.\
-CHECK_SECONDS`); call it yourself to run schedules without a worker loop (from cron, say).
+        (:meth:`work`) calls it about once a second (:doc:`schedules`); call it yourself to
+        run schedules without a worker loop (from cron, say).
 
         Each due time is enqueued once, however many loops or callers run it at the same
         time, and through commits with unknown results (:doc:`schedules`). When several due
