@@ -178,6 +178,45 @@ class PriorityQueue(QueueBase[T]):
             shard.delays.check_key(where)
         return self._write(tr, [(shard, [encoded])], where, seconds, ids)[0]
 
+    # -- periodic jobs ----------------------------------------------------------------------
+
+    def schedule(
+        self,
+        tr: TransactionContext,
+        name: str,
+        value: T,
+        *,
+        priority: int,
+        every: float | None = None,
+        cron: str | None = None,
+        group: Group | None = None,
+    ) -> float:
+        """Push ``value`` with ``priority`` periodically: every ``every`` seconds, or at the
+        times of the ``cron`` expression; every running worker loop (:meth:`work`) pushes
+        each run once (:doc:`schedules`).
+
+        Arguments, result, errors and cost are :meth:`fdbqueue.Queue.schedule`'s, and
+        ``priority`` (required) is :meth:`push`'s: an int the tuple layer packs (TypeError
+        for another type, bools included; ValueError beyond the tuple layer's range).
+        """
+        check_priority(priority)
+        return self._schedule(tr, name, value, every, cron, group, priority)
+
+    def _check_run(self, priority: int | None, group: Group | None) -> None:
+        check_priority(priority)
+        self._store.item_key((priority, 0))  # checks the priority packs and the key fits
+        if group is not None:
+            self._router.for_group(group, priority)
+
+    def _write_run(
+        self, tr: Any, encoded: bytes, priority: int | None, group: Group | None
+    ) -> object:
+        where: tuple[Any, ...] = (priority,) if group is None else (priority, group)
+        shard = (
+            self._router.for_write() if group is None else self._router.for_group(group, priority)
+        )
+        return self._write(tr, [(shard, [encoded])], where, 0.0, None)
+
     # -- taking and looking -----------------------------------------------------------------
 
     def pop(

@@ -229,6 +229,70 @@ class Queue(QueueBase[T]):
             shard.delays.check_key((group,))
         return shard
 
+    # -- periodic jobs ----------------------------------------------------------------------
+
+    def schedule(
+        self,
+        tr: TransactionContext,
+        name: str,
+        value: T,
+        *,
+        every: float | None = None,
+        cron: str | None = None,
+        group: Group | None = None,
+    ) -> float:
+        """Enqueue ``value`` periodically: every ``every`` seconds, or at the times of the
+        ``cron`` expression; every running worker loop (:meth:`work`) enqueues each run once
+        (:doc:`schedules`).
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+            name: names the schedule: a non-empty str of at most 100 bytes of UTF-8, without
+                NUL characters. Scheduling a name again replaces its value, group (and
+                priority) and timing; its next due time is kept when ``every`` or ``cron``
+                is the same, else computed anew from now.
+            value: what each run enqueues: any value the codec encodes, except None;
+                encoded now, and stored with the schedule.
+            every: seconds between runs (a finite number, at least 0.001); the first run
+                falls due ``every`` seconds from now, the next ones ``every`` seconds apart
+                (a fixed rate).
+            cron: a 5-field cron expression (minute hour day-of-month month day-of-week,
+                read by the ``cronsim`` library), in UTC: runs fall due at the minutes it
+                matches. Exactly one of ``every`` and ``cron``.
+            group: the runs' message group (as :meth:`enqueue`'s ``group``); None: none.
+
+        Returns:
+            The schedule's next due time, in wall-clock seconds since the epoch.
+
+        Raises:
+            TypeError: both or neither of ``every`` and ``cron``; ``name`` not a str,
+                ``every`` not a number, ``cron`` not a str, a bad ``group``, the codec
+                cannot encode ``value``, or ``tr`` has the wrong type.
+            ValueError: an empty or too long ``name``; ``every`` NaN, infinite or not >= 0.001;
+                a ``cron`` that is not 5 fields or that the library refuses (the message
+                names it); ``value`` None or over 100,000 bytes encoded (or its record, with
+                the schedule's fields).
+            QueueTypeError: the queue records another type, number of shards or codec.
+
+        Everything is checked before anything is written: when it raises, nothing changed.
+        Given a Database, it takes effect exactly once (:doc:`guarantees`). Cost: one point
+        read (a read conflict on the schedule's record), one set, and the type records' two
+        snapshot point reads until they were once found right; runs cost what an enqueue
+        costs, plus a point read and a set of the record.
+        """
+        return self._schedule(tr, name, value, every, cron, group, None)
+
+    def _check_run(self, priority: int | None, group: Group | None) -> None:
+        if group is not None:
+            self._group_shard(group, 0.0)
+
+    def _write_run(
+        self, tr: Any, encoded: bytes, priority: int | None, group: Group | None
+    ) -> object:
+        if group is None:
+            return self._write(tr, self._router.runs([encoded]), (), 0.0, None)
+        return self._write(tr, [(self._group_shard(group, 0.0), [encoded])], (group,), 0.0, None)
+
     # -- taking -----------------------------------------------------------------------------
 
     def dequeue(

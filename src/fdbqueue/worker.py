@@ -14,6 +14,10 @@
    queue's setting), moves it to the dead letters with the error as the reason
    (:meth:`~fdbqueue.Queue.dead_letter`).
 
+Periodic jobs: while it runs, one more thread enqueues the runs of the queue's schedules
+that fell due, looking about once a second (:mod:`fdbqueue._delivery.schedules`; each due
+time is enqueued once however many loops run).
+
 With ``until_empty=True`` (a batch run, as rq's burst mode) each thread returns once a claim
 finds nothing claimable and every item this run released for a retry has fallen due and
 been claimed again (by this run, or by another consumer): so a run ends with each item it
@@ -66,6 +70,7 @@ from fdbqueue import metrics
 from fdbqueue._checks import check_flag, check_keywords, check_seconds
 from fdbqueue._delivery.heartbeat import Heartbeat, Job
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seconds
+from fdbqueue._delivery.schedules import check_until_stopped
 from fdbqueue._transactions.transactional import is_database
 from fdbqueue.errors import LeaseError, QueueTypeError
 
@@ -333,6 +338,11 @@ def settlement(
     return Settlement("release", (), {"delay": delay}, "retried", logging.WARNING, message)
 
 
+def describe_queue(queue: Any) -> str:
+    """A queue for the log: its name as metrics name it (the prefix's tuple)."""
+    return metrics.queue_name(queue.subspace.key())
+
+
 def describe(queue: Any, lease: Lease[Any]) -> str:
     """A job for the log: ``job`` and the start of its lease id (8 hexadecimal digits, unique
     per claim), ``of`` and its queue's name (as metrics name it: the prefix's tuple)."""
@@ -571,9 +581,17 @@ def work(
         "" if concurrency == 1 else "s",
         seconds,
     )
+    # the queue's periodic jobs: one more thread enqueues their due runs (docs/schedules.rst)
+    schedules = threading.Thread(
+        target=check_until_stopped,
+        args=(lambda: queue.enqueue_due_runs(database), stop, describe_queue(queue)),
+        name="fdbqueue-schedules",
+        daemon=True,
+    )
     with stop_on_signals(stop, given["handle_signals"]):
         for thread in threads:
             thread.start()
+        schedules.start()
         try:
             for thread in threads:
                 while thread.is_alive():
@@ -581,6 +599,7 @@ def work(
         finally:
             stop.set()
             heartbeat.close()
+            schedules.join()
     logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), summary)
     if loop.failures:
         raise loop.failures[0]

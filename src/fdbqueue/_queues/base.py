@@ -40,6 +40,12 @@ from fdbqueue._delivery.leases import (
     check_lease_seconds,
     check_max_deliveries,
 )
+from fdbqueue._delivery.schedules import (
+    ScheduleInfo,
+    Schedules,
+    check_name,
+    check_timing,
+)
 from fdbqueue._queues.router import Router, check_shards
 from fdbqueue._queues.shard import Shard
 from fdbqueue._storage.dead_letters import DeadLetter
@@ -148,6 +154,16 @@ def read_pages(
     return found
 
 
+def _check_context(tr: Any) -> None:
+    """Raise TypeError unless ``tr`` is a Database, Tenant or Transaction (as
+    :func:`~fdbqueue._transactions.transactional.transactional` checks it)."""
+    if not is_database(tr) and not is_transaction(tr):
+        raise TypeError(
+            "tr must be a Database, Tenant or Transaction (fdb or fdbqueue.memory), not "
+            f"{type(tr).__module__}.{type(tr).__qualname__}"
+        )
+
+
 def check_queue_arguments(high_contention: Any, abandon_after: Any, max_deliveries: Any) -> float:
     """Check the arguments :class:`~fdbqueue.Queue` and :class:`~fdbqueue.PriorityQueue` take
     beside the subspace, codec, shards and deduplication window (those are checked by
@@ -215,6 +231,8 @@ class QueueBase(Generic[T]):
         #: The queue's deduplication records: one set for all its shards (an id is the
         #: queue's, whatever its shard or priority).
         self._deduplication = Deduplication(self._store, window)
+        #: The queue's schedules (periodic jobs): in its own store's metadata.
+        self._schedules = Schedules(self._store)
 
     # -- properties -------------------------------------------------------------------------
 
@@ -857,6 +875,124 @@ class QueueBase(Generic[T]):
         ``group``. Cost: a snapshot point read."""
         weight: int = self._router.for_group(group).groups.weight(tr, group)
         return weight
+
+    # -- periodic jobs (fdbqueue._delivery.schedules) ----------------------------------------
+
+    def _schedule(
+        self,
+        tr: TransactionContext,
+        name: str,
+        value: Any,
+        every: float | None,
+        cron: str | None,
+        group: Group | None,
+        priority: int | None,
+    ) -> float:
+        """What ``schedule`` does for every queue type: check everything (the queue type's
+        own checks: :meth:`_check_run`), then write the record, exactly once given a
+        Database. Raises and costs as :meth:`fdbqueue.Queue.schedule`."""
+        checked = check_name(name)
+        timing = check_timing(every, cron)
+        encoded = self._store.encode(value)
+        self._check_run(priority, group)
+        packed = self._schedules.record(checked, encoded, timing, priority, group)
+        _check_context(tr)
+        require_writable(tr, "schedule")
+
+        def body(inner: Any) -> float:
+            self._router.check_type(inner)
+            return self._schedules.put(inner, checked, packed)
+
+        return self._in_transaction(tr, body)
+
+    def _check_run(self, priority: int | None, group: Group | None) -> None:
+        """Raise TypeError or ValueError when a run with ``priority`` and ``group`` could not
+        be written to this queue type (no database access)."""
+        raise NotImplementedError
+
+    def _write_run(
+        self, tr: Any, encoded: bytes, priority: int | None, group: Group | None
+    ) -> object:
+        """Enqueue one run of a schedule (``encoded`` by the codec already) in ``tr``, a
+        Transaction, as the queue type's enqueue (or push) of it would."""
+        raise NotImplementedError
+
+    def _in_transaction(self, tr: TransactionContext, body: Callable[[Any], R]) -> R:
+        """``body(tr)`` in ``tr`` (a Transaction), or in a transaction of its own given a
+        Database or Tenant, exactly once by the queue's receipts."""
+        if is_database(tr):
+            return self._store.receipts.run(tr, body)
+        _check_context(tr)
+        return body(tr)
+
+    def unschedule(self, tr: TransactionContext, name: str) -> bool:
+        """Remove the schedule ``name``: no more runs of it are enqueued (runs enqueued
+        already stay in the queue).
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+            name: the schedule's name.
+
+        Returns:
+            True when it was removed; False when there was no schedule of that name.
+
+        Raises:
+            TypeError, ValueError: ``name`` is not a schedule's name (as for
+                :meth:`fdbqueue.Queue.schedule`), or ``tr`` has the wrong type.
+
+        Given a Database, it takes effect exactly once (:doc:`guarantees`). Cost: one point
+        read (a read conflict on the record: a loop enqueuing a run of it at the same moment
+        conflicts, and one of them retries) and one clear.
+        """
+        checked = check_name(name)
+        _check_context(tr)
+        require_writable(tr, "unschedule")
+        return self._in_transaction(tr, lambda inner: self._schedules.remove(inner, checked))
+
+    @transactional
+    def schedules(self, tr: TransactionContext) -> list[ScheduleInfo]:
+        """Return every schedule of the queue (:class:`~fdbqueue.ScheduleInfo`: name, value,
+        ``every`` or ``cron``, group, priority, next due time and last run, in wall-clock
+        seconds since the epoch, and runs enqueued), by name.
+
+        Given a Database, one read-only transaction; given a Transaction, read in it. A
+        value the codec cannot decode shows as an :class:`~fdbqueue.Undecodable`.
+
+        Raises:
+            TypeError: ``tr`` has the wrong type.
+
+        Cost: one snapshot range read of the schedules' records (each holds its value); no
+        conflicts.
+        """
+        return self._schedules.listing(tr)
+
+    def enqueue_due_runs(self, tr: TransactionContext) -> int:
+        """Enqueue one run of every schedule that fell due by this client's clock, and move
+        each one's next due time on; return how many runs were enqueued. Every worker loop
+        (:meth:`work`) calls it about once a second (:doc:`schedules`); call it yourself to
+        run schedules without a worker loop (from cron, say).
+
+        Each due time is enqueued once, however many loops or callers run it at the same
+        time, and through commits with unknown results (:doc:`schedules`). When several due
+        times of a schedule passed since its last run, one run is enqueued, for the latest
+        of them.
+
+        Args:
+            tr: a Database or Tenant (each due schedule in a transaction of its own, exactly
+                once by the queue's receipts; one another caller is running meanwhile is left
+                to it), or a Transaction (all of it there, nothing committed).
+
+        Raises:
+            TypeError: ``tr`` has the wrong type.
+            QueueTypeError: the queue records another type, number of shards or codec.
+
+        Cost: a snapshot range read of the schedules' records (no conflicts); per due
+        schedule, a point read with a read conflict on its record, the enqueue's (or push's)
+        reads and writes, and one set (two loops firing the same due time conflict: one
+        gives way).
+        """
+        _check_context(tr)
+        return self._schedules.enqueue_due(tr, self._write_run)
 
     # -- the worker loop --------------------------------------------------------------------
 

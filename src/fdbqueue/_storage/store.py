@@ -13,6 +13,7 @@ Key layout of a queue whose subspace has the prefix ``P`` (bytes)::
     P + b"\\xff" + pack(("deduplication", ...))              ids of idempotent enqueues
     P + b"\\xff" + pack(("grouped"|"group"|"turns"|"groups", ...))  message groups
     P + b"\\xff" + pack(("began", ...))     -> float64 LE    when position buckets began
+    P + b"\\xff" + pack(("schedules", name))                periodic jobs (_delivery.schedules)
 
 Items live exactly where FoundationDB's recipes put them, so ``subspace.range()`` holds items
 and nothing else. Everything else the library keeps lives under ``P + b"\\xff"``: that byte
@@ -29,8 +30,10 @@ With the items still held it gives the rate of items taken (the dashboard's rate
 :mod:`fdbqueue.dashboard`).
 
 :meth:`ItemStore.clear` removes all of it but the receipts, which operations still in
-flight may need (:mod:`fdbqueue._transactions.receipts`), and the deduplication records, which
-producers retrying an enqueue may (:mod:`fdbqueue._delivery.deduplication`).
+flight may need (:mod:`fdbqueue._transactions.receipts`), the deduplication records, which
+producers retrying an enqueue may (:mod:`fdbqueue._delivery.deduplication`), and the
+schedules, which say what to enqueue rather than what is queued
+(:mod:`fdbqueue._delivery.schedules`).
 
 Taking items from an end, with its checks of keys and values, is :mod:`fdbqueue._storage.taking`;
 what a shard builds on this store is :mod:`fdbqueue._queues.shard`.
@@ -224,6 +227,8 @@ class ItemStore(TypeRecords):
         self.receipts = Receipts(self.metadata, enabled=check_flag(exactly_once, "exactly_once"))
         #: where idempotent enqueues record their ids (fdbqueue._delivery.deduplication)
         self.deduplication = self.metadata.subspace(("deduplication",))
+        #: where periodic jobs record their schedules (fdbqueue._delivery.schedules)
+        self.schedules = self.metadata.subspace(("schedules",))
         self.held = HeldValues(self.metadata)
         self.dead_letters = DeadLetters(self.metadata, self.codec, self.held)
         #: message groups (fdbqueue._storage.groups)
@@ -445,12 +450,13 @@ class ItemStore(TypeRecords):
 
     def clear(self, tr: AnyContext, *, items: bool = True) -> None:
         """Remove every item and all metadata except the receipts, which calls still in flight
-        may look up (:mod:`fdbqueue._transactions.receipts`; they expire by themselves), and
-        the deduplication records (their window ends by itself); only the metadata with
-        ``items=False`` (a sharded queue's own store, whose shards clear theirs). The size
-        and enqueue counters go with the metadata: both count from 0 again (a reader of the
-        enqueue counter sees it go back, as the dashboard's rates do). Cost: three range
-        clears, no reads."""
+        may look up (:mod:`fdbqueue._transactions.receipts`; they expire by themselves), the
+        deduplication records (their window ends by itself) and the schedules (what to
+        enqueue, not what is queued: :meth:`fdbqueue.Queue.unschedule` removes them); only
+        the metadata with ``items=False`` (a sharded queue's own store, whose shards clear
+        theirs). The size and enqueue counters go with the metadata: both count from 0 again
+        (a reader of the enqueue counter sees it go back, as the dashboard's rates do). Cost:
+        four range clears, no reads."""
         require_writable(tr, "clear")
         self._codec_verified = False  # the next queue here may record another codec
         prefix: bytes = self.subspace.key()
@@ -458,6 +464,7 @@ class ItemStore(TypeRecords):
             [
                 (self.receipts.begin, self.receipts.end),
                 (self.deduplication.range().start, self.deduplication.range().stop),
+                (self.schedules.range().start, self.schedules.range().stop),
             ]
         )
         begin = prefix if items else self.metadata.key()

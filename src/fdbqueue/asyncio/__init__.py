@@ -227,6 +227,9 @@ class _StoredQueue(Generic[S, T]):
     oldest_age = _twin(QueueBase[T].oldest_age, "Queue")
     set_group_weight = _twin(QueueBase[T].set_group_weight, "Queue")
     group_weight = _twin(QueueBase[T].group_weight, "Queue")
+    unschedule = _twin(QueueBase[T].unschedule, "Queue")
+    schedules = _twin(QueueBase[T].schedules, "Queue")
+    enqueue_due_runs = _twin(QueueBase[T].enqueue_due_runs, "Queue")
 
     async def work(
         self,
@@ -298,6 +301,7 @@ class Queue(_StoredQueue[fdbqueue.queue.Queue[T], T]):
     claim = _twin(fdbqueue.queue.Queue[T].claim, "Queue")
     claim_many = _twin(fdbqueue.queue.Queue[T].claim_many, "Queue")
     peek = _twin(fdbqueue.queue.Queue[T].peek, "Queue")
+    schedule = _twin(fdbqueue.queue.Queue[T].schedule, "Queue")
 
     def consumer(self, *args: Any, **kwargs: Any) -> Consumer:
         """Open a consumer session with coroutine calls: the arguments and errors of
@@ -366,6 +370,7 @@ class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue[T], T]):
     peek = _twin(fdbqueue.priority.PriorityQueue[T].peek, "PriorityQueue")
     peek_min = _twin(fdbqueue.priority.PriorityQueue[T].peek_min, "PriorityQueue")
     peek_max = _twin(fdbqueue.priority.PriorityQueue[T].peek_max, "PriorityQueue")
+    schedule = _twin(fdbqueue.priority.PriorityQueue[T].schedule, "PriorityQueue")
     peek_many_with_priorities = _twin(
         fdbqueue.priority.PriorityQueue[T].peek_many_with_priorities, "PriorityQueue"
     )

@@ -10,6 +10,9 @@ checked by :func:`fdbqueue.worker.check_work_options`) and ends its jobs with th
 :class:`fdbqueue.worker.Settler`, whose synchronous calls run on the event loop in a greenlet
 (:func:`fdbqueue.asyncio._bridge.run`), as every operation of :mod:`fdbqueue.asyncio` does.
 
+A task besides enqueues the due runs of the queue's schedules, about once a second, as the
+thread loop's thread does (:mod:`fdbqueue._delivery.schedules`).
+
 ``handler`` may be a coroutine function (awaited on the loop) or a plain function (run in the
 loop's default executor, a thread, so that it cannot block the loop).
 
@@ -40,6 +43,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from fdbqueue import metrics
+from fdbqueue._delivery import schedules
 from fdbqueue._delivery.leases import Lease
 from fdbqueue.asyncio import _bridge as bridge
 from fdbqueue.errors import LeaseError, QueueTypeError
@@ -174,6 +178,23 @@ class AsyncLoop:
         lease = claiming.result()
         if lease is not None:
             await self.give_back(lease)
+
+    async def check_schedules(self) -> None:
+        """Enqueue the due runs of the queue's schedules now and then every
+        :data:`~fdbqueue._delivery.schedules.CHECK_SECONDS` until ``stop`` is set (the
+        thread loop's :func:`~fdbqueue._delivery.schedules.check_until_stopped`, as a task);
+        a failure is logged and the next check tries again."""
+        while not self.stop.is_set():
+            try:
+                await bridge.run(self.queue.sync.enqueue_due_runs, self.database)
+            except Exception:
+                logger.warning(
+                    "enqueuing the due runs of %s failed",
+                    metrics.queue_name(self.queue.subspace.key()),
+                    exc_info=True,
+                )
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), schedules.CHECK_SECONDS)
 
     async def give_back(self, lease: Lease[Any]) -> None:
         """Release ``lease`` at once, unprocessed (:meth:`fdbqueue.worker.Settler.give_back`)."""
@@ -327,12 +348,13 @@ async def work(
     )
     async with stop_on_signals(loop.stop, given["handle_signals"]):
         workers = [asyncio.ensure_future(loop.run_worker()) for _ in range(concurrency)]
+        checking = asyncio.ensure_future(loop.check_schedules())  # the periodic jobs
         try:
             await asyncio.gather(*workers)
         finally:
-            for task in workers:
+            for task in [*workers, checking]:
                 task.cancel()
-            await finish(asyncio.gather(*workers, return_exceptions=True))
+            await finish(asyncio.gather(*workers, checking, return_exceptions=True))
     logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), loop.summary)
     return loop.summary
 
