@@ -24,12 +24,14 @@ from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._delivery.schedules import ScheduleInfo
 from fdbqueue._storage.dead_letters import DeadLetter
+from fdbqueue._storage.jobs import Job, JobInfo
 from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._transactions import suspension as _suspension
 from fdbqueue._transactions import transactional as _transactional
 from fdbqueue._transactions.transactional import TransactionContext, transactional
 from fdbqueue.codecs import Codec, JsonCodec, RawCodec, TupleCodec, Undecodable
 from fdbqueue.errors import (
+    JobFailedError,
     LeaseError,
     LeaseExpiredError,
     LeaseNotHeldError,
@@ -52,6 +54,9 @@ __all__ = [
     "Codec",
     "Consumer",
     "DeadLetter",
+    "Job",
+    "JobFailedError",
+    "JobInfo",
     "JsonCodec",
     "Lease",
     "LeaseError",

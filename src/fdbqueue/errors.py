@@ -16,6 +16,7 @@ Exception                           Raised when
                                     lease that is no longer held; its two subclasses say why.
 :class:`UnknownResultError`         a commit's outcome is unknown and can no longer be found
                                     out.
+:class:`JobFailedError`             ``result`` of a job that ended dead or cancelled.
 :class:`ClientLibraryMissingError`  opening a real cluster without ``libfdb_c``.
 :class:`BindingMismatchError`       the ``foundationdb`` binding is newer than ``libfdb_c``.
 :class:`BenchmarkError`             ``fdbqueue bench`` cannot run as asked.
@@ -28,6 +29,7 @@ __all__ = [
     "BenchmarkError",
     "BindingMismatchError",
     "ClientLibraryMissingError",
+    "JobFailedError",
     "LeaseError",
     "LeaseExpiredError",
     "LeaseNotHeldError",
@@ -60,6 +62,17 @@ class UnknownResultError(Exception):
     is older than the receipts' lifetime (``RECEIPT_LIFETIME``, 86,400 seconds by read versions
     and by the wall clock), or the transactions that look it up kept failing. The operation may
     or may not have taken effect."""
+
+
+class JobFailedError(Exception):
+    """``result()`` of a job that ended without a result: moved to the dead letters
+    (``state == "dead"``) or cancelled. ``info`` is the job's :class:`~fdbqueue.JobInfo`,
+    ``error`` its last failure ``(exception type, message, traceback lines)`` or None."""
+
+    def __init__(self, message: str, info: object, error: tuple[str, str, str] | None) -> None:
+        super().__init__(message)
+        self.info = info
+        self.error = error
 
 
 class ClientLibraryMissingError(RuntimeError):

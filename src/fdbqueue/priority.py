@@ -30,6 +30,7 @@ from fdbqueue._delivery.leases import Lease, check_lease_seconds
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._queues.shard import PriorityShard
 from fdbqueue._storage.groups import Group
+from fdbqueue._storage.jobs import Job, Submission
 from fdbqueue._transactions.transactional import TransactionContext, transactional
 from fdbqueue._transactions.waiting import check_blocking_arguments
 from fdbqueue.codecs import Codec
@@ -163,10 +164,49 @@ class PriorityQueue(QueueBase[T]):
         records (a snapshot range read and two blind clears each: no conflict). With
         ``group``: as a Queue's enqueue into a group (:meth:`fdbqueue.Queue.enqueue`).
         """
+        return self._push(tr, value, priority, delay, dedup_id, group, None)
+
+    def submit(
+        self,
+        tr: TransactionContext,
+        value: T,
+        *,
+        priority: int,
+        delay: float | None = None,
+        group: Group | None = None,
+        dedup_id: DedupId | None = None,
+    ) -> Job | None:
+        """Push ``value`` at ``priority`` as a *job*: an item with an id, a state, and a
+        result once a worker ran it (:doc:`jobs`).
+
+        Args and errors as :meth:`push`.
+
+        Returns:
+            The :class:`~fdbqueue.Job` (its id chosen before the commit), or None when
+            ``dedup_id`` was seen within the window.
+
+        Cost: :meth:`push`'s, and one set (the job's record).
+        """
+        check_priority(priority)
+        job = self._submission(group, priority)
+        written = self._push(tr, value, priority, delay, dedup_id, group, job)
+        return Job(job.id.hex()) if written else None
+
+    def _push(
+        self,
+        tr: TransactionContext,
+        value: T,
+        priority: int,
+        delay: float | None,
+        dedup_id: DedupId | None,
+        group: Group | None,
+        job: Submission | None,
+    ) -> bool:
+        """:meth:`push`, of a job's value with ``job``."""
         check_priority(priority)
         seconds = check_delay(delay)
         ids = None if dedup_id is None else [check_dedup_id(dedup_id)]
-        encoded = self._store.encode(value)
+        encoded = self._stored(value, job)
         self._store.item_key((priority, 0))  # checks the priority packs and the key fits
         where: tuple[Any, ...] = (priority,)
         if group is None:
@@ -176,7 +216,7 @@ class PriorityQueue(QueueBase[T]):
             where = (priority, group)
         if seconds:
             shard.delays.check_key(where)
-        return self._write(tr, [(shard, [encoded])], where, seconds, ids)[0]
+        return self._write(tr, [(shard, [encoded])], where, seconds, ids, job)[0]
 
     # -- periodic jobs ----------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from fdbqueue._delivery.leases import Lease, check_lease_seconds
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._queues.shard import FifoShard, Shard
 from fdbqueue._storage.groups import Group
+from fdbqueue._storage.jobs import Job, Submission
 from fdbqueue._transactions.transactional import TransactionContext, transactional
 from fdbqueue._transactions.waiting import check_blocking_arguments
 from fdbqueue.codecs import Codec
@@ -159,13 +160,51 @@ class Queue(QueueBase[T]):
         only with the take that empties the group), and, when it makes the group active, a
         snapshot range read, two sets and an atomic add (:doc:`groups`).
         """
+        return self._enqueue(tr, value, delay, dedup_id, group, None)
+
+    def submit(
+        self,
+        tr: TransactionContext,
+        value: T,
+        *,
+        delay: float | None = None,
+        group: Group | None = None,
+        dedup_id: DedupId | None = None,
+    ) -> Job | None:
+        """Enqueue ``value`` as a *job*: an item with an id, a state, and a result once a
+        worker ran it (:doc:`jobs`).
+
+        Args and errors as :meth:`enqueue` (the encoded value may be 30 bytes shorter: the
+        job's header shares FoundationDB's 100,000-byte value limit).
+
+        Returns:
+            The :class:`~fdbqueue.Job`, whose id is chosen before the transaction commits:
+            given a Transaction, the job exists once (and only if) it commits. None when
+            ``dedup_id`` was seen within the window (nothing was submitted).
+
+        Cost: :meth:`enqueue`'s, and one set (the job's record, in the queue's metadata).
+        """
+        job = self._submission(group, None)
+        written = self._enqueue(tr, value, delay, dedup_id, group, job)
+        return Job(job.id.hex()) if written else None
+
+    def _enqueue(
+        self,
+        tr: TransactionContext,
+        value: T,
+        delay: float | None,
+        dedup_id: DedupId | None,
+        group: Group | None,
+        job: Submission | None,
+    ) -> bool:
+        """:meth:`enqueue`, of a job's value with ``job``."""
         ids = None if dedup_id is None else [check_dedup_id(dedup_id)]
-        encoded = [self._store.encode(value)]
+        encoded = [self._stored(value, job)]
         seconds = check_delay(delay)
         if group is None:
-            return self._write(tr, self._router.runs(encoded), (), seconds, ids)[0]
+            return self._write(tr, self._router.runs(encoded), (), seconds, ids, job)[0]
         shard = self._group_shard(group, seconds)
-        return self._write(tr, [(shard, encoded)], (group,), seconds, ids)[0]
+        return self._write(tr, [(shard, encoded)], (group,), seconds, ids, job)[0]
 
     def enqueue_many(
         self,

@@ -318,24 +318,29 @@ def settlement(
     max_deliveries: int | None,
     backoff: float,
     max_backoff: float,
+    result: Any = None,
 ) -> Settlement:
-    """What to do with ``lease`` once its handler returned (``failure`` None) or raised:
-    acknowledge it; on its last delivery (``max_deliveries``), move it to the dead letters
-    with ``"Type: message (delivery n of max)"`` as the reason; else release it with
-    :func:`retry_delay`."""
+    """What to do with ``lease`` once its handler returned ``result`` (``failure`` None) or
+    raised: acknowledge it (a job keeps ``result``); on its last delivery
+    (``max_deliveries``), move it to the dead letters with ``"Type: message (delivery n of
+    max)"`` as the reason; else release it with :func:`retry_delay`."""
     if failure is None:
         message = f"%s done (delivery {lease.deliveries})"
-        return Settlement("ack", (), {}, "succeeded", logging.DEBUG, message)
+        return Settlement("ack", (), {"result": result}, "succeeded", logging.DEBUG, message)
     error = f"{type(failure).__name__}: {failure}"
     if max_deliveries is not None and lease.deliveries >= max_deliveries:
         reason = f"{error} (delivery {lease.deliveries} of {max_deliveries})"
         message = "%s failed on its last delivery, now a dead letter: "
         message += reason.replace("%", "%%")
-        return Settlement("dead_letter", (reason,), {}, "dead_lettered", logging.ERROR, message)
+        return Settlement(
+            "dead_letter", (reason,), {"error": failure}, "dead_lettered", logging.ERROR, message
+        )
     delay = retry_delay(lease.deliveries, backoff, max_backoff)
     message = f"%s failed (delivery {lease.deliveries}), retrying in {delay:.2f}s: "
     message += error.replace("%", "%%")
-    return Settlement("release", (), {"delay": delay}, "retried", logging.WARNING, message)
+    return Settlement(
+        "release", (), {"delay": delay, "error": failure}, "retried", logging.WARNING, message
+    )
 
 
 def describe_queue(queue: Any) -> str:
@@ -397,12 +402,13 @@ class Settler:
         if holder_call(lambda: self.queue.release(self.database, lease), "release"):
             self.summary.count("released")
 
-    def settle(self, lease: Lease[Any], failure: BaseException | None) -> None:
-        """Acknowledge a job that succeeded (``failure`` None); release or dead-letter one
-        that failed (:func:`settlement`); log it, and count it (as lost when the lease was not
-        held). Cost: one ack, release or dead_letter, tried again after a timeout."""
+    def settle(self, lease: Lease[Any], failure: BaseException | None, result: Any = None) -> None:
+        """Acknowledge a job that succeeded (``failure`` None; a submitted job keeps
+        ``result``, what its handler returned); release or dead-letter one that failed
+        (:func:`settlement`); log it, and count it (as lost when the lease was not held).
+        Cost: one ack, release or dead_letter, tried again after a timeout."""
         max_deliveries = self.queue.max_deliveries
-        plan = settlement(lease, failure, max_deliveries, *self.backoff)
+        plan = settlement(lease, failure, max_deliveries, *self.backoff, result)
         call = getattr(self.queue, plan.call)
         done = holder_call(
             lambda: call(self.database, lease, *plan.arguments, **plan.keywords), plan.call
@@ -481,9 +487,10 @@ class Loop:
         if self.options["transactional"]:
             self.process_in_transaction(job)
             return
+        result = None
         with self.heartbeat.running(job):
             try:
-                self.handler(job.lease.value)
+                result = self.handler(job.lease.value)
             except Exception as error:
                 failure: BaseException | None = error
             except BaseException:  # SystemExit or the like: give the item back; work raises it
@@ -498,7 +505,7 @@ class Loop:
             if job.lost:
                 self.settler.summary.count("lost")
                 return
-            self.settler.settle(job.lease, failure)
+            self.settler.settle(job.lease, failure, result)
 
     def process_in_transaction(self, job: Job) -> None:
         """Run ``handler(tr, value)`` and acknowledge the job in one transaction, exactly

@@ -44,6 +44,7 @@ from fdbqueue._delivery.leases import (
     lease_versions,
     wall_microseconds,
 )
+from fdbqueue._storage.jobs import job_of, strip_job_header
 from fdbqueue._storage.store import COUNT_PAGE_SIZE, ItemStore, count_keys
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken
 from fdbqueue._storage.transaction_bytes import (
@@ -248,8 +249,12 @@ class Leases:
             for item in taken.items:
                 held_id = os.urandom(LEASE_ID_BYTES)
                 self.store.held.put(tr, held_id, item.encoded)
+                if item.job is not None:
+                    self.store.jobs.started(tr, item.job, 1, item.job_record)
                 leases.append(
-                    self._grant(tr, item.key, item.value, 1, held_id, read_version, seconds)
+                    self._grant(
+                        tr, item.key, item.value, 1, held_id, read_version, seconds, item.job
+                    )
                 )
             moved_aside = moved_aside or taken.moved_aside
         if not leases:
@@ -435,8 +440,14 @@ class Leases:
                 moved = True
                 continue
             del tr[record.key]
+            job = job_of(bytes(value))
+            if job is not None and not self._job_goes_on(tr, job, parsed.item_key, parsed.held_id):
+                moved = True  # a cancelled job's item, dropped
+                continue
             self.store.held.drop(tr, parsed.held_id)
             self.store.groups.finished(tr, parsed.item_key)
+            if job is not None:
+                self.store.jobs.taken(tr, job)
             metrics.add("expired", **self.store.metric_attributes)
             metrics.add("dequeued", **self.store.metric_attributes)
             values.append(decoded)
@@ -555,7 +566,14 @@ class Leases:
                 )
             )
             return None, written + self._dead_letter(tr, item_key, deliveries, held_id, reason)
-        lease = self._grant(tr, item_key, value, deliveries + 1, held_id, read_version, seconds)
+        job = job_of(bytes(stored))
+        if job is not None and not self._job_goes_on(tr, job, item_key, held_id):
+            return None, written
+        if job is not None:
+            self.store.jobs.started(tr, job, deliveries + 1)
+        lease = self._grant(
+            tr, item_key, value, deliveries + 1, held_id, read_version, seconds, job
+        )
         metrics.on_commit(
             functools.partial(
                 logger.debug,
@@ -571,10 +589,28 @@ class Leases:
         # the new record: the old one's elements, its expiry time at most 9 bytes more
         return lease, written + set_bytes(len(lease.key), len(record.value) + 9)
 
+    def _job_goes_on(self, tr: AnyContext, job: bytes, item_key: bytes, held_id: bytes) -> bool:
+        """Whether the job ``job``, whose lease ended (expired, or given back), goes on to
+        its next delivery; False when it was cancelled (its item and lease are dropped here,
+        the job is ``cancelled``: :mod:`fdbqueue._storage.jobs`). Cost: a point read."""
+        record = self.store.jobs.parsed(self.store.jobs.read(tr, job))
+        if record is None or not (record.cancel_requested or record.state == "cancelled"):
+            return True
+        self.store.held.drop(tr, held_id)
+        self.store.groups.finished(tr, item_key)
+        if record.state != "cancelled":
+            self.store.jobs.finish(tr, job, "cancelled", record)
+        return False
+
     def _dead_letter(
         self, tr: AnyContext, item_key: bytes, deliveries: int, held_id: bytes, reason: str
     ) -> int:
-        """Move a lease's item to the dead letters; return the bytes written (about)."""
+        """Move a lease's item to the dead letters (its job, if it is one, ``dead``); return
+        the bytes written (about)."""
+        stored = self.store.held.get(tr.snapshot, held_id)
+        job = job_of(bytes(stored)) if stored.present() else None
+        if job is not None:
+            self.store.jobs.finish(tr, job, "dead", error=reason)
         self.store.dead_letters.add(tr, item_key, deliveries, reason, held_id=held_id)
         self.store.groups.finished(tr, item_key)
         metrics.add("dead_lettered", **self.store.metric_attributes)
@@ -589,6 +625,7 @@ class Leases:
         held_id: bytes,
         read_version: int,
         seconds: float,
+        job: bytes | None = None,
     ) -> Lease[Any]:
         lease_id = os.urandom(LEASE_ID_BYTES)
         expiry_version = read_version + lease_versions(seconds)
@@ -600,12 +637,19 @@ class Leases:
         metrics.add("claimed", **self.store.metric_attributes)
         group = self.store.groups.group_of(item_key)
         return Lease(
-            value, lease_id.hex(), deliveries, expiry_version, key, group, record.expiry_seconds()
+            value,
+            lease_id.hex(),
+            deliveries,
+            expiry_version,
+            key,
+            group,
+            record.expiry_seconds(),
+            job_id=None if job is None else job.hex(),
         )
 
-    def _lease_of(self, kv: Any, value: Any) -> Lease[Any]:
+    def _lease_of(self, kv: Any, value: Any, job: bytes | None = None) -> Lease[Any]:
         """The :class:`Lease` a lease record ``kv`` (a key-value pair read) stands for, with
-        ``value`` as its value."""
+        ``value`` as its value (of the job ``job``, if it is one)."""
         expiry_version, lease_id = self.leases.unpack(bytes(kv.key))
         record = LeaseRecord.parse(bytes(kv.value))
         group = self.store.groups.group_of(record.item_key)
@@ -618,6 +662,7 @@ class Leases:
             group,
             record.expiry_seconds(),
             record.released_at is not None,
+            None if job is None else job.hex(),
         )
 
     def in_flight(self, tr: AnyContext, limit: int, after: bytes | None = None) -> list[Lease[Any]]:
@@ -636,6 +681,10 @@ class Leases:
             for kv in records
         ]
         return [
-            self._lease_of(kv, decode_or_undecodable(self.store.codec, bytes(stored)))
+            self._lease_of(
+                kv,
+                decode_or_undecodable(self.store.codec, strip_job_header(bytes(stored))),
+                job_of(bytes(stored)),
+            )
             for kv, stored in zip(records, values, strict=True)
         ]

@@ -121,6 +121,8 @@ class Lease(Generic[T_co]):
             worker loop, to retry it after a backoff): nobody holds it; with a delay it is
             *delayed* until its expiry (``info().delayed`` counts it), then it *waits* as an
             expired lease's item does (``info().expired_leases``).
+        job_id: the id of the job the item is (:meth:`~fdbqueue.Queue.submit`), or None for
+            an item enqueued as a plain item.
     """
 
     value: T_co
@@ -131,6 +133,7 @@ class Lease(Generic[T_co]):
     group: Any = None
     expiry_time: float | None = None
     released: bool = False
+    job_id: str | None = None
 
     def expired(self, read_version: int, now: float | None = None) -> bool:
         """Whether the lease has expired for a transaction at ``read_version`` on a client
@@ -385,8 +388,9 @@ class LeaseHolds:
             )
         return bytes(stored)
 
-    def ack(self, tr: AnyContext, lease: Any) -> None:
-        """Remove a leased item for good.
+    def ack(self, tr: AnyContext, lease: Any, result: bytes | None = None) -> None:
+        """Remove a leased item for good; a job's (:attr:`Lease.job_id`) succeeded, with
+        ``result`` (encoded) kept (:mod:`fdbqueue._storage.jobs`).
 
         Raises:
             TypeError: ``lease`` is not a :class:`Lease`, or ``tr`` is a snapshot view.
@@ -401,6 +405,8 @@ class LeaseHolds:
         del tr[lease.key]
         self.store.held.drop(tr, record.held_id)
         self.store.groups.finished(tr, record.item_key)
+        if lease.job_id is not None:
+            self.store.jobs.finish(tr, bytes.fromhex(lease.job_id), "succeeded", result=result)
         metrics.add("acknowledged", **self.store.metric_attributes)
 
     def ack_many(self, tr: AnyContext, leases: list[Lease[Any]]) -> None:
@@ -429,12 +435,23 @@ class LeaseHolds:
             record = LeaseRecord.parse(stored_record)
             self.store.held.drop(tr, record.held_id)
             self.store.groups.finished(tr, record.item_key)
+            if lease.job_id is not None:
+                self.store.jobs.finish(tr, bytes.fromhex(lease.job_id), "succeeded")
         metrics.add("acknowledged", len(leases), **self.store.metric_attributes)
 
-    def release(self, tr: AnyContext, lease: Any, seconds: float = 0.0) -> None:
+    def release(
+        self,
+        tr: AnyContext,
+        lease: Any,
+        seconds: float = 0.0,
+        error: BaseException | str | None = None,
+    ) -> None:
         """Give a leased item back unprocessed: the next claim takes it, ahead of the queue;
         with ``seconds`` > 0, not before that many seconds after ``tr``'s read version (its
-        record is re-keyed to expire then, so a claim sees it as expired from then on).
+        record is re-keyed to expire then, so a claim sees it as expired from then on). A
+        job's record says ``retrying`` (after ``error``, which it keeps) or ``waiting``; a job
+        cancelled while it ran is not given back: its item is dropped, the job
+        ``cancelled``.
 
         Its delivery count is kept (the next claim raises it). Raises as :meth:`ack`; nothing
         changes when it raises. Cost: one point read, one clear and one set of the small
@@ -444,6 +461,12 @@ class LeaseHolds:
         """
         record = LeaseRecord.parse(self._held(tr, lease, "release"))
         del tr[lease.key]
+        if lease.job_id is not None and not self.store.jobs.released(
+            tr, bytes.fromhex(lease.job_id), seconds, error
+        ):
+            self.store.held.drop(tr, record.held_id)  # cancelled: it goes no further
+            self.store.groups.finished(tr, record.item_key)
+            return
         expiry_version = expiry_time = 0
         now = wall_microseconds()
         if seconds:
@@ -453,9 +476,12 @@ class LeaseHolds:
         tr[key] = record.released(expiry_time, now).pack()
         self.store.signal(tr)  # the item is claimable now (or its wait changed): wake claims
 
-    def dead_letter(self, tr: AnyContext, lease: Any, reason: str) -> None:
+    def dead_letter(
+        self, tr: AnyContext, lease: Any, reason: str, error: BaseException | None = None
+    ) -> None:
         """Move a leased item to the dead letters with ``reason``, its deliveries kept (the
-        caller logs why, as the worker loop does).
+        caller logs why, as the worker loop does); a job is ``dead``, with ``error`` (or
+        ``reason``) as its last failure.
 
         Raises as :meth:`ack`; nothing changes when it raises. Cost: one point read, a clear
         and a set.
@@ -466,6 +492,9 @@ class LeaseHolds:
             tr, record.item_key, record.deliveries, reason, held_id=record.held_id
         )
         self.store.groups.finished(tr, record.item_key)
+        if lease.job_id is not None:
+            failure = reason if error is None else error
+            self.store.jobs.finish(tr, bytes.fromhex(lease.job_id), "dead", error=failure)
         metrics.add("dead_lettered", **self.store.metric_attributes)
 
     def extend(self, tr: AnyContext, lease: Any, seconds: float) -> Lease[Any]:
@@ -490,4 +519,5 @@ class LeaseHolds:
             key,
             lease.group,
             extended.expiry_seconds(),
+            job_id=lease.job_id,
         )

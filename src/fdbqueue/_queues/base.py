@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypedDict, TypeVar
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import worker
-from fdbqueue._checks import check_count, check_flag, check_keywords
+from fdbqueue._checks import check_count, check_flag, check_keywords, check_seconds
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, check_abandon_after
 from fdbqueue._delivery.deduplication import (
     DEFAULT_DEDUP_WINDOW,
@@ -50,6 +50,15 @@ from fdbqueue._queues.router import Router, check_shards
 from fdbqueue._queues.shard import Shard
 from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._storage.groups import Group, check_weight
+from fdbqueue._storage.jobs import (
+    RESULT_TTL,
+    JobInfo,
+    Jobs,
+    Submission,
+    check_job_id,
+    new_job_id,
+    wrap,
+)
 from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._transactions.transactional import (
@@ -60,8 +69,16 @@ from fdbqueue._transactions.transactional import (
     run_in_retry_loop,
     transactional,
 )
+from fdbqueue._transactions.waiting import check_blocking_arguments, take_blocking
 from fdbqueue._wording import name_methods_after
-from fdbqueue.codecs import Codec, Undecodable
+from fdbqueue.codecs import (
+    MAX_VALUE_BYTES,
+    Codec,
+    Undecodable,
+    decode_or_undecodable,
+    resolve_codec,
+)
+from fdbqueue.errors import JobFailedError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -98,6 +115,8 @@ class QueueOptions(TypedDict, total=False):
     exactly_once: bool
     shards: int
     dedup_window: float
+    result_ttl: float
+    result_codec: str | Codec[Any] | None
 
 
 #: What each of :class:`QueueOptions` is when left out.
@@ -108,6 +127,8 @@ QUEUE_DEFAULTS: QueueOptions = {
     "exactly_once": True,
     "shards": 1,
     "dedup_window": DEFAULT_DEDUP_WINDOW,
+    "result_ttl": RESULT_TTL,
+    "result_codec": None,
 }
 
 
@@ -215,6 +236,9 @@ class QueueBase(Generic[T]):
         max_deliveries = given["max_deliveries"]
         seconds = check_queue_arguments(high_contention, given["abandon_after"], max_deliveries)
         count = check_shards(given["shards"])
+        result_ttl = check_seconds(given["result_ttl"], "result_ttl", allow_zero=True)
+        result_codec = given["result_codec"]
+        self._result_codec = None if result_codec is None else resolve_codec(result_codec)
         self._high_contention = high_contention
         self._max_deliveries = max_deliveries
         self._router = Router.build(
@@ -233,6 +257,9 @@ class QueueBase(Generic[T]):
         self._deduplication = Deduplication(self._store, window)
         #: The queue's schedules (periodic jobs): in its own store's metadata.
         self._schedules = Schedules(self._store)
+        #: The queue's job records: in its own store's metadata, shared by its shards.
+        self._jobs: Jobs = self._store.jobs
+        self._jobs.result_ttl = result_ttl
 
     # -- properties -------------------------------------------------------------------------
 
@@ -275,17 +302,145 @@ class QueueBase(Generic[T]):
         where: tuple[Any, ...],
         delay: float,
         ids: list[bytes] | None,
+        job: Submission | None = None,
     ) -> list[bool]:
         """Write ``runs`` (encoded values, each run into its shard) in one transaction, exactly
         once by the first run's shard's receipts (:meth:`Shard.write`), at ``where`` (the
         shard's :meth:`Shard.append` place: ``()``, a priority, a group), delayed by
         ``delay`` seconds (0: at once); with ``ids`` (packed by
         :func:`~fdbqueue._delivery.deduplication.check_dedup_id`, one per value), only the
-        values whose id the queue's deduplication records admit. Returns, per value (runs in
-        order), whether it was written. Cost: :meth:`Shard.write`'s."""
+        values whose id the queue's deduplication records admit; with ``job``, the one value
+        is that job's (its record written with it). Returns, per value (runs in order),
+        whether it was written. Cost: :meth:`Shard.write`'s."""
         dedup = None if ids is None else (self._deduplication, ids)
-        admitted: list[bool] = runs[0][0].write(tr, runs, where, delay, dedup)
+        admitted: list[bool] = runs[0][0].write(tr, runs, where, delay, dedup, job)
         return admitted
+
+    # -- jobs (fdbqueue._storage.jobs) -------------------------------------------------------
+
+    def _submission(self, group: Group | None, priority: int | None) -> Submission:
+        """A new job of this queue (its id chosen now, before any transaction)."""
+        return Submission(self._jobs, new_job_id(self._jobs.tag), group, priority)
+
+    def _stored(self, value: T, job: Submission | None) -> bytes:
+        """``value`` encoded and checked as an item's (:meth:`ItemStore.encode`), with the
+        job header of ``job`` when given (:func:`~fdbqueue._storage.jobs.wrap`)."""
+        encoded = self._store.encode(value)
+        return encoded if job is None else wrap(job.id, encoded)
+
+    def _encode_result(self, result: object) -> bytes | None:
+        """A handler's result encoded by the result codec (``result_codec``, else the
+        queue's), or None when it cannot be encoded or is over FoundationDB's value limit
+        (then no result is kept, and a warning says why)."""
+        codec = self._result_codec or self._store.codec
+        try:
+            encoded = codec.encode(result)
+            if isinstance(encoded, (bytearray, memoryview)):
+                encoded = bytes(encoded)
+            if not isinstance(encoded, bytes) or len(encoded) > MAX_VALUE_BYTES:
+                raise ValueError(f"{len(encoded):,} bytes encoded, more than a value holds")
+        except Exception as error:  # a codec may raise anything on what a handler returned
+            worker.logger.warning(
+                "fdbqueue: a job's result (%s) is not kept: the result codec cannot store it (%s)",
+                type(result).__name__,
+                error,
+            )
+            return None
+        return encoded
+
+    def _decode_result(self, encoded: bytes) -> Any:
+        codec = self._result_codec or self._store.codec
+        return decode_or_undecodable(codec, encoded)
+
+    @transactional
+    def job(self, tr: TransactionContext, job_id: str) -> JobInfo | None:
+        """What is known of the job ``job_id`` (:meth:`submit`'s :attr:`Job.id`): its state,
+        deliveries, times, last error and result (:class:`~fdbqueue.JobInfo`); None when
+        there is no such job (never submitted, its transaction never committed, or its
+        record was cleared ``result_ttl`` seconds after it finished).
+
+        Raises:
+            TypeError: ``job_id`` is not a str.
+            ValueError: it is not 32 hexadecimal digits, or it is another queue's job.
+
+        Cost: two point reads issued together (snapshot: no conflict).
+        """
+        raw = check_job_id(job_id, self._jobs.tag)
+        reader: Any = getattr(tr, "snapshot", tr)
+        return self._jobs.info(reader, raw, self._decode_result)
+
+    def result(self, database: Any, job_id: str, *, timeout: float | None = None) -> Any:
+        """Wait until the job ``job_id`` ends and return its result (what the worker's
+        handler returned, decoded; None when none was kept).
+
+        It waits on a FoundationDB watch of the job's record (no polling), so it returns as
+        soon as the job's final state commits.
+
+        Args:
+            database: a Database or Tenant (waiting needs transactions of its own).
+            timeout: seconds to wait at most (None: no limit).
+
+        Raises:
+            JobFailedError: the job ended dead (its error attached) or cancelled.
+            TimeoutError: ``timeout`` seconds passed first.
+            TypeError, ValueError: a bad ``job_id`` (as :meth:`job`) or ``timeout``, or
+                ``database`` is a Transaction.
+            KeyError: no such job (never submitted, or cleared after ``result_ttl``).
+
+        Cost: per look, a read-only transaction of two point reads; while waiting, one watch.
+        """
+        raw = check_job_id(job_id, self._jobs.tag)
+        seconds = check_blocking_arguments(database, True, timeout)
+
+        def look(db: Any, _deadline: float | None) -> JobInfo | None:
+            info: JobInfo | None = run_in_retry_loop(
+                db, lambda tr: self._jobs.info(tr.snapshot, raw, self._decode_result)
+            )
+            if info is None:
+                raise KeyError(
+                    f"no job {job_id} in this queue: never submitted, or cleared "
+                    "result_ttl seconds after it finished"
+                )
+            return info if info.finished else None
+
+        info = take_blocking(database, look, self._jobs.key(raw), seconds)
+        if info is None:
+            raise TimeoutError(f"job {job_id} did not finish within {timeout} s")
+        if info.state == "succeeded":
+            return info.result
+        raise JobFailedError(
+            f"job {job_id} ended {info.state}"
+            + (f": {info.error[0]}: {info.error[1]}" if info.error else ""),
+            info,
+            info.error,
+        )
+
+    @transactional
+    def cancel(self, tr: TransactionContext, job_id: str) -> bool:
+        """Cancel the job ``job_id``: a waiting, delayed or retrying job never reaches a
+        handler (True); a running one is not retried once it ends (True); a finished or
+        unknown one: False.
+
+        The cancelled job's item is dropped by the take or claim that meets it (its key may
+        have moved), so :meth:`size` counts it until then.
+
+        Raises:
+            TypeError, ValueError: a bad ``job_id`` (as :meth:`job`); nothing changes.
+
+        Cost: one point read (a read conflict: a claim of the job at the same time makes one
+        of them retry) and a set or two.
+        """
+        raw = check_job_id(job_id, self._jobs.tag)
+        require_writable(tr, "cancel")
+        return self._jobs.cancel(tr, raw)
+
+    def clear_finished_jobs(self, database: Any) -> int:
+        """Clear the records and results of every job that finished more than
+        ``result_ttl`` seconds ago, in transactions of their own; return how many. The
+        worker loop calls it once a minute; finishing jobs also clear up to 100 at a time,
+        at most once a second. Cost: per 100 jobs, a transaction with a snapshot range read
+        and three clears each (no conflicts)."""
+        return self._jobs.clear_expired(lambda body: run_in_retry_loop(database, body))
 
     # -- looking at the whole queue ---------------------------------------------------------
 
@@ -720,13 +875,17 @@ class QueueBase(Generic[T]):
 
     # -- held leases ------------------------------------------------------------------------
 
-    def ack(self, tr: TransactionContext, lease: Lease[Any]) -> None:
+    def ack(self, tr: TransactionContext, lease: Lease[Any], *, result: Any = None) -> None:
         """Remove a claimed item for good: its processing is done.
 
         Args:
             tr: a Database, Tenant or Transaction (then it composes with your own writes,
                 for example the results of processing the item).
             lease: what ``claim`` returned.
+            result: for a job's item (:attr:`Lease.job_id`), its result, kept for
+                ``result_ttl`` seconds (:meth:`result`), encoded by the result codec (a
+                result it cannot encode is not kept, with a warning); None keeps none.
+                Ignored for a plain item.
 
         Raises:
             TypeError: ``lease`` is not a :class:`Lease`, or ``tr`` has the wrong type.
@@ -737,9 +896,13 @@ class QueueBase(Generic[T]):
 
         Nothing changes when it raises. Given a Database, it takes effect exactly once even
         when a commit's outcome is unknown (:doc:`guarantees`). Cost: one point
-        read (a read conflict on the lease) and two clears.
+        read (a read conflict on the lease) and two clears; for a job, a point read and two
+        sets (its record), one more with a result.
         """
-        self._router.for_lease(lease, "ack").ack(tr, lease)
+        shard = self._router.for_lease(lease, "ack")
+        job = lease.job_id if isinstance(lease, Lease) else None
+        encoded = None if result is None or job is None else self._encode_result(result)
+        shard.ack(tr, lease, encoded)
 
     def ack_many(self, tr: TransactionContext, leases: Iterable[Lease[Any]]) -> None:
         """Remove several claimed items for good, in one transaction: all of them, or none.
@@ -792,12 +955,19 @@ class QueueBase(Generic[T]):
             LeaseNotHeldError, LeaseExpiredError: as :meth:`ack`, before ``body`` is called.
             Exception: what ``body`` raises; nothing commits then.
 
-        Cost: ``body``'s reads and writes, and :meth:`ack`'s, in one transaction.
+        Cost: ``body``'s reads and writes, and :meth:`ack`'s, in one transaction. For a job's
+        item, what ``body`` returns (not None) is kept as its result, as :meth:`ack`'s
+        ``result``.
         """
-        self._router.for_lease(lease, "ack").ack_with(database, lease, body)
+        self._router.for_lease(lease, "ack").ack_with(database, lease, body, self._encode_result)
 
     def release(
-        self, tr: TransactionContext, lease: Lease[Any], *, delay: float | None = None
+        self,
+        tr: TransactionContext,
+        lease: Lease[Any],
+        *,
+        delay: float | None = None,
+        error: BaseException | None = None,
     ) -> None:
         """Give a claimed item back unprocessed: the next ``claim`` takes it first; with
         ``delay``, not before that many seconds (a retry with backoff).
@@ -805,6 +975,9 @@ class QueueBase(Generic[T]):
         Args:
             delay: seconds (at most 12 hours) before the item can be claimed again; None or
                 0: at once. Measured with read versions, as leases are.
+            error: why (an exception), for a job's item: the job is ``retrying`` and keeps
+                it as its last error (None: ``waiting`` again). A job cancelled while it ran
+                is not given back: its item is dropped and the job ``cancelled``.
 
         Raises as :meth:`ack` (and TypeError or ValueError for a bad ``delay``); nothing
         changes when it raises. The delivery count is kept, so releasing counts towards
@@ -812,11 +985,21 @@ class QueueBase(Generic[T]):
         """
         plain = delay is None or (type(delay) in (int, float) and delay == 0)
         seconds = 0.0 if plain else check_lease_seconds(delay)
-        self._router.for_lease(lease, "release").release(tr, lease, seconds)
+        if error is not None and not isinstance(error, BaseException):
+            raise TypeError(f"error must be an exception, not {type(error).__name__}")
+        self._router.for_lease(lease, "release").release(tr, lease, seconds, error)
 
-    def dead_letter(self, tr: TransactionContext, lease: Lease[Any], reason: str) -> None:
+    def dead_letter(
+        self,
+        tr: TransactionContext,
+        lease: Lease[Any],
+        reason: str,
+        *,
+        error: BaseException | None = None,
+    ) -> None:
         """Move a claimed item to the dead letters now, with ``reason`` (for instance the
-        error its processing raised), instead of releasing it for another delivery.
+        error its processing raised), instead of releasing it for another delivery. A job's
+        item: the job is ``dead``, with ``error`` (else ``reason``) as its last error.
 
         Raises as :meth:`ack`, and TypeError when ``reason`` is not a str; nothing changes
         when it raises. Cost: one point read, a clear and a set (the value stays where it is
@@ -824,7 +1007,9 @@ class QueueBase(Generic[T]):
         """
         if not isinstance(reason, str):
             raise TypeError(f"reason must be a str, not {type(reason).__name__}")
-        self._router.for_lease(lease, "dead_letter").dead_letter(tr, lease, reason)
+        if error is not None and not isinstance(error, BaseException):
+            raise TypeError(f"error must be an exception, not {type(error).__name__}")
+        self._router.for_lease(lease, "dead_letter").dead_letter(tr, lease, reason, error)
 
     def extend(self, tr: TransactionContext, lease: Lease[V], seconds: float) -> Lease[V]:
         """Keep a claimed item longer: its lease now expires ``seconds`` after this call's

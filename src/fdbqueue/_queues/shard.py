@@ -41,6 +41,7 @@ from fdbqueue._delivery.delays import DelayedItems
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
 from fdbqueue._storage.dead_letters import DeadLetter, TakenDeadLetter
+from fdbqueue._storage.jobs import Submission
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._storage.store import ItemStore, count_keys
@@ -176,17 +177,22 @@ class Shard:
         where: tuple[Any, ...],
         delay: float,
         dedup: tuple[Deduplication, list[bytes]] | None,
+        job: Submission | None = None,
     ) -> list[bool]:
         """Write each run's values into its shard (this one among them), at the back or
         delayed by ``delay`` seconds, in one transaction, exactly once by this shard's
         receipts; with ``dedup``, only the values whose id it admits. The runs into one shard
         are written together, in order (one :meth:`put`). Per value (runs in order), whether
-        written. Cost: per shard written, :meth:`put`'s; with ``dedup``, its reads and writes
-        (:mod:`fdbqueue._delivery.deduplication`)."""
+        written. With ``job``, the one value is a job's, and its record is written too when
+        the value is (:mod:`fdbqueue._storage.jobs`). Cost: per shard written, :meth:`put`'s;
+        with ``dedup``, its reads and writes (:mod:`fdbqueue._delivery.deduplication`); with
+        ``job``, one set."""
         require_writable(tr, self.WRITE_ACTION)
         if dedup is None and len(runs) == 1:  # one run, every value written (an enqueue)
             shard, values = runs[0]
             shard.put(tr, values, where, delay)
+            if job is not None:
+                job.record(tr, delay)
             return [True] * len(values)
         count = sum(len(values) for _shard, values in runs)
         admitted = [True] * count if dedup is None else dedup[0].admit(tr, dedup[1])
@@ -197,6 +203,8 @@ class Shard:
         for shard, values in kept.items():
             if values:
                 shard.put(tr, values, where, delay)
+        if job is not None and admitted[0]:
+            job.record(tr, delay)
         return admitted
 
     def put(
@@ -420,9 +428,10 @@ class Shard:
     # -- leases ---------------------------------------------------------------------------
 
     @exactly_once
-    def ack(self, tr: AnyContext, lease: Lease[Any]) -> None:
-        """Acknowledge ``lease`` (:meth:`fdbqueue.Queue.ack`)."""
-        self.leases.holds.ack(tr, lease)
+    def ack(self, tr: AnyContext, lease: Lease[Any], result: bytes | None = None) -> None:
+        """Acknowledge ``lease`` (:meth:`fdbqueue.Queue.ack`); a job's ``result``
+        (encoded) is kept."""
+        self.leases.holds.ack(tr, lease, result)
 
     @exactly_once
     def ack_batches(self, tr: AnyContext, batches: list[tuple[Shard, list[Lease[Any]]]]) -> None:
@@ -432,15 +441,23 @@ class Shard:
             shard.leases.holds.ack_many(tr, leases)
 
     @exactly_once
-    def release(self, tr: AnyContext, lease: Lease[Any], seconds: float) -> None:
-        """Give ``lease``'s item back, claimable after ``seconds``
+    def release(
+        self,
+        tr: AnyContext,
+        lease: Lease[Any],
+        seconds: float,
+        error: BaseException | str | None = None,
+    ) -> None:
+        """Give ``lease``'s item back, claimable after ``seconds``, after ``error``
         (:meth:`fdbqueue.Queue.release`)."""
-        self.leases.holds.release(tr, lease, seconds)
+        self.leases.holds.release(tr, lease, seconds, error)
 
     @exactly_once
-    def dead_letter(self, tr: AnyContext, lease: Lease[Any], reason: str) -> None:
+    def dead_letter(
+        self, tr: AnyContext, lease: Lease[Any], reason: str, error: BaseException | None = None
+    ) -> None:
         """Move ``lease``'s item to the dead letters (:meth:`fdbqueue.Queue.dead_letter`)."""
-        self.leases.holds.dead_letter(tr, lease, reason)
+        self.leases.holds.dead_letter(tr, lease, reason, error)
 
     @exactly_once
     def extend(self, tr: AnyContext, lease: Lease[Any], seconds: float) -> Lease[Any]:
@@ -448,15 +465,26 @@ class Shard:
         extended: Lease[Any] = self.leases.holds.extend(tr, lease, seconds)
         return extended
 
-    def ack_with(self, database: Any, lease: Lease[Any], body: Callable[[Any], object]) -> None:
+    def ack_with(
+        self,
+        database: Any,
+        lease: Lease[Any],
+        body: Callable[[Any], object],
+        encode_result: Callable[[object], bytes | None] | None = None,
+    ) -> None:
         """Check that ``lease`` is still held, run ``body(tr)``, then acknowledge ``lease``,
         in one transaction of ``database``, exactly once by this shard's receipts: both
         commit together or not at all. ``body`` is not called for a lease no longer held
-        (LeaseNotHeldError, LeaseExpiredError): its item may be another holder's by then."""
+        (LeaseNotHeldError, LeaseExpiredError): its item may be another holder's by then.
+        With ``encode_result``, a job's result is what ``body`` returned, so encoded."""
 
         def body_then_ack(tr: Any) -> None:
             self.leases.holds.ack(tr, lease)  # reads (a conflict) and checks the lease first
-            body(tr)
+            returned = body(tr)
+            if lease.job_id is not None and encode_result is not None and returned is not None:
+                result = encode_result(returned)
+                if result is not None:
+                    self.store.jobs.keep_result(tr, bytes.fromhex(lease.job_id), result)
 
         self.receipts.run(database, body_then_ack)
 

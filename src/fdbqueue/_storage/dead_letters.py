@@ -29,6 +29,7 @@ import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from fdbqueue._storage.held import HeldValues
+from fdbqueue._storage.jobs import strip_job_header
 from fdbqueue._storage.transaction_bytes import clear_bytes, set_bytes
 from fdbqueue.codecs import Codec, decode_or_undecodable
 
@@ -134,7 +135,7 @@ class DeadLetters:
             _version, held_id = self.subspace.unpack(kv.key)
             item_key, deliveries, reason = fdb.tuple.unpack(bytes(kv.value))
             raw = bytes(stored) if stored.present() else b""
-            value = decode_or_undecodable(self.codec, raw)
+            value = decode_or_undecodable(self.codec, strip_job_header(raw))
             found.append(DeadLetter(value, deliveries, reason, held_id.hex(), item_key, kv.key))
         return found
 

@@ -473,7 +473,7 @@ class Groups:
 
     def any_active(self, looked: Any) -> bool:
         """Whether :meth:`look`'s read found a group active."""
-        return looked.present() and _COUNTER.unpack(bytes(looked))[0] > 0
+        return bool(looked.present()) and _COUNTER.unpack(bytes(looked))[0] > 0
 
     def oldest_began(self, reader: Any) -> float | None:
         """When the groups' oldest waiting item was enqueued, less than 5 s early (wall-clock

@@ -60,6 +60,7 @@ from fdbqueue._storage.ages import ItemAges
 from fdbqueue._storage.dead_letters import DeadLetters
 from fdbqueue._storage.groups import Groups
 from fdbqueue._storage.held import HeldValues
+from fdbqueue._storage.jobs import RESULT_TTL, Jobs, strip_job_header
 from fdbqueue._storage.transaction_bytes import MAX_TRANSACTION_BYTES, set_bytes
 from fdbqueue._storage.type_records import TypeRecords, type_name
 from fdbqueue._transactions.receipts import Receipts
@@ -233,6 +234,8 @@ class ItemStore(TypeRecords):
         self.dead_letters = DeadLetters(self.metadata, self.codec, self.held)
         #: message groups (fdbqueue._storage.groups)
         self.groups = Groups(self)
+        #: the queue's job records (fdbqueue._storage.jobs): one set for all its shards
+        self.jobs: Jobs = parent.jobs if parent is not None else Jobs(self.metadata, RESULT_TTL)
         #: when ranges of positions began: the age of the oldest item (fdbqueue._storage.ages)
         self.ages = ItemAges(self.metadata, self.subspace, leading_integers)
 
@@ -289,7 +292,7 @@ class ItemStore(TypeRecords):
                 such an item is undecodable, and moves to the dead letters as any other.
             Exception: whatever the codec raises on bytes it cannot read.
         """
-        value = self.codec.decode(bytes(data))
+        value = self.codec.decode(strip_job_header(bytes(data)))
         if value is None:
             raise ValueError(
                 "the stored value decodes to None, which a take cannot return (None means "

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from fdbqueue._storage.jobs import JobRecord, job_of
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._storage.transaction_bytes import clear_bytes, set_bytes
 from fdbqueue._transactions.transactional import AnyContext, require_writable
@@ -57,11 +58,14 @@ Front = Callable[[Any, int], list[Any]]
 
 @dataclass(frozen=True)
 class TakenItem:
-    """An item a take removed: its key, its stored bytes and its decoded value."""
+    """An item a take removed: its key, its stored bytes and its decoded value; for a job's
+    item (:mod:`fdbqueue._storage.jobs`), its id and the record read (None: none found)."""
 
     key: bytes
     encoded: bytes
     value: Any
+    job: bytes | None = None
+    job_record: JobRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,8 @@ class Taken:
 
     Attributes:
         items: the items taken, in take order (cleared, not yet counted out of the size).
-        quarantined: poison items moved to the dead letters (counted out of the size).
+        quarantined: poison items moved to the dead letters, and cancelled jobs' items
+            dropped (counted out of the size).
         budget_spent: True when it stopped because the byte budget ran out, so more items
             may wait: a caller that took nothing commits and tries again.
     """
@@ -136,7 +141,10 @@ def take(
     Cost: the reads ``front`` makes (one range read when no item is poison) and a snapshot
     point read of the codec record issued with the first, one clear per item, a range clear
     of the ``began`` records below them (:mod:`fdbqueue._storage.ages`; no read, no read
-    conflict), and per poison item two sets and an atomic add.
+    conflict), and per poison item two sets and an atomic add; per job's item a point read
+    of its record (a read conflict: a cancel at the same time conflicts), and for a plain
+    take (not ``moving``) its state change (:meth:`~fdbqueue._storage.jobs.Jobs.taken`).
+    A cancelled job's item is cleared and counted out of the size instead of taken.
     """
     require_writable(tr, "taking items")
     if codec_record is None:
@@ -177,7 +185,18 @@ def take(
                 quarantined += 1
                 spent += 0 if moving else moved
                 continue
-            taken.append(TakenItem(item.key, encoded, value))
+            job = job_of(encoded)
+            record = None
+            if job is not None:  # a job's item: its record says whether it goes on
+                jobs = store.jobs
+                record = jobs.parsed(jobs.read(tr, job))
+                if record is not None and record.state == "cancelled":
+                    store.add_to_size(tr, -1)  # dropped: it never reaches a consumer
+                    quarantined += 1
+                    continue
+                if not moving:  # handed to the caller: done
+                    jobs.taken(tr, job, record)
+            taken.append(TakenItem(item.key, encoded, value, job, record))
             if begin <= item.key < stop:
                 ungrouped.append(position)
             if len(taken) == n:

@@ -209,10 +209,11 @@ class AsyncLoop:
             return
         beating = asyncio.ensure_future(self.heartbeat(job))
         failure: BaseException | None = None
+        result: Any = None
         try:
             result = self.handler(job.lease.value)
             if inspect.isawaitable(result):
-                await result
+                result = await result
         except Exception as error:
             failure = error
         except BaseException:
@@ -220,7 +221,7 @@ class AsyncLoop:
             await finish(self.end(job, beating, None, give_back=True))
             raise
         beating.cancel()
-        await finish(self.end(job, beating, failure, give_back=False))
+        await finish(self.end(job, beating, failure, give_back=False, result=result))
 
     async def process_in_transaction(self, job: AsyncJob) -> None:
         """Run ``handler(tr, value)`` and acknowledge the job in one transaction, exactly
@@ -251,16 +252,17 @@ class AsyncLoop:
         beating: asyncio.Future[None],
         failure: BaseException | None,
         give_back: bool,
+        result: Any = None,
     ) -> None:
         """Once the (cancelled) heartbeat has ended, release the job's item (``give_back``) or
-        settle it; a job whose lease was lost is only counted."""
+        settle it (a job keeps ``result``); a job whose lease was lost is only counted."""
         await asyncio.wait({beating})
         if job.lost:
             self.summary.count("lost")
         elif give_back:
             await self.give_back(job.lease)
         else:
-            await self.settle(job.lease, failure)
+            await self.settle(job.lease, failure, result)
 
     async def heartbeat(self, job: AsyncJob) -> None:
         """Extend the job's lease every ``lease / 3`` seconds until cancelled."""
@@ -275,10 +277,12 @@ class AsyncLoop:
             except Exception as error:  # the cluster; try again at the next beat
                 logger.warning("could not extend a job's lease: %s", error)
 
-    async def settle(self, lease: Lease[Any], failure: BaseException | None) -> None:
-        """Acknowledge a job that succeeded; release or dead-letter one that failed
-        (:meth:`fdbqueue.worker.Settler.settle`)."""
-        await bridge.run(self.settler.settle, lease, failure)
+    async def settle(
+        self, lease: Lease[Any], failure: BaseException | None, result: Any = None
+    ) -> None:
+        """Acknowledge a job that succeeded (keeping ``result``); release or dead-letter one
+        that failed (:meth:`fdbqueue.worker.Settler.settle`)."""
+        await bridge.run(self.settler.settle, lease, failure, result)
 
 
 @contextlib.asynccontextmanager

@@ -1,0 +1,532 @@
+"""Jobs: an id, a state, a result and an error for every item submitted as a job.
+
+:meth:`fdbqueue.Queue.submit` (and :meth:`fdbqueue.PriorityQueue.submit`) enqueue an item
+and write its *job record* in the same transaction. The item is an item like any other,
+where the recipes put it; its stored value starts with a *job header* that carries the job's
+id, followed by the codec's bytes::
+
+    job header = b"\\xfe\\x00fdbqueue.job\\x00" + 16 id bytes   (the id: 32 hexadecimal digits)
+
+Every decode strips it (:meth:`~fdbqueue._storage.store.ItemStore.decode`: the one decode of
+every take, claim and peek), so consumers see the value submitted. A value whose stored bytes
+start with that header is read as a job's: no built-in codec writes it (a tuple never starts
+with ``0xfe``, JSON never does, and a ``raw`` value would have to start with those 14 bytes).
+
+The records, in the queue's metadata (a sharded queue's own, not a shard's)::
+
+    P + b"\\xff" + pack(("jobs", id))           -> pack((1, state, deliveries, enqueued_at,
+                                                     started_at, finished_at, due_at,
+                                                     cancel_requested, group, priority,
+                                                     error type, error message,
+                                                     error traceback))
+    P + b"\\xff" + pack(("job_results", id))    -> the result, encoded by the result codec
+    P + b"\\xff" + pack(("jobs_finished", finished_at, id)) -> b""   (for the TTL's sweep)
+
+Times are wall-clock microseconds (:func:`fdbqueue._clock.now`); 0 for none. The state
+changes in the transaction that moves the item (:mod:`fdbqueue._delivery.claims`,
+:mod:`fdbqueue._storage.taking`, :mod:`fdbqueue._delivery.leases`), never in another one:
+
+* ``waiting``: submitted (or given back), its item waits; reported as ``delayed`` while its
+  ``due_at`` is ahead (a delayed submit, a release with a delay);
+* ``running``: claimed (a lease holds it; ``deliveries`` counts the claims);
+* ``retrying``: given back after a failure (the worker's release with a backoff), waiting
+  for its next delivery;
+* ``succeeded``: acknowledged (or taken by a plain ``dequeue``/``pop``, which hands it to its
+  caller), with its result when the worker loop kept one;
+* ``dead``: moved to the dead letters, with the last error;
+* ``cancelled``: :meth:`Jobs.cancel` before it ran, or while it ran and it then failed.
+
+A cancelled job's item is not removed at once (its key may have moved: a delay, a shard, a
+lease): the take or claim that meets it clears it instead of delivering it, so it never
+reaches a handler, and :meth:`fdbqueue.Queue.size` counts it until then.
+
+Finished records (succeeded, dead, cancelled) are cleared ``result_ttl`` seconds after they
+finished: each finishing transaction sweeps at most :data:`SWEEP_LIMIT` expired ones at most
+once a second per process and queue object (snapshot reads, blind clears), and
+:meth:`Jobs.clear_expired` clears all of them (the worker loop calls it).
+
+Source followed: FoundationDB's developer guide (state changes in the transaction that does
+the work; watches for :meth:`fdbqueue.Queue.result`); rq's job statuses, Celery's
+``AsyncResult`` and BullMQ's job states, for the names.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import fdb.tuple
+from fdb.subspace_impl import Subspace
+
+from fdbqueue import _clock
+from fdbqueue.codecs import MAX_VALUE_BYTES
+
+__all__ = [
+    "FINISHED",
+    "JOB_HEADER",
+    "RESULT_TTL",
+    "STATES",
+    "SWEEP_LIMIT",
+    "Job",
+    "JobInfo",
+    "JobRecord",
+    "Jobs",
+    "Submission",
+    "check_job_id",
+    "job_header",
+    "job_of",
+    "strip_job_header",
+]
+
+#: What starts a job's stored value, before its 16 id bytes and the codec's bytes.
+JOB_HEADER = b"\xfe\x00fdbqueue.job\x00"
+_HEADER_LENGTH = len(JOB_HEADER)
+JOB_ID_BYTES = 16
+_PREFIX_LENGTH = _HEADER_LENGTH + JOB_ID_BYTES
+_TAG_BYTES = 4
+#: Every state :attr:`JobInfo.state` takes.
+STATES = ("waiting", "delayed", "running", "retrying", "succeeded", "dead", "cancelled")
+#: The states of a job that ended.
+FINISHED = frozenset({"succeeded", "dead", "cancelled"})
+#: Seconds a finished job's record and result are kept, unless the queue says otherwise
+#: (``result_ttl``): a day.
+RESULT_TTL = 86_400.0
+#: Finished records one sweep clears at most.
+SWEEP_LIMIT = 100
+#: Lines of a traceback a job's error keeps (the last ones).
+TRACEBACK_LINES = 20
+#: Characters of an error's message a job's record keeps.
+MESSAGE_CHARACTERS = 2_000
+_MICROSECONDS = 1_000_000
+
+
+def job_header(job_id: bytes) -> bytes:
+    """The header a job's stored value starts with (see the module docstring)."""
+    return JOB_HEADER + job_id
+
+
+def job_of(encoded: bytes) -> bytes | None:
+    """The job id (16 bytes) a stored value carries, or None for an item that is no job."""
+    if encoded[:_HEADER_LENGTH] == JOB_HEADER and len(encoded) >= _PREFIX_LENGTH:
+        return encoded[_HEADER_LENGTH:_PREFIX_LENGTH]
+    return None
+
+
+def strip_job_header(encoded: bytes) -> bytes:
+    """A stored value without its job header (the codec's bytes); unchanged for an item
+    that is no job."""
+    if encoded[:_HEADER_LENGTH] == JOB_HEADER and len(encoded) >= _PREFIX_LENGTH:
+        return encoded[_PREFIX_LENGTH:]
+    return encoded
+
+
+def check_job_id(job_id: Any, tag: bytes) -> bytes:
+    """The 16 bytes a job id (32 hexadecimal digits, as :attr:`Job.id`) stands for, checked
+    to be a job of the queue whose :meth:`Jobs.tag` is ``tag``.
+
+    Raises:
+        TypeError: ``job_id`` is not a str.
+        ValueError: it is not 32 hexadecimal digits, or it is a job of another queue.
+    """
+    if not isinstance(job_id, str):
+        raise TypeError(f"a job id is a str of 32 hexadecimal digits, not {type(job_id).__name__}")
+    try:
+        raw = bytes.fromhex(job_id)
+    except ValueError:
+        raw = b""
+    if len(raw) != JOB_ID_BYTES or len(job_id) != 2 * JOB_ID_BYTES:
+        shown = job_id if len(job_id) <= 80 else job_id[:77] + "..."
+        raise ValueError(f"a job id is 32 hexadecimal digits, not {shown!r}")
+    if raw[:_TAG_BYTES] != tag:
+        raise ValueError(f"job {job_id} is a job of another queue, not of this one")
+    return raw
+
+
+def new_job_id(tag: bytes) -> bytes:
+    """A new job's id (known before the commit): the queue's ``tag`` (4 bytes) and 12
+    random bytes."""
+    return tag + os.urandom(JOB_ID_BYTES - _TAG_BYTES)
+
+
+def wrap(job_id: bytes, encoded: bytes) -> bytes:
+    """A job's stored value: its header and the codec's bytes ``encoded``.
+
+    Raises:
+        ValueError: the whole is larger than FoundationDB's 100,000-byte value limit.
+    """
+    stored = job_header(job_id) + encoded
+    if len(stored) > MAX_VALUE_BYTES:
+        raise ValueError(
+            f"a job's encoded value is at most {MAX_VALUE_BYTES - _PREFIX_LENGTH:,} bytes (its "
+            f"header takes {_PREFIX_LENGTH}), not {len(encoded):,}"
+        )
+    return stored
+
+
+@dataclass(frozen=True)
+class Job:
+    """A submitted job (what :meth:`fdbqueue.Queue.submit` returns).
+
+    Attributes:
+        id: the job's id, 32 hexadecimal digits, chosen before the transaction commits (a
+            transaction that never commits leaves no job with it): give it to
+            :meth:`~fdbqueue.Queue.job`, :meth:`~fdbqueue.Queue.result` and
+            :meth:`~fdbqueue.Queue.cancel`.
+    """
+
+    id: str
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What :meth:`fdbqueue.Queue.job` tells of a job.
+
+    Attributes:
+        id: the job's id.
+        state: one of :data:`STATES`: ``"waiting"``, ``"delayed"``, ``"running"``,
+            ``"retrying"``, ``"succeeded"``, ``"dead"`` or ``"cancelled"``.
+        deliveries: how many times it was claimed.
+        enqueued_at, started_at, finished_at: wall-clock seconds since the epoch (None:
+            not yet): when it was submitted, last claimed, finished.
+        due_at: when a delayed or retrying job may be taken (wall-clock seconds), or None.
+        error: the last failure, ``(exception type, message, last traceback lines)``, or None.
+        result: what the handler returned (decoded; None when none was kept).
+        has_result: whether a result is kept (a handler may return None).
+        group: its message group, or None.
+        priority: its priority (a PriorityQueue's), or None.
+        cancel_requested: :meth:`~fdbqueue.Queue.cancel` was called while it ran: it is not
+            retried.
+    """
+
+    id: str
+    state: str
+    deliveries: int
+    enqueued_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    due_at: float | None
+    error: tuple[str, str, str] | None
+    result: Any
+    has_result: bool
+    group: Any
+    priority: int | None
+    cancel_requested: bool
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job ended: succeeded, dead or cancelled."""
+        return self.state in FINISHED
+
+
+def _seconds(microseconds: int) -> float | None:
+    return microseconds / _MICROSECONDS if microseconds else None
+
+
+def _now() -> int:
+    return round(_clock.now() * _MICROSECONDS)
+
+
+def describe_failure(error: BaseException | str | None) -> tuple[str, str, str]:
+    """``(type, message, traceback's last lines)`` of a failure, as a job keeps it."""
+    if error is None:
+        return ("", "", "")
+    if isinstance(error, str):
+        return ("", error[:MESSAGE_CHARACTERS], "")
+    lines = traceback.format_exception(type(error), error, error.__traceback__)
+    text = "".join(lines).rstrip("\n").splitlines()[-TRACEBACK_LINES:]
+    return (type(error).__name__, str(error)[:MESSAGE_CHARACTERS], "\n".join(text))
+
+
+@dataclass
+class JobRecord:
+    """A job record's fields (see the module docstring); times in microseconds, 0: none."""
+
+    state: str
+    deliveries: int = 0
+    enqueued_at: int = 0
+    started_at: int = 0
+    finished_at: int = 0
+    due_at: int = 0
+    cancel_requested: bool = False
+    group: Any = None
+    priority: int | None = None
+    error: tuple[str, str, str] = ("", "", "")
+
+    def pack(self) -> bytes:
+        """The record's value."""
+        packed: bytes = fdb.tuple.pack(
+            (
+                1,
+                self.state,
+                self.deliveries,
+                self.enqueued_at,
+                self.started_at,
+                self.finished_at,
+                self.due_at,
+                self.cancel_requested,
+                self.group,
+                self.priority,
+                *self.error,
+            )
+        )
+        return packed
+
+    @classmethod
+    def parse(cls, value: bytes) -> JobRecord:
+        """The record a value packs.
+
+        Raises:
+            ValueError: not a job record of this layout.
+        """
+        try:
+            fields = fdb.tuple.unpack(value)
+            (_version, state, deliveries, enqueued, started, finished, due, cancel, group,
+             priority, error_type, message, trace) = fields  # fmt: skip
+        except Exception as error:
+            raise ValueError(f"not a job record ({error})") from None
+        return cls(
+            str(state),
+            int(deliveries),
+            int(enqueued),
+            int(started),
+            int(finished),
+            int(due),
+            bool(cancel),
+            group,
+            priority,
+            (str(error_type), str(message), str(trace)),
+        )
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A job being submitted: its records' home, id, group and priority; the write of its
+    item records it (:meth:`record`) in the same transaction."""
+
+    jobs: Jobs
+    id: bytes
+    group: Any
+    priority: int | None
+
+    def record(self, tr: Any, delay: float) -> None:
+        """Write its record in ``tr`` (``delay``: seconds before its item falls due)."""
+        self.jobs.submitted(tr, self.id, delay, self.group, self.priority)
+
+
+class Jobs:
+    """The job records of one queue (see the module docstring).
+
+    Args:
+        metadata: the queue's metadata subspace (a sharded queue's own).
+        result_ttl: seconds a finished job's record and result are kept (0: no result is
+            kept, and the record is cleared at the first sweep).
+    """
+
+    def __init__(self, metadata: Subspace, result_ttl: float) -> None:
+        #: the first 4 bytes of this queue's job ids: a CRC-32 of its metadata prefix, so that
+        #: an id of another queue's job is refused (:func:`check_job_id`)
+        self.tag = zlib.crc32(metadata.key()).to_bytes(_TAG_BYTES, "big")
+        self.records = metadata.subspace(("jobs",))
+        self.results = metadata.subspace(("job_results",))
+        self.finished = metadata.subspace(("jobs_finished",))
+        self.result_ttl = result_ttl
+        self._next_sweep = 0.0  # _clock.now() of the next sweep a finish makes
+
+    def key(self, job_id: bytes) -> bytes:
+        """The key of the record of the job ``job_id`` (its watch wakes ``result``)."""
+        key: bytes = self.records.pack((job_id,))
+        return key
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read(self, reader: Any, job_id: bytes) -> Any:
+        """Start reading the record of ``job_id`` through ``reader`` (a point read: with a
+        read conflict unless ``reader`` is a snapshot view); :meth:`parsed` reads it."""
+        return reader.get(self.key(job_id))
+
+    @staticmethod
+    def parsed(future: Any) -> JobRecord | None:
+        """The record a :meth:`read` found, or None when there is none (an unknown job, or
+        one cleared after its TTL)."""
+        if not future.present():
+            return None
+        try:
+            return JobRecord.parse(bytes(future))
+        except ValueError:
+            return None
+
+    def info(self, reader: Any, job_id: bytes, decode: Any) -> JobInfo | None:
+        """What :meth:`fdbqueue.Queue.job` returns (``decode``: the result codec's). Cost:
+        two point reads issued together, through ``reader``."""
+        record_read = self.read(reader, job_id)
+        result_read = reader.get(self.results.pack((job_id,)))
+        record = self.parsed(record_read)
+        if record is None:
+            return None
+        has_result = result_read.present()
+        result = decode(bytes(result_read)) if has_result else None
+        state = record.state
+        if state in ("waiting", "retrying") and record.due_at > _now():
+            state = "delayed" if state == "waiting" else "retrying"
+        error = record.error if any(record.error) else None
+        return JobInfo(
+            job_id.hex(),
+            state,
+            record.deliveries,
+            _seconds(record.enqueued_at),
+            _seconds(record.started_at),
+            _seconds(record.finished_at),
+            _seconds(record.due_at),
+            error,
+            result,
+            has_result,
+            record.group,
+            record.priority,
+            record.cancel_requested,
+        )
+
+    # -- state changes (each in the transaction that moves the job's item) ---------------
+
+    def submitted(
+        self, tr: Any, job_id: bytes, delay: float, group: Any, priority: int | None
+    ) -> None:
+        """A job was submitted in ``tr``: its record, ``waiting`` (``delay`` seconds ahead:
+        reported ``delayed`` until then). Cost: one set."""
+        now = _now()
+        due = now + round(delay * _MICROSECONDS) if delay else 0
+        record = JobRecord("waiting", enqueued_at=now, due_at=due, group=group, priority=priority)
+        tr[self.key(job_id)] = record.pack()
+
+    def _change(self, tr: Any, job_id: bytes, record: JobRecord | None) -> JobRecord | None:
+        """``record`` (None: read it now, with a read conflict) for a state change."""
+        if record is None:
+            record = self.parsed(self.read(tr, job_id))
+        return record
+
+    def taken(self, tr: Any, job_id: bytes, record: JobRecord | None = None) -> None:
+        """The job's item was taken by a plain take (``dequeue``, ``pop``): handed to the
+        caller, it succeeded. Cost: a point read (unless ``record`` is given) and a set, and
+        :meth:`finish`'s."""
+        self.finish(tr, job_id, "succeeded", self._change(tr, job_id, record))
+
+    def started(
+        self, tr: Any, job_id: bytes, deliveries: int, record: JobRecord | None = None
+    ) -> None:
+        """The job's item was claimed (its ``deliveries``-th delivery): ``running``. Cost: a
+        point read (unless ``record`` is given) and a set."""
+        record = self._change(tr, job_id, record)
+        if record is None:
+            return
+        record.state = "running"
+        record.deliveries = deliveries
+        record.started_at = _now()
+        record.due_at = 0
+        tr[self.key(job_id)] = record.pack()
+
+    def released(
+        self, tr: Any, job_id: bytes, delay: float, error: BaseException | str | None
+    ) -> bool:
+        """The job's lease was given back (``delay`` seconds before its next delivery; after
+        ``error`` when it failed): ``retrying`` after a failure, else ``waiting``. Returns
+        False when the job was cancelled while it ran: it is ``cancelled`` now, and the
+        caller drops its item instead. Cost: a point read and a set."""
+        record = self._change(tr, job_id, None)
+        if record is None:
+            return True
+        if record.cancel_requested:
+            if error is not None:
+                record.error = describe_failure(error)
+            self.finish(tr, job_id, "cancelled", record)
+            return False
+        record.state = "waiting" if error is None else "retrying"
+        record.due_at = _now() + round(delay * _MICROSECONDS) if delay else 0
+        if error is not None:
+            record.error = describe_failure(error)
+        tr[self.key(job_id)] = record.pack()
+        return True
+
+    def finish(
+        self,
+        tr: Any,
+        job_id: bytes,
+        state: str,
+        record: JobRecord | None = None,
+        *,
+        result: bytes | None = None,
+        error: BaseException | str | None = None,
+    ) -> None:
+        """The job ended in ``state`` (succeeded, dead or cancelled), with its ``result``
+        (encoded; kept for ``result_ttl`` seconds) or ``error``. Cost: a point read (unless
+        ``record`` is given), two sets (the record and its entry for the TTL's sweep), one
+        more with a result; at most once a second, the sweep (:meth:`sweep`)."""
+        record = self._change(tr, job_id, record)
+        if record is None:
+            return
+        now = _now()
+        record.state = state
+        record.finished_at = now
+        record.due_at = 0
+        if error is not None:
+            record.error = describe_failure(error)
+        tr[self.key(job_id)] = record.pack()
+        tr[self.finished.pack((now, job_id))] = b""
+        if result is not None and self.result_ttl > 0:
+            tr[self.results.pack((job_id,))] = result
+        if now / _MICROSECONDS >= self._next_sweep:
+            self._next_sweep = now / _MICROSECONDS + 1.0
+            self.sweep(tr, now)
+
+    def keep_result(self, tr: Any, job_id: bytes, result: bytes) -> None:
+        """Keep ``result`` (encoded) as the result of a job that finished in ``tr`` (a
+        ``transactional`` handler's, known once the acknowledgement's writes were made).
+        Cost: one set (none when ``result_ttl`` is 0)."""
+        if self.result_ttl > 0:
+            tr[self.results.pack((job_id,))] = result
+
+    def cancel(self, tr: Any, job_id: bytes) -> bool:
+        """Cancel the job: a waiting, delayed or retrying one is ``cancelled`` (its item is
+        dropped by the take or claim that meets it); a running one is not retried once it
+        ends (``cancel_requested``). False for a finished or unknown job. Cost: a point
+        read (a read conflict: a claim of the job at the same time conflicts) and a set."""
+        record = self._change(tr, job_id, None)
+        if record is None or record.state in FINISHED:
+            return False
+        if record.state == "running":
+            if record.cancel_requested:
+                return False
+            record.cancel_requested = True
+            tr[self.key(job_id)] = record.pack()
+            return True
+        self.finish(tr, job_id, "cancelled", record)
+        return True
+
+    # -- storage bound ---------------------------------------------------------------------
+
+    def sweep(self, tr: Any, now: int, limit: int = SWEEP_LIMIT) -> int:
+        """Clear, in ``tr``, up to ``limit`` finished jobs whose ``result_ttl`` passed at
+        ``now`` (microseconds): record, result and TTL entry. Returns how many. Cost: a
+        snapshot range read (no conflict) and three blind clears per job."""
+        horizon = now - round(self.result_ttl * _MICROSECONDS)
+        begin = self.finished.range().start
+        end = self.finished.pack((horizon + 1,))
+        expired = list(tr.snapshot.get_range(begin, end, limit=limit))
+        for entry in expired:
+            _finished_at, job_id = self.finished.unpack(bytes(entry.key))
+            del tr[entry.key]
+            del tr[self.key(job_id)]
+            del tr[self.results.pack((job_id,))]
+        return len(expired)
+
+    def clear_expired(self, run: Any) -> int:
+        """Clear every finished job whose ``result_ttl`` passed, :data:`SWEEP_LIMIT` at a
+        time, each batch in a transaction run by ``run`` (``run(body)``: a retry loop);
+        returns how many."""
+        cleared = 0
+        while True:
+            batch: int = run(lambda tr: self.sweep(tr, _now()))
+            cleared += batch
+            if batch < SWEEP_LIMIT:
+                return cleared
