@@ -230,6 +230,10 @@ class _StoredQueue(Generic[S, T]):
     unschedule = _twin(QueueBase[T].unschedule, "Queue")
     schedules = _twin(QueueBase[T].schedules, "Queue")
     enqueue_due_runs = _twin(QueueBase[T].enqueue_due_runs, "Queue")
+    job = _twin(QueueBase[T].job, "Queue")
+    result = _twin(QueueBase[T].result, "Queue")
+    cancel = _twin(QueueBase[T].cancel, "Queue")
+    clear_finished_jobs = _twin(QueueBase[T].clear_finished_jobs, "Queue")
 
     async def work(
         self,
@@ -302,6 +306,7 @@ class Queue(_StoredQueue[fdbqueue.queue.Queue[T], T]):
     claim_many = _twin(fdbqueue.queue.Queue[T].claim_many, "Queue")
     peek = _twin(fdbqueue.queue.Queue[T].peek, "Queue")
     schedule = _twin(fdbqueue.queue.Queue[T].schedule, "Queue")
+    submit = _twin(fdbqueue.queue.Queue[T].submit, "Queue")
 
     def consumer(self, *args: Any, **kwargs: Any) -> Consumer:
         """Open a consumer session with coroutine calls: the arguments and errors of
@@ -371,6 +376,7 @@ class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue[T], T]):
     peek_min = _twin(fdbqueue.priority.PriorityQueue[T].peek_min, "PriorityQueue")
     peek_max = _twin(fdbqueue.priority.PriorityQueue[T].peek_max, "PriorityQueue")
     schedule = _twin(fdbqueue.priority.PriorityQueue[T].schedule, "PriorityQueue")
+    submit = _twin(fdbqueue.priority.PriorityQueue[T].submit, "PriorityQueue")
     peek_many_with_priorities = _twin(
         fdbqueue.priority.PriorityQueue[T].peek_many_with_priorities, "PriorityQueue"
     )
