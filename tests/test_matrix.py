@@ -265,7 +265,16 @@ class Shape:
 
         return self.run(self.queue.work(self.db, handler, **kwargs))
 
+    def submit(self, value: Any, priority: int = 0, **kwargs: Any) -> Any:
+        """``submit`` (a PriorityQueue's with ``priority``): the Job, or None."""
+        if self.spec.priority:
+            return self.run(self.queue.submit(self.db, value, priority=priority, **kwargs))
+        return self.run(self.queue.submit(self.db, value, **kwargs))
+
     claim_many = _on_queue("claim_many")
+    job = _on_queue("job")
+    result = _on_queue("result")
+    cancel = _on_queue("cancel")
     ack = _on_queue("ack")
     ack_many = _on_queue("ack_many")
     release = _on_queue("release")
@@ -878,6 +887,109 @@ def test_work_transactional(shape: Shape) -> None:
 
     assert sorted(fdbqueue.transactional(read)(shape.db)) == sorted(v for v, _ in ITEMS)
     assert shape.empty() and shape.leases() == []
+
+
+# -- jobs -------------------------------------------------------------------------------------
+
+
+@shapes(SHAPES)
+def test_a_job_is_followed_from_submit_to_its_result(shape: Shape) -> None:
+    job = shape.submit("a", 2)
+    info = shape.job(job.id)
+    assert (info.state, info.deliveries, info.started_at, info.finished_at) == (
+        "waiting",
+        0,
+        None,
+        None,
+    )
+    assert info.priority == (2 if shape.spec.priority else None) and info.group is None
+    lease = shape.claim(LONG)
+    assert lease.value == "a" and lease.job_id == job.id
+    running = shape.job(job.id)
+    assert (running.state, running.deliveries) == ("running", 1) and running.started_at
+    shape.ack(lease, result=("answer", 42))
+    done = shape.job(job.id)
+    assert done.state == "succeeded" and done.finished_at and done.has_result
+    assert done.result == ("answer", 42)
+    assert shape.result(job.id, timeout=1) == ("answer", 42)
+
+
+@shapes(SHAPES)
+def test_a_taken_job_succeeded_and_a_plain_item_is_no_job(shape: Shape) -> None:
+    job = shape.submit("a", 1)
+    shape.put("b", 2)
+    taken = sorted([shape.take(), shape.take()])
+    assert taken == ["a", "b"]
+    assert shape.job(job.id).state == "succeeded"
+    shape.put("c", 0)
+    lease = shape.claim(LONG)
+    assert lease.job_id is None
+    shape.ack(lease, result="kept nowhere")  # a plain item keeps no result
+
+
+@shapes(SHAPES)
+def test_a_cancelled_job_never_reaches_a_consumer(shape: Shape) -> None:
+    cancelled = shape.submit("a", 1)
+    kept = shape.submit("b", 2)
+    assert shape.cancel(cancelled.id) is True
+    assert shape.cancel(cancelled.id) is False  # finished already
+    assert shape.job(cancelled.id).state == "cancelled"
+    lease = shape.claim(LONG)
+    assert lease is not None and lease.value == "b" and lease.job_id == kept.id
+    assert shape.claim(LONG) is None and shape.take() is None
+    shape.ack(lease)
+    assert shape.size() == 0 and shape.empty()
+    with pytest.raises(fdbqueue.JobFailedError) as failed:
+        shape.result(cancelled.id, timeout=1)
+    assert failed.value.info.state == "cancelled"
+
+
+@shapes(SHAPES)
+def test_a_running_job_cancelled_is_not_retried(shape: Shape) -> None:
+    job = shape.submit("a", 1)
+    lease = shape.claim(LONG)
+    assert shape.cancel(job.id) is True
+    info = shape.job(job.id)
+    assert info.state == "running" and info.cancel_requested
+    shape.release(lease, error=RuntimeError("it failed"))
+    assert shape.job(job.id).state == "cancelled"
+    assert shape.claim(LONG) is None and shape.leases() == []
+
+
+@shapes(SHAPES)
+def test_a_failed_job_retries_then_dies_with_its_error(shape: Shape) -> None:
+    job = shape.submit("a", 1)
+    lease = shape.claim(LONG)
+    shape.release(lease, delay=SHORT, error=ValueError("first"))
+    info = shape.job(job.id)
+    assert info.state == "retrying" and info.error[:2] == ("ValueError", "first")
+    assert info.due_at is not None
+    shape.advance(PAST_SHORT)
+    again = shape.claim(LONG)
+    assert again.job_id == job.id and shape.job(job.id).deliveries == 2
+    shape.dead_letter(again, "gave up", error=KeyError("second"))
+    dead = shape.job(job.id)
+    assert dead.state == "dead" and dead.error[:2] == ("KeyError", "'second'")
+    with pytest.raises(fdbqueue.JobFailedError, match="dead: KeyError"):
+        shape.result(job.id, timeout=1)
+
+
+@shapes(SHAPES)
+def test_work_keeps_a_jobs_result(shape: Shape) -> None:
+    jobs = [shape.submit(value, priority) for value, priority in ITEMS]
+    summary = shape.work(lambda value: value.upper(), lease=5, until_empty=True)
+    assert summary.succeeded == len(ITEMS)
+    for job, (value, _priority) in zip(jobs, ITEMS, strict=True):
+        assert shape.result(job.id, timeout=1) == value.upper()
+
+
+@shapes(SHAPES)
+def test_a_delayed_job_is_delayed_then_waits(shape: Shape) -> None:
+    job = shape.submit("a", 1, delay=SHORT)
+    assert shape.job(job.id).state == "delayed"
+    shape.advance(PAST_SHORT)
+    assert shape.job(job.id).state == "waiting"
+    assert shape.take() == "a" and shape.job(job.id).state == "succeeded"
 
 
 # -- recoveries -------------------------------------------------------------------------------

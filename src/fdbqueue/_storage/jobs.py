@@ -511,7 +511,7 @@ class Jobs:
         snapshot range read (no conflict) and three blind clears per job."""
         horizon = now - round(self.result_ttl * _MICROSECONDS)
         begin = self.finished.range().start
-        end = self.finished.pack((horizon + 1,))
+        end = self.finished.pack((horizon,))  # finished before the horizon: not this instant
         expired = list(tr.snapshot.get_range(begin, end, limit=limit))
         for entry in expired:
             _finished_at, job_id = self.finished.unpack(bytes(entry.key))
