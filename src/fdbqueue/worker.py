@@ -66,6 +66,7 @@ from fdbqueue import metrics
 from fdbqueue._checks import check_flag, check_keywords, check_seconds
 from fdbqueue._delivery.heartbeat import Heartbeat, Job
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seconds
+from fdbqueue._delivery.workers import Registration, RegistrationThread, job_id
 from fdbqueue._transactions.transactional import is_database
 from fdbqueue.errors import LeaseError, QueueTypeError
 
@@ -78,6 +79,7 @@ __all__ = [
     "WorkSummary",
     "check_handler",
     "check_work_arguments",
+    "registration",
     "retry_delay",
     "settlement",
     "work",
@@ -123,6 +125,13 @@ class WorkSummary:
         """Add one to the attribute named ``outcome`` (thread-safe enough: under a lock)."""
         with _SUMMARY_LOCK:
             setattr(self, outcome, getattr(self, outcome) + 1)
+
+    @property
+    def jobs_done(self) -> int:
+        """The jobs ended so far: succeeded, retried, dead-lettered or lost (not the items
+        released unprocessed); what the loop's worker record reports
+        (:class:`~fdbqueue.WorkerInfo`)."""
+        return self.succeeded + self.retried + self.dead_lettered + self.lost
 
 
 _SUMMARY_LOCK = threading.Lock()
@@ -539,6 +548,19 @@ def stop_on_signals(stop: threading.Event, enabled: bool) -> Iterator[None]:
             signal.signal(number, handler)
 
 
+def registration(
+    queue: Any, database: Any, settler: Settler, running: Callable[[], list[Lease[Any]]]
+) -> Registration:
+    """The worker record of a loop on ``queue`` (sync), whose ``settler`` counts its jobs
+    done and ``running()`` gives the leases of its jobs running (:mod:`fdbqueue._delivery.workers`;
+    both loops keep one)."""
+
+    def status() -> tuple[int, list[str]]:
+        return settler.summary.jobs_done, [job_id(lease) for lease in running()]
+
+    return Registration(queue._worker_registry, database, status)
+
+
 def work(
     queue: Any,
     database: Any,
@@ -559,6 +581,7 @@ def work(
     settler = Settler(queue, database, given)
     heartbeat = Heartbeat(queue, database, given["lease"])
     loop = Loop(queue, database, handler, given, stop, heartbeat, settler)
+    registered = RegistrationThread(registration(queue, database, settler, heartbeat.leases))
     concurrency, seconds, summary = given["concurrency"], given["lease"], settler.summary
     threads = [
         threading.Thread(target=loop.run_thread, name=f"fdbqueue-worker-{n}", daemon=True)
@@ -581,6 +604,7 @@ def work(
         finally:
             stop.set()
             heartbeat.close()
+            registered.close()
     logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), summary)
     if loop.failures:
         raise loop.failures[0]

@@ -40,6 +40,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from fdbqueue import metrics
+from fdbqueue._delivery import workers as registry
 from fdbqueue._delivery.leases import Lease
 from fdbqueue.asyncio import _bridge as bridge
 from fdbqueue.errors import LeaseError, QueueTypeError
@@ -50,6 +51,7 @@ from fdbqueue.worker import (
     WorkSummary,
     check_work_options,
     describe,
+    registration,
 )
 
 if TYPE_CHECKING:
@@ -108,6 +110,8 @@ class AsyncLoop:
         #: :meth:`settle`).
         self.settler = Settler(queue.sync, database, options)
         self.summary: WorkSummary = self.settler.summary
+        #: The jobs running, for the loop's worker record (:meth:`keep_registered`).
+        self.running: set[AsyncJob] = set()
 
     async def run_worker(self) -> None:
         """Claim and process items until ``stop`` is set."""
@@ -137,7 +141,12 @@ class AsyncLoop:
             if self.stop.is_set():
                 await self.give_back(lease)
                 return
-            await self.process(AsyncJob(lease))
+            job = AsyncJob(lease)
+            self.running.add(job)
+            try:
+                await self.process(job)
+            finally:
+                self.running.discard(job)
 
     async def claim(self, due_in: float = 0.0) -> Lease[Any] | None:
         """A claim that gives up when ``stop`` is set: blocking, unless ``until_empty`` (then
@@ -254,6 +263,19 @@ class AsyncLoop:
             except Exception as error:  # the cluster; try again at the next beat
                 logger.warning("could not extend a job's lease: %s", error)
 
+    async def keep_registered(self, record: registry.Registration) -> None:
+        """Register the loop's worker record, then beat it every
+        :data:`~fdbqueue._delivery.workers.HEARTBEAT_SECONDS` until cancelled (each write
+        on the loop, in a greenlet; a failed one is logged and left to the next beat)."""
+        await bridge.run(record.register)
+        while True:
+            await asyncio.sleep(registry.HEARTBEAT_SECONDS)
+            await bridge.run(record.beat)
+
+    def running_leases(self) -> list[Lease[Any]]:
+        """The current lease of every job running."""
+        return [job.lease for job in self.running]
+
     async def settle(self, lease: Lease[Any], failure: BaseException | None) -> None:
         """Acknowledge a job that succeeded; release or dead-letter one that failed
         (:meth:`fdbqueue.worker.Settler.settle`)."""
@@ -325,14 +347,19 @@ async def work(
         "" if concurrency == 1 else "s",
         seconds,
     )
+    record = registration(queue.sync, database, loop.settler, loop.running_leases)
+    registered = asyncio.ensure_future(loop.keep_registered(record))
     async with stop_on_signals(loop.stop, given["handle_signals"]):
         workers = [asyncio.ensure_future(loop.run_worker()) for _ in range(concurrency)]
         try:
             await asyncio.gather(*workers)
         finally:
-            for task in workers:
+            for task in [*workers, registered]:
                 task.cancel()
-            await finish(asyncio.gather(*workers, return_exceptions=True))
+            try:
+                await finish(asyncio.gather(*workers, registered, return_exceptions=True))
+            finally:
+                await finish(bridge.run(record.deregister))
     logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), loop.summary)
     return loop.summary
 
