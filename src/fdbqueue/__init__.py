@@ -22,6 +22,7 @@ from fdb.subspace_impl import Subspace
 from fdbqueue import _clock, memory
 from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.leases import Lease
+from fdbqueue._delivery.workers import WorkerInfo
 from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._transactions import suspension as _suspension
@@ -66,6 +67,7 @@ __all__ = [
     "TupleCodec",
     "Undecodable",
     "UnknownResultError",
+    "WorkerInfo",
     "__version__",
     "memory",
     "transactional",

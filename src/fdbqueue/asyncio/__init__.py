@@ -227,6 +227,7 @@ class _StoredQueue(Generic[S, T]):
     oldest_age = _twin(QueueBase[T].oldest_age, "Queue")
     set_group_weight = _twin(QueueBase[T].set_group_weight, "Queue")
     group_weight = _twin(QueueBase[T].group_weight, "Queue")
+    workers = _twin(QueueBase[T].workers, "Queue")
 
     async def work(
         self,
