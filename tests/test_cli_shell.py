@@ -191,7 +191,8 @@ def test_completion_of_commands_options_and_choices():
         return [c.text for c in completer.get_completions(Document(text), None)]  # type: ignore[arg-type]
 
     assert complete("pu") == ["push"]
-    assert {"dead-letters", "info", "work", "stop", "background", "workers", "exit"} <= set(complete(""))
+    commands = {"dead-letters", "info", "work", "stop", "background", "workers", "exit"}
+    assert commands <= set(complete(""))
     assert "shell" not in complete("")
     assert complete("push x --pri") == ["--priority", "--priority-queue"]
     assert complete("fdbqueue peek --a") == ["--all", "--api-version"]

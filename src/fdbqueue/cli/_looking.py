@@ -293,8 +293,7 @@ def workers(context: Context) -> None:
     now = _clock.now()
     width = max([len("host"), *(len(info.host) for info in found)])
     header = (
-        f"{'id':<32}  {'host':<{width}}  {'pid':>7}  {'up':>9}  {'seen':>7}  {'done':>6}  "
-        "running"
+        f"{'id':<32}  {'host':<{width}}  {'pid':>7}  {'up':>9}  {'seen':>7}  {'done':>6}  running"
     )
     lines = [header, *(worker_line(info, now, width) for info in found)]
     context.emit(
