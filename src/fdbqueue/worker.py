@@ -32,6 +32,12 @@ runs again; make handlers idempotent. A lease lost while its job ran (the heartb
 not extend it, e.g. the cluster was unavailable for longer than the lease) is logged, and the
 job's result is not acknowledged: another worker may run it again.
 
+While it runs, the loop keeps a record of itself in the queue's metadata (host, pid, jobs done
+and running), written when it starts, rewritten every 5 seconds by a thread of its own and
+cleared when it stops, which :meth:`~fdbqueue.Queue.workers` lists
+(:mod:`fdbqueue._delivery.workers`; :func:`registration`). Those writes never fail a job:
+one that fails is logged and done again at the next beat.
+
 Errors from FoundationDB while claiming (a cluster that cannot be reached, a timeout) are
 logged and the worker tries again after a backoff, so a worker survives a cluster's
 unavailability. Everything is logged to the ``fdbqueue.worker`` logger: starts and stops at

@@ -913,9 +913,11 @@ class QueueBase(Generic[T]):
                 KeyboardInterrupt), once every thread finished; its item was released.
 
         At least once (make ``handler`` idempotent): a job whose worker dies, or whose
-        lease is lost, runs again. Cost per job: the claim, the ack (or
-        release), and per heartbeat an extend; an idle worker renews its watch every
-        second to look at ``stop``.
+        lease is lost, runs again. While it runs, the loop keeps a record that
+        :meth:`workers` lists (written at its start, every 5 seconds, cleared at its end).
+        Cost per job: the claim, the ack (or release), and per heartbeat an extend; an
+        idle worker renews its watch every second to look at ``stop``; per loop, its
+        record's set every 5 seconds.
         """
         return worker.work(self, database, handler, stop=stop, **options)
 

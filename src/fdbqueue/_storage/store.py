@@ -13,6 +13,7 @@ Key layout of a queue whose subspace has the prefix ``P`` (bytes)::
     P + b"\\xff" + pack(("deduplication", ...))              ids of idempotent enqueues
     P + b"\\xff" + pack(("grouped"|"group"|"turns"|"groups", ...))  message groups
     P + b"\\xff" + pack(("began", ...))     -> float64 LE    when position buckets began
+    P + b"\\xff" + pack(("workers", id))    the live worker loops (fdbqueue._delivery.workers)
 
 Items live exactly where FoundationDB's recipes put them, so ``subspace.range()`` holds items
 and nothing else. Everything else the library keeps lives under ``P + b"\\xff"``: that byte
