@@ -72,7 +72,8 @@ from fdbqueue import metrics
 from fdbqueue._checks import check_flag, check_keywords, check_seconds
 from fdbqueue._delivery.heartbeat import Heartbeat, Job
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seconds
-from fdbqueue._delivery.workers import Registration, RegistrationThread, job_id
+from fdbqueue._delivery.workers import Registration, RegistrationThread, WorkerRegistry, job_id
+from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import is_database
 from fdbqueue.errors import LeaseError, QueueTypeError
 
@@ -564,7 +565,7 @@ def registration(
     def status() -> tuple[int, list[str]]:
         return settler.summary.jobs_done, [job_id(lease) for lease in running()]
 
-    return Registration(queue._worker_registry, database, status)
+    return Registration(WorkerRegistry(metadata_subspace(queue.subspace)), database, status)
 
 
 def work(

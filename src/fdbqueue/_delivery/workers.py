@@ -1,9 +1,10 @@
 """The registry of live worker loops: which loops work on a queue, where, and on what.
 
 Every worker loop (:func:`fdbqueue.worker.work` and its asyncio twin) keeps one record in its
-queue's metadata while it runs: a :class:`Registration`. It registers when the loop starts,
-beats every :data:`HEARTBEAT_SECONDS` seconds (the record rewritten with ``last_seen``, the
-jobs done and the jobs running), and deregisters (clears its record) when the loop stops.
+queue's metadata while it runs: a :class:`Registration`. It registers when the loop starts
+(before its first claim), beats every :data:`HEARTBEAT_SECONDS` seconds (the record
+rewritten with ``last_seen``, the jobs done and the jobs running), and deregisters (clears
+its record) when the loop stops.
 :meth:`fdbqueue.Queue.workers` lists the records (:class:`WorkerInfo`) whose last beat is
 younger than :data:`LAPSE_SECONDS`: a loop that died (its process killed, its host gone)
 drops out of the listing once its heartbeat lapsed. Its record stays until the next loop that
@@ -274,18 +275,19 @@ class Registration:
 
 
 class RegistrationThread:
-    """A thread that keeps a :class:`Registration` for the thread loop
-    (:func:`fdbqueue.worker.work`): it registers, then beats every :data:`HEARTBEAT_SECONDS`;
-    :meth:`close` ends it and deregisters. The loop never waits for it to register."""
+    """Keeps a :class:`Registration` for the thread loop (:func:`fdbqueue.worker.work`): it
+    registers (before the loop claims anything), then a thread beats every
+    :data:`HEARTBEAT_SECONDS`; :meth:`close` ends it and deregisters. Cost when made:
+    :meth:`Registration.register`, given up after :data:`REGISTRY_TIMEOUT_SECONDS`."""
 
     def __init__(self, registration: Registration) -> None:
         self.registration = registration
         self._done = threading.Event()
+        registration.register()
         self._thread = threading.Thread(target=self._run, name="fdbqueue-registry", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        self.registration.register()
         while not self._done.wait(HEARTBEAT_SECONDS):
             self.registration.beat()
 

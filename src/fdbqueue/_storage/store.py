@@ -74,6 +74,7 @@ __all__ = [
     "anything_stored",
     "as_subspace",
     "count_keys",
+    "metadata_subspace",
 ]
 
 #: The logger, by its documented name (docs/observability.rst), whatever the module.
@@ -142,6 +143,12 @@ def _is_int(element: Any) -> bool:
     return type(element) is int
 
 
+def metadata_subspace(subspace: Subspace) -> Subspace:
+    """The subspace of the metadata of the queue (or shard) whose items live in ``subspace``:
+    its prefix followed by :data:`METADATA_MARKER` (see the module docstring)."""
+    return Subspace((), subspace.key() + METADATA_MARKER)
+
+
 def random_element() -> bytes:
     """Return the random element of a new item key: :data:`RANDOM_BYTES` bytes from os.urandom."""
     return os.urandom(RANDOM_BYTES)
@@ -201,7 +208,7 @@ class ItemStore(TypeRecords):
         items = self.subspace.range()
         self.begin: bytes = items.start
         self.end: bytes = items.stop
-        self.metadata = Subspace((), self.subspace.key() + METADATA_MARKER)
+        self.metadata = metadata_subspace(self.subspace)
         #: the queue's ``fdbqueue.queue`` attribute in metrics (:mod:`fdbqueue.metrics`), and
         #: its name in log records: a shard's is its queue's
         self.metric_name: str = (

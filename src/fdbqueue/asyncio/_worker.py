@@ -264,10 +264,9 @@ class AsyncLoop:
                 logger.warning("could not extend a job's lease: %s", error)
 
     async def keep_registered(self, record: registry.Registration) -> None:
-        """Register the loop's worker record, then beat it every
+        """Beat the loop's worker record (registered already) every
         :data:`~fdbqueue._delivery.workers.HEARTBEAT_SECONDS` until cancelled (each write
         on the loop, in a greenlet; a failed one is logged and left to the next beat)."""
-        await bridge.run(record.register)
         while True:
             await asyncio.sleep(registry.HEARTBEAT_SECONDS)
             await bridge.run(record.beat)
@@ -348,16 +347,19 @@ async def work(
         seconds,
     )
     record = registration(queue.sync, database, loop.settler, loop.running_leases)
-    registered = asyncio.ensure_future(loop.keep_registered(record))
+    tasks: list[asyncio.Future[None]] = []
     async with stop_on_signals(loop.stop, given["handle_signals"]):
-        workers = [asyncio.ensure_future(loop.run_worker()) for _ in range(concurrency)]
         try:
+            await bridge.run(record.register)  # before the first claim
+            tasks.append(asyncio.ensure_future(loop.keep_registered(record)))
+            workers = [asyncio.ensure_future(loop.run_worker()) for _ in range(concurrency)]
+            tasks += workers
             await asyncio.gather(*workers)
         finally:
-            for task in [*workers, registered]:
+            for task in tasks:
                 task.cancel()
             try:
-                await finish(asyncio.gather(*workers, registered, return_exceptions=True))
+                await finish(asyncio.gather(*tasks, return_exceptions=True))
             finally:
                 await finish(bridge.run(record.deregister))
     logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), loop.summary)
