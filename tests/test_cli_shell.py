@@ -139,7 +139,7 @@ def test_work_runs_in_the_background_until_stopped(tmp_path, monkeypatch, priori
         queue.push(db, value, 1) if priority else queue.enqueue(db, value)
     context = Context({"queue": "background", "priority_queue": priority, "as_json": False}, db)
     session = Shell(context)
-    lines = iter([f"work {module}:handle --lease 5 --log-level WARNING", "workers"])
+    lines = iter([f"work {module}:handle --lease 5 --log-level WARNING", "background"])
     runner = CliRunner()
     with runner.isolation() as (out, _err, *_rest):
         for line in lines:
@@ -149,7 +149,7 @@ def test_work_runs_in_the_background_until_stopped(tmp_path, monkeypatch, priori
             time.sleep(0.05)
         assert queue.size(db) == 0  # the worker took them while the prompt was free
         assert session.run_line("stop 1")
-        assert session.run_line("workers")
+        assert session.run_line("background")
         printed = out.getvalue().decode()
     assert sorted(sys.modules[module].DONE) == ["a", "b", "c"]  # as the worker imported it
     assert f"worker 1 started: work {module}:handle" in printed
@@ -173,13 +173,13 @@ def test_work_until_empty_finishes_before_the_piped_session_ends(tmp_path, monke
     assert result.output.count("done ") == 2
 
 
-def test_stop_and_workers_explain_themselves():
-    result = shell("workers\nstop 4\nstop x y\nstop\nhelp\n", "--memory")
+def test_stop_and_background_explain_themselves():
+    result = shell("background\nstop 4\nstop x y\nstop\nhelp\n", "--memory")
     lines = result.output.splitlines()
     assert lines[0] == "(none)"
     assert any("no worker or dashboard 4 is running" in line for line in lines)
     assert any("stop takes one worker number" in line for line in lines)
-    assert any(line.split()[:1] == ["workers"] for line in lines)  # help lists the shell's own
+    assert any(line.split()[:1] == ["background"] for line in lines)  # help lists the shell's own
     assert any(line.split()[:1] == ["push"] for line in lines)  # and every command
     assert result.exit_code == 1
 
@@ -191,7 +191,8 @@ def test_completion_of_commands_options_and_choices():
         return [c.text for c in completer.get_completions(Document(text), None)]  # type: ignore[arg-type]
 
     assert complete("pu") == ["push"]
-    assert {"dead-letters", "info", "work", "stop", "workers", "exit"} <= set(complete(""))
+    commands = {"dead-letters", "info", "work", "stop", "background", "workers", "exit"}
+    assert commands <= set(complete(""))
     assert "shell" not in complete("")
     assert complete("push x --pri") == ["--priority", "--priority-queue"]
     assert complete("fdbqueue peek --a") == ["--all", "--api-version"]
@@ -270,9 +271,9 @@ def test_dashboard_runs_in_the_background_so_a_piped_shell_never_blocks():
     lines = (
         "push a\n"
         "dashboard --port 0\n"
-        "workers\n"
+        "background\n"
         "stop 1\n"
-        "workers\n"
+        "background\n"
         "dashboard --port 0 --read-only\n"  # left running: leaving the shell stops it
         "pop\n"
     )

@@ -23,6 +23,7 @@ from fdbqueue import _clock, memory
 from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._delivery.schedules import ScheduleInfo
+from fdbqueue._delivery.workers import WorkerInfo
 from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._storage.jobs import Job, JobInfo
 from fdbqueue._storage.queue_info import QueueInfo
@@ -73,6 +74,7 @@ __all__ = [
     "TupleCodec",
     "Undecodable",
     "UnknownResultError",
+    "WorkerInfo",
     "__version__",
     "memory",
     "transactional",

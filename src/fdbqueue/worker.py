@@ -36,6 +36,12 @@ runs again; make handlers idempotent. A lease lost while its job ran (the heartb
 not extend it, e.g. the cluster was unavailable for longer than the lease) is logged, and the
 job's result is not acknowledged: another worker may run it again.
 
+While it runs, the loop keeps a record of itself in the queue's metadata (host, pid, jobs done
+and running), written when it starts, rewritten every 5 seconds by a thread of its own and
+cleared when it stops, which :meth:`~fdbqueue.Queue.workers` lists
+(:mod:`fdbqueue._delivery.workers`; :func:`registration`). Those writes never fail a job:
+one that fails is logged and done again at the next beat.
+
 Errors from FoundationDB while claiming (a cluster that cannot be reached, a timeout) are
 logged and the worker tries again after a backoff, so a worker survives a cluster's
 unavailability. Everything is logged to the ``fdbqueue.worker`` logger: starts and stops at
@@ -71,6 +77,8 @@ from fdbqueue._checks import check_flag, check_keywords, check_seconds
 from fdbqueue._delivery.heartbeat import Heartbeat, Job
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seconds
 from fdbqueue._delivery.schedules import check_until_stopped
+from fdbqueue._delivery.workers import Registration, RegistrationThread, WorkerRegistry, job_id
+from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import is_database
 from fdbqueue.errors import LeaseError, QueueTypeError
 
@@ -83,6 +91,7 @@ __all__ = [
     "WorkSummary",
     "check_handler",
     "check_work_arguments",
+    "registration",
     "retry_delay",
     "settlement",
     "work",
@@ -128,6 +137,13 @@ class WorkSummary:
         """Add one to the attribute named ``outcome`` (thread-safe enough: under a lock)."""
         with _SUMMARY_LOCK:
             setattr(self, outcome, getattr(self, outcome) + 1)
+
+    @property
+    def jobs_done(self) -> int:
+        """The jobs ended so far: succeeded, retried, dead-lettered or lost (not the items
+        released unprocessed); what the loop's worker record reports
+        (:class:`~fdbqueue.WorkerInfo`)."""
+        return self.succeeded + self.retried + self.dead_lettered + self.lost
 
 
 _SUMMARY_LOCK = threading.Lock()
@@ -556,6 +572,19 @@ def stop_on_signals(stop: threading.Event, enabled: bool) -> Iterator[None]:
             signal.signal(number, handler)
 
 
+def registration(
+    queue: Any, database: Any, settler: Settler, running: Callable[[], list[Lease[Any]]]
+) -> Registration:
+    """The worker record of a loop on ``queue`` (sync), whose ``settler`` counts its jobs
+    done and ``running()`` gives the leases of its jobs running (:mod:`fdbqueue._delivery.workers`;
+    both loops keep one)."""
+
+    def status() -> tuple[int, list[str]]:
+        return settler.summary.jobs_done, [job_id(lease) for lease in running()]
+
+    return Registration(WorkerRegistry(metadata_subspace(queue.subspace)), database, status)
+
+
 def work(
     queue: Any,
     database: Any,
@@ -576,6 +605,7 @@ def work(
     settler = Settler(queue, database, given)
     heartbeat = Heartbeat(queue, database, given["lease"])
     loop = Loop(queue, database, handler, given, stop, heartbeat, settler)
+    registered = RegistrationThread(registration(queue, database, settler, heartbeat.leases))
     concurrency, seconds, summary = given["concurrency"], given["lease"], settler.summary
     threads = [
         threading.Thread(target=loop.run_thread, name=f"fdbqueue-worker-{n}", daemon=True)
@@ -607,6 +637,7 @@ def work(
             stop.set()
             heartbeat.close()
             schedules.join()
+            registered.close()
     logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), summary)
     if loop.failures:
         raise loop.failures[0]

@@ -59,6 +59,11 @@ class Heartbeat:
             with self._lock:
                 self.jobs.discard(job)
 
+    def leases(self) -> list[Lease[Any]]:
+        """The current lease of every job running (for the loop's worker record)."""
+        with self._lock:
+            return [job.lease for job in self.jobs]
+
     def _run(self) -> None:
         while not self._done.wait(self.seconds / 3):
             with self._lock:

@@ -46,6 +46,7 @@ from fdbqueue._delivery.schedules import (
     check_name,
     check_timing,
 )
+from fdbqueue._delivery.workers import WorkerInfo, WorkerRegistry
 from fdbqueue._queues.router import Router, check_shards
 from fdbqueue._queues.shard import Shard
 from fdbqueue._storage.dead_letters import DeadLetter
@@ -260,6 +261,9 @@ class QueueBase(Generic[T]):
         #: The queue's job records: in its own store's metadata, shared by its shards.
         self._jobs: Jobs = self._store.jobs
         self._jobs.result_ttl = result_ttl
+        #: The records of the worker loops working on the queue (:meth:`workers`), in its
+        #: own metadata; the worker loops keep theirs through it.
+        self._worker_registry = WorkerRegistry(self._store.metadata)
 
     # -- properties -------------------------------------------------------------------------
 
@@ -1230,11 +1234,41 @@ class QueueBase(Generic[T]):
                 KeyboardInterrupt), once every thread finished; its item was released.
 
         At least once (make ``handler`` idempotent): a job whose worker dies, or whose
-        lease is lost, runs again. Cost per job: the claim, the ack (or
-        release), and per heartbeat an extend; an idle worker renews its watch every
-        second to look at ``stop``.
+        lease is lost, runs again. While it runs, the loop keeps a record that
+        :meth:`workers` lists (written at its start, every 5 seconds, cleared at its end).
+        Cost per job: the claim, the ack (or release), and per heartbeat an extend; an
+        idle worker renews its watch every second to look at ``stop``; per loop, its
+        record's set every 5 seconds.
         """
         return worker.work(self, database, handler, stop=stop, **options)
+
+    @transactional
+    def workers(self, tr: TransactionContext) -> list[WorkerInfo]:
+        """Return the worker loops working on the queue now (:class:`~fdbqueue.WorkerInfo`:
+        id, host, pid, start, jobs done, jobs running, last beat), oldest start first.
+
+        Every loop of :meth:`work` (and of its asyncio twin, in any process) keeps a record in
+        the queue's metadata while it runs: written when it starts, rewritten every
+        :data:`~fdbqueue._delivery.workers.HEARTBEAT_SECONDS` (5) seconds with its jobs done
+        and running, cleared when it stops. A loop that died without clearing it (its process
+        killed) is not listed once its last beat is more than
+        :data:`~fdbqueue._delivery.workers.LAPSE_SECONDS` (15) seconds old, by this
+        process's clock; the next loop that starts on the queue clears such records.
+        ``jobs_done`` and ``running`` are as of each loop's last beat. A :meth:`clear` clears
+        the records too: each live loop's comes back at its next beat.
+
+        Args:
+            tr: a Database or Tenant (one read-only transaction), or a Transaction (read in
+                it with a snapshot read).
+
+        Raises:
+            TypeError: ``tr`` is not a Database, Tenant or Transaction (nothing is read).
+
+        Cost: one snapshot range read of the worker records (one per live loop, and one per
+        loop that died since the last loop started); no conflicts, no writes. The type
+        records are not read.
+        """
+        return self._worker_registry.listed(tr)
 
     # -- gathering over the shards ----------------------------------------------------------
 

@@ -14,6 +14,7 @@ Key layout of a queue whose subspace has the prefix ``P`` (bytes)::
     P + b"\\xff" + pack(("grouped"|"group"|"turns"|"groups", ...))  message groups
     P + b"\\xff" + pack(("began", ...))     -> float64 LE    when position buckets began
     P + b"\\xff" + pack(("schedules", name))                periodic jobs (_delivery.schedules)
+    P + b"\\xff" + pack(("workers", id))    the live worker loops (fdbqueue._delivery.workers)
 
 Items live exactly where FoundationDB's recipes put them, so ``subspace.range()`` holds items
 and nothing else. Everything else the library keeps lives under ``P + b"\\xff"``: that byte
@@ -76,6 +77,7 @@ __all__ = [
     "anything_stored",
     "as_subspace",
     "count_keys",
+    "metadata_subspace",
 ]
 
 #: The logger, by its documented name (docs/observability.rst), whatever the module.
@@ -144,6 +146,12 @@ def _is_int(element: Any) -> bool:
     return type(element) is int
 
 
+def metadata_subspace(subspace: Subspace) -> Subspace:
+    """The subspace of the metadata of the queue (or shard) whose items live in ``subspace``:
+    its prefix followed by :data:`METADATA_MARKER` (see the module docstring)."""
+    return Subspace((), subspace.key() + METADATA_MARKER)
+
+
 def random_element() -> bytes:
     """Return the random element of a new item key: :data:`RANDOM_BYTES` bytes from os.urandom."""
     return os.urandom(RANDOM_BYTES)
@@ -203,7 +211,7 @@ class ItemStore(TypeRecords):
         items = self.subspace.range()
         self.begin: bytes = items.start
         self.end: bytes = items.stop
-        self.metadata = Subspace((), self.subspace.key() + METADATA_MARKER)
+        self.metadata = metadata_subspace(self.subspace)
         #: the queue's ``fdbqueue.queue`` attribute in metrics (:mod:`fdbqueue.metrics`), and
         #: its name in log records: a shard's is its queue's
         self.metric_name: str = (

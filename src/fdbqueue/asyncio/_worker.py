@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from fdbqueue import metrics
 from fdbqueue._delivery import schedules
+from fdbqueue._delivery import workers as registry
 from fdbqueue._delivery.leases import Lease
 from fdbqueue.asyncio import _bridge as bridge
 from fdbqueue.errors import LeaseError, QueueTypeError
@@ -54,6 +55,7 @@ from fdbqueue.worker import (
     WorkSummary,
     check_work_options,
     describe,
+    registration,
 )
 
 if TYPE_CHECKING:
@@ -112,6 +114,8 @@ class AsyncLoop:
         #: :meth:`settle`).
         self.settler = Settler(queue.sync, database, options)
         self.summary: WorkSummary = self.settler.summary
+        #: The jobs running, for the loop's worker record (:meth:`keep_registered`).
+        self.running: set[AsyncJob] = set()
 
     async def run_worker(self) -> None:
         """Claim and process items until ``stop`` is set."""
@@ -141,7 +145,12 @@ class AsyncLoop:
             if self.stop.is_set():
                 await self.give_back(lease)
                 return
-            await self.process(AsyncJob(lease))
+            job = AsyncJob(lease)
+            self.running.add(job)
+            try:
+                await self.process(job)
+            finally:
+                self.running.discard(job)
 
     async def claim(self, due_in: float = 0.0) -> Lease[Any] | None:
         """A claim that gives up when ``stop`` is set: blocking, unless ``until_empty`` (then
@@ -277,6 +286,18 @@ class AsyncLoop:
             except Exception as error:  # the cluster; try again at the next beat
                 logger.warning("could not extend a job's lease: %s", error)
 
+    async def keep_registered(self, record: registry.Registration) -> None:
+        """Beat the loop's worker record (registered already) every
+        :data:`~fdbqueue._delivery.workers.HEARTBEAT_SECONDS` until cancelled (each write
+        on the loop, in a greenlet; a failed one is logged and left to the next beat)."""
+        while True:
+            await asyncio.sleep(registry.HEARTBEAT_SECONDS)
+            await bridge.run(record.beat)
+
+    def running_leases(self) -> list[Lease[Any]]:
+        """The current lease of every job running."""
+        return [job.lease for job in self.running]
+
     async def settle(
         self, lease: Lease[Any], failure: BaseException | None, result: Any = None
     ) -> None:
@@ -350,15 +371,23 @@ async def work(
         "" if concurrency == 1 else "s",
         seconds,
     )
+    record = registration(queue.sync, database, loop.settler, loop.running_leases)
+    tasks: list[asyncio.Future[None]] = []
     async with stop_on_signals(loop.stop, given["handle_signals"]):
-        workers = [asyncio.ensure_future(loop.run_worker()) for _ in range(concurrency)]
-        checking = asyncio.ensure_future(loop.check_schedules())  # the periodic jobs
         try:
+            await bridge.run(record.register)  # before the first claim
+            tasks.append(asyncio.ensure_future(loop.keep_registered(record)))
+            tasks.append(asyncio.ensure_future(loop.check_schedules()))  # the periodic jobs
+            workers = [asyncio.ensure_future(loop.run_worker()) for _ in range(concurrency)]
+            tasks += workers
             await asyncio.gather(*workers)
         finally:
-            for task in [*workers, checking]:
+            for task in tasks:
                 task.cancel()
-            await finish(asyncio.gather(*workers, checking, return_exceptions=True))
+            try:
+                await finish(asyncio.gather(*tasks, return_exceptions=True))
+            finally:
+                await finish(bridge.run(record.deregister))
     logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), loop.summary)
     return loop.summary
 

@@ -1,5 +1,5 @@
-"""The commands that look inside a queue: ``info``, ``peek``, ``leases`` and ``dead-letters``
-(which also requeues or purges them)."""
+"""The commands that look inside a queue: ``info``, ``peek``, ``leases``, ``dead-letters``
+(which also requeues or purges them) and ``workers``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from fdbqueue import _clock
 from fdbqueue._delivery.leases import Lease
+from fdbqueue._delivery.workers import WorkerInfo
 from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue._wording import plural
@@ -263,3 +265,38 @@ def dead_letters(
     context.emit(documents, "\n".join([header, *lines]) if lines else "(no dead letters)")
     if more:
         note_more(len(found), "dead letter")
+
+
+def worker_line(info: WorkerInfo, now: float, host_width: int) -> str:
+    """One worker of ``workers`` as a line: id, host, pid, seconds since it started and since
+    its last beat, jobs done, the ids of its jobs running (``-``: none)."""
+    up, seen = f"{now - info.started_at:.1f} s", f"{now - info.last_seen:.1f} s"
+    running = " ".join(info.running) or "-"
+    return (
+        f"{info.id}  {info.host:<{host_width}}  {info.pid:>7}  {up:>9}  {seen:>7}  "
+        f"{info.jobs_done:>6}  {running}"
+    )
+
+
+@cli.command(short_help="List the worker loops working on the queue now.")
+@shared_options()
+@click.pass_obj
+def workers(context: Context) -> None:
+    """List the worker loops working on the queue now, from any host (fdbqueue work, and
+    Queue.work in applications): id, host, pid, seconds since it started ("up") and since
+    its last heartbeat ("seen"), jobs done, and the ids of the jobs it is running (as of its
+    last heartbeat, every 5 seconds). A loop whose heartbeat lapsed (15 seconds: its process
+    died) is not listed. With --json: a list of {id, host, pid, started_at, jobs_done,
+    running, last_seen}, times in seconds since the epoch."""
+    queue = context.existing_queue(context.queue())
+    found = guarded(lambda: queue.workers(context.database()))
+    now = _clock.now()
+    width = max([len("host"), *(len(info.host) for info in found)])
+    header = (
+        f"{'id':<32}  {'host':<{width}}  {'pid':>7}  {'up':>9}  {'seen':>7}  {'done':>6}  running"
+    )
+    lines = [header, *(worker_line(info, now, width) for info in found)]
+    context.emit(
+        [dataclasses.asdict(info) for info in found],
+        "\n".join(lines) if found else "(no workers)",
+    )

@@ -18,8 +18,8 @@ A line names the queue and the output as the command line does (``--queue``, ``-
 ``shell``).
 
 ``work`` and ``dashboard`` run in the background (``work``'s summary is printed when it
-ends), so a piped script never blocks on them; the shell's own commands: ``workers`` lists
-what runs in the background, ``stop [N]`` stops number N (all without N; a worker after its
+ends), so a piped script never blocks on them; the shell's own commands: ``background``
+lists what runs in the background, ``stop [N]`` stops number N (all without N; a worker after its
 running jobs finish), ``help`` lists the commands, ``exit`` (or Ctrl-D, or the end of the
 input) leaves, stopping them first (a worker started with ``--until-empty`` is left to
 finish by itself). Blank lines and ``#`` comments are skipped.
@@ -50,7 +50,7 @@ __all__ = ["SHELL_COMMANDS", "CommandCompleter", "Shell", "Worker"]
 
 #: The shell's own commands, with what each does (``help`` lists them).
 SHELL_COMMANDS = {
-    "workers": "list the workers and dashboards running in the background",
+    "background": "list the workers and dashboards running in the background of this shell",
     "stop": "stop N: stop worker or dashboard N (all without N); a worker after its jobs",
     "help": "list the commands (COMMAND --help: one command's options)",
     "exit": "leave the shell (also quit, Ctrl-D), stopping the workers",
@@ -117,8 +117,8 @@ class Shell:
             return False
         if command in ("help", "?"):
             self.help()
-        elif command == "workers":
-            self.list_workers()
+        elif command == "background":
+            self.list_background()
         elif command == "stop":
             self.stop(arguments)
         elif command == "shell":
@@ -191,8 +191,10 @@ class Shell:
                 f"{worker.kind} {worker.number} started: {line} (stop {worker.number} stops it)"
             )
 
-    def list_workers(self) -> None:
-        """Print the workers running (``(none)`` when none)."""
+    def list_background(self) -> None:
+        """Print the workers and dashboards running in the background (``(none)`` when
+        none). (``workers``, the command line's, lists a queue's worker loops, from any
+        process.)"""
         running = [worker for worker in self.workers.values() if worker.running]
         lines = [f"{worker.number}  {worker.line}" for worker in running]
         click.echo("\n".join(lines) or "(none)")
@@ -200,13 +202,13 @@ class Shell:
     def stop(self, arguments: list[str]) -> None:
         """``stop [N]``: stop worker N (every worker without N) and wait for its jobs."""
         if len(arguments) > 1 or (arguments and not arguments[0].isdigit()):
-            self._error("stop takes one worker number (workers lists them), or none for all")
+            self._error("stop takes one worker number (background lists them), or none for all")
             return
         if arguments:
             worker = self.workers.get(int(arguments[0]))
             if worker is None or not worker.running:
                 self._error(
-                    f"no worker or dashboard {arguments[0]} is running (workers lists them)"
+                    f"no worker or dashboard {arguments[0]} is running (background lists them)"
                 )
                 return
             chosen = [worker]
@@ -355,7 +357,7 @@ def shell(context: Context) -> int:
     for the whole session. History and Tab completion at a terminal; otherwise the lines of
     standard input, one command each (exit status 1 when one failed).
 
-    work and dashboard run in the background; "workers" lists them, "stop [N]" stops them,
+    work and dashboard run in the background; "background" lists them, "stop [N]" stops them,
     "help" lists the commands, "exit" or Ctrl-D leaves. The shared options given here
     (--queue, --json, ...) are every command's defaults; the database's (--cluster-file,
     --api-version, --memory, --timeout) go here only.
