@@ -303,3 +303,21 @@ def test_a_jobs_value_is_the_value_submitted_everywhere():
     assert queue.requeue_dead_letters(db) == 1
     assert queue.dequeue(db) == "a"
     assert JOB_HEADER not in b"".join(keys_under(db, b"jobs-nothing"))
+
+
+@KINDS
+@SHARDS
+def test_jobs_lists_them_by_state(kind, shards):
+    db = memory.open()
+    queue = queue_of(kind, "listing", shards=shards)
+    jobs = [submit(queue, db, n) for n in range(5)]
+    assert queue.cancel(db, jobs[0].id)
+    lease = queue.claim(db, 30)
+    states = sorted(info.state for info in queue.jobs(db))
+    assert states == ["cancelled", "running", "waiting", "waiting", "waiting"]
+    assert [info.id for info in queue.jobs(db, state="running")] == [lease.job_id]
+    assert len(queue.jobs(db, limit=2)) == 2 and queue.jobs(db, limit=0) == []
+    with pytest.raises(ValueError, match="state must be one of"):
+        queue.jobs(db, state="done")
+    with pytest.raises(ValueError):
+        queue.jobs(db, limit=-1)

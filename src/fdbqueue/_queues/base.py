@@ -53,6 +53,7 @@ from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._storage.groups import Group, check_weight
 from fdbqueue._storage.jobs import (
     RESULT_TTL,
+    STATES,
     JobInfo,
     Jobs,
     Submission,
@@ -372,6 +373,27 @@ class QueueBase(Generic[T]):
         raw = check_job_id(job_id, self._jobs.tag)
         reader: Any = getattr(tr, "snapshot", tr)
         return self._jobs.info(reader, raw, self._decode_result)
+
+    @transactional
+    def jobs(
+        self, tr: TransactionContext, *, state: str | None = None, limit: int = 100
+    ) -> list[JobInfo]:
+        """Up to ``limit`` jobs of the queue known now (submitted, and not yet cleared
+        ``result_ttl`` seconds after they finished), in id order; with ``state``, only those
+        in that state (one of :data:`~fdbqueue._storage.jobs.STATES`).
+
+        Raises:
+            TypeError, ValueError: a bad ``state`` or ``limit`` (an int >= 0); nothing is read.
+
+        Cost: snapshot range reads of the job records (no conflicts) until ``limit`` jobs
+        are found or every record was read (a state few jobs are in reads them all), and a
+        point read per job listed.
+        """
+        if state is not None and state not in STATES:
+            raise ValueError(f"state must be one of {', '.join(STATES)}, not {state!r}")
+        check_count(limit, "limit")
+        reader: Any = getattr(tr, "snapshot", tr)
+        return self._jobs.listing(reader, self._decode_result, state, limit)
 
     def result(self, database: Any, job_id: str, *, timeout: float | None = None) -> Any:
         """Wait until the job ``job_id`` ends and return its result (what the worker's

@@ -94,6 +94,8 @@ FINISHED = frozenset({"succeeded", "dead", "cancelled"})
 #: Seconds a finished job's record and result are kept, unless the queue says otherwise
 #: (``result_ttl``): a day.
 RESULT_TTL = 86_400.0
+#: Records one page of a listing reads (:meth:`Jobs.listing`).
+LIST_PAGE = 500
 #: Finished records one sweep clears at most.
 SWEEP_LIMIT = 100
 #: Lines of a traceback a job's error keeps (the last ones).
@@ -387,6 +389,30 @@ class Jobs:
             record.priority,
             record.cancel_requested,
         )
+
+    def listing(
+        self, reader: Any, decode: Any, state: str | None, limit: int, after: bytes | None = None
+    ) -> list[JobInfo]:
+        """Up to ``limit`` jobs (in id order, after the id ``after``), those in ``state``
+        only when given. Cost: snapshot range reads of the records, :data:`LIST_PAGE` at a
+        time, until ``limit`` jobs are found or the records end, and a point read of the
+        result of each job listed (issued together)."""
+        found: list[JobInfo] = []
+        begin = self.records.range().start if after is None else self.key(after) + b"\x00"
+        end = self.records.range().stop
+        while len(found) < limit:
+            page = list(reader.get_range(begin, end, limit=LIST_PAGE))
+            ids = [self.records.unpack(bytes(kv.key))[0] for kv in page]
+            for job_id in ids:
+                info = self.info(reader, job_id, decode)
+                if info is not None and (state is None or info.state == state):
+                    found.append(info)
+                    if len(found) == limit:
+                        break
+            if len(page) < LIST_PAGE:
+                break
+            begin = bytes(page[-1].key) + b"\x00"
+        return found
 
     # -- state changes (each in the transaction that moves the job's item) ---------------
 

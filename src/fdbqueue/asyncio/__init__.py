@@ -231,6 +231,7 @@ class _StoredQueue(Generic[S, T]):
     schedules = _twin(QueueBase[T].schedules, "Queue")
     enqueue_due_runs = _twin(QueueBase[T].enqueue_due_runs, "Queue")
     job = _twin(QueueBase[T].job, "Queue")
+    jobs = _twin(QueueBase[T].jobs, "Queue")
     result = _twin(QueueBase[T].result, "Queue")
     cancel = _twin(QueueBase[T].cancel, "Queue")
     clear_finished_jobs = _twin(QueueBase[T].clear_finished_jobs, "Queue")
