@@ -321,3 +321,19 @@ def test_jobs_lists_them_by_state(kind, shards):
         queue.jobs(db, state="done")
     with pytest.raises(ValueError):
         queue.jobs(db, limit=-1)
+
+
+@KINDS
+def test_each_scheduled_run_is_a_job(kind):
+    db = memory.open()
+    queue = queue_of(kind, "scheduled")
+    if kind is Queue:
+        queue.schedule(db, "tick", "tick", every=1)
+    else:
+        queue.schedule(db, "tick", "tick", every=1, priority=0)
+    pass_time(db, 1.5)
+    assert queue.enqueue_due_runs(db) == 1
+    [run] = queue.jobs(db)
+    assert run.state == "waiting"
+    queue.work(db, lambda value: value + "!", lease=30, until_empty=True, handle_signals=False)
+    assert queue.result(db, run.id, timeout=1) == "tick!"

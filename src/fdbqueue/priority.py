@@ -30,7 +30,7 @@ from fdbqueue._delivery.leases import Lease, check_lease_seconds
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._queues.shard import PriorityShard
 from fdbqueue._storage.groups import Group
-from fdbqueue._storage.jobs import Job, Submission
+from fdbqueue._storage.jobs import Job, Submission, wrap
 from fdbqueue._transactions.transactional import TransactionContext, transactional
 from fdbqueue._transactions.waiting import check_blocking_arguments
 from fdbqueue.codecs import Codec
@@ -255,7 +255,8 @@ class PriorityQueue(QueueBase[T]):
         shard = (
             self._router.for_write() if group is None else self._router.for_group(group, priority)
         )
-        return self._write(tr, [(shard, [encoded])], where, 0.0, None)
+        job = self._submission(group, priority)  # each run is a job (:meth:`job` follows it)
+        return self._write(tr, [(shard, [wrap(job.id, encoded)])], where, 0.0, None, job)
 
     # -- taking and looking -----------------------------------------------------------------
 

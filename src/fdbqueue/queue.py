@@ -32,7 +32,7 @@ from fdbqueue._delivery.leases import Lease, check_lease_seconds
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._queues.shard import FifoShard, Shard
 from fdbqueue._storage.groups import Group
-from fdbqueue._storage.jobs import Job, Submission
+from fdbqueue._storage.jobs import Job, Submission, wrap
 from fdbqueue._transactions.transactional import TransactionContext, transactional
 from fdbqueue._transactions.waiting import check_blocking_arguments
 from fdbqueue.codecs import Codec
@@ -328,9 +328,11 @@ class Queue(QueueBase[T]):
     def _write_run(
         self, tr: Any, encoded: bytes, priority: int | None, group: Group | None
     ) -> object:
+        job = self._submission(group, None)  # each run is a job (:meth:`job` follows it)
+        stored = [wrap(job.id, encoded)]
         if group is None:
-            return self._write(tr, self._router.runs([encoded]), (), 0.0, None)
-        return self._write(tr, [(self._group_shard(group, 0.0), [encoded])], (group,), 0.0, None)
+            return self._write(tr, self._router.runs(stored), (), 0.0, None, job)
+        return self._write(tr, [(self._group_shard(group, 0.0), stored)], (group,), 0.0, None, job)
 
     # -- taking -----------------------------------------------------------------------------
 

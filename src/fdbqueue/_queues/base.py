@@ -1125,7 +1125,7 @@ class QueueBase(Generic[T]):
         self, tr: Any, encoded: bytes, priority: int | None, group: Group | None
     ) -> object:
         """Enqueue one run of a schedule (``encoded`` by the codec already) in ``tr``, a
-        Transaction, as the queue type's enqueue (or push) of it would."""
+        Transaction, as the queue type's :meth:`submit` of it would: each run is a job."""
         raise NotImplementedError
 
     def _in_transaction(self, tr: TransactionContext, body: Callable[[Any], R]) -> R:
