@@ -183,10 +183,14 @@ class End:
         :data:`~fdbqueue._storage.taking.MOVED_ASIDE` when it only moved items to the dead
         letters. When it finds nothing it notes when the first lease in flight expires
         (:meth:`seconds_until_waiting`)."""
-        expired, moved = self.leases.take_expired(tr, n)
+        # Every read of a take is sent before any is waited on (one round trip): the
+        # waiting leases', the delayed items' hint, the codec record, the front.
+        waiting = self.leases.read_expired(tr, n)
+        reads = self._read_front(tr, n)
+        expired, moved = self.leases.take_expired(tr, n, waiting)
         if len(expired) == n:
             return expired
-        taken = self._take_items(tr, n - len(expired), None, moving=False)
+        taken = self._take_items(tr, n - len(expired), None, moving=False, reads=reads)
         if taken.items:
             self.store.dequeued(tr, len(taken.items))
             if not expired:
@@ -242,8 +246,27 @@ class End:
         learned its commit's outcome (it claims again then)."""
         return self.leases.claim_many(tr, self._take_items, seconds, n)
 
+    def _read_front(self, tr: AnyContext, n: int) -> tuple[Any, Any, list[Any]]:
+        """Send the reads of :meth:`_take_items` for ``n`` items: the delayed items' hint,
+        the codec record, and the front (which waits for its items: the hint's and the
+        record's round trips overlap it)."""
+        looked = self.delays.look(tr)
+        codec_record = self.store.recorded_codec(tr)
+        try:
+            first = self.front(tr, n)
+        except ValueError:  # a foreign key: say first if the queue is of another type
+            self.store.check_codec(codec_record)
+            raise
+        return looked, codec_record, first
+
     def _take_items(
-        self, tr: AnyContext, n: int, budget: int | None, *, moving: bool = True
+        self,
+        tr: AnyContext,
+        n: int,
+        budget: int | None,
+        *,
+        moving: bool = True,
+        reads: tuple[Any, Any, list[Any]] | None = None,
     ) -> Taken:
         """Take up to ``n`` items at this end (:func:`fdbqueue._storage.taking.take`), after
         promoting the delayed items due (:mod:`fdbqueue._delivery.delays`), so that a due item is
@@ -252,13 +275,9 @@ class End:
         together; when the hint says nothing is due, the take goes on with the items read,
         else it promotes (within half the budget: its bytes and the take's stay within
         FoundationDB's limit) and reads the end again."""
-        looked = self.delays.look(tr)
-        codec_record = self.store.recorded_codec(tr)
-        try:
-            first = self.front(tr, n)
-        except ValueError:  # a foreign key: say first if the queue is of another type
-            self.store.check_codec(codec_record)
-            raise
+        looked, codec_record, first = self._read_front(tr, n) if reads is None else reads
+        if len(first) > n:
+            first = first[:n]
         self.store.check_codec(codec_record)  # an empty end of another type refuses too
         if self.delays.promote(tr, looked):
             rest = None if budget is None else budget // 2

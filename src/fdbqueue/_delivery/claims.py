@@ -380,7 +380,16 @@ class Leases:
                 held += 1
         return held, len(starts), delayed, min(starts) if starts else None
 
-    def take_expired(self, tr: AnyContext, n: int) -> tuple[list[Any], bool]:
+    def read_expired(self, tr: AnyContext, n: int) -> Any:
+        """Start the range read of :meth:`take_expired` (the leases expired by ``tr``'s read
+        version, ``limit=n`` + :data:`LOOK_PAST`, with its read conflict range), so that it
+        overlaps the caller's other reads: the binding sends a range read's first request
+        when it is made. Pass it to :meth:`take_expired`."""
+        read_version: int = tr.get_read_version().wait()
+        expired_end: bytes = self.leases.pack((read_version,))
+        return tr.get_range(self.leases_begin, expired_end, limit=n + LOOK_PAST)
+
+    def take_expired(self, tr: AnyContext, n: int, read: Any = None) -> tuple[list[Any], bool]:
         """Take up to ``n`` waiting leases' items as a plain take does, soonest expiry first:
         leases that expired (by their versions and the wall clock), and released ones whose
         delay, if any, fell due. An item whose lease expired waits as any item does, so every
@@ -389,6 +398,8 @@ class Leases:
         group's next turn given, :meth:`~fdbqueue._storage.groups.Groups.finished`) and its
         value is returned; a lease out of deliveries, or whose value cannot be decoded,
         goes to the dead letters instead, as a claim would move it.
+
+        ``read``: :meth:`read_expired`'s, started by the caller (None: started here).
 
         Returns:
             The values taken, and whether anything moved to the dead letters.
@@ -400,9 +411,8 @@ class Leases:
         an atomic add); nothing is written when no lease waits.
         """
         read_version: int = tr.get_read_version().wait()
-        expired_end: bytes = self.leases.pack((read_version,))
-        read = list(tr.get_range(self.leases_begin, expired_end, limit=n + LOOK_PAST))
-        due = _due(read, wall_microseconds()) if read else read
+        records_read = list(self.read_expired(tr, n) if read is None else read)
+        due = _due(records_read, wall_microseconds()) if records_read else records_read
         if not due:
             return [], False
         # the first n deliverable ones, and those out of deliveries before them (at most
