@@ -158,24 +158,25 @@ def _look() -> None:
     look ran yet) and set :data:`_recording`: True for a provider that records (an SDK's),
     False for none set yet and for the API's no-op provider; without the API, False for good;
     for an API that keeps its provider elsewhere, True for good (every count goes to the
-    API, as before a provider was set)."""
+    API's instruments, which record once a provider is set). :data:`_seen` is set last, so a
+    thread that finds the provider seen finds :data:`_recording` up to date."""
     global _api, _seen, _recording
     try:
         from opentelemetry import metrics
         from opentelemetry.metrics import _internal
     except ImportError:
-        _api, _seen, _recording = _Standin, _Standin._METER_PROVIDER, False
+        _recording, _api, _seen = False, _Standin, _Standin._METER_PROVIDER
         return
     if not hasattr(_internal, "_METER_PROVIDER"):
-        _api, _seen, _recording = _Standin, _Standin._METER_PROVIDER, True
+        _recording, _api, _seen = True, _Standin, _Standin._METER_PROVIDER
         return
-    _api = _internal
     # Read before get_meter_provider(), which loads (and sets) the provider named by the
     # OTEL_PYTHON_METER_PROVIDER variable, if any: the next count then looks again.
-    provider = _seen = _internal._METER_PROVIDER
+    provider = _internal._METER_PROVIDER
     if provider is None:
         metrics.get_meter_provider()
     _recording = provider is not None and not isinstance(provider, metrics.NoOpMeterProvider)
+    _api, _seen = _internal, provider
 
 
 def recording() -> bool:
@@ -243,7 +244,7 @@ def add(key: str, amount: int = 1, *, at_once: bool = False, **attributes: Any) 
     itself: a retry, an unknown result), else now. Attributes are given as keywords:
     ``queue`` becomes ``fdbqueue.queue``, ``shard`` ``fdbqueue.shard``, ``code``
     ``fdbqueue.error.code``."""
-    if _api._METER_PROVIDER is not _seen:
+    if _api._METER_PROVIDER is not _seen:  # recording(), inlined: no call on a hot path
         _look()
     if not _recording or amount == 0 or (amount < 0 and key not in UP_DOWN_COUNTERS):
         return
@@ -283,7 +284,7 @@ class Count:
     def add(self) -> None:
         """Count it once the attempt in progress commits (:func:`pending`); outside one, now.
         Cost while nothing records (:func:`recording`): an attribute read, nothing kept."""
-        if _api._METER_PROVIDER is not _seen:
+        if _api._METER_PROVIDER is not _seen:  # recording(), inlined: no call on a hot path
             _look()
         if not _recording:
             return
