@@ -738,3 +738,41 @@ def test_random_cancellations_under_every_fault_lose_and_duplicate_nothing(
     assert len(taken) == len(set(taken))  # nothing delivered twice
     assert sorted(taken + remaining(queue, target.db)) == items  # nothing lost
     assert queue.sync.requests_in_line(target.db) == 0
+
+
+# -- the commit's mark -------------------------------------------------------------------------
+
+
+def test_a_commit_marks_its_operation_greenlet_and_one_refused_takes_the_mark_back() -> None:
+    """``commit`` skips looking for an operation greenlet until one was made in the process
+    (``suspension.operations_started``); made, one is marked before its commit is sent, and
+    a commit that conflicts (surely not applied) takes the mark back."""
+    from fdbqueue._transactions import suspension
+    from fdbqueue._transactions.transactional import commit
+
+    db = memory.open()
+    outcomes: list[bool] = []
+
+    def attempt(tr: Any) -> None:
+        operation = suspension.current_operation()
+        assert operation is not None
+        try:
+            commit(tr)
+        except memory.FDBError as error:
+            assert error.code == 1020
+        outcomes.append(operation.may_have_committed)
+
+    applied = db.create_transaction()
+    applied[b"k"] = b"v"
+    plain = suspension.OperationGreenlet(run=lambda: attempt(applied))
+    assert suspension.operations_started
+    plain.switch()
+
+    refused = db.create_transaction()
+    refused.get(b"k").wait()  # a read conflict with the write below
+    refused[b"other"] = b"v"
+    db[b"k"] = b"newer"
+    suspension.OperationGreenlet(run=lambda: attempt(refused)).switch()
+
+    assert outcomes == [True, False]
+    assert suspension.current_operation() is None  # the test's own greenlet

@@ -74,6 +74,54 @@ def test_without_faults_receipts_cost_no_extra_transaction():
     assert db.stats()["transactions"] - before == 20
 
 
+def test_receipts_keep_their_layout_byte_for_byte(monkeypatch):
+    """Each writing call leaves ``P + b"\\xff" + pack(("receipts", read version, call id))
+    -> pack((wall clock in whole microseconds,))`` (the module docstring), the one receipt
+    under the queue once the next call cleared the one before; a read-only call writes none."""
+    import random
+    import types
+
+    import fdbqueue._clock
+
+    randomness = random.Random(37)
+    call_ids = [bytes(16), b"\xff" * 16, b"\x00\xff" * 8] + [
+        randomness.randbytes(16) for _ in range(41)
+    ]
+    given = iter([*call_ids, b"read-only call.."])  # the last call writes no receipt
+    monkeypatch.setattr(receipts_module, "os", types.SimpleNamespace(urandom=lambda n: next(given)))
+    clock = [1_712_345_678.0]
+    monkeypatch.setattr(fdbqueue._clock, "now", lambda: clock[0])
+    db = memory.open()
+    prefix = b"\x01layout\x00"
+    queue = Queue(Subspace(rawPrefix=prefix))
+    receipts_begin = prefix + b"\xff" + fdb.tuple.pack(("receipts",))
+
+    def version() -> int:
+        return db.create_transaction().get_read_version().wait()
+
+    def receipts_written() -> list[tuple[bytes, bytes]]:
+        return [(k, v) for k, v in all_keys(db, queue.subspace) if k.startswith(receipts_begin)]
+
+    calls = [
+        lambda: queue.enqueue(db, "a"),
+        lambda: queue.enqueue_many(db, ["b", "c"]),
+        lambda: queue.dequeue(db),
+        lambda: queue.dequeue_many(db, 2),
+    ]
+    for step, call_id in enumerate(call_ids):
+        clock[0] += 1.234567 + step / 7  # fractions of a microsecond are rounded
+        before = version()
+        calls[step % len(calls)]()
+        after = version()
+        [(key, value)] = receipts_written()
+        read_version = fdb.tuple.unpack(key[len(receipts_begin) :])[0]
+        assert before <= read_version <= after
+        assert key == prefix + b"\xff" + fdb.tuple.pack(("receipts", read_version, call_id))
+        assert value == fdb.tuple.pack((round(clock[0] * 1_000_000),))
+    assert queue.dequeue(db) is None  # read-only: the last receipt stays, no new one
+    assert len(receipts_written()) == 1
+
+
 def receipt_counter(db, queue):
     """``count()``: how many receipts are stored under ``queue``'s subspace."""
     subspace = queue.subspace

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import fdbqueue
 import fdbqueue.asyncio as fa
 from fdbqueue import Queue, Subspace, memory, metrics
 
@@ -257,14 +259,111 @@ def test_the_library_installs_no_log_handler():
     assert logging.getLogger("fdbqueue").handlers == []
 
 
+def looked_at_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fdbqueue.metrics looks at OpenTelemetry's global provider again at the next count, as in
+    a new process, and looks as it did before once the test ends."""
+    monkeypatch.setattr(metrics, "_api", metrics._Standin)
+    monkeypatch.setattr(metrics, "_seen", None)
+    monkeypatch.setattr(metrics, "_recording", False)
+
+
+def kept_by_an_attempt(db: Any, queue: Queue) -> list[Any]:
+    """What the attempt of an enqueue and a dequeue of ``queue`` kept for its commit."""
+
+    @fdbqueue.transactional
+    def both(tr: Any) -> list[Any]:
+        queue.enqueue(tr, "kept?")
+        assert queue.dequeue(tr) == "kept?"
+        return list(metrics._pending.get() or ())
+
+    return both(db)
+
+
 def test_without_opentelemetry_every_metric_call_does_nothing(monkeypatch, db, subspace):
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # import fails as if not installed
     monkeypatch.setattr(metrics, "_instruments", {})
+    looked_at_afresh(monkeypatch)
     queue = Queue(subspace)
+    counting = Counting()
     queue.enqueue(db, "x")
     assert queue.dequeue(db) == "x"
     metrics.record_wait(0.5, "q")
+    assert not metrics.recording()
+    assert kept_by_an_attempt(db, queue) == []
+    assert metrics.Count("enqueued").instrument is None
     assert set(metrics._instruments.values()) == {None}
+    assert counting.of("fdbqueue.items.enqueued", queue=metrics.queue_name(subspace.key())) == 0
+
+
+@pytest.mark.parametrize("provider", ["none set", "no-op"])
+def test_without_an_sdk_provider_nothing_is_kept_or_recorded_until_one_is_set(
+    monkeypatch, db, subspace, provider
+):
+    """The API's default provider (a proxy, before any is set) or its no-op one: counts are
+    neither kept for the commit nor recorded; once an SDK's is set, the next count records."""
+    from opentelemetry.metrics import NoOpMeterProvider, _internal
+
+    sdk = _internal._METER_PROVIDER
+    assert sdk is PROVIDER[0]
+    looked_at_afresh(monkeypatch)
+    monkeypatch.setattr(
+        _internal, "_METER_PROVIDER", None if provider == "none set" else NoOpMeterProvider()
+    )
+    queue = Queue(subspace)
+    name = metrics.queue_name(subspace.key())
+    counting = Counting()
+    queue.enqueue(db, "a")
+    assert queue.dequeue(db) == "a"
+    assert kept_by_an_attempt(db, queue) == []
+    assert not metrics.recording()
+    assert counting.of("fdbqueue.items.enqueued", queue=name) == 0
+    assert counting.of("fdbqueue.items.dequeued", queue=name) == 0
+
+    monkeypatch.setattr(_internal, "_METER_PROVIDER", sdk)  # what set_meter_provider sets
+    kept = kept_by_an_attempt(db, queue)
+    assert len(kept) == 2  # the enqueue's and the dequeue's counts, for the commit
+    queue.enqueue(db, "b")
+    assert queue.dequeue(db) == "b"
+    assert metrics.recording()
+    assert counting.of("fdbqueue.items.enqueued", queue=name) == 2
+    assert counting.of("fdbqueue.items.dequeued", queue=name) == 2
+
+
+def test_in_a_new_process_counting_starts_when_the_application_sets_an_sdk_provider():
+    """No monkeypatching: the API's own default provider, then ``set_meter_provider``."""
+    script = """
+from opentelemetry import metrics as api
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from fdbqueue import Queue, Subspace, memory, metrics
+
+db = memory.open()
+queue = Queue(Subspace(("q",)))
+queue.enqueue(db, "a")
+assert queue.dequeue(db) == "a"
+assert not metrics.recording()
+reader = InMemoryMetricReader()
+api.set_meter_provider(MeterProvider(metric_readers=[reader]))
+queue.enqueue(db, "b")
+queue.enqueue(db, "c")
+assert queue.dequeue(db) == "b"
+assert metrics.recording()
+found = {
+    metric.name: sum(point.value for point in metric.data.data_points)
+    for resource in reader.get_metrics_data().resource_metrics
+    for scope in resource.scope_metrics
+    for metric in scope.metrics
+}
+assert found["fdbqueue.items.enqueued"] == 2, found
+assert found["fdbqueue.items.dequeued"] == 1, found
+print("counted")
+"""
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "counted"
 
 
 def test_a_redelivery_is_logged_once_readably_at_debug_however_often_its_claim_retries(caplog):

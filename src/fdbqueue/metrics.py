@@ -41,6 +41,20 @@ committed (a retried attempt's counts are dropped), when fdbqueue runs the trans
 a Database). Given your Transaction, they are recorded when the call returns, since fdbqueue
 does not see your commit.
 
+Cost while nothing records: counting is on while OpenTelemetry's global meter provider is an
+SDK's (:func:`recording`), off without the ``opentelemetry-api`` package, or while the global
+provider is still the API's default (its proxy, which hands out instruments that record
+nothing until a provider is set) or its no-op one. While it is off, :func:`add`,
+:meth:`Count.add` and :func:`record_wait` return at once, keep nothing for the attempt and
+record nothing: each reads one attribute of the API's module, the provider that
+``opentelemetry.metrics.set_meter_provider`` sets (``opentelemetry.metrics._internal``'s
+``_METER_PROVIDER``, None until then), and compares it with the one last looked at; no call.
+A provider set later is seen at the next count, so counting starts at once, without a
+restart; instruments made before then (the API's proxies) record through it. Should a later
+API not have that attribute, counting stays on for good (every count goes to the API, as
+when a provider is set), so nothing is ever lost. What stays per attempt either way is
+:class:`pending`, for :func:`on_commit`'s actions.
+
 Source followed: the OpenTelemetry metrics API for instrumented libraries (a named meter from
 the global provider; counters and a histogram; no SDK dependency).
 """
@@ -64,6 +78,7 @@ __all__ = [
     "pending",
     "queue_name",
     "record_wait",
+    "recording",
 ]
 
 #: counter key -> (instrument name, unit, description)
@@ -121,6 +136,59 @@ _pending: contextvars.ContextVar[Pending | None] = contextvars.ContextVar(
 )
 
 
+class _Standin:
+    """What :data:`_api` is before the first :func:`_look` (its provider is one no look has
+    seen) and when the API cannot be looked at (the look then sees that provider, which
+    never changes: no look again)."""
+
+    _METER_PROVIDER: Any = object()
+
+
+#: The module holding OpenTelemetry's global meter provider (``opentelemetry.metrics.
+#: _internal``, whose ``_METER_PROVIDER`` is None until one is set), or :class:`_Standin`.
+_api: Any = _Standin
+#: ``_api._METER_PROVIDER`` when :func:`_look` last looked; another one means look again.
+_seen: Any = None
+#: Whether counts are recorded (:func:`recording`): what :func:`_look` last found.
+_recording = False
+
+
+def _look() -> None:
+    """Look at OpenTelemetry's global meter provider (it changed since the last look, or no
+    look ran yet) and set :data:`_recording`: True for a provider that records (an SDK's),
+    False for none set yet and for the API's no-op provider; without the API, False for good;
+    for an API that keeps its provider elsewhere, True for good (every count goes to the
+    API's instruments, which record once a provider is set). :data:`_seen` is set last, so a
+    thread that finds the provider seen finds :data:`_recording` up to date."""
+    global _api, _seen, _recording
+    try:
+        from opentelemetry import metrics
+        from opentelemetry.metrics import _internal
+    except ImportError:
+        _recording, _api, _seen = False, _Standin, _Standin._METER_PROVIDER
+        return
+    if not hasattr(_internal, "_METER_PROVIDER"):
+        _recording, _api, _seen = True, _Standin, _Standin._METER_PROVIDER
+        return
+    # Read before get_meter_provider(), which loads (and sets) the provider named by the
+    # OTEL_PYTHON_METER_PROVIDER variable, if any: the next count then looks again.
+    provider = _internal._METER_PROVIDER
+    if provider is None:
+        metrics.get_meter_provider()
+    _recording = provider is not None and not isinstance(provider, metrics.NoOpMeterProvider)
+    _api, _seen = _internal, provider
+
+
+def recording() -> bool:
+    """Whether fdbqueue records metrics now: True once OpenTelemetry's global meter provider
+    is an SDK's, whatever was counted before; False without ``opentelemetry-api`` and while
+    the API's default (proxy) or no-op provider is the global one. Cost: an attribute read,
+    and a look at the provider when it changed."""
+    if _api._METER_PROVIDER is not _seen:
+        _look()
+    return _recording
+
+
 def _meter() -> Any:
     try:
         from opentelemetry import metrics
@@ -176,7 +244,9 @@ def add(key: str, amount: int = 1, *, at_once: bool = False, **attributes: Any) 
     itself: a retry, an unknown result), else now. Attributes are given as keywords:
     ``queue`` becomes ``fdbqueue.queue``, ``shard`` ``fdbqueue.shard``, ``code``
     ``fdbqueue.error.code``."""
-    if amount == 0 or (amount < 0 and key not in UP_DOWN_COUNTERS):
+    if _api._METER_PROVIDER is not _seen:  # recording(), inlined: no call on a hot path
+        _look()
+    if not _recording or amount == 0 or (amount < 0 and key not in UP_DOWN_COUNTERS):
         return
     named = attributes_of(**attributes)
     counts = None if at_once else _pending.get()
@@ -212,7 +282,12 @@ class Count:
         self.attributes = attributes_of(**attributes)
 
     def add(self) -> None:
-        """Count it once the attempt in progress commits (:func:`pending`); outside one, now."""
+        """Count it once the attempt in progress commits (:func:`pending`); outside one, now.
+        Cost while nothing records (:func:`recording`): an attribute read, nothing kept."""
+        if _api._METER_PROVIDER is not _seen:  # recording(), inlined: no call on a hot path
+            _look()
+        if not _recording:
+            return
         counts = _pending.get()
         if counts is None:
             self()
@@ -226,6 +301,8 @@ class Count:
 
 def record_wait(seconds: float, queue: str) -> None:
     """Record how long a blocking take or claim of ``queue`` waited (seconds)."""
+    if not recording():
+        return
     instrument = _instrument("wait")
     if instrument is not None:
         instrument.record(seconds, {"fdbqueue.queue": queue})
@@ -291,7 +368,12 @@ def _observe_oldest_ages(options: Any) -> list[Any]:
 class pending:
     """Keep the counts added inside the block for :func:`committed` (one transaction
     attempt); counts of an attempt that does not commit are dropped with it. (A class, not a
-    generator context manager: it runs twice per operation, and costs a third as much.)"""
+    generator context manager: it runs twice per operation, and costs a third as much.)
+
+    The list it gives stays empty while nothing records (:func:`recording`) and the attempt
+    has no :func:`on_commit` action: :func:`committed` then has nothing to do (its callers
+    skip it). Cost: a context variable set and reset, whether or not anything records (the
+    actions need it)."""
 
     __slots__ = ("_counts", "_token")
 
@@ -305,7 +387,8 @@ class pending:
 
 
 def committed(counts: Pending) -> None:
-    """Record the counts of an attempt that committed, and run its actions."""
+    """Record the counts of an attempt that committed, and run its actions (an empty
+    ``counts``, as while nothing records: nothing to do, and callers may skip the call)."""
     for entry in counts:
         if callable(entry):
             entry()

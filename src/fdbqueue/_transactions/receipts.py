@@ -295,6 +295,7 @@ class Receipts:
     ) -> None:
         self.enabled = enabled
         self.subspace = metadata["receipts"]
+        self.prefix: bytes = self.subspace.key()
         receipts = self.subspace.range()
         self.begin: bytes = receipts.start
         self.end: bytes = receipts.stop
@@ -303,10 +304,23 @@ class Receipts:
         # Books of this object's own, for a database object that cannot be referenced weakly
         # (the process's books are kept per database object: :func:`_books_of`).
         self._own_books = Books()
+        # The database object :meth:`books` was last given (weakly), the registry it looked
+        # in (tests replace :data:`_BOOKS`) and the books it found there.
+        self._last_books: tuple[weakref.ref[Any], Any, Books] | None = None
 
     def books(self, database: Any) -> Books:
-        """The process's bookkeeping of these receipts in ``database`` (:class:`Books`)."""
-        return _books_of(database, self.begin) or self._own_books
+        """The process's bookkeeping of these receipts in ``database`` (:class:`Books`).
+        Cost: a weak reference's call when ``database`` is the object of the last call (a
+        queue object mostly sees one), else :func:`_books_of`'s lookups."""
+        last = self._last_books
+        if last is not None and last[0]() is database and last[1] is _BOOKS:
+            return last[2]
+        registry = _BOOKS
+        books = _books_of(database, self.begin)
+        if books is None:
+            return self._own_books
+        self._last_books = (weakref.ref(database), registry, books)
+        return books
 
     def run(
         self,
@@ -347,8 +361,9 @@ class Receipts:
                 operation then surely did not take effect.
             Any error of ``body``; nothing took effect then either.
         """
-        call_id = os.urandom(CALL_ID_BYTES)
-        books = self.books(database)
+        call_id, books = (
+            (os.urandom(CALL_ID_BYTES), self.books(database)) if self.enabled else (b"", None)
+        )
         tr = database.create_transaction()
         stale_commits = 0
         while True:
@@ -356,7 +371,7 @@ class Receipts:
             with metrics.pending() as counts:
                 try:
                     result = body(tr)
-                    if self.enabled and wrote(result):
+                    if books is not None and (wrote is _always or wrote(result)):
                         attempt = self.write_receipt(tr, call_id, result, books)
                     commit(tr)
                 except Exception as error:
@@ -370,7 +385,8 @@ class Receipts:
                     self.unfinish(attempt)
                     raise
             self.finish(attempt)
-            metrics.committed(counts)
+            if counts:  # empty while nothing records and no action waits
+                metrics.committed(counts)
             if (
                 still_good is not None
                 and attempt is not None
@@ -388,12 +404,14 @@ class Receipts:
         ``result``, and clear the receipts of calls that returned (``books``', up to
         :data:`FINISHED_PER_ATTEMPT`) and, once a second of versions per ``books``, sweep
         those past their lifetime (:meth:`sweep`); the :class:`Attempt` for :meth:`settle`
-        and :meth:`finish`. Cost: a set, a read conflict key, a clear per finished receipt;
-        at most once a second the sweep's snapshot range read and clears; the read version,
-        fetched already by the body's reads."""
+        and :meth:`finish`. The receipt key is ``self.subspace.pack((read_version,
+        call_id))``, packed by the tuple layer under the subspace's prefix as
+        ``Subspace.pack`` does, without its call. Cost: a set, a read conflict key, a clear
+        per finished receipt; at most once a second the sweep's snapshot range read and
+        clears; the read version, fetched already by the body's reads."""
         read_version: int = tr.get_read_version().wait()
         now = _wall_microseconds()
-        receipt: bytes = self.subspace.pack((read_version, call_id))
+        receipt: bytes = fdb.tuple.pack((read_version, call_id), prefix=self.prefix)
         # Self-conflicting, so that a resolution can fence it off. The read conflict must come
         # before the write: FoundationDB adds none for a key the transaction already wrote.
         tr.add_read_conflict_key(receipt)

@@ -81,9 +81,24 @@ class OperationGreenlet(greenlet.greenlet):  # type: ignore[misc]
 
     may_have_committed = False
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        global operations_started
+        operations_started = True
+        super().__init__(*args, **kwargs)
+
+
+#: Whether an :class:`OperationGreenlet` was ever made in this process (:mod:`fdbqueue.asyncio`
+#: ran a call): until then none is running, and :func:`current_operation` is None without
+#: asking greenlet (hot paths, :func:`fdbqueue._transactions.transactional.commit`, read it).
+operations_started = False
+
 
 def current_operation() -> OperationGreenlet | None:
-    """The operation greenlet the caller runs in, or None (a plain thread or greenlet)."""
+    """The operation greenlet the caller runs in, or None (a plain thread or greenlet).
+    Cost: a module attribute read until :mod:`fdbqueue.asyncio` ran a call, then a
+    ``greenlet.getcurrent()``."""
+    if not operations_started:
+        return None
     current = greenlet.getcurrent()
     return current if isinstance(current, OperationGreenlet) else None
 

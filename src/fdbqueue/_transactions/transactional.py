@@ -292,9 +292,11 @@ def commit(tr: Any) -> None:
     Raises:
         FDBError: the commit's error (either backend).
 
-    Cost: the commit; nothing more.
+    Cost: the commit; nothing more (until :mod:`fdbqueue.asyncio` ran a call in this process,
+    not even a look for the operation: :data:`~fdbqueue._transactions.suspension.
+    operations_started`).
     """
-    operation = suspension.current_operation()
+    operation = suspension.current_operation() if suspension.operations_started else None
     if operation is None:
         tr.commit().wait()
         return
@@ -336,7 +338,8 @@ def run_in_retry_loop(database: Any, body: Callable[[Any], R]) -> R:
                 tr.on_error(error).wait()  # retryable: reset and back off; else raises
                 note_retry(error)
                 continue
-        metrics.committed(counts)
+        if counts:  # empty while nothing records and no action waits
+            metrics.committed(counts)
         return result
 
 
