@@ -1,5 +1,6 @@
 """The example scripts refuse bad input in one line: counts below one, and a cluster file on
-a machine without libfdb_c (the one-line ClientLibraryMissingError, not a traceback)."""
+a machine without libfdb_c (the one-line ClientLibraryMissingError, not a traceback); and
+``examples/jobs.py`` runs to its end (``.ci/run`` runs every example)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def run_example(name: str, *args: str) -> subprocess.CompletedProcess[str]:
         ("lease_worker.py", "--workers"),
         ("worker.py", "--concurrency"),
         ("tenants.py", "--tenants"),
+        ("jobs.py", "--runs"),
     ],
 )
 @pytest.mark.parametrize(
@@ -58,3 +60,22 @@ def test_a_cluster_file_without_the_client_library_is_one_line(example, tmp_path
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "libfdb_c" in lines[0] and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow("a few seconds: waits for the runs of a schedule of every second")
+def test_the_jobs_example_runs():
+    """examples/jobs.py: a result, a JobFailedError with its error, a cancel, a periodic
+    job's runs, and its summary."""
+    result = run_example("jobs.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.endswith("(succeeded)") and "result 144" in line for line in lines)
+    assert any(
+        "JobFailedError, dead after 2 deliveries: ValueError: cannot handle 'unknown'" in line
+        for line in lines
+    )
+    assert any(line.endswith("delayed -> cancel -> cancelled") for line in lines)
+    assert any(line.startswith("schedule 'tick' every 1 s: ") for line in lines)
+    assert "jobs by state: {'cancelled': 1, 'dead': 1, 'succeeded': 1}" in result.stdout
+    assert lines[-1] == "OK"
+    assert result.stderr == ""
