@@ -1,5 +1,5 @@
 """The job commands: ``submit`` a value as a job, look at one (``job``, which can wait for its
-result) or list them (``jobs``), and ``cancel`` one (:doc:`jobs`)::
+result) or list them (``jobs``), and ``cancel`` one (:meth:`fdbqueue.Queue.submit`)::
 
     fdbqueue submit VALUE [--int] [--delay S] [--group G] [--dedup-id ID] [--priority P]
     fdbqueue job ID [--wait [--wait-timeout S]]
