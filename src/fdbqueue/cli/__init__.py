@@ -1,6 +1,6 @@
 """The ``fdbqueue`` command line: look inside a queue (info, peek, leases, dead letters),
-push, pop, follow (tail), clear, requeue or purge dead letters, schedule periodic jobs, run a
-worker, benchmark, and run them all at a prompt (shell).
+push, pop, follow (tail), clear, requeue or purge dead letters, submit, show, list and cancel
+jobs, schedule periodic jobs, run a worker, benchmark, and run them all at a prompt (shell).
 
 Shared options go before or after the command (``fdbqueue --queue app,jobs info --json`` is
 ``fdbqueue --json info --queue app,jobs``; given in both places, the command's wins)::
@@ -23,9 +23,10 @@ for the session (:mod:`fdbqueue.cli._shell`).
 
 The commands live in one module per group: :mod:`fdbqueue.cli._looking` (info, peek,
 leases, dead-letters), :mod:`fdbqueue.cli._changing` (push, pop, tail, clear),
-:mod:`fdbqueue.cli._running` (work, bench), :mod:`fdbqueue.cli._scheduling` (schedule add,
-list and remove) and :mod:`fdbqueue.cli._shell` (shell); what
-they share is in :mod:`fdbqueue.cli._context` and :mod:`fdbqueue.cli._group`.
+:mod:`fdbqueue.cli._running` (work, bench), :mod:`fdbqueue.cli._jobs` (submit, job, jobs,
+cancel), :mod:`fdbqueue.cli._scheduling` (schedule add, list and remove) and
+:mod:`fdbqueue.cli._shell` (shell); what they share is in :mod:`fdbqueue.cli._context` and
+:mod:`fdbqueue.cli._group`.
 
 Tests hand the command a database: ``CliRunner().invoke(cli, args, obj={"database": db})``.
 """
@@ -39,6 +40,7 @@ import click
 from fdbqueue.cli import (  # noqa: F401 - they add the commands
     _changing,
     _dashboard,
+    _jobs,
     _looking,
     _running,
     _scheduling,

@@ -79,26 +79,10 @@ def push(
     the queue. With --dedup-id, a push whose id was seen within the window pushes nothing
     and says so (exit status 0)."""
     queue = context.existing_queue(context.queue(), must_exist=False)
-    item = parsed_value(value, as_int, context.codec)
-    if item is None:  # JSON's null: the codec's rule (encode_value) in the user's words
-        raise click.BadParameter(
-            f"{typed(value)} is JSON null, which a queue cannot store (taking from an empty "
-            "queue gives null): push another value",
-            param_hint="VALUE",
-        )
-    for check, what in (
-        (lambda: encode_value(queue.codec, item), "VALUE"),
-        (lambda: check_delay(delay), "--delay"),
-        (lambda: dedup_id is None or check_dedup_id(dedup_id), "--dedup-id"),
-        (lambda: group is None or check_group(group), "--group"),
-    ):
-        try:  # checked before anything is read or written
-            check()
-        except (TypeError, ValueError) as error:
-            raise click.BadParameter(first_line(error), param_hint=what) from None
+    item = checked_item(queue, value, as_int, context.codec, delay, dedup_id, group)
+    check_priority_option(queue, priority)
     if isinstance(queue, PriorityQueue):
-        if priority is None:
-            raise click.UsageError("a priority queue needs --priority")
+        assert priority is not None  # check_priority_option
         pushed = guarded(
             lambda: queue.push(
                 context.database(),
@@ -110,8 +94,6 @@ def push(
             )
         )
     else:
-        if priority is not None:
-            raise click.UsageError("--priority applies to priority queues (--priority-queue)")
         pushed = guarded(
             lambda: queue.enqueue(
                 context.database(), item, delay=delay, dedup_id=dedup_id, group=group
@@ -129,6 +111,53 @@ def push(
         + (f" to group {group!r}" if group is not None else "")
         + (f", due in {delay:g}s" if delay else ""),
     )
+
+
+def checked_item(
+    queue: Queue[Any] | PriorityQueue[Any],
+    value: str,
+    as_int: bool,
+    codec: str,
+    delay: float | None,
+    dedup_id: str | None,
+    group: str | None,
+) -> Any:
+    """VALUE as the queue stores it (:func:`parsed_value`), checked with ``--delay``,
+    ``--dedup-id`` and ``--group`` before anything is read or written (``push``, ``submit``).
+
+    Raises:
+        click.BadParameter, click.UsageError: one of them is refused (exit status 2).
+    """
+    item = parsed_value(value, as_int, codec)
+    if item is None:  # JSON's null: the codec's rule (encode_value) in the user's words
+        raise click.BadParameter(
+            f"{typed(value)} is JSON null, which a queue cannot store (taking from an empty "
+            "queue gives null): give another value",
+            param_hint="VALUE",
+        )
+    for check, what in (
+        (lambda: encode_value(queue.codec, item), "VALUE"),
+        (lambda: check_delay(delay), "--delay"),
+        (lambda: dedup_id is None or check_dedup_id(dedup_id), "--dedup-id"),
+        (lambda: group is None or check_group(group), "--group"),
+    ):
+        try:
+            check()
+        except (TypeError, ValueError) as error:
+            raise click.BadParameter(first_line(error), param_hint=what) from None
+    return item
+
+
+def check_priority_option(queue: Queue[Any] | PriorityQueue[Any], priority: int | None) -> None:
+    """``--priority`` is given for a priority queue, and only for one.
+
+    Raises:
+        click.UsageError: it is missing, or given for a Queue (exit status 2).
+    """
+    if isinstance(queue, PriorityQueue) and priority is None:
+        raise click.UsageError("a priority queue needs --priority")
+    if not isinstance(queue, PriorityQueue) and priority is not None:
+        raise click.UsageError("--priority applies to priority queues (--priority-queue)")
 
 
 def parsed_value(value: str, as_int: bool, codec: str) -> Any:
