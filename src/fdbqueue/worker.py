@@ -621,7 +621,7 @@ def work(
     # the queue's periodic jobs: one more thread enqueues their due runs (docs/schedules.rst)
     schedules = threading.Thread(
         target=check_until_stopped,
-        args=(lambda: queue.enqueue_due_runs(database), stop, describe_queue(queue)),
+        args=(lambda: queue.maintain(database), stop, describe_queue(queue)),
         name="fdbqueue-schedules",
         daemon=True,
     )

@@ -441,7 +441,8 @@ class Schedules:
 
 
 def check_until_stopped(check: Callable[[], object], stop: threading.Event, where: str) -> None:
-    """Call ``check()`` (a queue's :meth:`~fdbqueue.Queue.enqueue_due_runs`) now and then
+    """Call ``check()`` (a queue's :meth:`~fdbqueue.Queue.maintain`: its due runs, and
+    now and then its finished jobs) now and then
     every :data:`CHECK_SECONDS` until ``stop`` is set: a worker loop's thread for its
     schedules. A failure (the cluster unreachable, say) is logged and the next check tries
     again. ``where`` names the queue in the log."""

@@ -21,6 +21,7 @@ import functools
 import heapq
 import itertools
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypedDict, TypeVar
 
@@ -120,6 +121,9 @@ class QueueOptions(TypedDict, total=False):
     result_ttl: float
     result_codec: str | Codec[Any] | None
 
+
+#: Seconds between two clearings of finished jobs by a worker loop (:meth:`QueueBase.maintain`).
+JOB_CLEARING_SECONDS = 60.0
 
 #: What each of :class:`QueueOptions` is when left out.
 QUEUE_DEFAULTS: QueueOptions = {
@@ -262,6 +266,7 @@ class QueueBase(Generic[T]):
         #: The queue's job records: in its own store's metadata, shared by its shards.
         self._jobs: Jobs = self._store.jobs
         self._jobs.result_ttl = result_ttl
+        self._next_job_clearing = 0.0  # time.monotonic() of maintain's next clearing
         #: The records of the worker loops working on the queue (:meth:`workers`), in its
         #: own metadata; the worker loops keep theirs through it.
         self._worker_registry = WorkerRegistry(self._store.metadata)
@@ -460,11 +465,29 @@ class QueueBase(Generic[T]):
         require_writable(tr, "cancel")
         return self._jobs.cancel(tr, raw)
 
+    def maintain(self, database: Any) -> None:
+        """What a worker loop does every second besides its jobs (both loops call it):
+        enqueue the runs of schedules that fell due (:meth:`enqueue_due_runs`) and, at most
+        once a minute per queue object, clear the jobs finished more than ``result_ttl``
+        seconds ago (:meth:`clear_finished_jobs`).
+
+        Raises:
+            FDBError: a FoundationDB error a retry loop does not absorb (the loops log it
+                and try again a second later).
+
+        Cost: :meth:`enqueue_due_runs`'s, and once a minute :meth:`clear_finished_jobs`'s.
+        """
+        self.enqueue_due_runs(database)
+        now = time.monotonic()
+        if now >= self._next_job_clearing:
+            self._next_job_clearing = now + JOB_CLEARING_SECONDS
+            self.clear_finished_jobs(database)
+
     def clear_finished_jobs(self, database: Any) -> int:
         """Clear the records and results of every job that finished more than
         ``result_ttl`` seconds ago, in transactions of their own; return how many. The
-        worker loop calls it once a minute; finishing jobs also clear up to 100 at a time,
-        at most once a second. Cost: per 100 jobs, a transaction with a snapshot range read
+        worker loops call it once a minute; finishing jobs also clear up to 100 at a time,
+        at most once a second (:meth:`maintain`). Cost: per 100 jobs, a transaction with a snapshot range read
         and three clears each (no conflicts)."""
         return self._jobs.clear_expired(lambda body: run_in_retry_loop(database, body))
 

@@ -195,7 +195,7 @@ class AsyncLoop:
         a failure is logged and the next check tries again."""
         while not self.stop.is_set():
             try:
-                await bridge.run(self.queue.sync.enqueue_due_runs, self.database)
+                await bridge.run(self.queue.sync.maintain, self.database)
             except Exception:
                 logger.warning(
                     "enqueuing the due runs of %s failed",
