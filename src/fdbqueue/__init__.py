@@ -34,6 +34,7 @@ from fdbqueue.errors import (
     LeaseExpiredError,
     LeaseNotHeldError,
     QueueTypeError,
+    TimeLimitExceeded,
     UnknownResultError,
 )
 from fdbqueue.priority import PriorityQueue
@@ -64,6 +65,7 @@ __all__ = [
     "RawCodec",
     "ScheduleInfo",
     "Subspace",
+    "TimeLimitExceeded",
     "TransactionContext",
     "TupleCodec",
     "Undecodable",

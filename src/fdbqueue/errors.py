@@ -16,6 +16,9 @@ Exception                           Raised when
                                     lease that is no longer held; its two subclasses say why.
 :class:`UnknownResultError`         a commit's outcome is unknown and can no longer be found
                                     out.
+:class:`TimeLimitExceeded`          not raised to you: the failure the worker loop records for a
+                                    job whose handler ran past ``time_limit`` (in the log and
+                                    in its dead letter's reason).
 :class:`ClientLibraryMissingError`  opening a real cluster without ``libfdb_c``.
 :class:`BindingMismatchError`       the ``foundationdb`` binding is newer than ``libfdb_c``.
 :class:`BenchmarkError`             ``fdbqueue bench`` cannot run as asked.
@@ -32,6 +35,7 @@ __all__ = [
     "LeaseExpiredError",
     "LeaseNotHeldError",
     "QueueTypeError",
+    "TimeLimitExceeded",
     "UnknownResultError",
 ]
 
@@ -60,6 +64,12 @@ class UnknownResultError(Exception):
     is older than the receipts' lifetime (``RECEIPT_LIFETIME``, 86,400 seconds by read versions
     and by the wall clock), or the transactions that look it up kept failing. The operation may
     or may not have taken effect."""
+
+
+class TimeLimitExceeded(TimeoutError):
+    """A job's handler ran past the worker loop's ``time_limit``: the worker took the job
+    back and released it for a retry, or moved it to the dead letters, as for a handler that
+    raised (:mod:`fdbqueue.worker`). Its message starts with ``time limit exceeded``."""
 
 
 class ClientLibraryMissingError(RuntimeError):

@@ -46,6 +46,7 @@ from fdbqueue._delivery.schedules import (
     check_name,
     check_timing,
 )
+from fdbqueue._delivery.time_limits import check_time_limit
 from fdbqueue._queues.router import Router, check_shards
 from fdbqueue._queues.shard import Shard
 from fdbqueue._storage.dead_letters import DeadLetter
@@ -98,6 +99,7 @@ class QueueOptions(TypedDict, total=False):
     exactly_once: bool
     shards: int
     dedup_window: float
+    time_limit: float | None
 
 
 #: What each of :class:`QueueOptions` is when left out.
@@ -108,6 +110,7 @@ QUEUE_DEFAULTS: QueueOptions = {
     "exactly_once": True,
     "shards": 1,
     "dedup_window": DEFAULT_DEDUP_WINDOW,
+    "time_limit": None,
 }
 
 
@@ -215,6 +218,7 @@ class QueueBase(Generic[T]):
         max_deliveries = given["max_deliveries"]
         seconds = check_queue_arguments(high_contention, given["abandon_after"], max_deliveries)
         count = check_shards(given["shards"])
+        self._time_limit = check_time_limit(given["time_limit"])
         self._high_contention = high_contention
         self._max_deliveries = max_deliveries
         self._router = Router.build(
@@ -262,6 +266,12 @@ class QueueBase(Generic[T]):
         """Deliveries after which an item whose leases keep expiring (or that is released
         each time) becomes a dead letter; None: no limit."""
         return self._max_deliveries
+
+    @property
+    def time_limit(self) -> float | None:
+        """Seconds a handler of :meth:`work` may run on a job before the worker takes the job
+        back, when ``work`` is given no ``time_limit`` of its own; None: no limit."""
+        return self._time_limit
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._store.subspace!r}, codec={self._store.codec!r})"
@@ -1030,13 +1040,24 @@ class QueueBase(Generic[T]):
                 acknowledges the item, so that its writes and the acknowledgement commit
                 together, exactly once (:doc:`worker`, "Exactly-once processing"); the
                 handler must finish within FoundationDB's five seconds. Default False.
+            time_limit: seconds a handler may run on one job, from its start (a finite
+                number > 0, at most 12 hours; None: no limit); left out, the queue's
+                ``time_limit``. Past it the heartbeat no longer extends the job's lease, and
+                the job fails with :class:`~fdbqueue.errors.TimeLimitExceeded` ("time limit
+                exceeded"): released with the backoff, or dead-lettered on its last
+                delivery, so its message group moves on. A thread cannot be killed: the
+                handler's thread is abandoned, its slot taken by a new thread (at most
+                ``concurrency`` abandoned threads at once; beyond that the slot waits for
+                one to return), and what it returns later is discarded (logged, never
+                acknowledged); with ``transactional``, nothing of it commits. An asyncio
+                handler is cancelled instead (:doc:`worker`, "Time limits").
 
         The keywords after ``stop`` are the same for every queue type and its asyncio twin
         (:class:`~fdbqueue.worker.WorkOptions`): they are documented here, once.
 
         Returns:
             A :class:`~fdbqueue.worker.WorkSummary`: jobs succeeded, retried, dead-lettered,
-            lost, released.
+            lost, released, timed out.
 
         Raises:
             TypeError, ValueError: a bad argument (nothing is read or written); and
