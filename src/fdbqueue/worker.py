@@ -617,12 +617,25 @@ class Loop:
         """Called by the heartbeat once ``job`` ran past its time limit: unless its handler
         finished meanwhile, take the job back and settle it as failed with
         :class:`~fdbqueue.errors.TimeLimitExceeded` (released with a backoff, or
-        dead-lettered on its last delivery: :meth:`Settler.settle`), abandon its thread and
-        give its slot to a new thread (see the class docstring). Cost: one release or
+        dead-lettered on its last delivery: :meth:`Settler.settle`), then abandon its thread
+        and give its slot to a new thread (see the class docstring), in that order, so that
+        the new thread finds the job's message group going on. Cost: one release or
         dead_letter."""
-        with self.slots:
+        with self.slots:  # one step for wait() and returned_late()
             if not job.timing.take_back():
                 return  # the handler finished first: its own thread settles the job
+            with job.lock:
+                if job.lost:
+                    self.settler.summary.count("lost")
+                else:
+                    try:
+                        self.settler.settle(job.lease, job.timing.exceeded())
+                    except Exception:  # the lease expires (no more extensions): redelivered
+                        logger.warning(
+                            "%s ran past its time limit and could not be released",
+                            describe(self.queue, job.lease),
+                            exc_info=True,
+                        )
             if job.thread in self.threads:
                 self.threads.remove(job.thread)
             self.abandoned += 1
@@ -632,11 +645,6 @@ class Loop:
                 self.start_thread()
             else:
                 self.vacant += 1
-        with job.lock:
-            if job.lost:
-                self.settler.summary.count("lost")
-            else:
-                self.settler.settle(job.lease, job.timing.exceeded())
 
     def returned_late(self, job: Job, failure: BaseException | None) -> None:
         """The handler of ``job``, taken back at its time limit, returned (or raised
