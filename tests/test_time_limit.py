@@ -21,8 +21,7 @@ import pytest
 from helpers import run
 
 import fdbqueue.asyncio as aq
-from fdbqueue import PriorityQueue, Queue, Subspace, TimeLimitExceeded
-from fdbqueue import worker
+from fdbqueue import PriorityQueue, Queue, Subspace, TimeLimitExceeded, worker
 from fdbqueue.worker import WorkSummary
 
 LEASE = 1.0
