@@ -14,6 +14,15 @@
    queue's setting), moves it to the dead letters with the error as the reason
    (:meth:`~fdbqueue.Queue.dead_letter`).
 
+Time limit (``time_limit``, or the queue's): once a handler has run that many seconds, the
+heartbeat thread takes its job back (:mod:`fdbqueue._delivery.time_limits`): it no longer
+extends the lease and settles the job as in 4. with
+:class:`~fdbqueue.errors.TimeLimitExceeded`, so its message group goes on. The handler's
+thread cannot be killed: it is abandoned, a new thread takes its slot (at most
+``concurrency`` abandoned threads at once; past that the slot waits for one to return:
+:class:`Loop`), and its late return is logged and discarded (with ``transactional``, it
+raises before the commit: nothing of it commits).
+
 Periodic jobs: while it runs, one more thread enqueues the runs of the queue's schedules
 that fell due, looking about once a second (:mod:`fdbqueue._delivery.schedules`; each due
 time is enqueued once however many loops run).

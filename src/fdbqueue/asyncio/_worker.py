@@ -16,6 +16,13 @@ thread loop's thread does (:mod:`fdbqueue._delivery.schedules`).
 ``handler`` may be a coroutine function (awaited on the loop) or a plain function (run in the
 loop's default executor, a thread, so that it cannot block the loop).
 
+Time limit: past ``time_limit`` seconds a coroutine handler is cancelled, a plain one's
+executor thread abandoned (its late return logged and discarded), and the job settled as
+failed with :class:`~fdbqueue.errors.TimeLimitExceeded` at once, as the thread loop does; a
+transactional handler (on the loop) is cancelled while it waits on FoundationDB, and refused
+at its return when it blocked the loop: nothing of it commits
+(:mod:`fdbqueue._delivery.time_limits`).
+
 Stopping: ``stop`` is an ``asyncio.Event``. Once set, a claim still waiting is cancelled
 (its watch cancelled; an item it took meanwhile is released), running jobs finish and are
 acknowledged or released, and ``work`` returns its :class:`~fdbqueue.worker.WorkSummary`. In
