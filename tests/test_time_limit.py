@@ -351,6 +351,7 @@ def test_a_new_thread_takes_an_abandoned_slot_up_to_concurrency_abandoned_thread
 
 @pytest.mark.parametrize("loop", LOOPS)
 def test_the_queues_time_limit_applies_and_works_argument_overrides_it(db, subspace, loop):
+    assert make_queue("priority", subspace, 4).time_limit is None  # the default: no limit
     queue = make_queue("queue", subspace, 1, time_limit=LIMIT)
     assert queue.time_limit == LIMIT and aq.Queue.from_sync(queue).time_limit == LIMIT
     put(queue, db, "hang")
