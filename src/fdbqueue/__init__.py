@@ -37,6 +37,7 @@ from fdbqueue.errors import (
     LeaseExpiredError,
     LeaseNotHeldError,
     QueueTypeError,
+    TimeLimitExceeded,
     UnknownResultError,
 )
 from fdbqueue.priority import PriorityQueue
@@ -70,6 +71,7 @@ __all__ = [
     "RawCodec",
     "ScheduleInfo",
     "Subspace",
+    "TimeLimitExceeded",
     "TransactionContext",
     "TupleCodec",
     "Undecodable",

@@ -17,6 +17,9 @@ Exception                           Raised when
 :class:`UnknownResultError`         a commit's outcome is unknown and can no longer be found
                                     out.
 :class:`JobFailedError`             ``result`` of a job that ended dead or cancelled.
+:class:`TimeLimitExceeded`          not raised to you: the failure the worker loop records for a
+                                    job whose handler ran past ``time_limit`` (in the log and
+                                    in its dead letter's reason).
 :class:`ClientLibraryMissingError`  opening a real cluster without ``libfdb_c``.
 :class:`BindingMismatchError`       the ``foundationdb`` binding is newer than ``libfdb_c``.
 :class:`BenchmarkError`             ``fdbqueue bench`` cannot run as asked.
@@ -34,6 +37,7 @@ __all__ = [
     "LeaseExpiredError",
     "LeaseNotHeldError",
     "QueueTypeError",
+    "TimeLimitExceeded",
     "UnknownResultError",
 ]
 
@@ -73,6 +77,12 @@ class JobFailedError(Exception):
         super().__init__(message)
         self.info = info
         self.error = error
+
+
+class TimeLimitExceeded(TimeoutError):
+    """A job's handler ran past the worker loop's ``time_limit``: the worker took the job
+    back and released it for a retry, or moved it to the dead letters, as for a handler that
+    raised (:mod:`fdbqueue.worker`). Its message starts with ``time limit exceeded``."""
 
 
 class ClientLibraryMissingError(RuntimeError):

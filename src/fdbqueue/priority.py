@@ -63,11 +63,12 @@ class PriorityQueue(QueueBase[T]):
         codec: as for :class:`~fdbqueue.Queue` (``"tuple"``, the default, is the Java
             recipe's value layout).
         options: ``high_contention``, ``abandon_after``, ``max_deliveries``,
-            ``exactly_once``, ``shards`` and ``dedup_window``, as :class:`~fdbqueue.Queue`
-            documents them, with these differences: ``high_contention`` keeps one line of
-            requests per end (pops and claims at that end take in line); on a queue of
-            several shards, a pop takes from the shard whose first item has the best
-            priority at its read version; ``dedup_window`` remembers a push's ``dedup_id``.
+            ``exactly_once``, ``shards``, ``dedup_window`` and ``time_limit``, as
+            :class:`~fdbqueue.Queue` documents them, with these differences:
+            ``high_contention`` keeps one line of requests per end (pops and claims at that
+            end take in line); on a queue of several shards, a pop takes from the shard
+            whose first item has the best priority at its read version; ``dedup_window``
+            remembers a push's ``dedup_id``.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of its range (as

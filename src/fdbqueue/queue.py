@@ -76,6 +76,10 @@ class Queue(QueueBase[T]):
             Recorded at the first write: another count raises QueueTypeError.
         dedup_window: seconds an enqueue's ``dedup_id`` is remembered (default 300, as SQS;
             at most a day): :doc:`idempotency`.
+        time_limit: seconds a handler of :meth:`work` may run on a job before the worker
+            takes the job back, when ``work`` is given no ``time_limit`` (a finite number
+            > 0, at most 12 hours; default None: no limit). Not stored: each process that
+            opens the queue says it.
 
     Every queue type takes the keywords after ``codec`` (:class:`~fdbqueue.PriorityQueue`
     and the :mod:`fdbqueue.asyncio` twins too): they are documented here, once.

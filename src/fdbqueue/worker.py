@@ -14,6 +14,15 @@
    queue's setting), moves it to the dead letters with the error as the reason
    (:meth:`~fdbqueue.Queue.dead_letter`).
 
+Time limit (``time_limit``, or the queue's): once a handler has run that many seconds, the
+heartbeat thread takes its job back (:mod:`fdbqueue._delivery.time_limits`): it no longer
+extends the lease and settles the job as in 4. with
+:class:`~fdbqueue.errors.TimeLimitExceeded`, so its message group goes on. The handler's
+thread cannot be killed: it is abandoned, a new thread takes its slot (at most
+``concurrency`` abandoned threads at once; past that the slot waits for one to return:
+:class:`Loop`), and its late return is logged and discarded (with ``transactional``, it
+raises before the commit: nothing of it commits).
+
 Periodic jobs: while it runs, one more thread enqueues the runs of the queue's schedules
 that fell due, looking about once a second (:mod:`fdbqueue._delivery.schedules`; each due
 time is enqueued once however many loops run).
@@ -77,10 +86,11 @@ from fdbqueue._checks import check_flag, check_keywords, check_seconds
 from fdbqueue._delivery.heartbeat import Heartbeat, Job
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seconds
 from fdbqueue._delivery.schedules import check_until_stopped
+from fdbqueue._delivery.time_limits import Timing, check_time_limit, in_time
 from fdbqueue._delivery.workers import Registration, RegistrationThread, WorkerRegistry, job_id
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import is_database
-from fdbqueue.errors import LeaseError, QueueTypeError
+from fdbqueue.errors import LeaseError, QueueTypeError, TimeLimitExceeded
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -125,6 +135,8 @@ class WorkSummary:
         lost: jobs whose lease was lost while they ran (expired, or the holder call failed);
             their items are delivered again.
         released: items claimed after ``stop`` was set, released unprocessed.
+        timed_out: jobs whose handler ran past ``time_limit`` (each also counted as retried
+            or dead-lettered, as a handler that raised).
     """
 
     succeeded: int = 0
@@ -132,6 +144,7 @@ class WorkSummary:
     dead_lettered: int = 0
     lost: int = 0
     released: int = 0
+    timed_out: int = 0
 
     def count(self, outcome: str) -> None:
         """Add one to the attribute named ``outcome`` (thread-safe enough: under a lock)."""
@@ -158,6 +171,7 @@ class OptionalWorkOptions(TypedDict, total=False):
     handle_signals: bool
     until_empty: bool
     transactional: bool
+    time_limit: float | None
 
 
 class WorkOptions(OptionalWorkOptions):
@@ -178,6 +192,7 @@ WORK_DEFAULTS: OptionalWorkOptions = {
     "handle_signals": True,
     "until_empty": False,
     "transactional": False,
+    "time_limit": None,  # the queue's time_limit when work() is called
 }
 
 
@@ -245,14 +260,17 @@ def check_work_options(
     """Check a worker loop's arguments but ``stop`` (which each loop checks for its kind of
     event) before anything is read or written, as Python and :func:`check_work_arguments`
     would check them, and return them complete: each left out at its :data:`WORK_DEFAULTS`
-    value, ``lease`` in seconds, the backoffs floats. ``where`` names the call for the
-    errors (``"Queue.work"``).
+    value, ``lease`` in seconds, the backoffs floats, ``time_limit`` a float or None. Both
+    loops fill in the queue's ``time_limit`` before, when ``work`` was given none. ``where``
+    names the call for the errors (``"Queue.work"``).
 
     Raises:
         TypeError: ``database`` is not a Database or Tenant, a keyword is not one of
             :class:`WorkOptions` or ``lease`` is missing, or as :func:`check_work_arguments`
-            (and for a non-bool ``handle_signals`` or ``until_empty``).
-        ValueError: as :func:`check_work_arguments`.
+            (and for a non-bool ``handle_signals`` or ``until_empty``, a ``time_limit`` that
+            is not a number or None).
+        ValueError: as :func:`check_work_arguments`; a ``time_limit`` that is NaN, infinite,
+            not > 0 or over 12 hours.
     """
     if not is_database(database):
         raise TypeError("work needs a Database: it runs its own transactions")
@@ -270,6 +288,7 @@ def check_work_options(
     given["max_backoff"] = float(given["max_backoff"])
     check_flag(given["handle_signals"], "handle_signals")
     check_flag(given["until_empty"], "until_empty")
+    given["time_limit"] = check_time_limit(given["time_limit"])
     return given
 
 
@@ -431,6 +450,8 @@ class Settler:
         )
         plan.log(self.queue, lease, failure)
         self.summary.count(plan.outcome if done else "lost")
+        if done and isinstance(failure, TimeLimitExceeded):
+            self.summary.count("timed_out")
         if done and plan.call == "release":
             self.retries.released(plan.keywords["delay"])
 
@@ -440,10 +461,34 @@ class Settler:
         settlement(lease, None, None, 0, 0).log(self.queue, lease, None)
         self.summary.count("succeeded")
 
+    def returned_late(
+        self, lease: Lease[Any], timing: Timing, failure: BaseException | None
+    ) -> None:
+        """Log (WARNING) a handler that returned, or raised ``failure``, after its job was
+        taken back at its time limit: its result is discarded, nothing is acknowledged (the
+        job was settled already, :func:`settlement`). No database access."""
+        logger.warning(
+            "%s: its handler %s %.1fs after its start, past its time limit of %gs; "
+            "the job was settled without it, its result is discarded",
+            describe(self.queue, lease),
+            "returned" if failure is None else "raised",
+            time.monotonic() - timing.started,
+            timing.limit,
+            exc_info=failure,
+        )
+
 
 @dataclass
 class Loop:
-    """One call of :func:`work`: what every worker thread shares."""
+    """One call of :func:`work`: what every worker thread shares.
+
+    Slots: ``concurrency`` worker threads run at once (:meth:`start_thread`). A thread whose
+    handler runs past ``time_limit`` is abandoned (Python cannot kill a thread): its job is
+    settled without it (:meth:`time_out`), and a new thread takes its slot, while at most
+    ``concurrency`` abandoned threads still run; past that, the slot stays vacant until an
+    abandoned thread's handler returns (:meth:`returned_late`). :meth:`wait` waits for the
+    threads holding a slot, never for an abandoned one.
+    """
 
     queue: Any
     database: Any
@@ -453,6 +498,38 @@ class Loop:
     heartbeat: Heartbeat
     settler: Settler
     failures: list[BaseException] = field(default_factory=list)
+    #: The threads started to hold a slot (an abandoned one leaves the list).
+    threads: list[threading.Thread] = field(default_factory=list)
+    #: Abandoned threads whose handler has not returned yet, and slots left vacant.
+    abandoned: int = 0
+    vacant: int = 0
+    slots: threading.Lock = field(default_factory=threading.Lock)
+    started: int = 0  # threads started, to number them
+
+    def start_thread(self) -> None:
+        """Start a worker thread (:meth:`run_thread`) holding a slot; the caller holds
+        ``slots``."""
+        thread = threading.Thread(
+            target=self.run_thread, name=f"fdbqueue-worker-{self.started}", daemon=True
+        )
+        self.started += 1
+        self.threads.append(thread)
+        thread.start()
+
+    def wait(self) -> None:
+        """Return once every thread holding a slot has ended, and no vacant slot waits for an
+        abandoned thread (unless ``stop`` is set). Short joins: the calling thread stays free
+        for signals."""
+        while True:
+            with self.slots:
+                alive = [thread for thread in self.threads if thread.is_alive()]
+                vacant = self.vacant > 0 and not self.stop.is_set()
+            if alive:
+                alive[0].join(0.2)
+            elif vacant:
+                self.stop.wait(0.2)
+            else:
+                return
 
     def run_thread(self) -> None:
         """:meth:`run_worker`, keeping a BaseException (SystemExit from a handler, say) for
@@ -465,7 +542,7 @@ class Loop:
                 self.failures.append(error)
 
     def run_worker(self) -> None:
-        """Claim and process items until ``stop`` is set."""
+        """Claim and process items until ``stop`` is set (or this thread is abandoned)."""
         pause = CLAIM_ERROR_BACKOFF[0]
         seconds, until_empty = self.options["lease"], self.options["until_empty"]
         while not self.stop.is_set():
@@ -496,55 +573,122 @@ class Loop:
             if self.stop.is_set():
                 self.settler.give_back(lease)
                 return
-            self.process(Job(lease))
+            transactional = self.options["transactional"]
+            job = Job(lease, self.options["time_limit"], extend=not transactional)
+            if not (self.process_in_transaction(job) if transactional else self.process(job)):
+                return  # abandoned at the time limit: another thread holds the slot now
 
-    def process(self, job: Job) -> None:
-        """Run the handler on one job, then acknowledge, release or dead-letter it."""
-        if self.options["transactional"]:
-            self.process_in_transaction(job)
-            return
+    def process(self, job: Job) -> bool:
+        """Run the handler on one job, then acknowledge, release or dead-letter it. Returns
+        False when the job was taken back at its time limit meanwhile (this thread was
+        abandoned: it ends)."""
         result = None
         with self.heartbeat.running(job):
             try:
                 result = self.handler(job.lease.value)
             except Exception as error:
                 failure: BaseException | None = error
-            except BaseException:  # SystemExit or the like: give the item back; work raises it
-                with job.lock:
-                    if not job.lost:
-                        self.settler.give_back(job.lease)
+            except BaseException as error:  # SystemExit or the like: give the item back
+                if not job.timing.finish():
+                    self.returned_late(job, error)
+                else:
+                    with job.lock:
+                        if not job.lost:
+                            self.settler.give_back(job.lease)
                 self.stop.set()
-                raise
+                raise  # work raises it
             else:
                 failure = None
+            mine = job.timing.finish()
+        if not mine:
+            self.returned_late(job, failure)
+            return False
+        if job.timing.late:
+            failure = job.timing.exceeded()
         with job.lock:
             if job.lost:
                 self.settler.summary.count("lost")
-                return
-            self.settler.settle(job.lease, failure, result)
+            else:
+                self.settler.settle(job.lease, failure, result)
+        return True
 
-    def process_in_transaction(self, job: Job) -> None:
+    def process_in_transaction(self, job: Job) -> bool:
         """Run ``handler(tr, value)`` and acknowledge the job in one transaction, exactly
         once (the ``transactional`` mode); when it raises, nothing of it committed: release
-        or dead-letter the job as :meth:`Settler.settle` does."""
-        with self.heartbeat.running(job), job.lock:  # the heartbeat skips it meanwhile
-            if job.lost:
-                self.settler.summary.count("lost")
-                return
-            lease = job.lease
+        or dead-letter the job as :meth:`Settler.settle` does. Past its time limit nothing of
+        it commits (:func:`~fdbqueue._delivery.time_limits.in_time`). Returns as
+        :meth:`process`. The heartbeat does not extend the lease (``Job.extend``): the
+        transaction lasts at most five seconds."""
+        lease = job.lease
+        with self.heartbeat.running(job):
             try:
-                self.queue.ack_with(self.database, lease, lambda tr: self.handler(tr, lease.value))
-            except LeaseError as error:
-                logger.warning("%s lost its lease: %s", describe(self.queue, lease), error)
-                self.settler.summary.count("lost")
+                self.queue.ack_with(
+                    self.database, lease, in_time(job.timing, self.handler, lease.value)
+                )
             except Exception as error:
-                self.settler.settle(lease, error)
-            except BaseException:  # SystemExit or the like: give the item back; work raises it
-                self.settler.give_back(lease)
+                if not job.timing.finish():
+                    self.returned_late(job, error)
+                    return False
+                if isinstance(error, LeaseError):
+                    logger.warning("%s lost its lease: %s", describe(self.queue, lease), error)
+                    self.settler.summary.count("lost")
+                else:
+                    self.settler.settle(lease, error)
+            except BaseException as error:  # SystemExit or the like: give the item back
+                if job.timing.finish():
+                    self.settler.give_back(lease)
+                else:
+                    self.returned_late(job, error)
                 self.stop.set()
-                raise
+                raise  # work raises it
             else:
                 self.settler.acknowledged(lease)
+        return True
+
+    def time_out(self, job: Job) -> None:
+        """Called by the heartbeat once ``job`` ran past its time limit: unless its handler
+        finished meanwhile, take the job back and settle it as failed with
+        :class:`~fdbqueue.errors.TimeLimitExceeded` (released with a backoff, or
+        dead-lettered on its last delivery: :meth:`Settler.settle`), then abandon its thread
+        and give its slot to a new thread (see the class docstring), in that order, so that
+        the new thread finds the job's message group going on. Cost: one release or
+        dead_letter."""
+        with self.slots:  # one step for wait() and returned_late()
+            if not job.timing.take_back():
+                return  # the handler finished first: its own thread settles the job
+            with job.lock:
+                if job.lost:
+                    self.settler.summary.count("lost")
+                else:
+                    try:
+                        self.settler.settle(job.lease, job.timing.exceeded())
+                    except Exception:  # the lease expires (no more extensions): redelivered
+                        logger.warning(
+                            "%s ran past its time limit and could not be released",
+                            describe(self.queue, job.lease),
+                            exc_info=True,
+                        )
+            if job.thread in self.threads:
+                self.threads.remove(job.thread)
+            self.abandoned += 1
+            if self.stop.is_set():
+                pass  # no new job will start
+            elif self.abandoned <= self.options["concurrency"]:
+                self.start_thread()
+            else:
+                self.vacant += 1
+
+    def returned_late(self, job: Job, failure: BaseException | None) -> None:
+        """The handler of ``job``, taken back at its time limit, returned (or raised
+        ``failure``) in its abandoned thread: log it (:meth:`Settler.returned_late`) and,
+        if a slot is vacant, start a thread for it. This thread then ends."""
+        self.settler.returned_late(job.lease, job.timing, failure)
+        with self.slots:
+            self.abandoned -= 1
+            if self.vacant:
+                self.vacant -= 1
+                if not self.stop.is_set():
+                    self.start_thread()
 
 
 @contextmanager
@@ -598,6 +742,7 @@ def work(
     Arguments are those of :meth:`fdbqueue.Queue.work`, which documents them. Raises
     TypeError or ValueError for a bad argument, before anything is read or written.
     """
+    options.setdefault("time_limit", queue.time_limit)
     given = check_work_options(database, handler, options, f"{type(queue).__name__}.work")
     if stop is not None and not isinstance(stop, threading.Event):
         raise TypeError(f"stop must be a threading.Event or None, not {type(stop).__name__}")
@@ -606,11 +751,8 @@ def work(
     heartbeat = Heartbeat(queue, database, given["lease"])
     loop = Loop(queue, database, handler, given, stop, heartbeat, settler)
     registered = RegistrationThread(registration(queue, database, settler, heartbeat.leases))
+    heartbeat.on_time_out = loop.time_out
     concurrency, seconds, summary = given["concurrency"], given["lease"], settler.summary
-    threads = [
-        threading.Thread(target=loop.run_thread, name=f"fdbqueue-worker-{n}", daemon=True)
-        for n in range(concurrency)
-    ]
     logger.info(
         "worker started on %s: %d thread%s, leases of %.1fs",
         metrics.queue_name(queue.subspace.key()),
@@ -626,19 +768,24 @@ def work(
         daemon=True,
     )
     with stop_on_signals(stop, given["handle_signals"]):
-        for thread in threads:
-            thread.start()
+        with loop.slots:
+            for _ in range(concurrency):
+                loop.start_thread()
         schedules.start()
         try:
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(0.2)  # short joins: the main thread stays free for signals
+            loop.wait()
         finally:
             stop.set()
             heartbeat.close()
             schedules.join()
             registered.close()
     logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), summary)
+    if loop.abandoned:
+        logger.warning(
+            "%d handler%s past the time limit still running in abandoned threads",
+            loop.abandoned,
+            "" if loop.abandoned == 1 else "s",
+        )
     if loop.failures:
         raise loop.failures[0]
     return summary

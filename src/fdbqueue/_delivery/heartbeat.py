@@ -1,20 +1,26 @@
-"""The worker loop's heartbeat: one thread that keeps the leases of running jobs.
+"""The worker loop's heartbeat: one thread that keeps the leases of running jobs, and ends
+those that run past their time limit.
 
 :class:`Job` is a claimed item being processed; :class:`Heartbeat` extends the lease of
 every running job every ``lease / 3`` seconds, skipping a job whose lock another thread holds
-(it is being settled, or acknowledged in the handler's transaction) until the next beat.
-Used by :func:`fdbqueue.worker.work`.
+(it is being settled) until the next beat, and a job of a ``transactional`` worker (its
+handler runs inside the acknowledging transaction, at most five seconds). It also wakes at
+each running job's deadline (:class:`~fdbqueue._delivery.time_limits.Timing`): a job past it
+is no longer extended, and is handed to ``on_time_out`` (the worker settles it). Used by
+:func:`fdbqueue.worker.work`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from fdbqueue._delivery.leases import Lease
+from fdbqueue._delivery.time_limits import Timing
 from fdbqueue.errors import LeaseError
 
 __all__ = ["Heartbeat", "Job"]
@@ -25,34 +31,53 @@ logger = logging.getLogger("fdbqueue.worker")
 
 class Job:
     """A claimed item being processed: its current lease, which the heartbeat replaces when
-    it extends it, under ``lock`` (held across every holder call on it)."""
+    it extends it, under ``lock`` (held across every holder call on it); its time limit
+    (``time_limit`` seconds from now; None: none); whether the heartbeat extends it
+    (``extend``); and the thread that runs it (the one that made it)."""
 
-    def __init__(self, lease: Lease[Any]) -> None:
+    def __init__(
+        self, lease: Lease[Any], time_limit: float | None = None, *, extend: bool = True
+    ) -> None:
         self.lease = lease
         self.lock = threading.Lock()
         self.lost = False
+        self.timing = Timing(time_limit)
+        self.extend = extend
+        self.thread = threading.current_thread()
 
 
 class Heartbeat:
-    """One thread that extends the lease of every running job every ``lease / 3`` seconds.
+    """One thread that extends the lease of every running job every ``lease / 3`` seconds,
+    and calls ``on_time_out(job)`` (in that thread) for a running job whose deadline passed,
+    once, without extending it any more.
 
-    Cost: per running job and beat, one transaction (a point read, a clear and a set).
+    Cost: per running job and beat, one transaction (a point read, a clear and a set); what
+    ``on_time_out`` costs, per job timed out.
     """
 
-    def __init__(self, queue: Any, database: Any, seconds: float) -> None:
+    def __init__(
+        self,
+        queue: Any,
+        database: Any,
+        seconds: float,
+        on_time_out: Callable[[Job], None] | None = None,
+    ) -> None:
         self.queue = queue
         self.database = database
         self.seconds = seconds
+        self.on_time_out = on_time_out
         self.jobs: set[Job] = set()
         self._lock = threading.Lock()
-        self._done = threading.Event()
+        self._changed = threading.Condition(self._lock)
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name="fdbqueue-heartbeat", daemon=True)
         self._thread.start()
 
     @contextmanager
     def running(self, job: Job) -> Iterator[Job]:
-        with self._lock:
+        with self._changed:
             self.jobs.add(job)
+            self._changed.notify()  # its deadline may be the next thing to wake for
         try:
             yield job
         finally:
@@ -65,16 +90,43 @@ class Heartbeat:
             return [job.lease for job in self.jobs]
 
     def _run(self) -> None:
-        while not self._done.wait(self.seconds / 3):
-            with self._lock:
+        beat = self.seconds / 3
+        next_beat = time.monotonic() + beat
+        while True:
+            with self._changed:
+                deadlines = [job.timing.deadline for job in self.jobs if job.timing.running]
+                wake = min([next_beat, *(d for d in deadlines if d is not None)])
+                if not self._closed:
+                    self._changed.wait(max(0.0, wake - time.monotonic()))
+                if self._closed:
+                    return
                 jobs = list(self.jobs)
+            now = time.monotonic()
             for job in jobs:
+                if job.timing.past(now):
+                    self._time_out(job)
+            if now < next_beat:
+                continue
+            next_beat = now + beat
+            for job in jobs:
+                if not job.extend or not job.timing.running:
+                    continue  # transactional, finished, or past its time limit
                 if not job.lock.acquire(blocking=False):
-                    continue  # being settled, or acknowledged in its handler's transaction
+                    continue  # being settled
                 try:
                     self._extend(job)
                 finally:
                     job.lock.release()
+
+    def _time_out(self, job: Job) -> None:
+        with self._lock:
+            self.jobs.discard(job)  # never extended again
+        if self.on_time_out is None:
+            return
+        try:
+            self.on_time_out(job)
+        except Exception:  # the cluster (its holder call is tried again): log, beat on
+            logger.warning("could not end a job past its time limit", exc_info=True)
 
     def _extend(self, job: Job) -> None:
         if job.lost:
@@ -88,5 +140,7 @@ class Heartbeat:
             logger.warning("could not extend a job's lease: %s", error)
 
     def close(self) -> None:
-        self._done.set()
+        with self._changed:
+            self._closed = True
+            self._changed.notify()
         self._thread.join()

@@ -47,6 +47,7 @@ from fdbqueue._delivery.schedules import (
     check_name,
     check_timing,
 )
+from fdbqueue._delivery.time_limits import check_time_limit
 from fdbqueue._delivery.workers import WorkerInfo, WorkerRegistry
 from fdbqueue._queues.router import Router, check_shards
 from fdbqueue._queues.shard import Shard
@@ -120,6 +121,7 @@ class QueueOptions(TypedDict, total=False):
     dedup_window: float
     result_ttl: float
     result_codec: str | Codec[Any] | None
+    time_limit: float | None
 
 
 #: Seconds between two clearings of finished jobs by a worker loop (:meth:`QueueBase.maintain`).
@@ -135,6 +137,7 @@ QUEUE_DEFAULTS: QueueOptions = {
     "dedup_window": DEFAULT_DEDUP_WINDOW,
     "result_ttl": RESULT_TTL,
     "result_codec": None,
+    "time_limit": None,
 }
 
 
@@ -245,6 +248,7 @@ class QueueBase(Generic[T]):
         result_ttl = check_seconds(given["result_ttl"], "result_ttl", allow_zero=True)
         result_codec = given["result_codec"]
         self._result_codec = None if result_codec is None else resolve_codec(result_codec)
+        self._time_limit = check_time_limit(given["time_limit"])
         self._high_contention = high_contention
         self._max_deliveries = max_deliveries
         self._router = Router.build(
@@ -299,6 +303,12 @@ class QueueBase(Generic[T]):
         """Deliveries after which an item whose leases keep expiring (or that is released
         each time) becomes a dead letter; None: no limit."""
         return self._max_deliveries
+
+    @property
+    def time_limit(self) -> float | None:
+        """Seconds a handler of :meth:`work` may run on a job before the worker takes the job
+        back, when ``work`` is given no ``time_limit`` of its own; None: no limit."""
+        return self._time_limit
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._store.subspace!r}, codec={self._store.codec!r})"
@@ -487,8 +497,8 @@ class QueueBase(Generic[T]):
         """Clear the records and results of every job that finished more than
         ``result_ttl`` seconds ago, in transactions of their own; return how many. The
         worker loops call it once a minute; finishing jobs also clear up to 100 at a time,
-        at most once a second (:meth:`maintain`). Cost: per 100 jobs, a transaction with a snapshot range read
-        and three clears each (no conflicts)."""
+        at most once a second (:meth:`maintain`). Cost: per 100 jobs, a transaction with a
+        snapshot range read and three clears each (no conflicts)."""
         return self._jobs.clear_expired(lambda body: run_in_retry_loop(database, body))
 
     # -- looking at the whole queue ---------------------------------------------------------
@@ -1264,13 +1274,24 @@ class QueueBase(Generic[T]):
                 acknowledges the item, so that its writes and the acknowledgement commit
                 together, exactly once (:doc:`worker`, "Exactly-once processing"); the
                 handler must finish within FoundationDB's five seconds. Default False.
+            time_limit: seconds a handler may run on one job, from its start (a finite
+                number > 0, at most 12 hours; None: no limit); left out, the queue's
+                ``time_limit``. Past it the heartbeat no longer extends the job's lease, and
+                the job fails with :class:`~fdbqueue.errors.TimeLimitExceeded` ("time limit
+                exceeded"): released with the backoff, or dead-lettered on its last
+                delivery, so its message group moves on. A thread cannot be killed: the
+                handler's thread is abandoned, its slot taken by a new thread (at most
+                ``concurrency`` abandoned threads at once; beyond that the slot waits for
+                one to return), and what it returns later is discarded (logged, never
+                acknowledged); with ``transactional``, nothing of it commits. An asyncio
+                handler is cancelled instead (:doc:`worker`, "Time limits").
 
         The keywords after ``stop`` are the same for every queue type and its asyncio twin
         (:class:`~fdbqueue.worker.WorkOptions`): they are documented here, once.
 
         Returns:
             A :class:`~fdbqueue.worker.WorkSummary`: jobs succeeded, retried, dead-lettered,
-            lost, released.
+            lost, released, timed out.
 
         Raises:
             TypeError, ValueError: a bad argument (nothing is read or written); and

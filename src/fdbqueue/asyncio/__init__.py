@@ -184,6 +184,12 @@ class _StoredQueue(Generic[S, T]):
         return self._sync.max_deliveries
 
     @property
+    def time_limit(self) -> float | None:
+        """Seconds a handler of :meth:`work` may run on a job (None: no limit) when ``work``
+        is given no ``time_limit``."""
+        return self._sync.time_limit
+
+    @property
     def sync(self) -> S:
         """The synchronous queue this one runs (same subspace, same items)."""
         return self._sync

@@ -16,6 +16,13 @@ thread loop's thread does (:mod:`fdbqueue._delivery.schedules`).
 ``handler`` may be a coroutine function (awaited on the loop) or a plain function (run in the
 loop's default executor, a thread, so that it cannot block the loop).
 
+Time limit: past ``time_limit`` seconds a coroutine handler is cancelled, a plain one's
+executor thread abandoned (its late return logged and discarded), and the job settled as
+failed with :class:`~fdbqueue.errors.TimeLimitExceeded` at once, as the thread loop does; a
+transactional handler (on the loop) is cancelled while it waits on FoundationDB, and refused
+at its return when it blocked the loop: nothing of it commits
+(:mod:`fdbqueue._delivery.time_limits`).
+
 Stopping: ``stop`` is an ``asyncio.Event``. Once set, a claim still waiting is cancelled
 (its watch cancelled; an item it took meanwhile is released), running jobs finish and are
 acknowledged or released, and ``work`` returns its :class:`~fdbqueue.worker.WorkSummary`. In
@@ -46,6 +53,7 @@ from fdbqueue import metrics
 from fdbqueue._delivery import schedules
 from fdbqueue._delivery import workers as registry
 from fdbqueue._delivery.leases import Lease
+from fdbqueue._delivery.time_limits import Timing, in_time
 from fdbqueue.asyncio import _bridge as bridge
 from fdbqueue.errors import LeaseError, QueueTypeError
 from fdbqueue.worker import (
@@ -68,11 +76,20 @@ logger = logging.getLogger("fdbqueue.worker")
 
 class AsyncJob:
     """A claimed item being processed; the heartbeat replaces ``lease`` when it extends it
-    (the job is settled or released only once the heartbeat has ended)."""
+    (the job is settled or released only once the heartbeat has ended); its time limit
+    (``time_limit`` seconds from now, None: none), and who settles it (:class:`Timing`)."""
 
-    def __init__(self, lease: Lease[Any]) -> None:
+    def __init__(self, lease: Lease[Any], time_limit: float | None = None) -> None:
         self.lease = lease
         self.lost = False
+        self.timing = Timing(time_limit)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark ``task``'s outcome as seen (a task left to end on its own is not reported as
+    "exception never retrieved"; what it raised after its time limit was logged or is moot)."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def finish(awaitable: Awaitable[Any]) -> None:
@@ -102,11 +119,15 @@ class AsyncLoop:
         handler: Callable[..., Any],
         options: WorkOptions,
         stop: asyncio.Event,
+        plain: bool = False,
     ) -> None:
         self.queue = queue
         self.database = database
         self.handler = handler
+        #: Whether ``handler`` is a plain function, run in the loop's default executor.
+        self.plain = plain
         self.seconds = options["lease"]
+        self.time_limit = options["time_limit"]
         self.stop = stop
         self.until_empty = options["until_empty"]
         self.transactional = options["transactional"]
@@ -145,7 +166,7 @@ class AsyncLoop:
             if self.stop.is_set():
                 await self.give_back(lease)
                 return
-            job = AsyncJob(lease)
+            job = AsyncJob(lease, self.time_limit)
             self.running.add(job)
             try:
                 await self.process(job)
@@ -212,46 +233,125 @@ class AsyncLoop:
     async def process(self, job: AsyncJob) -> None:
         """Run the handler on one job with its heartbeat, then settle it. Cancelled (or
         stopped by SystemExit) meanwhile, it releases the item and raises; a cancellation
-        that arrives while the job is settled waits for the settlement, then is raised."""
+        that arrives while the job is settled waits for the settlement, then is raised.
+
+        Past the time limit, the heartbeat stops, the handler is cancelled (a plain function's
+        thread cannot be: it is abandoned, and what it returns is discarded), the job is
+        settled as failed with :class:`~fdbqueue.errors.TimeLimitExceeded` at once, and this
+        task then waits for the cancelled coroutine to end."""
         if self.transactional:
             await self.process_in_transaction(job)
             return
         beating = asyncio.ensure_future(self.heartbeat(job))
-        failure: BaseException | None = None
-        result: Any = None
+        call = asyncio.ensure_future(self.call_handler(job))
         try:
-            result = self.handler(job.lease.value)
-            if inspect.isawaitable(result):
-                result = await result
-        except Exception as error:
-            failure = error
-        except BaseException:
+            await asyncio.wait({call}, timeout=job.timing.limit)
+            if not call.done() and not job.timing.take_back():
+                await asyncio.wait({call})  # it finished just now (in its thread)
+        except BaseException:  # this task was cancelled: so is the handler, then its item
             beating.cancel()
-            await finish(self.end(job, beating, None, give_back=True))
+            call.cancel()
+            await finish(self.drop(job, beating, call))
             raise
         beating.cancel()
+        if not call.done():  # taken back past the time limit
+            call.cancel()
+            await finish(self.end(job, beating, job.timing.exceeded(), give_back=False))
+            await finish(asyncio.wait({call}))  # a coroutine's cleanup, before the next job
+            _retrieve(call)
+            return
+        job.timing.finish()
+        failure = asyncio.CancelledError() if call.cancelled() else call.exception()
+        if failure is not None and not isinstance(failure, Exception):
+            await finish(self.end(job, beating, None, give_back=True))
+            raise failure
+        if job.timing.late:  # returned past the limit, before this task saw it pass
+            failure = job.timing.exceeded()
+        result = None if failure is not None else call.result()
         await finish(self.end(job, beating, failure, give_back=False, result=result))
+
+    async def call_handler(self, job: AsyncJob) -> Any:
+        """Await the handler on ``job``'s value: a coroutine on the loop, a plain function in
+        the loop's default executor (:meth:`run_plain`); what it returned."""
+        if self.plain:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(None, functools.partial(self.run_plain, job))
+        result = self.handler(job.lease.value)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def run_plain(self, job: AsyncJob) -> Any:
+        """Call a plain handler on ``job``'s value (in an executor thread); once it returns
+        or raises after its job was taken back at its time limit, log it as the thread loop
+        does (:meth:`fdbqueue.worker.Settler.returned_late`)."""
+        try:
+            result = self.handler(job.lease.value)
+        except BaseException as error:
+            if not job.timing.finish():
+                self.settler.returned_late(job.lease, job.timing, error)
+            raise
+        if not job.timing.finish():
+            self.settler.returned_late(job.lease, job.timing, None)
+        return result
+
+    async def drop(self, job: AsyncJob, beating: asyncio.Future[None], call: Any) -> None:
+        """Wait for the cancelled handler's end, then release the job's item."""
+        await asyncio.wait({call})
+        _retrieve(call)
+        await self.end(job, beating, None, give_back=True)
 
     async def process_in_transaction(self, job: AsyncJob) -> None:
         """Run ``handler(tr, value)`` and acknowledge the job in one transaction, exactly
         once (the ``transactional`` mode; no heartbeat: the transaction lasts at most five
-        seconds); when it raises, nothing of it committed: release or dead-letter the job."""
+        seconds); when it raises, nothing of it committed: release or dead-letter the job.
+        Past the time limit (or cancelled) before its handler returned, the transaction is
+        cancelled and nothing of it commits
+        (:func:`~fdbqueue._delivery.time_limits.in_time`); the job is then settled as failed
+        with :class:`~fdbqueue.errors.TimeLimitExceeded` (or released, when cancelled)."""
         lease = job.lease
+        body = in_time(job.timing, self.handler, lease.value)
+        acking = asyncio.ensure_future(
+            bridge.run(self.queue.sync.ack_with, self.database, lease, body)
+        )
+        cancelled = False
         try:
-            await bridge.run(
-                self.queue.sync.ack_with,
-                self.database,
-                lease,
-                lambda tr: self.handler(tr, lease.value),
-            )
+            await asyncio.wait({acking}, timeout=job.timing.limit)
+        except BaseException:  # this task was cancelled
+            cancelled = True
+        taken = not acking.done() and job.timing.take_back()
+        if taken:  # the handler runs still: nothing of it can commit now
+            acking.cancel()
+        await finish(self.conclude(job, acking, taken, cancelled))
+        if cancelled:
+            raise asyncio.CancelledError()
+
+    async def conclude(
+        self, job: AsyncJob, acking: asyncio.Future[Any], taken: bool, cancelled: bool
+    ) -> None:
+        """Once ``acking`` (the transaction of :meth:`process_in_transaction`) has ended,
+        settle the job: taken back, as failed with the time limit (released unprocessed when
+        ``cancelled``); else by the transaction's outcome."""
+        lease = job.lease
+        await asyncio.wait({acking})
+        if taken:
+            _retrieve(acking)
+            if cancelled:
+                await self.give_back(lease)
+            else:
+                await self.settle(lease, job.timing.exceeded())
+            return
+        try:
+            acking.result()
         except LeaseError as error:
             logger.warning("%s lost its lease: %s", describe(self.queue, lease), error)
             self.summary.count("lost")
         except Exception as error:
-            await finish(self.settle(lease, error))
+            await self.settle(lease, error)
         except BaseException:  # cancelled before its commit: nothing applied, give it back
-            await finish(self.give_back(lease))
-            raise
+            await self.give_back(lease)
+            if not cancelled:
+                raise
         else:
             self.settler.acknowledged(lease)
 
@@ -349,6 +449,7 @@ async def work(
     Raises:
         TypeError, ValueError: a bad argument, before anything is read or written.
     """
+    options.setdefault("time_limit", queue.time_limit)
     given = check_work_options(database, handler, options, f"{type(queue).__name__}.work")
     if stop is not None and not isinstance(stop, asyncio.Event):
         raise TypeError(f"stop must be an asyncio.Event or None, not {type(stop).__name__}")
@@ -360,9 +461,9 @@ async def work(
             "a transactional handler must be a plain function handler(tr, value): it runs "
             "inside the transaction that acknowledges the item"
         )
-    if not coroutine and not transactional:
-        handler = _in_executor(handler)
-    loop = AsyncLoop(queue, database, handler, given, stop if stop is not None else asyncio.Event())
+    plain = not coroutine and not transactional
+    event = stop if stop is not None else asyncio.Event()
+    loop = AsyncLoop(queue, database, handler, given, event, plain)
     concurrency, seconds = given["concurrency"], given["lease"]
     logger.info(
         "worker started on %s: %d task%s, leases of %.1fs",
@@ -390,14 +491,3 @@ async def work(
                 await finish(bridge.run(record.deregister))
     logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), loop.summary)
     return loop.summary
-
-
-def _in_executor(handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``handler`` made awaitable: called in the loop's default executor (a thread)."""
-
-    async def run(value: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(
-            None, functools.partial(handler, value)
-        )
-
-    return run
