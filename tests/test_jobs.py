@@ -337,3 +337,21 @@ def test_each_scheduled_run_is_a_job(kind):
     assert run.state == "waiting"
     queue.work(db, lambda value: value + "!", lease=30, until_empty=True, handle_signals=False)
     assert queue.result(db, run.id, timeout=1) == "tick!"
+
+
+def test_a_job_past_its_time_limit_is_retrying_with_that_error():
+    db = memory.open()
+    queue = queue_of(Queue, "time-limit", max_deliveries=1)
+    job = queue.submit(db, "hangs")
+    release = threading.Event()
+
+    def handler(value: str) -> None:
+        release.wait(5)
+
+    try:
+        queue.work(db, handler, lease=1, time_limit=0.3, until_empty=True, handle_signals=False)
+    finally:
+        release.set()
+    info = queue.job(db, job.id)
+    assert info.state == "dead" and info.error[0] == "TimeLimitExceeded"
+    assert "time limit exceeded" in info.error[1]
