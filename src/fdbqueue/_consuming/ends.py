@@ -181,13 +181,19 @@ class End:
         :meth:`~fdbqueue._delivery.claims.Leases.take_expired`), then the queue's (delayed
         items that fell due promoted first). Returns the values, or
         :data:`~fdbqueue._storage.taking.MOVED_ASIDE` when it only moved items to the dead
-        letters. When it finds nothing it notes when the first lease in flight expires
-        (:meth:`seconds_until_waiting`)."""
-        # Every read of a take is sent before any is waited on (one round trip): the
-        # waiting leases', the delayed items' hint, the codec record, the front.
-        waiting = self.leases.read_expired(tr, n)
+        letters. It notes when the first lease in flight expires (:meth:`seconds_until_waiting`:
+        a blocked take wakes then)."""
+        # Every read of a take is sent before any is waited on (one round trip): the first
+        # lease's (a snapshot probe: whether a lease waits), the delayed items' hint, the
+        # codec record, the front. Only when the probe finds an expired lease are the
+        # waiting leases read with their conflict range (a second round trip, then).
+        first_lease = self.leases.first_lease(tr.snapshot)
         reads = self._read_front(tr, n)
-        expired, moved = self.leases.take_expired(tr, n, waiting)
+        expired: list[Any] = []
+        moved = False
+        version = tr.get_read_version().wait()
+        if self.leases.note(first_lease, version, by_versions=True):  # and when it expires
+            expired, moved = self.leases.take_expired(tr, n)
         if len(expired) == n:
             return expired
         taken = self._take_items(tr, n - len(expired), None, moving=False, reads=reads)
@@ -200,7 +206,6 @@ class End:
             return values
         if taken.moved_aside or moved:
             return MOVED_ASIDE
-        self.leases.note_next_expiry(tr)
         return []
 
     # -- claiming ---------------------------------------------------------------------------

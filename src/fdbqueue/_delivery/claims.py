@@ -279,17 +279,22 @@ class Leases:
         ``reader``) for :meth:`first_expired`."""
         return reader.get_range(self.leases_begin, self.leases_end, limit=1)
 
-    def note(self, first: Any, read_version: int) -> bool:
+    def note(self, first: Any, read_version: int, *, by_versions: bool = False) -> bool:
         """Learn from ``first`` (:meth:`first_lease`'s read, at ``read_version``) when the
         first lease expires, for :meth:`seconds_until_expiry` (a blocked take wakes then);
         return whether it has expired (or was released): a take would deliver its item.
-        Cost: waits for ``first``."""
+        With ``by_versions``, whether its expiry version passed (a take's
+        :meth:`take_expired` then passes over the leases whose wall-clock time has not come,
+        up to :data:`LOOK_PAST` of them, to those behind that are due). Cost: waits for
+        ``first``."""
         records = list(first)
         if not records:
             self._wake_at = None
             return False
         lease = self._lease_of(records[0], None)
         self._wake_at = time.monotonic() + max(0.0, lease.seconds_left(read_version))
+        if by_versions:
+            return lease.expiry_version < read_version
         return self.first_expired(records, read_version)
 
     def first_expired(self, first: Any, read_version: int) -> bool:

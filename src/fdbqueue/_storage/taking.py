@@ -18,8 +18,7 @@ end, by ``limit`` range reads).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from fdbqueue._storage.jobs import JobRecord, job_of
 from fdbqueue._storage.store import ItemStore
@@ -56,10 +55,10 @@ MOVED_ASIDE: Any = _MovedAside()
 Front = Callable[[Any, int], list[Any]]
 
 
-@dataclass(frozen=True)
-class TakenItem:
+class TakenItem(NamedTuple):
     """An item a take removed: its key, its stored bytes and its decoded value; for a job's
-    item (:mod:`fdbqueue._storage.jobs`), its id and the record read (None: none found)."""
+    item (:mod:`fdbqueue._storage.jobs`), its id and the record read (None: none found).
+    (A named tuple: one is made per item taken, on the hot path.)"""
 
     key: bytes
     encoded: bytes
@@ -68,9 +67,8 @@ class TakenItem:
     job_record: JobRecord | None = None
 
 
-@dataclass(frozen=True)
-class Taken:
-    """What :func:`take` did.
+class Taken(NamedTuple):
+    """What :func:`take` did (a named tuple, made per take).
 
     Attributes:
         items: the items taken, in take order (cleared, not yet counted out of the size).
