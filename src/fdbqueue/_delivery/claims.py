@@ -170,6 +170,7 @@ class Leases:
         n: int,
         *,
         others: bool = True,
+        paused: Any = None,
     ) -> Any:
         """Lease up to ``n`` items in ``tr``, in the order ``n`` claims one after the other
         would: expired or released leases' items first (soonest expiry first; then, with
@@ -197,6 +198,11 @@ class Leases:
         to learn when it expires (:meth:`seconds_until_expiry`). Read conflict ranges: the
         expired leases read and the queue's front up to the last item taken, as for
         ``n`` claims.
+
+        ``paused``: the future of :meth:`~fdbqueue._storage.pause.Pause.look` the caller
+        issued first (the attempt's read of the paused key): checked once the first range
+        read of the expired leases is back, before anything is written; a paused queue
+        gives ``[]`` and nothing is written. None: the caller checked already.
         """
         require_writable(tr, "claim")
         codec_record = self.store.recorded_codec(tr)
@@ -215,6 +221,10 @@ class Leases:
                 return leases or MOVED_ASIDE
             limit = min(n - len(leases), most_dead - dead_lettered)
             read = list(tr.get_range(begin, expired_end, limit=limit + LOOK_PAST))
+            if paused is not None:  # the first read is back: nothing written yet
+                if self.store.pause.holds(paused):
+                    return leases
+                paused = None
             records = _due(read, now)[:limit]
             self.store.check_codec(codec_record)  # before a held value is decoded
             values = [
@@ -375,7 +385,9 @@ class Leases:
                 held += 1
         return held, len(starts), delayed, min(starts) if starts else None
 
-    def take_expired(self, tr: AnyContext, n: int) -> tuple[list[Any], bool]:
+    def take_expired(
+        self, tr: AnyContext, n: int, paused: Any = None
+    ) -> tuple[list[Any], bool] | None:
         """Take up to ``n`` waiting leases' items as a plain take does, soonest expiry first:
         leases that expired (by their versions and the wall clock), and released ones whose
         delay, if any, fell due. An item whose lease expired waits as any item does, so every
@@ -385,8 +397,13 @@ class Leases:
         value is returned; a lease out of deliveries, or whose value cannot be decoded,
         goes to the dead letters instead, as a claim would move it.
 
+        ``paused``: the future of :meth:`~fdbqueue._storage.pause.Pause.look` the caller
+        issued first (the take's read of the paused key), checked once the range read is
+        back, before anything is written; None: the caller checked already.
+
         Returns:
-            The values taken, and whether anything moved to the dead letters.
+            The values taken, and whether anything moved to the dead letters; None when
+            ``paused`` found the queue paused (nothing written: the take takes nothing).
 
         Cost: a read version, one range read of the leases expired by their versions
         (``limit=n`` + :data:`LOOK_PAST`; its read conflict range, so two takes of one lease
@@ -397,6 +414,8 @@ class Leases:
         read_version: int = tr.get_read_version().wait()
         expired_end: bytes = self.leases.pack((read_version,))
         read = list(tr.get_range(self.leases_begin, expired_end, limit=n + LOOK_PAST))
+        if paused is not None and self.store.pause.holds(paused):
+            return None
         due = _due(read, wall_microseconds()) if read else read
         if not due:
             return [], False
