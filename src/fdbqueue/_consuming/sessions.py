@@ -193,7 +193,8 @@ class Consumer:
             timeout: seconds to wait at most with ``block=True``; None waits without limit.
 
         Returns:
-            The item's value, or None (no item, or the timeout ran out).
+            The item's value, or None (no item, the queue is paused, or the timeout ran
+            out).
 
         Raises:
             RuntimeError: the session is closed.
@@ -201,9 +202,10 @@ class Consumer:
             FDBError: a FoundationDB error that is not retryable.
 
         Cost per item: one transaction with ``prefetch >= 1`` (a snapshot read of the line,
-        a snapshot read of the first ``rank + 1`` items, one read conflict key, two clears,
-        a versionstamped set, an atomic add); two with ``prefetch=0`` (the registration
-        first). Conflicts: none between sessions while the matching holds.
+        a snapshot point read of the paused key, a snapshot read of the first ``rank + 1``
+        items, one read conflict key, two clears, a versionstamped set, an atomic add); two
+        with ``prefetch=0`` (the registration first). Conflicts: none between sessions while
+        the matching holds.
         """
         return self._call(self._dequeue_at, block, timeout)
 
