@@ -79,6 +79,7 @@ def test_info_reports_size_oldest_requests_leases_and_dead_letters(db, subspace)
         "groups_in_flight": 0,
         "oldest_age": None,
         "enqueued": 4,  # "later" counts when enqueued, not when it falls due
+        "paused": False,
         "codec": "tuple",
     }
     text = ok(db, "--queue", jobs, "info")

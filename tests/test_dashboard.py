@@ -304,6 +304,7 @@ def test_oldest_age_is_shown_when_queue_info_has_it() -> None:
 
     class ShardWithAge:
         size, leases_in_flight, delayed, dead_letters, groups, shards = 1, 0, 0, 0, 0, ()
+        paused = False
         oldest_age, enqueued = 3.0, 1
 
     class WithAge(ShardWithAge):

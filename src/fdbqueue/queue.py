@@ -353,8 +353,8 @@ class Queue(QueueBase[T]):
                 waits without limit.
 
         Returns:
-            The oldest item's value, or None when the queue is empty (blocking: when the
-            timeout ran out).
+            The oldest item's value, or None when the queue is empty or paused
+            (:meth:`pause`; blocking: when the timeout ran out).
 
         Raises:
             TypeError: ``tr`` is of the wrong type or a snapshot view, ``block`` is not a
@@ -368,9 +368,10 @@ class Queue(QueueBase[T]):
         Database, it takes effect exactly once (:doc:`guarantees`).
 
         Cost (plain, or any Transaction): one range read (``limit=1``), one clear and one
-        atomic add; the hints of delayed items and message groups (snapshot point reads issued
-        alongside: no conflict) and a range read of the lease records expired by the read
-        version (empty on a queue without leases), at every call; its read
+        atomic add; the hints of delayed items and message groups and the paused key
+        (:meth:`pause`; snapshot point reads issued alongside: no conflict) and a range read
+        of the lease records expired by the read version (empty on a queue without leases),
+        at every call; its read
         conflict range runs from the start of the queue to just past the item taken, so
         concurrent dequeues conflict (one retries) and enqueues do not. With
         ``high_contention=True`` and a Database: one transaction while nobody else is in
@@ -432,7 +433,8 @@ class Queue(QueueBase[T]):
 
         Returns:
             A :class:`~fdbqueue.Lease` (value, id, deliveries, expiry_version), or None when
-            nothing is claimable (blocking: when the timeout ran out).
+            nothing is claimable or the queue is paused (:meth:`pause`; blocking: when the
+            timeout ran out).
 
         Raises:
             TypeError: ``lease`` or ``timeout`` is not a number, ``block`` is not a bool,
@@ -441,7 +443,8 @@ class Queue(QueueBase[T]):
                 ``timeout`` without ``block=True``. Nothing is read or written then.
 
         Given a Database, it takes effect exactly once (:doc:`guarantees`).
-        Cost: a read version, a range read of the expired leases, then the dequeue's read and clear,
+        Cost: a read version, a range read of the expired leases (with a snapshot point read
+        of the paused key, :meth:`pause`), then the dequeue's read and clear,
         and two sets (lease record, held value); claims conflict as plain dequeues do, unless
         ``high_contention`` takes them in line. Blocking, per further attempt a read-only
         transaction creating the watch. Source followed: the "Queues" recipe, "Watches".

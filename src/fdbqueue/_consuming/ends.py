@@ -13,6 +13,11 @@ the rest, the same way for every queue type:
 * claims under leases (:mod:`fdbqueue._delivery.leases`), plain or in line in the same way;
 * blocking (:mod:`fdbqueue._transactions.waiting`): on a watch of the queue's signal key.
 
+While the queue is paused (:mod:`fdbqueue._storage.pause`) every one of them finds nothing
+and writes nothing: a plain take checks in :meth:`End.take_batch_in`, a claim in
+:meth:`End.claim_batch`, a session in its attempt (:mod:`fdbqueue._consuming.sessions`),
+each with its first reads.
+
 Every take given a Database takes effect exactly once (:mod:`fdbqueue._transactions.receipts`).
 
 Source followed: FoundationDB's "Queues" and "Priority Queues" recipes (plain takes); the
@@ -143,7 +148,10 @@ class End:
         """Seconds until an item may wait here without any write (the first lease in flight
         expires, or the first delayed item falls due), as the last take or claim that found
         nothing saw it; None when it saw neither. How long a blocked take or claim may
-        sleep at most: expiries and due times change nothing a watch sees."""
+        sleep at most: expiries and due times change nothing a watch sees. None while the
+        last take found the queue paused: only a signal (``resume``'s) wakes it then."""
+        if self.store.pause.seen:
+            return None
         return soonest(self.leases.seconds_until_expiry(), self.delays.seconds_until_due())
 
     def _take_one(self, tr: AnyContext, _deadline: float | None = None) -> Any:
@@ -182,13 +190,18 @@ class End:
         items that fell due promoted first). Returns the values, or
         :data:`~fdbqueue._storage.taking.MOVED_ASIDE` when it only moved items to the dead
         letters. It notes when the first lease in flight expires (:meth:`seconds_until_waiting`:
-        a blocked take wakes then)."""
-        # Every read of a take is sent before any is waited on (one round trip): the first
-        # lease's (a snapshot probe: whether a lease waits), the delayed items' hint, the
-        # codec record, the front. Only when the probe finds an expired lease are the
-        # waiting leases read with their conflict range (a second round trip, then).
+        a blocked take wakes then). A paused queue (:mod:`fdbqueue._storage.pause`): ``[]``,
+        nothing written: the paused key's read is sent with the others and checked before the
+        first write. Cost: one key read more than the take's own."""
+        # Every read of a take is sent before any is waited on (one round trip): the paused
+        # key's, the first lease's (a snapshot probe: whether a lease waits), the delayed
+        # items' hint, the codec record, the front. Only when the probe finds an expired
+        # lease are the waiting leases read with their conflict range (a second round trip).
+        paused = self.store.pause.look(tr)
         first_lease = self.leases.first_lease(tr.snapshot)
         reads = self._read_front(tr, n)
+        if self.store.pause.holds(paused):
+            return []
         expired: list[Any] = []
         moved = False
         version = tr.get_read_version().wait()
@@ -226,7 +239,7 @@ class End:
             lambda tr, _deadline: self._claim_one(tr, seconds),
             self.store.signal_key,
             wait,
-            lambda: soonest(self.leases.seconds_until_expiry(), self.delays.seconds_until_due()),
+            self.seconds_until_waiting,
             queue=self.store.metric_name,
         )
         return lease
@@ -248,8 +261,10 @@ class End:
     def claim_batch(self, tr: AnyContext, seconds: float, n: int) -> Any:
         """Claim up to ``n`` items in one transaction (:meth:`Leases.claim_many`); given a
         Database, exactly once, and never returning a lease that expired before the call
-        learned its commit's outcome (it claims again then)."""
-        return self.leases.claim_many(tr, self._take_items, seconds, n)
+        learned its commit's outcome (it claims again then). A paused queue: ``[]``, nothing
+        written (the paused key's read issued first, :meth:`Leases.claim_many`)."""
+        paused = self.store.pause.look(tr)
+        return self.leases.claim_many(tr, self._take_items, seconds, n, paused=paused)
 
     def _read_front(self, tr: AnyContext, n: int) -> tuple[Any, Any, list[Any]]:
         """Send the reads of :meth:`_take_items` for ``n`` items: the delayed items' hint,

@@ -31,6 +31,14 @@ a live session's request look abandoned. A session waiting for an item refreshes
 every third of ``abandon_after``; a prefetching session idle for longer than
 ``abandon_after`` between calls loses its reservation (its next call registers again).
 
+While the queue is paused (:mod:`fdbqueue._storage.pause`), an attempt finds nothing and
+writes nothing: it reads the paused key with its first reads (the line's) and stops before
+any write, so it neither takes nor registers, refreshes or clears a request. A session holds
+places in line, never items (the item of a place is taken in the take's transaction), so a
+prefetching session hands out nothing while paused either; its places stay in line, not
+refreshed (after ``abandon_after`` others may clear them as abandoned, and the session then
+registers again).
+
 Exactly once: each take runs through the queue's receipts (:doc:`guarantees`).
 The line's keys and how a request is registered, refreshed, found abandoned and withdrawn:
 :mod:`fdbqueue._consuming.line`.
@@ -77,6 +85,8 @@ TakeAt = Callable[[Any, int], "tuple[str, Any] | None"]
 
 #: What an attempt found (the first element of its outcome).
 TAKEN, WAITING, REGISTERED, WITHDRAWN = "taken", "waiting", "registered", "withdrawn"
+#: What an attempt that found the queue paused returns (it wrote nothing).
+PAUSED = "paused"
 
 
 def check_prefetch(prefetch: Any) -> None:
@@ -107,8 +117,9 @@ def _needs_receipt(outcome: tuple[str, Any]) -> bool:
     """Whether an attempt's outcome needs a receipt: every outcome that wrote, except a
     withdrawal. A registration or a refresh that timed out (1031) and landed later would
     put a request nobody waits for in line, ahead of the next ones (a receipt fences it off);
-    a withdrawal only clears requests this session read, which may be cleared twice."""
-    return outcome[0] != WITHDRAWN
+    a withdrawal only clears requests this session read, which may be cleared twice. A
+    paused attempt wrote nothing."""
+    return outcome[0] not in (WITHDRAWN, PAUSED)
 
 
 class Consumer:
@@ -168,6 +179,8 @@ class Consumer:
         self._rank_guess: int | None = None  # its rank when it last took (0: read the head early)
         self._early: tuple[int, list[Any]] | None = None  # (rank guessed, items read early)
         self._others_in_line = False  # the last attempt saw requests of other sessions
+        #: Whether this session's last call found the queue paused (it took nothing).
+        self.paused = False
 
     # -- the public calls -----------------------------------------------------------------
 
@@ -180,7 +193,8 @@ class Consumer:
             timeout: seconds to wait at most with ``block=True``; None waits without limit.
 
         Returns:
-            The item's value, or None (no item, or the timeout ran out).
+            The item's value, or None (no item, the queue is paused, or the timeout ran
+            out).
 
         Raises:
             RuntimeError: the session is closed.
@@ -188,9 +202,10 @@ class Consumer:
             FDBError: a FoundationDB error that is not retryable.
 
         Cost per item: one transaction with ``prefetch >= 1`` (a snapshot read of the line,
-        a snapshot read of the first ``rank + 1`` items, one read conflict key, two clears,
-        a versionstamped set, an atomic add); two with ``prefetch=0`` (the registration
-        first). Conflicts: none between sessions while the matching holds.
+        a snapshot point read of the paused key, a snapshot read of the first ``rank + 1``
+        items, one read conflict key, two clears, a versionstamped set, an atomic add); two
+        with ``prefetch=0`` (the registration first). Conflicts: none between sessions while
+        the matching holds.
         """
         return self._call(self._dequeue_at, block, timeout)
 
@@ -239,9 +254,12 @@ class Consumer:
             self._withdraw_all()
         return value
 
-    def _wake_in(self) -> float:
+    def _wake_in(self) -> float | None:
         """Seconds until a blocked call should look again without a signal: to refresh its
-        requests, or when the first lease expires or delayed item falls due."""
+        requests, or when the first lease expires or delayed item falls due; None (a signal
+        only) while the queue is paused."""
+        if self.paused:  # nothing to refresh or deliver while paused: a signal wakes it
+            return None
         expiry = None if self.leases is None else self.leases.seconds_until_expiry()
         due = None if self.delays is None else self.delays.seconds_until_due()
         return soonest(self.abandon_after / 3, expiry, due) or 0.0
@@ -277,15 +295,19 @@ class Consumer:
             # The head is taken directly only while consumers do not collide: a call that
             # met others sends the next one through the line, until one finds it empty.
             fast = attempts == 1 and not self.contended
+            paused = self.store.pause.look(tr)  # checked before the attempt's first write
             # Another type, shard count or codec on record raises before anything changes
             # (two snapshot point reads until the records were once found right).
             self.store.check_codec(self.store.recorded_codec(tr))
-            return self._attempt(tr, take_at, wait, fast)
+            return self._attempt(tr, take_at, wait, fast, paused)
 
         while True:
             outcome, value = self.store.receipts.run(
                 self.database, attempt, wrote=_needs_receipt, still_good=leases_unexpired
             )
+            self.paused = outcome == PAUSED
+            if self.paused:  # nothing written, nothing learned about the line
+                return None
             met_others = met_others or attempts > 1 or self._others_in_line
             if outcome in (REGISTERED, WAITING) or (outcome == TAKEN and self.prefetch):
                 self._may_hold = True
@@ -297,8 +319,14 @@ class Consumer:
             # REGISTERED (our request is in line now) or MOVED_ASIDE: look again at once.
             attempts = 0
 
-    def _attempt(self, tr: Any, take_at: TakeAt, wait: bool, fast: bool) -> tuple[str, Any]:
+    def _attempt(
+        self, tr: Any, take_at: TakeAt, wait: bool, fast: bool, paused: Any
+    ) -> tuple[str, Any]:
+        """One attempt in ``tr``; ``paused`` is the read of the paused key
+        (:meth:`~fdbqueue._storage.pause.Pause.look`), checked before the first write."""
         if not fast and not self._may_hold:
+            if self.store.pause.holds(paused):
+                return PAUSED, None
             # No request of ours can be in line, and the head is not for us to take: register
             # at once, without reading the line (the next attempt reads it, and who is there).
             self._others_in_line = False
@@ -316,6 +344,8 @@ class Consumer:
             self._early = (0, self.read(tr, 1, True))
         requests = list(line)
         read_version: int = tr.get_read_version().wait()
+        if self.store.pause.holds(paused):
+            return PAUSED, None
         if looked is not None and self.delays is not None and self.delays.promote(tr, looked):
             self._early = None  # read before the promoted items were written: read again
         rank = 0
@@ -381,7 +411,7 @@ class Consumer:
         expired or was released comes first, whatever the rank, as in every take
         (:meth:`~fdbqueue._delivery.claims.Leases.take_expired`)."""
         if self.leases is not None:
-            expired, moved = self.leases.take_expired(tr, 1)
+            expired, moved = self.leases.take_expired(tr, 1)  # the attempt checked the pause
             if expired:
                 return TAKEN, expired[0]
             if moved:

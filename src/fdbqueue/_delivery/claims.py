@@ -171,6 +171,7 @@ class Leases:
         n: int,
         *,
         others: bool = True,
+        paused: Any = None,
     ) -> Any:
         """Lease up to ``n`` items in ``tr``, in the order ``n`` claims one after the other
         would: expired or released leases' items first (soonest expiry first; then, with
@@ -198,6 +199,11 @@ class Leases:
         to learn when it expires (:meth:`seconds_until_expiry`). Read conflict ranges: the
         expired leases read and the queue's front up to the last item taken, as for
         ``n`` claims.
+
+        ``paused``: the future of :meth:`~fdbqueue._storage.pause.Pause.look` the caller
+        issued first (the attempt's read of the paused key): checked once the first range
+        read of the expired leases is back, before anything is written; a paused queue
+        gives ``[]`` and nothing is written. None: the caller checked already.
         """
         require_writable(tr, "claim")
         codec_record = self.store.recorded_codec(tr)
@@ -216,6 +222,10 @@ class Leases:
                 return leases or MOVED_ASIDE
             limit = min(n - len(leases), most_dead - dead_lettered)
             read = list(tr.get_range(begin, expired_end, limit=limit + LOOK_PAST))
+            if paused is not None:  # the first read is back: nothing written yet
+                if self.store.pause.holds(paused):
+                    return leases
+                paused = None
             records = _due(read, now)[:limit]
             self.store.check_codec(codec_record)  # before a held value is decoded
             values = [
@@ -385,16 +395,7 @@ class Leases:
                 held += 1
         return held, len(starts), delayed, min(starts) if starts else None
 
-    def read_expired(self, tr: AnyContext, n: int) -> Any:
-        """Start the range read of :meth:`take_expired` (the leases expired by ``tr``'s read
-        version, ``limit=n`` + :data:`LOOK_PAST`, with its read conflict range), so that it
-        overlaps the caller's other reads: the binding sends a range read's first request
-        when it is made. Pass it to :meth:`take_expired`."""
-        read_version: int = tr.get_read_version().wait()
-        expired_end: bytes = self.leases.pack((read_version,))
-        return tr.get_range(self.leases_begin, expired_end, limit=n + LOOK_PAST)
-
-    def take_expired(self, tr: AnyContext, n: int, read: Any = None) -> tuple[list[Any], bool]:
+    def take_expired(self, tr: AnyContext, n: int) -> tuple[list[Any], bool]:
         """Take up to ``n`` waiting leases' items as a plain take does, soonest expiry first:
         leases that expired (by their versions and the wall clock), and released ones whose
         delay, if any, fell due. An item whose lease expired waits as any item does, so every
@@ -404,7 +405,7 @@ class Leases:
         value is returned; a lease out of deliveries, or whose value cannot be decoded,
         goes to the dead letters instead, as a claim would move it.
 
-        ``read``: :meth:`read_expired`'s, started by the caller (None: started here).
+        The caller checked that the queue is not paused (:mod:`fdbqueue._storage.pause`).
 
         Returns:
             The values taken, and whether anything moved to the dead letters.
@@ -416,8 +417,9 @@ class Leases:
         an atomic add); nothing is written when no lease waits.
         """
         read_version: int = tr.get_read_version().wait()
-        records_read = list(self.read_expired(tr, n) if read is None else read)
-        due = _due(records_read, wall_microseconds()) if records_read else records_read
+        expired_end: bytes = self.leases.pack((read_version,))
+        read = list(tr.get_range(self.leases_begin, expired_end, limit=n + LOOK_PAST))
+        due = _due(read, wall_microseconds()) if read else read
         if not due:
             return [], False
         # the first n deliverable ones, and those out of deliveries before them (at most

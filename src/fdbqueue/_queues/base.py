@@ -663,7 +663,8 @@ class QueueBase(Generic[T]):
                 something else).
             QueueTypeError: the queue records another type, number of shards or codec.
 
-        Cost: a read version, and per shard a point read (the size), a range read of the
+        Cost: a read version, a point read of the paused key, and per shard a point read
+        (the size), a range read of the
         front item, and range reads that count every request in line, lease record, dead
         letter record, delayed record and group's turn (10,000 keys each; the binding
         returns the small records with their keys; held values are not read), and for
@@ -682,7 +683,7 @@ class QueueBase(Generic[T]):
         counted = {
             field.name: sum(getattr(one, field.name) for one in each)
             for field in dataclasses.fields(QueueInfo)
-            if field.name not in ("oldest", "oldest_age", "read_version", "shards")
+            if field.name not in ("oldest", "oldest_age", "read_version", "shards", "paused")
         }
         waited = [one.oldest_age for one in each if one.oldest_age is not None]
         return QueueInfo(
@@ -690,6 +691,7 @@ class QueueBase(Generic[T]):
             oldest_age=max(waited) if waited else None,
             oldest=self._oldest(context),
             read_version=read_version,
+            paused=each[0].paused,
             shards=tuple(each),
         )
 
@@ -738,6 +740,73 @@ class QueueBase(Generic[T]):
         consumers that read the cleared items do.
         """
         self._router.clear(tr)
+
+    # -- pausing consumers (fdbqueue._storage.pause) ------------------------------------------
+
+    def pause(self, tr: TransactionContext) -> bool:
+        """Pause the queue's consumers: until :meth:`resume`, every take and claim finds
+        nothing and writes nothing (``dequeue``, ``pop_min``/``pop_max`` and their ``_many``
+        forms, ``claim`` and ``claim_many``, consumer sessions, with or without prefetch, the
+        worker loop's claims, on every shard), and blocking ones wait. Producers go on
+        (``enqueue``, ``push``, schedules); peeks, ``size``, ``info`` and the lease verbs
+        (``ack``, ``release``, ``extend``) are not affected: leases held stay held.
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+
+        Returns:
+            True when it paused the queue; False when it was paused already (nothing is
+            written then).
+
+        Raises:
+            TypeError: ``tr`` has the wrong type (or is a snapshot view).
+            QueueTypeError: the queue records another type, number of shards or codec.
+
+        A take reads the paused key with a snapshot read (no conflict), so the pause holds
+        for the takes whose read version is after its commit: a take that read before may
+        still commit (one transaction's worth). The pause outlives :meth:`clear`. Given a
+        Database, it takes effect exactly once (:doc:`guarantees`). Cost: the type records'
+        check (none once found right), one point read of ``("paused",)`` in the queue's
+        metadata (a read conflict on it: concurrent pauses and resumes serialize) and one set;
+        every take and claim reads that key once more (:doc:`concepts`, "Pausing consumers").
+        """
+        return self._set_paused(tr, True, "pause")
+
+    def resume(self, tr: TransactionContext) -> bool:
+        """Let the consumers of a paused queue (:meth:`pause`) take again, and wake the
+        blocked ones (it bumps the queue's signal keys: their watches fire).
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+
+        Returns:
+            True when it resumed the queue; False when it was not paused (nothing written).
+
+        Raises:
+            TypeError: ``tr`` has the wrong type (or is a snapshot view).
+            QueueTypeError: the queue records another type, number of shards or codec.
+
+        Given a Database, it takes effect exactly once (:doc:`guarantees`). Cost: one point
+        read of the paused key (a read conflict on it), a clear and one atomic add per shard
+        (its signal key: no conflict).
+        """
+        return self._set_paused(tr, False, "resume")
+
+    def _set_paused(self, tr: TransactionContext, paused: bool, verb: str) -> bool:
+        """:meth:`pause` (``paused``) or :meth:`resume`, named ``verb`` in errors."""
+        _check_context(tr)
+        require_writable(tr, verb)
+        stores = [shard.store for shard in self._router.shards]
+
+        def wake(inner: Any) -> None:
+            for store in stores:
+                store.signal(inner)
+
+        def body(inner: Any) -> bool:
+            self._router.check_type(inner)
+            return self._store.pause.set(inner, paused, wake)
+
+        return self._in_transaction(tr, body, wrote=bool)
 
     # -- dead letters -----------------------------------------------------------------------
 
@@ -1161,10 +1230,18 @@ class QueueBase(Generic[T]):
         Transaction, as the queue type's :meth:`submit` of it would: each run is a job."""
         raise NotImplementedError
 
-    def _in_transaction(self, tr: TransactionContext, body: Callable[[Any], R]) -> R:
+    def _in_transaction(
+        self,
+        tr: TransactionContext,
+        body: Callable[[Any], R],
+        wrote: Callable[[R], bool] | None = None,
+    ) -> R:
         """``body(tr)`` in ``tr`` (a Transaction), or in a transaction of its own given a
-        Database or Tenant, exactly once by the queue's receipts."""
+        Database or Tenant, exactly once by the queue's receipts (``wrote``: whether a
+        result comes from an attempt that wrote, as for ``Receipts.run``; None: always)."""
         if is_database(tr):
+            if wrote is not None:
+                return self._store.receipts.run(tr, body, wrote=wrote)
             return self._store.receipts.run(tr, body)
         _check_context(tr)
         return body(tr)

@@ -326,6 +326,7 @@ class Shard:
         store = self.store
         # the two counters, issued together before the other reads (one round trip)
         size, enqueued = reader.get(store.size_key), reader.get(store.enqueued_key)
+        paused = store.pause.look(reader)  # the queue's key (a shard's is its queue's)
         lines = store.metadata.range(("line",))
         waiting = self.leases.waiting(reader, read_version, 1)
         front = [value for _key, value in self.peek_page(reader, None, 1)[0]]
@@ -347,6 +348,7 @@ class Shard:
             groups=active,
             groups_in_flight=active
             - count_keys(reader, self.groups.turns_begin, self.groups.turns_end),
+            paused=bool(paused.present()),
         )
 
     def oldest_age(self, tr: AnyContext, leases_since: Any = ...) -> float | None:

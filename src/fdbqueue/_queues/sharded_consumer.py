@@ -20,6 +20,11 @@ its sessions are at home in that shard, and a take's read of the line stays shor
 used from coroutines (:mod:`fdbqueue.asyncio`) keep a session each: their calls share the
 event loop's thread, which cannot wait for a turn.
 
+While the queue is paused, a session's take finds nothing in its shard (its session's
+attempt checks, :mod:`fdbqueue._consuming.sessions`) and it does not move: the choice of
+shards finds none holding items (a session whose stay was over returns its places in its
+shard's line as it leaves, as always, and finds nowhere to go).
+
 A priority queue's session (:class:`PriorityShardedConsumer`; a FIFO queue's is
 :class:`FifoShardedConsumer`) does not take in line: each take or claim ranks the shards by their
 first item and takes from the best in one transaction, as a plain pop does
@@ -80,6 +85,8 @@ class FifoShardedEnd(ShardedEnd, Protocol):
     shared: SharedSessions
 
     def holding(self, tr: Any, consumer: Any) -> list[End]: ...
+
+    def paused(self, tr: Any) -> bool: ...
 
 
 #: Takes ``session`` once, without blocking: its value, its Lease, or None.
@@ -267,6 +274,8 @@ class FifoShardedConsumer(ShardedConsumer):
         if value is not None:
             end.homes.took(self)
             return value
+        if self._session.paused:  # the queue is paused: no shard would give anything
+            return None
         return self._elsewhere(act, every_shard, stay_over=False)
 
     def _elsewhere(self, act: Act, every_shard: bool, *, stay_over: bool) -> Any:
@@ -279,6 +288,8 @@ class FifoShardedConsumer(ShardedConsumer):
         def read(tr: Any) -> list[End]:
             if not every_shard:
                 return end.holding(tr, self)
+            if end.paused(tr):
+                return []
             ends = end.ends
             return [ends[k] for k in end.homes.ranked(self, range(len(ends)), settle=True)]
 
@@ -295,6 +306,8 @@ class FifoShardedConsumer(ShardedConsumer):
             if value is not None:
                 end.homes.took(self)
                 return value
+            if self._session.paused:  # the queue is paused: no shard would give anything
+                return None
         return None
 
     def _leave_and_read(self, read: Callable[[Any], list[End]]) -> tuple[list[End], bool]:

@@ -39,6 +39,12 @@ claims' batches): :class:`FifoShardedEnd` (homes, turns, moves) and
 :class:`PriorityShardedEnd` (ranked heads, :meth:`PriorityShardedEnd.take_best`); the
 router builds the one its queue needs.
 
+Paused (:mod:`fdbqueue._storage.pause`: one key for the whole queue, in its own metadata):
+every shard's take and claim finds nothing, as in one shard, and the choice of shards finds
+none holding items (:func:`holding_items`, :meth:`PriorityShardedEnd.order`), so a take
+neither roams nor moves items; the key is read once per transaction however many shards it
+visits (the other looks are answered from the transaction's cache of reads).
+
 Ordering: each shard is FIFO (a priority queue's shard: by priority, then FIFO); across shards
 a FIFO queue's order is bounded by the stays, a priority's items by their counts
 (:doc:`sharding`, "Order"). Every item is taken
@@ -87,16 +93,22 @@ SAMPLE = 2
 _COUNTER = struct.Struct("<q")
 
 
-def holding_items(tr: Any, ends: list[End]) -> list[End]:
+def holding_items(tr: Any, ends: list[End], *, taking: bool = True) -> list[End]:
     """Those of ``ends`` holding items a take may take at ``tr``'s read version (size counter
-    above 0, a delayed item due, or a lease expired or released), in their order. The size
+    above 0, a delayed item due, or a lease expired or released), in their order; none while
+    the queue is paused, for a take (``taking``; a peek looks anyway). The size
     also counts the items of message groups whose item is in a lease, which no take may
     take: where a group is active, an item without a group or a group's turn must be there
     too. Cost: three snapshot point reads per end (the size, the delayed items' hint, the
-    active groups' count) and a snapshot range read of its first lease (``limit=1``), issued
-    together, and the read version; per end holding items with an
-    active group, two snapshot range reads (``limit=1``)."""
+    active groups' count) and a snapshot range read of its first lease (``limit=1``), and
+    for a take the paused key (one snapshot point read), issued together, and the read
+    version; per end holding items with an active group, two snapshot range reads
+    (``limit=1``)."""
+    if not ends:
+        return []
     reader = tr.snapshot
+    pause = ends[0].store.pause
+    paused = pause.look(tr) if taking else None
     records = [end.store.recorded_codec(tr) for end in ends]
     sizes = [reader.get(end.store.size_key) for end in ends]
     hints = [reader.get(end.delays.hint_key) for end in ends]
@@ -105,6 +117,8 @@ def holding_items(tr: Any, ends: list[End]) -> list[End]:
     version = tr.get_read_version().wait()
     for end, record in zip(ends, records, strict=True):
         end.store.check_codec(record)  # another type, shard count or codec raises here
+    if paused is not None and pause.holds(paused):
+        return []
     found = []
     for end, size, hint, count, first in zip(ends, sizes, hints, counts, firsts, strict=True):
         due = end.delays.note(hint, version)  # a blocked take wakes when one falls due
@@ -183,6 +197,12 @@ class ShardedEnd:
         """A consumer session over every shard
         (:class:`~fdbqueue._queues.sharded_consumer.ShardedConsumer`)."""
         raise NotImplementedError
+
+    def paused(self, tr: Any) -> bool:
+        """Whether the queue is paused at ``tr``'s read version (a take finds nothing). Cost:
+        one snapshot point read of the paused key."""
+        pause = self.ends[0].store.pause
+        return pause.holds(pause.look(tr))
 
     # -- taking -----------------------------------------------------------------------------
 
@@ -274,11 +294,19 @@ class ShardedEnd:
             take,
             [end.store.signal_key for end in self.ends],
             seconds,
-            lambda: soonest(
-                *(end.leases.seconds_until_expiry() for end in self.ends),
-                *(end.delays.seconds_until_due() for end in self.ends),
-            ),
+            self._seconds_until_waiting,
             queue=self.metric_name,
+        )
+
+    def _seconds_until_waiting(self) -> float | None:
+        """Seconds until an item away from the queue falls due in a shard (a lease expires,
+        a delayed item falls due), as the last takes saw it; None while the last take found
+        the queue paused (only ``resume``'s signal wakes it then)."""
+        if self.ends[0].store.pause.seen:
+            return None
+        return soonest(
+            *(end.leases.seconds_until_expiry() for end in self.ends),
+            *(end.delays.seconds_until_due() for end in self.ends),
         )
 
 
@@ -358,7 +386,7 @@ class FifoShardedEnd(ShardedEnd):
             value = self.ends[home].peek(tr)
             if value is not None:
                 return value
-        for end in self.holding(tr, consumer):  # the first becomes its home
+        for end in self.holding(tr, consumer, taking=False):  # the first becomes its home
             value = end.peek(tr)
             if value is not None:
                 self.homes.move(consumer, self.ends.index(end))
@@ -428,7 +456,7 @@ class FifoShardedEnd(ShardedEnd):
 
     # -- the shards -------------------------------------------------------------------------
 
-    def holding(self, tr: Any, consumer: Any) -> list[End]:
+    def holding(self, tr: Any, consumer: Any, *, taking: bool = True) -> list[End]:
         """Where ``consumer`` moves: first the :data:`SAMPLE` shards other than its home
         with the fewest of this process's consumers (the ones visited longest ago first),
         those of them holding items at ``tr``'s read version; when none does (or other
@@ -436,16 +464,17 @@ class FifoShardedEnd(ShardedEnd):
         remain), every shard holding items (its home too). Ranked by
         :meth:`Homes.ranked`, the first made ``consumer``'s home. Cost: two snapshot point
         reads per shard looked at (4 when the sample holds items, else 2N more), issued
-        together: one round trip, or two."""
+        together: one round trip, or two. For a take (``taking``), none while the queue is
+        paused (:func:`holding_items`; a peek looks anyway)."""
         home = self.homes.where(consumer)  # it has just looked there
         others = [shard for shard in range(len(self.ends)) if shard != home]
         sample = self.homes.ranked(consumer, others)[:SAMPLE]
-        found = self._candidates(tr, False, [self.ends[k] for k in sample])
+        found = self._candidates(tr, False, [self.ends[k] for k in sample], taking=taking)
         held = [self.ends.index(end) for end in found]
         if not found or self.homes.fewest(consumer, held) > self.homes.fewest(consumer, others):
             # None of the sample holds items, or consumers that moved meanwhile took its
             # shards while others have none: every shard's counters.
-            found = self._candidates(tr, False)
+            found = self._candidates(tr, False, taking=taking)
         ranked = self.homes.ranked(consumer, [self.ends.index(end) for end in found], settle=True)
         return [self.ends[k] for k in ranked]
 
@@ -454,15 +483,21 @@ class FifoShardedEnd(ShardedEnd):
         return self._candidates(tr, every_shard)
 
     def _candidates(
-        self, tr: Any, every_shard: bool, among: Sequence[End] | None = None
+        self,
+        tr: Any,
+        every_shard: bool,
+        among: Sequence[End] | None = None,
+        *,
+        taking: bool = True,
     ) -> list[End]:
-        """The shards (of ``among``, default all) holding items (:func:`holding_items`) in
-        random order; all of them with ``every_shard``."""
+        """The shards (of ``among``, default all) holding items (:func:`holding_items`, none
+        while paused with ``taking``) in random order; all of them with ``every_shard``
+        (each shard's claim checks the pause)."""
         ends = list(self.ends if among is None else among)
         random.shuffle(ends)
         if every_shard:
             return ends
-        return holding_items(tr, ends)
+        return holding_items(tr, ends, taking=taking)
 
     def _in_order(
         self,
@@ -550,8 +585,14 @@ class PriorityShardedEnd(ShardedEnd):
 
     def order(self, tr: Any, every_shard: bool) -> list[End]:
         """By priority, once the delayed items due in every shard were promoted in ``tr``
-        (:meth:`_ranked`: a due item ranks as an item)."""
+        (:meth:`_ranked`: a due item ranks as an item); none while the queue is paused
+        (nothing promoted then). Cost: the paused key's read, issued with the delayed items'
+        hints, and :meth:`_ranked`'s."""
+        pause = self.ends[0].store.pause
+        paused = pause.look(tr)
         looks = [end.delays.look(tr) for end in self.ends]  # issued together
+        if pause.holds(paused):
+            return []
         for end, looked in zip(self.ends, looks, strict=True):
             end.delays.promote(tr, looked)
         return self._ranked(tr, every_shard)

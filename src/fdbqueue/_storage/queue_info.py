@@ -56,8 +56,12 @@ class QueueInfo:
             counted. Its change between two reads,
             minus the change of the items kept (``size + leases_in_flight + delayed``), is
             how many items left: taken, acknowledged or dead-lettered (the dashboard's rates).
+        paused: whether the queue is paused (:meth:`~fdbqueue.Queue.pause`): takes and
+            claims find nothing until :meth:`~fdbqueue.Queue.resume`. One key for the whole
+            queue: a sharded queue's and each of its shards' figures say the same.
         shards: a sharded queue's figures per shard, shard 0 first (the fields above are
-            their sums, ``oldest_age`` their largest); empty for a queue of one shard.
+            their sums, ``oldest_age`` their largest, ``paused`` the queue's); empty for a
+            queue of one shard.
     """
 
     size: int
@@ -72,4 +76,5 @@ class QueueInfo:
     groups_in_flight: int = 0
     oldest_age: float | None = None
     enqueued: int = 0
+    paused: bool = False
     shards: tuple[QueueInfo, ...] = ()

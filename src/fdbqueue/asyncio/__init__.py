@@ -217,6 +217,8 @@ class _StoredQueue(Generic[S, T]):
     peek_many = _twin(QueueBase[T].peek_many, "Queue")
     requests_in_line = _twin(QueueBase[T].requests_in_line, "Queue")
     clear = _twin(QueueBase[T].clear, "Queue")
+    pause = _twin(QueueBase[T].pause, "Queue")
+    resume = _twin(QueueBase[T].resume, "Queue")
     ack = _twin(QueueBase[T].ack, "Queue")
     ack_many = _twin(QueueBase[T].ack_many, "Queue")
     ack_with = _twin(QueueBase[T].ack_with, "Queue")

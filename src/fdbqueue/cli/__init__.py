@@ -1,6 +1,7 @@
 """The ``fdbqueue`` command line: look inside a queue (info, peek, leases, dead letters),
-push, pop, follow (tail), clear, requeue or purge dead letters, submit, show, list and cancel
-jobs, schedule periodic jobs, run a worker, benchmark, and run them all at a prompt (shell).
+push, pop, follow (tail), clear, pause and resume its consumers, requeue or purge dead
+letters, submit, show, list and cancel jobs, schedule periodic jobs, run a worker, benchmark,
+and run them all at a prompt (shell).
 
 Shared options go before or after the command (``fdbqueue --queue app,jobs info --json`` is
 ``fdbqueue --json info --queue app,jobs``; given in both places, the command's wins)::
@@ -22,7 +23,7 @@ under its prefix (exit status 1): a mistyped name; tail and work wait for it.
 for the session (:mod:`fdbqueue.cli._shell`).
 
 The commands live in one module per group: :mod:`fdbqueue.cli._looking` (info, peek,
-leases, dead-letters), :mod:`fdbqueue.cli._changing` (push, pop, tail, clear),
+leases, dead-letters), :mod:`fdbqueue.cli._changing` (push, pop, tail, clear, pause, resume),
 :mod:`fdbqueue.cli._running` (work, bench), :mod:`fdbqueue.cli._jobs` (submit, job, jobs,
 cancel), :mod:`fdbqueue.cli._scheduling` (schedule add, list and remove) and
 :mod:`fdbqueue.cli._shell` (shell); what they share is in :mod:`fdbqueue.cli._context` and

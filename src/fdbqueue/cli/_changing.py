@@ -1,4 +1,5 @@
-"""The commands that change a queue's items: ``push``, ``pop``, ``tail`` and ``clear``."""
+"""The commands that change a queue's items: ``push``, ``pop``, ``tail`` and ``clear``; and
+``pause`` and ``resume``, which stop and restart its consumers."""
 
 from __future__ import annotations
 
@@ -315,3 +316,26 @@ def clear(context: Context, yes: bool) -> None:
         raise click.ClickException("clear removes everything in the queue: add --yes to do it")
     guarded(lambda: queue.clear(context.database()))
     context.emit({"cleared": True}, "cleared")
+
+
+@cli.command(short_help="Pause the queue's consumers: takes and claims find nothing.")
+@shared_options()
+@click.pass_obj
+def pause(context: Context) -> None:
+    """Pause the queue's consumers: until "resume", every take and claim (pop, tail, work,
+    and every program's dequeue, pop, claim and consumer session) finds nothing, and blocked
+    ones wait; pushes go on. Says whether it changed anything (a paused queue stays so)."""
+    queue = context.existing_queue(context.queue())
+    changed = guarded(lambda: queue.pause(context.database()))
+    context.emit({"paused": True, "changed": changed}, "paused" if changed else "paused already")
+
+
+@cli.command(short_help="Resume a paused queue's consumers.")
+@shared_options()
+@click.pass_obj
+def resume(context: Context) -> None:
+    """Let the consumers of a paused queue take again, and wake the blocked ones. Says
+    whether it changed anything (a queue not paused stays so)."""
+    queue = context.existing_queue(context.queue())
+    changed = guarded(lambda: queue.resume(context.database()))
+    context.emit({"paused": False, "changed": changed}, "resumed" if changed else "not paused")

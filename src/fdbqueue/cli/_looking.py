@@ -97,8 +97,8 @@ def shown(fact: Any) -> str:
 @click.pass_obj
 def info(context: Context) -> None:
     """Size, oldest item and its age, requests in line, leases (in flight, expired), dead
-    letters, delayed items and items enqueued (since the queue was created or cleared), read
-    at one read version.
+    letters, delayed items and items enqueued (since the queue was created or cleared), and
+    whether its consumers are paused ("pause", "resume"), read at one read version.
 
     The oldest age is in seconds, an upper bound: too large by at most the time the queue
     (each shard) took to receive 64 items, plus clock skew between clients.
@@ -138,9 +138,11 @@ SHARD_FIGURES = (
 
 def shown_fact(name: str, fact: Any) -> str:
     """A fact of ``info`` as text (:func:`shown`); the age of the oldest item in seconds,
-    to a tenth (``12.3 s``)."""
+    to a tenth (``12.3 s``); whether the queue is paused as ``yes`` or ``no``."""
     if name == "oldest_age" and isinstance(fact, float):
         return f"{fact:.1f} s"
+    if name == "paused":
+        return "yes" if fact else "no"
     return shown(fact)
 
 

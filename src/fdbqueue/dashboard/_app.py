@@ -125,6 +125,8 @@ def create_app(
             Route("/fragments/dead-letters", dashboard.dead_letters_fragment),
             Route("/actions/requeue", dashboard.requeue, methods=["POST"]),
             Route("/actions/purge", dashboard.purge, methods=["POST"]),
+            Route("/actions/pause", dashboard.pause, methods=["POST"]),
+            Route("/actions/resume", dashboard.resume, methods=["POST"]),
             Mount("/static", static, name="static"),
         ],
         middleware=[
@@ -451,10 +453,29 @@ class Dashboard:
     async def purge(self, request: Request) -> Response:
         return await self.act(request, "purge")
 
-    async def act(self, request: Request, action: str) -> Response:
-        """Requeue or purge one dead letter (form fields ``key`` and ``id``) or all of them
-        (``all=1``), then go back to the queue's page, saying what was done. Refused (403)
-        without the CSRF token (form field ``csrf`` or header ``X-CSRF-Token``)."""
+    async def pause(self, request: Request) -> Response:
+        return await self.switch(request, "pause")
+
+    async def resume(self, request: Request) -> Response:
+        return await self.switch(request, "resume")
+
+    async def switch(self, request: Request, action: str) -> Response:
+        """Pause or resume the consumers of the queue named by the form field ``name``
+        (:meth:`~fdbqueue.Queue.pause`), then go back to its page, saying what was done.
+        Refused as :meth:`act` refuses."""
+        checked = await self.checked(request)
+        if isinstance(checked, Response):
+            return checked
+        _form, name, queue = checked
+        changed = await run_in_threadpool(getattr(queue, action), self.database)
+        self.sampler.sample(name)
+        done = {"name": name, "done": action, "count": int(changed)}
+        return RedirectResponse("/queue?" + urllib.parse.urlencode(done), 303)
+
+    async def checked(self, request: Request) -> Response | tuple[Any, str, AnyQueue]:
+        """An action's form, and the name and queue it names; or the response refusing it:
+        403 without the CSRF token (form field ``csrf`` or header ``X-CSRF-Token``), 400 for
+        a name that is not one of the dashboard's queues."""
         form = await request.form()
         given = request.headers.get(CSRF_HEADER) or form.get(CSRF_FIELD)
         if not isinstance(given, str) or not same(given, self.csrf):
@@ -467,7 +488,16 @@ class Dashboard:
         found = self.named(request, name if isinstance(name, str) else "")
         if found is None:
             return PlainTextResponse("400: no such queue", 400)
-        name, queue = found
+        return form, found[0], found[1]
+
+    async def act(self, request: Request, action: str) -> Response:
+        """Requeue or purge one dead letter (form fields ``key`` and ``id``) or all of them
+        (``all=1``), then go back to the queue's page, saying what was done. Refused (403)
+        without the CSRF token (form field ``csrf`` or header ``X-CSRF-Token``)."""
+        checked = await self.checked(request)
+        if isinstance(checked, Response):
+            return checked
+        form, name, queue = checked
         database = self.database
         if form.get("all") == "1":
             if action == "requeue":
@@ -519,6 +549,11 @@ def cursor_of(request: Request) -> tuple[str | None, int]:
 def done_message(request: Request) -> str | None:
     """What the last action did, from the address it redirected to."""
     action = request.query_params.get("done")
+    changed = request.query_params.get("count") == "1"
+    if action == "pause":
+        return "paused the consumers" if changed else "the consumers were paused already"
+    if action == "resume":
+        return "resumed the consumers" if changed else "the consumers were not paused"
     if action not in ("requeue", "purge"):
         return None
     count = request.query_params.get("count", "0")

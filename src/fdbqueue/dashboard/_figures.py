@@ -56,6 +56,8 @@ class Sample:
     #: whether anything is stored under the queue's prefix (False: the queue does not
     #: exist, a mistyped name usually; its figures are then all 0)
     exists: bool = True
+    #: whether the queue's consumers are paused (:attr:`fdbqueue.QueueInfo.paused`)
+    paused: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +111,7 @@ def sample_of(info: Any, at: float, exists: bool = True) -> Sample:
         shards=per_shard,
         enqueued=info.enqueued,
         exists=exists,
+        paused=info.paused,
     )
 
 
