@@ -42,6 +42,12 @@ from fdbqueue._transactions.waiting import take_blocking
 
 __all__ = ["End", "ReadEnd"]
 
+
+def _taken(value: Any) -> bool:
+    """Whether a take's attempt wrote: it took a value, or moved poison aside."""
+    return value is not None
+
+
 #: ``read(tr, n, snapshot)``: up to ``n`` items at one end, in take order (fewer is allowed:
 #: a take reads again for the rest). Not a snapshot read, it adds the read conflict ranges a
 #: plain take needs (the end up to the last item returned, or the whole end when empty); a
@@ -155,8 +161,17 @@ class End:
         return soonest(self.leases.seconds_until_expiry(), self.delays.seconds_until_due())
 
     def _take_one(self, tr: AnyContext, _deadline: float | None = None) -> Any:
+        """One take: given a Database, in a transaction of its own run by the shard's
+        receipts (exactly once, as :func:`~fdbqueue._transactions.receipts.exactly_once`
+        runs it, without its wrapper: the hottest call); given a Transaction, inside it."""
+        if is_database(tr):
+            run = self.receipts.run
+            value = run(tr, self.take_in, wrote=_taken)
+            while value is MOVED_ASIDE:  # it only moved poison aside (and committed that)
+                value = run(tr, self.take_in, wrote=_taken)
+            return value
         value = self._take(tr)
-        while value is MOVED_ASIDE:  # it only moved poison aside (and committed that)
+        while value is MOVED_ASIDE:
             value = self._take(tr)
         return value
 
@@ -169,7 +184,7 @@ class End:
             return MOVED_ASIDE
         return values[0] if values else None
 
-    _take = exactly_once(wrote=lambda value: value is not None)(take_in)
+    _take = exactly_once(wrote=_taken)(take_in)
 
     def take_many(self, tr: AnyContext, n: int) -> list[Any]:
         """Take up to ``n`` values in one transaction (``n`` checked by the caller, > 0)."""
