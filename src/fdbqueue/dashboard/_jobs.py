@@ -97,8 +97,9 @@ def job_value(database: Any, queue: AnyQueue, job_id: str) -> tuple[bool, Any]:
     of where it may be.
 
     Cost: one read-only transaction; per shard, snapshot range reads of at most
-    :data:`SCANNED` keys each of the held values (leases, dead letters), the delayed items
-    and the ready items, in that order, until the value is found; no conflicts."""
+    :data:`SCANNED` keys each of the held values (leases, dead letters), the delayed items,
+    the items of message groups and the other ready items, in that order, until the value is
+    found; no conflicts."""
     wanted = JOB_HEADER + bytes.fromhex(job_id)
     if queue.shards == 1:
         places = [queue.subspace]
@@ -109,7 +110,7 @@ def job_value(database: Any, queue: AnyQueue, job_id: str) -> tuple[bool, Any]:
         reader = getattr(tr, "snapshot", tr)
         for subspace in places:
             metadata = metadata_subspace(subspace)
-            for where in (metadata["held"], metadata["delayed"], subspace):
+            for where in (metadata["held"], metadata["delayed"], metadata["grouped"], subspace):
                 span = where.range()
                 for kv in reader.get_range(span.start, span.stop, limit=SCANNED):
                     stored = bytes(kv.value)
