@@ -33,6 +33,7 @@ from fdbqueue.cli._dashboard import is_loopback
 from fdbqueue.dashboard import DEAD_LETTERS_PAGE, Demo, create_app, start_demo
 from fdbqueue.dashboard._demo import DEMO_BACKLOG, DEMO_DEAD_LETTERS, DEMO_TICK
 from fdbqueue.dashboard._figures import Sample, Sampler, depth_svg, sample_of, shortened
+from fdbqueue.dashboard._jobs import ago, moment
 
 SCRIPT = "<script>alert(1)</script>"
 
@@ -864,3 +865,19 @@ def test_read_only_refuses_cancel_and_shows_no_cancel_button(db: Any, work: dict
         )
     assert answer.status_code == 403 and "read-only" in answer.text
     assert queue.job(db, made["value"].id).state == "waiting"
+
+
+def test_job_times_are_told_by_fdbqueues_clock(db: Any) -> None:
+    """The job records' times come from fdbqueue's clock, which the in-memory database's
+    pass_time moves on: the page tells "ago" by the same clock."""
+    queue: Queue[Any] = Queue(Subspace(("clocked",)))
+    db.pass_time(3600)
+    job = queue.submit(db, "x")
+    assert job is not None
+    with local(create_app(db, {"clocked": queue})) as client:
+        page = job_page(client, job.id, "clocked").text
+    enqueued = page.split("<th>enqueued</th><td>")[1].split("</td>")[0]
+    assert enqueued.endswith(" s ago)") and "in " not in enqueued
+    assert moment(None) == ago(None) == "-"
+    assert ago(100.0, now=400.0) == "5.0 min ago" and ago(100.0, now=40.0) == "in 60.0 s"
+    assert moment(0.0, now=90_000.0) == "1970-01-01 00:00:00 UTC (1.0 days ago)"

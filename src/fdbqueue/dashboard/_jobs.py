@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from fdbqueue import _clock
 from fdbqueue._storage.jobs import JOB_HEADER, JobInfo, strip_job_header
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import run_in_retry_loop
@@ -190,10 +191,11 @@ def moment(seconds: float | None, now: float | None = None) -> str:
 
 def ago(seconds: float | None, now: float | None = None) -> str:
     """How long ago a wall-clock time was (``12.3 s ago``), or how soon it comes (``in
-    4.0 s``); ``-`` for none."""
+    4.0 s``), by fdbqueue's wall clock (:func:`fdbqueue._clock.now`, which the job records'
+    times come from; ``now`` replaces it); ``-`` for none."""
     if seconds is None:
         return "-"
-    passed = (time.time() if now is None else now) - seconds
+    passed = (_clock.now() if now is None else now) - seconds
     span = abs(passed)
     if span < 120:
         text = f"{span:.1f} s"
