@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +33,7 @@ from fdbqueue.cli._dashboard import is_loopback
 from fdbqueue.dashboard import DEAD_LETTERS_PAGE, Demo, create_app, start_demo
 from fdbqueue.dashboard._demo import DEMO_BACKLOG, DEMO_DEAD_LETTERS, DEMO_TICK
 from fdbqueue.dashboard._figures import Sample, Sampler, depth_svg, sample_of, shortened
+from fdbqueue.dashboard._jobs import ago, moment
 
 SCRIPT = "<script>alert(1)</script>"
 
@@ -166,7 +169,8 @@ def test_a_post_without_the_csrf_token_changes_nothing(
 def test_read_only_refuses_actions_and_shows_no_buttons(db: Any, jobs: Queue[Any]) -> None:
     with local(create_app(db, {"jobs": jobs}, read_only=True)) as client:
         page = client.get("/queue", params={"name": "jobs"}).text
-        assert "read-only" in page and "<button" not in page
+        assert "read-only" in page and 'method="post"' not in page
+        assert page.count("<button") == 1 and 'id="find-job"' in page  # a search, no action
         token = re.search(r'"x-csrf-token": "([^"]+)"', page)
         assert token is not None
         answer = client.post(
@@ -333,6 +337,9 @@ def test_the_demo_workload_moves(db: Any) -> None:
     info = jobs.info(db)
     assert info.dead_letters > 0 and info.groups > 0 and info.enqueued > 50
     assert all(queue.info(db).enqueued > 0 for queue in demo.queues.values())
+    states = {job.state for job in jobs.jobs(db, limit=1000)}  # submitted as jobs
+    assert {"succeeded", "dead", "running"} <= states
+    assert len(demo.queues["demo/reports"].jobs(db)) == 5  # no loop runs: five wait
 
 
 @pytest.mark.slow("five minutes of the demo's steps")
@@ -359,15 +366,18 @@ def test_the_demo_reaches_a_steady_state(db: Any) -> None:
 
 def test_the_demo_runs_in_a_thread_until_stopped(db: Any) -> None:
     demo = start_demo(db, seed=1)
+    reports = demo.queues["demo/reports"]
     try:
         for _ in range(200):
-            if demo.queues["demo/jobs"].info(db).enqueued:
+            if demo.queues["demo/jobs"].info(db).enqueued and reports.workers(db):
                 break
             time.sleep(0.05)
+        assert len(reports.workers(db)) == 1  # its worker loop shows
     finally:
         demo.stop()
     assert demo.queues["demo/jobs"].info(db).enqueued > 0
     assert all(not thread.is_alive() for thread in demo.threads)
+    assert reports.workers(db) == []  # the loop cleared its record as it stopped
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -636,3 +646,239 @@ def test_the_command_allows_the_hosts_it_is_given(
             assert client.get("/", headers={"host": host, **bearer}).status_code == 200, host
         for host in refused:
             assert client.get("/", headers={"host": host, **bearer}).status_code == 400, host
+
+
+# -- issue 38: jobs ---------------------------------------------------------------------------
+
+
+def failed(error: Exception) -> Exception:
+    """``error`` raised and caught, so that it carries a traceback."""
+    try:
+        raise error
+    except Exception as caught:
+        return caught
+
+
+@pytest.fixture
+def work(db: memory.Database) -> dict[str, Any]:
+    """A JSON queue of jobs in every state the queue's page lists, and a PriorityQueue's."""
+    queue: Queue[Any] = Queue(Subspace(("work",)), codec="json", max_deliveries=3)
+    tasks: PriorityQueue[Any] = PriorityQueue(Subspace(("prio",)))
+    made = {name: queue.submit(db, {"n": name}) for name in ("done", "retry", "running")}
+    leases = {name: queue.claim(db, 60) for name in ("done", "retry", "running")}
+    made["value"] = queue.submit(db, {"text": SCRIPT}, group="acme")
+    made["later"] = queue.submit(db, "later", delay=600)
+    assert all(
+        lease is not None and lease.job_id == made[name].id for name, lease in leases.items()
+    )
+    queue.ack(db, leases["done"], result={"html": SCRIPT})
+    queue.release(db, leases["retry"], delay=300, error=failed(ValueError(f"bad {SCRIPT}")))
+    priority = tasks.submit(db, "p", priority=3)
+    assert all(job is not None for job in (*made.values(), priority))
+    return {"queue": queue, "tasks": tasks, "jobs": made, "priority": priority}
+
+
+@pytest.fixture
+def jobs_client(db: memory.Database, work: dict[str, Any]) -> Iterator[TestClient]:
+    with local(create_app(db, {"work": work["queue"], "prio": work["tasks"]})) as client:
+        yield client
+
+
+def job_page(client: TestClient, ident: str, name: str = "work") -> Any:
+    return client.get("/job", params={"name": name, "id": ident})
+
+
+def test_a_queue_page_lists_running_retrying_delayed_and_finished_jobs(
+    work: dict[str, Any], jobs_client: TestClient
+) -> None:
+    made = work["jobs"]
+    page = jobs_client.get("/queue", params={"name": "work"}).text
+    fragment = jobs_client.get("/fragments/jobs", params={"name": "work"}).text
+    assert fragment.startswith('<div id="jobs"') and 'hx-trigger="every 2s"' in fragment
+
+    def listed(table: str, text: str = page) -> list[str]:
+        body = text.split(f'id="{table}"')[1].split("</table>")[0]
+        return re.findall(r'<tr class="job" data-id="([0-9a-f]+)">', body)
+
+    for text in (page, fragment):
+        assert listed("running-jobs", text) == [made["running"].id]
+        assert sorted(listed("waiting-jobs", text)) == sorted([made["retry"].id, made["later"].id])
+        assert listed("finished-jobs", text) == [made["done"].id]
+    waiting = page.split('id="waiting-jobs"')[1].split("</table>")[0]
+    assert ">retrying<" in waiting and ">delayed<" in waiting and "in 5." in waiting
+    assert f"ValueError: bad {SCRIPT}" not in page and "ValueError: bad &lt;script&gt;" in waiting
+    finished = page.split('id="finished-jobs"')[1].split("</table>")[0]
+    assert "succeeded" in finished and "&#34;html&#34;: &#34;&lt;script&gt;" in finished
+    link = f'href="/job?name=work&amp;id={made["running"].id}"'
+    assert link in page  # each id opens its job's page
+    assert 'id="job-search"' in page and 'action="/job"' in page
+    assert "(no worker online)" in page
+
+
+def test_workers_online_show_with_their_running_jobs(db: Any) -> None:
+    queue: Queue[Any] = Queue(Subspace(("worked",)), codec="json")
+    job = queue.submit(db, {"slow": True})
+    assert job is not None
+    started, release, stop = threading.Event(), threading.Event(), threading.Event()
+
+    def handler(value: Any) -> str:
+        started.set()
+        release.wait(10)
+        return "done"
+
+    loop = threading.Thread(
+        target=queue.work,
+        args=(db, handler),
+        kwargs={"stop": stop, "lease": 30, "handle_signals": False},
+    )
+    loop.start()
+    try:
+        assert started.wait(10)
+        with local(create_app(db, {"worked": queue})) as client:
+            for _ in range(100):  # the loop's record lists the job at its next beat
+                page = client.get("/fragments/jobs", params={"name": "worked"}).text
+                if job.id in page.split('id="workers"')[1]:
+                    break
+                time.sleep(0.1)
+        workers = page.split('id="workers"')[1].split("</table>")[0]
+        assert workers.count('<tr class="worker"') == 1 and str(os.getpid()) in workers
+        assert f"id={job.id}" in workers  # its running job, a link to the job's page
+        assert job.id in page.split('id="running-jobs"')[1].split("</table>")[0]
+    finally:
+        release.set()
+        stop.set()
+        loop.join(10)
+    assert queue.job(db, job.id).state == "succeeded"
+
+
+def test_a_job_page_shows_value_state_times_error_and_result_as_text(
+    work: dict[str, Any], jobs_client: TestClient
+) -> None:
+    made = work["jobs"]
+    retry = job_page(jobs_client, made["retry"].id)
+    assert retry.status_code == 200
+    text = retry.text
+    assert 'id="job-state">retrying<' in text and 'id="job-deliveries">1<' in text
+    assert " UTC (" in text and 'id="job-due"' in text
+    assert "ValueError</strong>: bad &lt;script&gt;alert(1)&lt;/script&gt;" in text
+    traceback = text.split('id="job-traceback">')[1].split("</pre>")[0]
+    lines = re.findall(r'<span class="line">(.*?)</span>', traceback)
+    assert lines[0] == "Traceback (most recent call last):" and "test_dashboard.py" in lines[1]
+    assert lines[-1] == "ValueError: bad &lt;script&gt;alert(1)&lt;/script&gt;"
+    assert '<pre id="job-value"><code>{\n  &#34;n&#34;: &#34;retry&#34;\n}' in text  # held
+    assert 'id="cancel-job"' in text and 'hx-trigger="every 2s"' in text  # live until it ends
+    done = job_page(jobs_client, made["done"].id).text
+    assert 'id="job-state">succeeded<' in done and "(none)" in done
+    assert '<pre id="job-result"><code>{\n  &#34;html&#34;: &#34;&lt;script&gt;' in done
+    assert 'id="no-value">(gone' in done and 'id="cancel-job"' not in done
+    assert "hx-trigger" not in done.split('<div id="job"')[1].split(">")[0]  # finished: still
+    value = job_page(jobs_client, made["value"].id).text
+    assert 'id="job-state">waiting<' in value and 'id="job-group">acme<' in value
+    assert "&#34;text&#34;: &#34;&lt;script&gt;alert(1)&lt;/script&gt;&#34;" in value  # ready
+    assert SCRIPT not in value
+    later = job_page(jobs_client, made["later"].id).text
+    assert 'id="job-state">delayed<' in later and "&#34;later&#34;" in later  # delayed
+    assert "&#34;running&#34;" in job_page(jobs_client, made["running"].id).text  # leased
+    prio = job_page(jobs_client, work["priority"].id, "prio").text
+    assert 'id="job-priority">3<' in prio and "<code>p</code>" in prio  # a tuple codec's value
+    fragment = jobs_client.get("/fragments/job", params={"name": "work", "id": made["done"].id})
+    assert fragment.text.startswith('<div id="job"') and "<html" not in fragment.text
+
+
+def test_a_dead_job_shows_its_reason_and_its_value(db: Any) -> None:
+    queue: Queue[Any] = Queue(Subspace(("dying",)), codec="json")
+    job = queue.submit(db, ["<b>", 1])
+    lease = queue.claim(db, 30)
+    assert job is not None and lease is not None
+    queue.dead_letter(db, lease, f"gave up: {SCRIPT}")
+    with local(create_app(db, {"dying": queue})) as client:
+        page = job_page(client, job.id, "dying").text
+    assert 'id="job-state">dead<' in page and "gave up: &lt;script&gt;" in page
+    assert '<pre id="job-value"><code>[\n  &#34;&lt;b&gt;&#34;,\n  1\n]' in page  # dead letter
+    assert SCRIPT not in page and 'id="cancel-job"' not in page
+
+
+def test_searching_a_job_id_answers_clearly(work: dict[str, Any], jobs_client: TestClient) -> None:
+    made = work["jobs"]
+    found = job_page(jobs_client, f"  {made['done'].id} ")  # pasted with spaces
+    assert found.status_code == 200 and made["done"].id in found.text
+    for wrong in ("nope", SCRIPT, "0" * 31, "z" * 32, ""):
+        answer = job_page(jobs_client, wrong)
+        assert answer.status_code == 400, wrong
+        assert "Not a job id" in answer.text and SCRIPT not in answer.text
+        assert 'id="job-search"' in answer.text  # search again
+    other = job_page(jobs_client, work["priority"].id)  # a job of the dashboard's other queue
+    assert other.status_code == 404 and "is a job of queue prio" in other.text
+    assert f'href="/job?name=prio&amp;id={work["priority"].id}"' in other.text
+    foreign: Queue[Any] = Queue(Subspace(("elsewhere",)))
+    stranger = foreign.submit(jobs_client.app.state.dashboard.database, "x")
+    assert stranger is not None
+    unseen = job_page(jobs_client, stranger.id)  # a queue the dashboard does not show
+    assert unseen.status_code == 404 and "a job of another queue, not of work" in unseen.text
+    missing = made["done"].id[:8] + "0" * 24  # this queue's, never submitted
+    gone = job_page(jobs_client, missing)
+    assert gone.status_code == 404 and "No job" in gone.text and "result_ttl" in gone.text
+    assert "No such queue" in job_page(jobs_client, made["done"].id, "nope").text
+    live = jobs_client.get("/fragments/job", params={"name": "work", "id": missing})
+    assert live.status_code == 404 and "No job" in live.text
+
+
+def test_cancel_needs_the_csrf_token_and_cancels(
+    db: Any, work: dict[str, Any], jobs_client: TestClient
+) -> None:
+    queue, made = work["queue"], work["jobs"]
+    page = job_page(jobs_client, made["value"].id).text
+    fields = {"name": "work", "id": made["value"].id, "csrf": csrf_of(page)}
+    for wrong in ({**fields, "csrf": "guess"}, {k: v for k, v in fields.items() if k != "csrf"}):
+        answer = jobs_client.post("/actions/cancel", data=wrong)
+        assert answer.status_code == 403 and "CSRF" in answer.text
+    cross = jobs_client.post("/actions/cancel", data=fields, headers={"origin": "http://evil.test"})
+    assert cross.status_code == 403 and "cross-origin" in cross.text
+    assert jobs_client.get("/actions/cancel").status_code == 405  # never a GET
+    assert queue.job(db, made["value"].id).state == "waiting"  # nothing changed
+    answer = jobs_client.post("/actions/cancel", data=fields, follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"].startswith("/job?name=work")
+    shown = jobs_client.get(answer.headers["location"]).text
+    assert 'id="done">cancel requested' in shown and 'id="job-state">cancelled<' in shown
+    assert 'id="cancel-job"' not in shown
+    assert queue.job(db, made["value"].id).state == "cancelled"
+    again = jobs_client.post("/actions/cancel", data=fields)
+    assert "nothing cancelled" in again.text
+    running = {**fields, "id": made["running"].id}  # running: not retried once it ends
+    shown = jobs_client.post("/actions/cancel", data=running).text
+    assert 'id="cancel-requested"' in shown and 'id="job-state">running<' in shown
+    assert queue.job(db, made["running"].id).cancel_requested
+    for bad in ("nope", work["priority"].id):
+        refused = jobs_client.post("/actions/cancel", data={**fields, "id": bad})
+        assert refused.status_code == 400 and "nothing was changed" in refused.text
+    assert jobs_client.post("/actions/cancel", data={**fields, "name": "x"}).status_code == 400
+
+
+def test_read_only_refuses_cancel_and_shows_no_cancel_button(db: Any, work: dict[str, Any]) -> None:
+    queue, made = work["queue"], work["jobs"]
+    with local(create_app(db, {"work": queue}, read_only=True)) as client:
+        page = job_page(client, made["value"].id).text
+        assert 'id="job-state">waiting<' in page and "<button" not in page
+        token = re.search(r'"x-csrf-token": "([^"]+)"', page)
+        assert token is not None
+        answer = client.post(
+            "/actions/cancel", data={"name": "work", "id": made["value"].id, "csrf": token.group(1)}
+        )
+    assert answer.status_code == 403 and "read-only" in answer.text
+    assert queue.job(db, made["value"].id).state == "waiting"
+
+
+def test_job_times_are_told_by_fdbqueues_clock(db: Any) -> None:
+    """The job records' times come from fdbqueue's clock, which the in-memory database's
+    pass_time moves on: the page tells "ago" by the same clock."""
+    queue: Queue[Any] = Queue(Subspace(("clocked",)))
+    db.pass_time(3600)
+    job = queue.submit(db, "x")
+    assert job is not None
+    with local(create_app(db, {"clocked": queue})) as client:
+        page = job_page(client, job.id, "clocked").text
+    enqueued = page.split("<th>enqueued</th><td>")[1].split("</td>")[0]
+    assert enqueued.endswith(" s ago)") and "in " not in enqueued
+    assert moment(None) == ago(None) == "-"
+    assert ago(100.0, now=400.0) == "5.0 min ago" and ago(100.0, now=40.0) == "in 60.0 s"
+    assert moment(0.0, now=259_200.0) == "1970-01-01 00:00:00 UTC (3.0 days ago)"

@@ -296,7 +296,7 @@ def test_read_only_shows_no_buttons_and_refuses_posts(
     page.goto(served.url + "/queue?name=jobs")
     expect(page.locator("#read-only")).to_be_visible()
     expect(page.locator("#dead-letter-list tr.dead-letter")).to_have_count(2)
-    assert page.locator("button").count() == 0
+    assert page.locator("button:not(#find-job)").count() == 0  # a search, no action
     status = page.evaluate(
         """async () => {
             const token = JSON.parse(document.body.getAttribute("hx-headers"))["x-csrf-token"];
@@ -331,10 +331,25 @@ def test_screenshots_of_the_demo_for_the_docs(
         time.sleep(5)
         expect(page.locator("#dead-letter-list tr.dead-letter").first).to_be_visible()
         page.screenshot(path=str(shots / "dashboard-queue.png"), full_page=True)
+        # a report job that failed at least once: its error, traceback and value
+        reports = demo.queues["demo/reports"]
+        failed: list[Any] = []
+        deadline = time.monotonic() + 60
+        while not failed and time.monotonic() < deadline:
+            failed = [job for job in reports.jobs(db, limit=1000) if job.error and job.result]
+            failed = failed or [job for job in reports.jobs(db, state="retrying")]
+            time.sleep(0.5)
+        assert failed, "no report failed within a minute"
+        page.goto(served.url + "/queue?name=demo/reports")
+        expect(page.locator("#workers tr.worker")).to_have_count(1)
+        page.locator(f'a.job-link[title="{failed[0].id}"]').first.click()
+        expect(page.locator("#job-traceback")).to_contain_text("ReportFailed")
+        page.screenshot(path=str(shots / "dashboard-job.png"), full_page=True)
     finally:
         demo.stop()
     assert (shots / "dashboard-overview.png").stat().st_size > 10_000
     assert (shots / "dashboard-queue.png").stat().st_size > 10_000
+    assert (shots / "dashboard-job.png").stat().st_size > 10_000
 
 
 def test_with_a_token_the_page_needs_it_once_then_updates_live(
@@ -430,10 +445,21 @@ def test_the_pages_fit_a_narrow_screen(page: Page, serve: Callable[..., Served])
     assert lease is not None
     tasks: PriorityQueue[str] = PriorityQueue(Subspace(("tasks",)))
     tasks.push(db, "t" * 300, 2)
-    served = serve(db, {"jobs": jobs, "tasks": tasks, "a-rather-long-queue-name": jobs})
+    work: Queue[Any] = Queue(Subspace(("work",)), codec="json")
+    job = work.submit(db, {"text": "a-long-value-without-spaces-" * 20})
+    assert job is not None
+    leased = work.claim(db, 60)
+    assert leased is not None
+    try:
+        raise ValueError("a-long-message-without-spaces-" * 10)
+    except ValueError as error:
+        work.release(db, leased, delay=60, error=error)
+    served = serve(
+        db, {"jobs": jobs, "tasks": tasks, "a-rather-long-queue-name": jobs, "work": work}
+    )
     page.set_viewport_size({"width": 420, "height": 800})
     overflow = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
-    for path in ("/", "/queue?name=jobs", "/queue?name=tasks"):
+    for path in ("/", "/queue?name=jobs", "/queue?name=tasks", f"/job?name=work&id={job.id}"):
         page.goto(served.url + path)
         expect(page.locator("main table").first).to_be_visible()
         assert page.evaluate(overflow) <= 0, path
@@ -452,3 +478,116 @@ def test_no_request_of_a_page_is_a_404_and_the_icon_is_served(
     icon = page.request.get(served.url + "/favicon.ico")
     assert icon.status == 200 and icon.headers["content-type"].startswith("image/svg+xml")
     assert [url for status, url in answers if status >= 400] == []
+
+
+# -- issue 38: jobs ---------------------------------------------------------------------------
+
+
+def with_jobs(db: Any) -> tuple[Queue[Any], dict[str, str]]:
+    """A JSON queue of jobs: one succeeded (a result holding a script), one retrying after
+    an error holding a script, one waiting (a value holding a script)."""
+    jobs: Queue[Any] = Queue(Subspace(("work",)), codec="json")
+    made = {name: jobs.submit(db, {"job": name}) for name in ("done", "retry")}
+    done, retry = jobs.claim(db, 30), jobs.claim(db, 30)
+    assert done is not None and retry is not None
+    jobs.ack(db, done, result={"html": SCRIPT})
+    try:
+        raise ValueError(f"failed {SCRIPT}")
+    except ValueError as error:
+        jobs.release(db, retry, delay=600, error=error)
+    made["waiting"] = jobs.submit(db, {"note": SCRIPT})
+    ids = {name: job.id for name, job in made.items() if job is not None}
+    assert len(ids) == 3
+    return jobs, ids
+
+
+def test_a_job_opens_from_the_queue_page_and_cancels_after_a_confirmation(
+    page: Page, serve: Callable[..., Served]
+) -> None:
+    db = memory.open()
+    jobs, ids = with_jobs(db)
+    served = serve(db, {"work": jobs})
+    dialogs = Dialogs(page, accept=False)
+    page.goto(served.url + "/queue?name=work")
+    finished = page.locator("#finished-jobs tr.job")
+    expect(finished).to_have_count(1)
+    expect(finished.locator("td.outcome")).to_contain_text(SCRIPT)  # the result, as text
+    retrying = page.locator(f'#waiting-jobs tr.job[data-id="{ids["retry"]}"]')
+    expect(retrying.locator("td.error-text")).to_contain_text(f"ValueError: failed {SCRIPT}")
+    retrying.locator("a.job-link").click()
+    expect(page.locator("#job-heading")).to_have_text(ids["retry"])
+    expect(page.locator("#job-state")).to_have_text("retrying")
+    expect(page.locator("#job-traceback")).to_contain_text("Traceback (most recent call last)")
+    expect(page.locator("#job-traceback")).to_contain_text(f"ValueError: failed {SCRIPT}")
+    expect(page.locator("#job-value")).to_contain_text('"job": "retry"')
+    # dismissed: the confirmation keeps the job as it was
+    page.get_by_role("button", name="Cancel job").click()
+    assert dialogs.seen == [f"Cancel job {ids['retry']}?"]
+    assert jobs.job(db, ids["retry"]).state == "retrying"
+    dialogs.accept = True
+    page.get_by_role("button", name="Cancel job").click()
+    expect(page.locator("#done")).to_contain_text("cancel requested")
+    expect(page.locator("#job-state")).to_have_text("cancelled")
+    expect(page.get_by_role("button", name="Cancel job")).to_have_count(0)
+    assert jobs.job(db, ids["retry"]).state == "cancelled"
+    assert dialogs.seen == [f"Cancel job {ids['retry']}?"] * 2  # and no alert ran
+    page.locator("#back-to-queue").click()
+    expect(page.locator(f'#finished-jobs tr.job[data-id="{ids["retry"]}"]')).to_be_visible()
+
+
+def test_a_job_page_follows_its_job_and_shows_scripts_as_text(
+    page: Page, serve: Callable[..., Served]
+) -> None:
+    db = memory.open()
+    jobs, ids = with_jobs(db)
+    served = serve(db, {"work": jobs})
+    dialogs = Dialogs(page)
+    page.goto(served.url + f"/job?name=work&id={ids['waiting']}")
+    expect(page.locator("#job-value")).to_contain_text(SCRIPT)
+    expect(page.locator("#job-state")).to_have_text("waiting")
+    page.evaluate("window.notReloaded = true")
+    lease = jobs.claim(db, 30)
+    assert lease is not None and lease.job_id == ids["waiting"]
+    expect(page.locator("#job-state")).to_have_text("running", timeout=10_000)
+    try:
+        raise RuntimeError(SCRIPT)
+    except RuntimeError as error:
+        jobs.release(db, lease, error=error)
+    jobs.ack(db, jobs.claim(db, 30), result=[SCRIPT])
+    expect(page.locator("#job-state")).to_have_text("succeeded", timeout=10_000)
+    expect(page.locator("#job-result")).to_contain_text(SCRIPT)
+    expect(page.locator("#job-error")).to_contain_text(f"RuntimeError: {SCRIPT}")
+    assert page.evaluate("window.notReloaded") is True
+    page.goto(served.url + f"/job?name=work&id={ids['done']}")
+    expect(page.locator("#job-result")).to_contain_text(SCRIPT)
+    time.sleep(1)
+    assert dialogs.seen == [] and page.locator("main script").count() == 0
+
+
+def test_search_by_job_id_opens_the_job_or_says_why_not(
+    page: Page, serve: Callable[..., Served]
+) -> None:
+    db = memory.open()
+    jobs, ids = with_jobs(db)
+    tasks: PriorityQueue[str] = PriorityQueue(Subspace(("tasks",)))
+    other = tasks.submit(db, "t", priority=1)
+    assert other is not None
+    served = serve(db, {"work": jobs, "tasks": tasks})
+    page.goto(served.url + "/queue?name=work")
+    page.locator("#job-id").fill(ids["done"])
+    page.get_by_role("button", name="Open job").click()
+    expect(page.locator("#job-heading")).to_have_text(ids["done"])
+    expect(page.locator("#job-state")).to_have_text("succeeded")
+    page.goto(served.url + "/queue?name=work")
+    page.locator("#job-id").fill("not-a-job")
+    with page.expect_response(lambda answer: "/job?" in answer.url) as sent:
+        page.get_by_role("button", name="Open job").click()
+    assert sent.value.status == 400
+    expect(page.get_by_role("heading", name="Not a job id")).to_be_visible()
+    expect(page.locator("#job-problem")).to_contain_text("32 hexadecimal digits")
+    page.locator("#job-id").fill(other.id)  # the search form again, on the answer
+    page.get_by_role("button", name="Open job").click()
+    expect(page.locator("#job-problem")).to_contain_text("is a job of queue tasks")
+    page.locator("#owner-job").click()
+    expect(page.locator("#job-heading")).to_have_text(other.id)
+    expect(page.locator("#job-priority")).to_have_text("1")

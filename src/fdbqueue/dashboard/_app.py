@@ -27,6 +27,15 @@ from starlette.staticfiles import StaticFiles
 from fdbqueue import DeadLetter, Lease, PriorityQueue
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue.dashboard._figures import AnyQueue, Sampler, depth_svg, shortened
+from fdbqueue.dashboard._jobs import (
+    SCANNED,
+    ago,
+    full_text,
+    job_lists,
+    job_value,
+    look_up,
+    moment,
+)
 
 __all__ = ["DEAD_LETTERS_PAGE", "LOOPBACK_HOSTS", "TOKEN_COOKIE", "create_app"]
 
@@ -127,6 +136,10 @@ def create_app(
             Route("/actions/purge", dashboard.purge, methods=["POST"]),
             Route("/actions/pause", dashboard.pause, methods=["POST"]),
             Route("/actions/resume", dashboard.resume, methods=["POST"]),
+            Route("/fragments/jobs", dashboard.jobs_fragment),
+            Route("/job", dashboard.job_page),
+            Route("/fragments/job", dashboard.job_fragment),
+            Route("/actions/cancel", dashboard.cancel, methods=["POST"]),
             Mount("/static", static, name="static"),
         ],
         middleware=[
@@ -309,6 +322,9 @@ class Dashboard:
         self.templates.filters["short"] = shortened
         self.templates.filters["rate"] = rate
         self.templates.filters["age"] = age
+        self.templates.filters["full"] = full_text
+        self.templates.filters["moment"] = moment
+        self.templates.filters["ago"] = ago
 
     # -- background sampling ------------------------------------------------------------------
 
@@ -331,11 +347,11 @@ class Dashboard:
 
     # -- pages --------------------------------------------------------------------------------
 
-    def render(self, template: str, **values: Any) -> HTMLResponse:
+    def render(self, template: str, status_code: int = 200, **values: Any) -> HTMLResponse:
         page = self.templates.get_template(template).render(
             csrf=self.csrf, read_only=self.read_only, **values
         )
-        return HTMLResponse(page)
+        return HTMLResponse(page, status_code)
 
     def overview(self, request: Request) -> Response:
         self.sampler.sample_all(fresher_than=1.0)
@@ -362,6 +378,7 @@ class Dashboard:
             done=done_message(request),
             **self.live_values(name),
             **self.dead_letter_values(name, *cursor_of(request)),
+            **job_lists(self.database, self.sampler.queues[name]),
         )
 
     def queue_live(self, request: Request) -> Response:
@@ -376,6 +393,67 @@ class Dashboard:
             return self.unknown(request)
         values = self.dead_letter_values(found[0], *cursor_of(request))
         return self.render("dead_letters.html", name=found[0], **values)
+
+    def jobs_fragment(self, request: Request) -> Response:
+        found = self.named(request)
+        if found is None:
+            return self.unknown(request)
+        values = job_lists(self.database, found[1])
+        codec = self.sampler.row(found[0]).codec
+        return self.render("jobs_live.html", name=found[0], codec=codec, **values)
+
+    # -- a job's page -------------------------------------------------------------------------
+
+    def job_page(self, request: Request) -> Response:
+        """A job's page (``/job?name=QUEUE&id=JOB``): its value (where its item is), state,
+        times, deliveries, group, priority, last error, result, and a Cancel button while it
+        is not finished; a page saying why for a bad id, another queue's job or none."""
+        found = self.named(request)
+        if found is None:
+            return self.unknown(request)
+        name, queue = found
+        ident = request.query_params.get("id", "")
+        looked = look_up(self.database, name, self.sampler.queues, ident)
+        if looked.job is None:
+            return self.render(
+                "job_missing.html",
+                looked.status,
+                status=looked.status,
+                name=name,
+                ident=ident,
+                problem=looked.problem,
+                owner=looked.owner,
+            )
+        value_error = None
+        try:
+            has_value, value = job_value(self.database, queue, looked.job.id)
+        except Exception as error:  # a database error: said where the value would be
+            has_value, value = False, None
+            value_error = f"{type(error).__name__}: {error}"
+        return self.render(
+            "job.html",
+            name=name,
+            job=looked.job,
+            has_value=has_value,
+            value=value,
+            value_error=value_error,
+            scanned=SCANNED,
+            codec=self.sampler.row(name).codec,
+            done=cancel_message(request),
+        )
+
+    def job_fragment(self, request: Request) -> Response:
+        """The live part of a job's page (what changes: state, times, error, result)."""
+        found = self.named(request)
+        if found is None:
+            return self.unknown(request)
+        name = found[0]
+        ident = request.query_params.get("id", "")
+        looked = look_up(self.database, name, self.sampler.queues, ident)
+        if looked.job is None:
+            return self.render("job_gone.html", looked.status, problem=looked.problem)
+        codec = self.sampler.row(name).codec
+        return self.render("job_live.html", name=name, job=looked.job, codec=codec)
 
     def unknown(self, request: Request) -> Response:
         return self.render(
@@ -447,6 +525,37 @@ class Dashboard:
 
     # -- actions ------------------------------------------------------------------------------
 
+    def csrf_refusal(self, request: Request, form: Any) -> Response | None:
+        """The answer refusing an action without the CSRF token (form field ``csrf`` or
+        header ``X-CSRF-Token``; 403), or None when it has it."""
+        given = request.headers.get(CSRF_HEADER) or form.get(CSRF_FIELD)
+        if not isinstance(given, str) or not same(given, self.csrf):
+            return secured(
+                PlainTextResponse(
+                    "403: missing or wrong CSRF token: nothing was changed (reload the page)", 403
+                )
+            )
+        return None
+
+    async def cancel(self, request: Request) -> Response:
+        """Cancel one job (form fields ``name`` and ``id``: :meth:`fdbqueue.Queue.cancel`),
+        then go back to its page, saying what was done. Refused (403) without the CSRF token,
+        as every action; 400 for an unknown queue or a bad id."""
+        checked = await self.checked(request)
+        if isinstance(checked, Response):
+            return checked
+        form, name, queue = checked
+        ident = form.get("id")
+        if not isinstance(ident, str):
+            return PlainTextResponse("400: which job?", 400)
+        try:
+            cancelled = await run_in_threadpool(queue.cancel, self.database, ident)
+        except (TypeError, ValueError) as error:
+            return PlainTextResponse(f"400: {error}: nothing was changed", 400)
+        self.sampler.sample(name)
+        query = {"name": name, "id": ident, "cancelled": "1" if cancelled else "0"}
+        return RedirectResponse("/job?" + urllib.parse.urlencode(query), 303)
+
     async def requeue(self, request: Request) -> Response:
         return await self.act(request, "requeue")
 
@@ -477,13 +586,9 @@ class Dashboard:
         403 without the CSRF token (form field ``csrf`` or header ``X-CSRF-Token``), 400 for
         a name that is not one of the dashboard's queues."""
         form = await request.form()
-        given = request.headers.get(CSRF_HEADER) or form.get(CSRF_FIELD)
-        if not isinstance(given, str) or not same(given, self.csrf):
-            return secured(
-                PlainTextResponse(
-                    "403: missing or wrong CSRF token: nothing was changed (reload the page)", 403
-                )
-            )
+        refusal = self.csrf_refusal(request, form)
+        if refusal is not None:
+            return refusal
         name = form.get("name")
         found = self.named(request, name if isinstance(name, str) else "")
         if found is None:
@@ -560,6 +665,16 @@ def done_message(request: Request) -> str | None:
     count = count if count.isdigit() else "0"
     letters = "dead letter" if count == "1" else "dead letters"
     return f"{'requeued' if action == 'requeue' else 'purged'} {count} {letters}"
+
+
+def cancel_message(request: Request) -> str | None:
+    """What the last cancel did, from the address it redirected to."""
+    cancelled = request.query_params.get("cancelled")
+    if cancelled == "1":
+        return "cancel requested: the job never runs, or, running now, is not retried"
+    if cancelled == "0":
+        return "nothing cancelled: the job had finished, or its cancel was requested already"
+    return None
 
 
 def lease_state(lease: Lease[Any], read_version: int) -> str:
