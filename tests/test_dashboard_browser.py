@@ -343,7 +343,7 @@ def test_screenshots_of_the_demo_for_the_docs(
         page.goto(served.url + "/queue?name=demo/reports")
         expect(page.locator("#workers tr.worker")).to_have_count(1)
         page.locator(f'a.job-link[title="{failed[0].id}"]').first.click()
-        expect(page.locator("#job-traceback")).to_contain_text("ReportFailed")
+        expect(page.locator("#job-traceback")).to_contain_text("Error")
         page.screenshot(path=str(shots / "dashboard-job.png"), full_page=True)
     finally:
         demo.stop()

@@ -76,6 +76,8 @@ def test_the_jobs_example_runs():
     )
     assert any(line.endswith("delayed -> cancel -> cancelled") for line in lines)
     assert any(line.startswith("schedule 'tick' every 1 s: ") for line in lines)
-    assert "jobs by state: {'cancelled': 1, 'dead': 1, 'succeeded': 1}" in result.stdout
+    assert (
+        "jobs by state: {'cancelled': 1, 'dead': 1, 'succeeded': " in result.stdout
+    )  # and the ticks
     assert lines[-1] == "OK"
     assert result.stderr == ""

@@ -46,14 +46,13 @@ SDK's (:func:`recording`), off without the ``opentelemetry-api`` package, or whi
 provider is still the API's default (its proxy, which hands out instruments that record
 nothing until a provider is set) or its no-op one. While it is off, :func:`add`,
 :meth:`Count.add` and :func:`record_wait` return at once, keep nothing for the attempt and
-record nothing: each reads one attribute of the API's module, the provider that
-``opentelemetry.metrics.set_meter_provider`` sets (``opentelemetry.metrics._internal``'s
-``_METER_PROVIDER``, None until then), and compares it with the one last looked at; no call.
-A provider set later is seen at the next count, so counting starts at once, without a
-restart; instruments made before then (the API's proxies) record through it. Should a later
-API not have that attribute, counting stays on for good (every count goes to the API, as
-when a provider is set), so nothing is ever lost. What stays per attempt either way is
-:class:`pending`, for :func:`on_commit`'s actions.
+record nothing: each reads the clock (``time.monotonic``) and, at most once every
+:data:`LOOK_SECONDS`, looks at the global provider again (the API's public
+``get_meter_provider``). A provider set later is seen within that second (at once by
+:func:`recording`), without a restart; instruments made before then (the API's proxies)
+record through it. Once an SDK's provider was seen, counting stays on (the API lets a
+process set its provider once). What stays per attempt either way is :class:`pending`, for
+:func:`on_commit`'s actions.
 
 Source followed: the OpenTelemetry metrics API for instrumented libraries (a named meter from
 the global provider; counters and a histogram; no SDK dependency).
@@ -63,6 +62,8 @@ from __future__ import annotations
 
 import contextvars
 import importlib.metadata
+import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -136,57 +137,38 @@ _pending: contextvars.ContextVar[Pending | None] = contextvars.ContextVar(
 )
 
 
-class _Standin:
-    """What :data:`_api` is before the first :func:`_look` (its provider is one no look has
-    seen) and when the API cannot be looked at (the look then sees that provider, which
-    never changes: no look again)."""
-
-    _METER_PROVIDER: Any = object()
-
-
-#: The module holding OpenTelemetry's global meter provider (``opentelemetry.metrics.
-#: _internal``, whose ``_METER_PROVIDER`` is None until one is set), or :class:`_Standin`.
-_api: Any = _Standin
-#: ``_api._METER_PROVIDER`` when :func:`_look` last looked; another one means look again.
-_seen: Any = None
+#: Seconds between two looks at OpenTelemetry's global meter provider while none records.
+LOOK_SECONDS = 1.0
 #: Whether counts are recorded (:func:`recording`): what :func:`_look` last found.
 _recording = False
+#: ``time.monotonic()`` of the next look while nothing records (infinite without the API).
+_next_look = 0.0
 
 
-def _look() -> None:
-    """Look at OpenTelemetry's global meter provider (it changed since the last look, or no
-    look ran yet) and set :data:`_recording`: True for a provider that records (an SDK's),
-    False for none set yet and for the API's no-op provider; without the API, False for good;
-    for an API that keeps its provider elsewhere, True for good (every count goes to the
-    API's instruments, which record once a provider is set). :data:`_seen` is set last, so a
-    thread that finds the provider seen finds :data:`_recording` up to date."""
-    global _api, _seen, _recording
+def _look() -> bool:
+    """Look at OpenTelemetry's global meter provider (``get_meter_provider``, public) and set
+    :data:`_recording`: True for a provider that records (an SDK's: defined outside the API's
+    package), False for the API's default proxy and its no-op provider; without the API,
+    False for good. Returns :data:`_recording`."""
+    global _recording, _next_look
     try:
         from opentelemetry import metrics
-        from opentelemetry.metrics import _internal
     except ImportError:
-        _recording, _api, _seen = False, _Standin, _Standin._METER_PROVIDER
-        return
-    if not hasattr(_internal, "_METER_PROVIDER"):
-        _recording, _api, _seen = True, _Standin, _Standin._METER_PROVIDER
-        return
-    # Read before get_meter_provider(), which loads (and sets) the provider named by the
-    # OTEL_PYTHON_METER_PROVIDER variable, if any: the next count then looks again.
-    provider = _internal._METER_PROVIDER
-    if provider is None:
-        metrics.get_meter_provider()
-    _recording = provider is not None and not isinstance(provider, metrics.NoOpMeterProvider)
-    _api, _seen = _internal, provider
+        _next_look = math.inf
+        return False
+    provider = metrics.get_meter_provider()
+    # the API's own providers (its default proxy, its no-op one) are defined in its package
+    _recording = not type(provider).__module__.startswith(metrics.__name__)
+    _next_look = time.monotonic() + LOOK_SECONDS
+    return _recording
 
 
 def recording() -> bool:
     """Whether fdbqueue records metrics now: True once OpenTelemetry's global meter provider
     is an SDK's, whatever was counted before; False without ``opentelemetry-api`` and while
-    the API's default (proxy) or no-op provider is the global one. Cost: an attribute read,
-    and a look at the provider when it changed."""
-    if _api._METER_PROVIDER is not _seen:
-        _look()
-    return _recording
+    the API's default (proxy) or no-op provider is the global one. Cost: nothing once on;
+    while it is off, a look at the provider (a call of the API's ``get_meter_provider``)."""
+    return _recording or (_next_look != math.inf and _look())
 
 
 def _meter() -> Any:
@@ -244,9 +226,9 @@ def add(key: str, amount: int = 1, *, at_once: bool = False, **attributes: Any) 
     itself: a retry, an unknown result), else now. Attributes are given as keywords:
     ``queue`` becomes ``fdbqueue.queue``, ``shard`` ``fdbqueue.shard``, ``code``
     ``fdbqueue.error.code``."""
-    if _api._METER_PROVIDER is not _seen:  # recording(), inlined: no call on a hot path
-        _look()
-    if not _recording or amount == 0 or (amount < 0 and key not in UP_DOWN_COUNTERS):
+    if not (_recording or (time.monotonic() >= _next_look and _look())):
+        return
+    if amount == 0 or (amount < 0 and key not in UP_DOWN_COUNTERS):
         return
     named = attributes_of(**attributes)
     counts = None if at_once else _pending.get()
@@ -284,9 +266,7 @@ class Count:
     def add(self) -> None:
         """Count it once the attempt in progress commits (:func:`pending`); outside one, now.
         Cost while nothing records (:func:`recording`): an attribute read, nothing kept."""
-        if _api._METER_PROVIDER is not _seen:  # recording(), inlined: no call on a hot path
-            _look()
-        if not _recording:
+        if not (_recording or (time.monotonic() >= _next_look and _look())):
             return
         counts = _pending.get()
         if counts is None:

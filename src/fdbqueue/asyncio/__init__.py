@@ -243,6 +243,7 @@ class _StoredQueue(Generic[S, T]):
     result = _twin(QueueBase[T].result, "Queue")
     cancel = _twin(QueueBase[T].cancel, "Queue")
     clear_finished_jobs = _twin(QueueBase[T].clear_finished_jobs, "Queue")
+    maintain = _twin(QueueBase[T].maintain, "Queue")
     workers = _twin(QueueBase[T].workers, "Queue")
 
     async def work(

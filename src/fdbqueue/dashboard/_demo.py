@@ -26,7 +26,7 @@ from fdbqueue.dashboard._figures import AnyQueue
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
 
-__all__ = ["DEMO_BACKLOG", "DEMO_DEAD_LETTERS", "DEMO_TICK", "Demo", "ReportFailed", "start_demo"]
+__all__ = ["DEMO_BACKLOG", "DEMO_DEAD_LETTERS", "DEMO_TICK", "Demo", "start_demo"]
 
 #: Seconds of the workload's time one :meth:`Demo.step` makes.
 DEMO_TICK = 0.1
@@ -60,10 +60,6 @@ REPORT_FAILS = 0.25
 REPORT_POISON = 10
 #: Seconds the records of the demo's finished jobs are kept (``result_ttl``).
 DEMO_RESULT_TTL = 300.0
-
-
-class ReportFailed(Exception):
-    """A report job of the demo failed (its error, with its traceback, shows on its page)."""
 
 
 class QuietReports(logging.Filter):
@@ -187,12 +183,13 @@ class Demo:
 
     def report(self, value: Any) -> dict[str, Any]:
         """The worker loop's handler of ``demo/reports``: a while of work, then a result, or
-        a failure (:class:`ReportFailed`: retried after a backoff)."""
+        a failure (a ``ConnectionError``, as a report's backend would raise: retried after a
+        backoff)."""
         time.sleep(self.luck.uniform(*REPORT_SECONDS))
         if value["report"] % REPORT_POISON == 0:
-            raise ReportFailed(f"cannot render the title {value['title']}")
+            raise ValueError(f"cannot render the title {value['title']}")
         if self.luck.random() < REPORT_FAILS:
-            raise ReportFailed(f"report {value['report']}: the warehouse did not answer")
+            raise ConnectionError(f"report {value['report']}: the warehouse did not answer")
         return {"report": value["report"], "rows": self.luck.randint(10, 5000), "ok": True}
 
     def work_reports(self) -> None:
