@@ -59,9 +59,10 @@ import struct
 import threading
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import fdb.tuple
+from fdb.subspace_impl import Subspace
 
 from fdbqueue import metrics
 from fdbqueue._checks import check_packable_int
@@ -69,15 +70,13 @@ from fdbqueue._keys import MAX_KEY_BYTES
 from fdbqueue._storage.ages import ItemAges
 from fdbqueue._transactions.transactional import AnyContext
 
-if TYPE_CHECKING:
-    from fdbqueue._storage.store import ItemStore
-
 __all__ = [
     "MAX_GROUP_BYTES",
     "MAX_GROUP_WEIGHT",
     "Group",
     "GroupedItem",
     "Groups",
+    "GroupsStore",
     "check_group",
     "check_weight",
     "new_turn",
@@ -190,6 +189,23 @@ class GroupedItem:
         self.served = 0
 
 
+class GroupsStore(Protocol):
+    """What :class:`Groups` uses of its store (an :class:`~fdbqueue._storage.store.ItemStore`,
+    which holds the groups: the store is above them, so they name it by what they use)."""
+
+    metadata: Subspace
+    leading_integers: int
+    metric_attributes: dict[str, Any]
+
+    def item_key(self, position: tuple[Any, ...], subspace: Subspace | None = None) -> bytes: ...
+
+    def write(self, tr: AnyContext, key: bytes, encoded: bytes) -> None: ...
+
+    def unpack_position(self, key: bytes) -> tuple[Any, ...]: ...
+
+    def signal(self, tr: AnyContext) -> None: ...
+
+
 class Groups:
     """The message groups of one queue, or of one shard (see the module docstring).
 
@@ -198,7 +214,7 @@ class Groups:
             its :meth:`~fdbqueue._storage.store.ItemStore.write` writes their items.
     """
 
-    def __init__(self, store: ItemStore) -> None:
+    def __init__(self, store: GroupsStore) -> None:
         metadata = store.metadata
         self.items = metadata.subspace(("grouped",))
         self.active = metadata.subspace(("group",))
