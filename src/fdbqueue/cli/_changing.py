@@ -7,7 +7,8 @@ import functools
 import json
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -35,35 +36,60 @@ from fdbqueue.codecs import encode_value
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def write_options(verb: str, takers: str) -> Callable[[F], F]:
+    """The options of a command that writes VALUE (``push``, ``submit``), written once:
+    VALUE itself, ``--priority``, ``--int``, ``--delay``, ``--dedup-id`` and ``--group``,
+    their help naming the command's ``verb`` and who takes what it writes (``takers``)."""
+    options = [
+        click.argument("value"),
+        click.option(
+            "--priority",
+            type=TupleInt(),
+            help="The priority, an integer (priority queues only; required there).",
+        ),
+        click.option(
+            "--int",
+            "as_int",
+            is_flag=True,
+            help=f"{verb.capitalize()} VALUE as an integer (-5 too).",
+        ),
+        click.option(
+            "--delay",
+            type=Seconds(f"from 0 to {MAX_DELAY_SECONDS:,}"),
+            default=None,
+            show_default="none",
+            help=f"Seconds before {takers} may take it.",
+        ),
+        click.option(
+            "--dedup-id",
+            default=None,
+            help=f"{verb.capitalize()} only if no push or submit with this id was accepted within "
+            "the queue's dedup window (300 s).",
+        ),
+        click.option(
+            "--group",
+            default=None,
+            help="The message group (a string): one group's items are taken in the order "
+            "written, one at a time under leases, and groups take turns.",
+        ),
+    ]
+
+    def decorate(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
 # -- changing --------------------------------------------------------------------------------
 
 
 @cli.command(cls=NumberArguments, short_help="Add a value to the queue.")
-@click.argument("value")
-@click.option(
-    "--priority",
-    type=TupleInt(),
-    help="The priority, an integer (priority queues only; required there).",
-)
-@click.option("--int", "as_int", is_flag=True, help="Push VALUE as an integer (-5 too).")
-@click.option(
-    "--delay",
-    type=Seconds(f"from 0 to {MAX_DELAY_SECONDS:,}"),
-    default=None,
-    show_default="none",
-    help="Seconds before consumers may take it.",
-)
-@click.option(
-    "--dedup-id",
-    default=None,
-    help="Push only if no push with this id was accepted within the queue's dedup window (300 s).",
-)
-@click.option(
-    "--group",
-    default=None,
-    help="The message group (a string): one group's items are taken in push order, one at a "
-    "time under leases, and groups take turns.",
-)
+@write_options("push", "consumers")
 @shared_options()
 @click.pass_obj
 def push(

@@ -24,10 +24,9 @@ from typing import Any, TypeVar
 import click
 
 from fdbqueue import _clock
-from fdbqueue._delivery.delays import MAX_DELAY_SECONDS
 from fdbqueue._storage.jobs import STATES, JobInfo
-from fdbqueue.cli._arguments import Count, NumberArguments, Seconds, TupleInt
-from fdbqueue.cli._changing import check_priority_option, checked_item
+from fdbqueue.cli._arguments import Count, NumberArguments, Seconds
+from fdbqueue.cli._changing import check_priority_option, checked_item, write_options
 from fdbqueue.cli._context import EVERYTHING, TAIL_WAIT, Context, first_line, guarded
 from fdbqueue.cli._group import cli, shared_options
 from fdbqueue.cli._looking import note_more
@@ -163,27 +162,7 @@ def job_row(info: JobInfo, now: float) -> str:
 
 
 @cli.command(cls=NumberArguments, short_help="Add a value as a job; print its id.")
-@click.argument("value")
-@click.option(
-    "--priority",
-    type=TupleInt(),
-    help="The priority, an integer (priority queues only; required there).",
-)
-@click.option("--int", "as_int", is_flag=True, help="Submit VALUE as an integer (-5 too).")
-@click.option(
-    "--delay",
-    type=Seconds(f"from 0 to {MAX_DELAY_SECONDS:,}"),
-    default=None,
-    show_default="none",
-    help="Seconds before workers may take it.",
-)
-@click.option(
-    "--dedup-id",
-    default=None,
-    help="Submit only if no push or submit with this id was accepted within the queue's "
-    "dedup window (300 s).",
-)
-@click.option("--group", default=None, help="The message group (a string).")
+@write_options("submit", "workers")
 @shared_options()
 @click.pass_obj
 def submit(
