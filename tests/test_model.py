@@ -609,7 +609,8 @@ class DyingConsumersModel(RuleBasedStateMachine):
         or_timed_out(lambda: run_in_retry_loop(self.db, lambda tr: session.line.register(tr, 1)))
         tr = self.db.create_transaction()
         with contextlib.suppress(memory.FDBError):
-            session._attempt(tr, session._dequeue_at, wait=False, fast=False)  # never committed
+            paused = session.store.pause.look(tr)
+            session._attempt(tr, session._dequeue_at, False, False, paused)  # never committed
         tr.cancel()
 
     @rule(ack=st.booleans())

@@ -45,6 +45,7 @@ def reading_metrics() -> Iterator[None]:
             provider = otel_sdk.MeterProvider(metric_readers=[READER], views=VIEWS)
         otel_metrics.set_meter_provider(provider)
         PROVIDER.append(provider)
+    assert metrics.recording()  # looks at once: counts of this module's tests are recorded
     provider = PROVIDER[0]
     if hasattr(provider, "add_metric_reader"):
         provider.add_metric_reader(READER)

@@ -308,8 +308,8 @@ def test_consumers_that_move_at_once_do_not_pile_into_one_sample(monkeypatch):
     arrived: list[Consumer] = []
     candidates = end._candidates
 
-    def sampled_then_taken(tr, every_shard, among=None):
-        found = candidates(tr, every_shard, among)
+    def sampled_then_taken(tr, every_shard, among=None, taking=True):
+        found = candidates(tr, every_shard, among, taking=taking)
         if among is not None:  # meanwhile, others of the process settle in the sample
             for sampled in among:
                 arrived.append(Consumer())
