@@ -427,7 +427,16 @@ EVERY_LOOP = [
 ]
 
 
-@pytest.mark.parametrize("name", list(CASES))
+#: The calls of the every-step test: the sharded ones (seconds each) run with the slow tests.
+EVERY_CALL = [
+    pytest.param(name, marks=pytest.mark.slow("a sharded call at every offset"))
+    if name.startswith("sharded")
+    else name
+    for name in CASES
+]
+
+
+@pytest.mark.parametrize("name", EVERY_CALL)
 @pytest.mark.parametrize("target", EVERY_LOOP, indirect=True)
 def test_every_call_cancelled_at_every_step_ends_promptly_and_loses_nothing(
     target: Backend, space: Subspace, name: str

@@ -32,7 +32,9 @@ def values(codec, n):
 
 
 @pytest.mark.parametrize("kind", ["queue", "priority"])
-@pytest.mark.parametrize("codec", ["tuple", "raw"])
+@pytest.mark.parametrize(
+    "codec", ["tuple", pytest.param("raw", marks=pytest.mark.slow("hundreds of faulty commits"))]
+)
 @pytest.mark.parametrize("high_contention", [False, True])
 def test_under_faults_every_item_is_enqueued_once_and_dequeued_once(kind, codec, high_contention):
     db = memory.open(faults=FAULTS, seed=11)

@@ -24,6 +24,12 @@ from fdbqueue import Subspace, memory
 from fdbqueue._storage.pause import Pause
 
 SYNC_SHAPES = [spec for spec in SHAPES if spec.api == "sync"]
+#: The shapes of the tests that wait in real time: the sync ones by default, the asyncio ones
+#: with the slow tests (CI runs them).
+WAITING_SHAPES = [
+    spec if spec.api == "sync" else pytest.param(spec, marks=pytest.mark.slow("waits in real time"))
+    for spec in SHAPES
+]
 
 
 @pytest.fixture
@@ -101,7 +107,7 @@ def test_pause_and_resume_are_idempotent(shape: Shape) -> None:
     assert shape.take() == "x"
 
 
-@shapes(SHAPES)
+@shapes(WAITING_SHAPES)
 def test_a_blocked_take_waits_until_resume_wakes_it(shape: Shape) -> None:
     shape.put("x")
     pause(shape)
@@ -115,7 +121,7 @@ def test_a_blocked_take_waits_until_resume_wakes_it(shape: Shape) -> None:
     assert 0.4 <= time.monotonic() - started < 5.0
 
 
-@shapes(SHAPES)
+@shapes(WAITING_SHAPES)
 def test_a_blocked_claim_waits_until_resume_wakes_it(shape: Shape) -> None:
     shape.put("x")
     pause(shape)

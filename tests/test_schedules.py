@@ -330,9 +330,19 @@ class Steps:
 
 
 @pytest.mark.memory_only("injects faults, and steps a clock of its own")
-@pytest.mark.parametrize("shards", [1, 4])
-@pytest.mark.parametrize("loops", [2, 4])
-@pytest.mark.parametrize("kind", ["Queue", "PriorityQueue"])
+@pytest.mark.parametrize(
+    ("kind", "loops", "shards"),
+    [
+        ("Queue", 2, 1),
+        *(
+            pytest.param(kind, loops, shards, marks=pytest.mark.slow("worker loops, seconds"))
+            for kind in ("Queue", "PriorityQueue")
+            for loops in (2, 4)
+            for shards in (1, 4)
+            if (kind, loops, shards) != ("Queue", 2, 1)
+        ),
+    ],
+)
 def test_worker_loops_enqueue_each_due_time_once(subspace, monkeypatch, kind, loops, shards):
     db = memory.open(seed=loops * 10 + shards)
     steps = Steps(monkeypatch)

@@ -46,7 +46,13 @@ LOADS = {
 }
 
 
-@pytest.mark.parametrize("load", list(LOADS))
+@pytest.mark.parametrize(
+    "load",
+    [
+        pytest.param(load, marks=pytest.mark.slow("thousands of items")) if "000-" in load else load
+        for load in LOADS
+    ],
+)
 def test_a_sharded_queue_loaded_by_batches_keeps_the_order_bound(load):
     shards, steps = LOADS[load]
     db = memory.open()

@@ -307,6 +307,7 @@ def wait_for_delayed(db: Any, subspace: Subspace, how: str) -> Any:
     return in_asyncio(lambda: fa.Queue(subspace, shards=16).dequeue(db, block=True, timeout=2))
 
 
+@pytest.mark.slow("waits in real time", backend="fdb")
 @pytest.mark.parametrize(
     "how", ["dequeue", "session take", "asyncio dequeue", "pop_min", "pop_max"]
 )

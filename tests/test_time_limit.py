@@ -311,6 +311,7 @@ def test_a_plain_asyncio_handler_is_abandoned_in_its_thread_and_its_late_return_
     assert_nothing_left(queue, db)
 
 
+@ON_FDB
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_new_thread_takes_an_abandoned_slot_up_to_concurrency_abandoned_threads(
     db, subspace, kind
@@ -349,6 +350,7 @@ def test_a_new_thread_takes_an_abandoned_slot_up_to_concurrency_abandoned_thread
     assert_nothing_left(queue, db)
 
 
+@ON_FDB
 @pytest.mark.parametrize("loop", LOOPS)
 def test_the_queues_time_limit_applies_and_works_argument_overrides_it(db, subspace, loop):
     assert make_queue("priority", subspace, 4).time_limit is None  # the default: no limit
