@@ -452,7 +452,7 @@ def test_concurrent_takes_take_the_first_items(shape: Shape) -> None:
 # -- blocking takes ---------------------------------------------------------------------------
 
 
-@shapes(SHAPES)
+@shapes(SYNC_FIRST)
 def test_blocking_take_wakes_for_an_item_put_by_another_thread(shape: Shape) -> None:
     started = time.monotonic()
     assert shape.take(block=True, timeout=0.05) is None
@@ -467,7 +467,7 @@ def test_blocking_take_wakes_for_an_item_put_by_another_thread(shape: Shape) -> 
     assert 0.15 <= time.monotonic() - started < 4
 
 
-@shapes(SHAPES)
+@shapes(SYNC_FIRST)
 def test_blocking_take_wakes_for_a_delayed_item(shape: Shape) -> None:
     started = time.monotonic()
     shape.put("later", 1, delay=0.3)

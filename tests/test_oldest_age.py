@@ -309,7 +309,10 @@ def test_a_grouped_item_in_a_lease_is_not_waiting(clock, kind, shards):
 #: The documented bound: an age is too large by at most this many seconds
 #: (:data:`fdbqueue._storage.ages.SLOT_SECONDS`), whatever the rate of enqueues.
 BOUND = 5.0
-RATES = [pytest.param(1.0, id="1-a-second"), pytest.param(60.0, id="1-a-minute")]
+RATES = [
+    pytest.param(1.0, id="1-a-second"),
+    pytest.param(60.0, id="1-a-minute", marks=pytest.mark.slow("hours of controlled time")),
+]
 
 
 class Ages:
