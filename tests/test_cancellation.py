@@ -713,7 +713,9 @@ def test_transactional_functions_never_block_the_event_loop(
 # -- under faults ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("high_contention", [False, True])
+@pytest.mark.parametrize(
+    "high_contention", [False, pytest.param(True, marks=pytest.mark.slow("faults, seconds"))]
+)
 def test_random_cancellations_under_every_fault_lose_and_duplicate_nothing(
     target: Backend, space: Subspace, high_contention: bool
 ) -> None:

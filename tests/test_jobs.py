@@ -156,7 +156,11 @@ def test_asyncio_result_waits_on_the_watch():
 @pytest.mark.parametrize(
     ("kind", "shards", "count"),
     [
-        *[(kind, shards, 1_000) for kind in (Queue, PriorityQueue) for shards in (1, 4)],
+        (Queue, 1, 1_000),
+        *[
+            pytest.param(kind, shards, 1_000, marks=pytest.mark.slow("a thousand jobs"))
+            for kind, shards in [(Queue, 4), (PriorityQueue, 1), (PriorityQueue, 4)]
+        ],
         pytest.param(Queue, 1, 10_000, marks=pytest.mark.slow("10,000 jobs, about a minute")),
     ],
 )

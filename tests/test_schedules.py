@@ -376,8 +376,16 @@ def test_worker_loops_enqueue_each_due_time_once(subspace, monkeypatch, kind, lo
 
 
 @pytest.mark.memory_only("injects faults, and steps a clock of its own")
-@pytest.mark.parametrize("shards", [1, 4])
-@pytest.mark.parametrize("loops", [2, 4])
+@pytest.mark.parametrize(
+    ("loops", "shards"),
+    [
+        (2, 1),
+        *(
+            pytest.param(*cell, marks=pytest.mark.slow("worker loops"))
+            for cell in [(2, 4), (4, 1), (4, 4)]
+        ),
+    ],
+)
 def test_asyncio_worker_loops_enqueue_each_due_time_once(subspace, monkeypatch, loops, shards):
     db = memory.open(seed=loops + shards)
     steps = Steps(monkeypatch)
