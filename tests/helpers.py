@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
+import random
 import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
+from unittest import mock
 
 import pytest
+from hypothesis.stateful import RuleBasedStateMachine
 
 from fdbqueue import memory
 from fdbqueue._transactions.transactional import run_in_retry_loop
@@ -241,3 +245,20 @@ def pass_time(db: Any, seconds: float) -> None:
     clock that fdbqueue's leases, deduplication windows and ages are also measured by
     (``db.pass_time``; ``db.advance_time`` alone moves versions only, as a recovery does)."""
     db.pass_time(seconds)
+
+
+class RepeatableMachine(RuleBasedStateMachine):
+    """A state machine whose examples repeat exactly: Hypothesis replays an example's
+    choices and requires the same steps to follow, so the random bytes fdbqueue draws (item
+    keys' random parts, lease, dead letter and call ids) come from a generator seeded per
+    example while it runs, not from the system. What a run does then depends on the
+    example's choices and the database's seed only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        draws = random.Random(0)
+        self._seeded_bytes = mock.patch.object(os, "urandom", draws.randbytes)
+        self._seeded_bytes.start()
+
+    def teardown(self) -> None:
+        self._seeded_bytes.stop()

@@ -16,10 +16,10 @@ from collections import deque
 from typing import Any
 
 import pytest
-from helpers import pass_time
+from helpers import RepeatableMachine, pass_time
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import invariant, precondition, rule
 from test_groups import invariant as records_agree
 
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
@@ -30,7 +30,7 @@ GROUPS = [None, "a", "b", ("tenant", 3)]
 APPLIED_UNKNOWN: list[int] = []
 
 
-class GroupsModel(RuleBasedStateMachine):
+class GroupsModel(RepeatableMachine):
     """The queue against per-group FIFO lists, the set of leased items and the dead letters."""
 
     kind = "queue"
@@ -60,6 +60,7 @@ class GroupsModel(RuleBasedStateMachine):
         self.taken: set[int] = set()
 
     def teardown(self) -> None:
+        super().teardown()
         APPLIED_UNKNOWN.append(self.db.stats()["injected_commit_unknown_result_applied"])
 
     # -- the model --------------------------------------------------------------------------

@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
-import random
 from typing import Any
-from unittest import mock
 
 import fdb.tuple
 import pytest
-from helpers import TIMED_OUT, or_timed_out, pass_time
+from helpers import TIMED_OUT, RepeatableMachine, or_timed_out, pass_time
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -74,23 +71,6 @@ class PoisonAwareCodec:
 
 def is_poison(value: object) -> bool:
     return isinstance(value, tuple) and bool(value) and value[0] == "poison"
-
-
-class RepeatableMachine(RuleBasedStateMachine):
-    """A state machine whose examples repeat exactly: Hypothesis replays an example's
-    choices and requires the same steps to follow, so the random bytes fdbqueue draws (item
-    keys' random parts, lease, dead letter and call ids) come from a generator seeded per
-    example while it runs, not from the system. What a run does then depends on the
-    example's choices and the database's seed only."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        draws = random.Random(0)
-        self._seeded_bytes = mock.patch.object(os, "urandom", draws.randbytes)
-        self._seeded_bytes.start()
-
-    def teardown(self) -> None:
-        self._seeded_bytes.stop()
 
 
 def plain(value: object) -> object:
