@@ -307,6 +307,9 @@ class Receipts:
         # The database object :meth:`books` was last given (weakly), the registry it looked
         # in (tests replace :data:`_BOOKS`) and the books it found there.
         self._last_books: tuple[weakref.ref[Any], Any, Books] | None = None
+        # The value the receipts written within one wall-clock second share: (that second,
+        # in microseconds; its value packed by the tuple layer).
+        self._second_value: tuple[int, bytes] = (-1, b"")
 
     def books(self, database: Any) -> Books:
         """The process's bookkeeping of these receipts in ``database`` (:class:`Books`).
@@ -406,7 +409,11 @@ class Receipts:
         those past their lifetime (:meth:`sweep`); the :class:`Attempt` for :meth:`settle`
         and :meth:`finish`. The receipt key is ``self.subspace.pack((read_version,
         call_id))``, packed by the tuple layer under the subspace's prefix as
-        ``Subspace.pack`` does, without its call. Cost: a set, a read conflict key, a clear
+        ``Subspace.pack`` does, without its call. Its value is the tuple ``(microseconds,)``
+        of this client's wall clock, floored to the whole second: the receipts of one second
+        share one packed value (a sweep waits :data:`CLOCK_SKEW` beyond the lifetime, so a
+        time up to a second early never lets one clear a receipt a resolution still trusts,
+        which goes by the attempt's exact time). Cost: a set, a read conflict key, a clear
         per finished receipt; at most once a second the sweep's snapshot range read and
         clears; the read version, fetched already by the body's reads."""
         read_version: int = tr.get_read_version().wait()
@@ -415,7 +422,11 @@ class Receipts:
         # Self-conflicting, so that a resolution can fence it off. The read conflict must come
         # before the write: FoundationDB adds none for a key the transaction already wrote.
         tr.add_read_conflict_key(receipt)
-        tr[receipt] = fdb.tuple.pack((now,))
+        second = now - now % MICROSECONDS_PER_SECOND
+        shared = self._second_value
+        if shared[0] != second:
+            shared = self._second_value = (second, fdb.tuple.pack((second,)))
+        tr[receipt] = shared[1]
         if read_version >= books.next_sweep:  # at most once a second of versions
             books.next_sweep = read_version + VERSIONS_PER_SECOND
             self.sweep(tr, read_version, now)
