@@ -327,16 +327,18 @@ def test_blocking_takes_wake_for_delayed_items_in_any_shard(db, subspace, how):
 
 
 def comes_out_after_the_delay(db: Any, queue: PriorityQueue[Any], pushed_at: float) -> None:
-    """``queue``'s delayed item is not there at once, and a pop (polled every 50 ms, no
-    blocking take, whose waking is test 3's business) takes it after the delay: within 3 s."""
-    assert queue.pop_min(db) is None
-    value = None
+    """``queue``'s item delayed by 0.3 s from ``pushed_at`` (or later: its commit) is never
+    popped before that, and a pop (polled every 50 ms, no blocking take, whose waking is test
+    3's business) takes it after the delay: within 3 s. Whether the first pop comes before the
+    delay depends on how long the push took (a loaded machine may take longer): every pop
+    that returns the item must return it after the delay, which holds either way."""
+    value = queue.pop_min(db)
     while value is None and time.monotonic() - pushed_at < 3:
         time.sleep(0.05)
         value = queue.pop_min(db)
     waited = time.monotonic() - pushed_at
     assert value == "later", f"no item after {waited:.2f} s (delayed: {queue.info(db).delayed})"
-    assert waited >= 0.2
+    assert waited >= 0.2  # never before the delay (a margin for the clocks)
 
 
 def test_a_sharded_priority_queue_pushes_with_a_delay(db, subspace):
