@@ -18,6 +18,7 @@ import fdbqueue.asyncio as fa
 from fdbqueue import Queue, Subspace, memory
 from fdbqueue._queues import shard_homes
 from fdbqueue._queues.shard_homes import Homes, Turns
+from fdbqueue._queues.sharded_consumer import SESSIONS_PER_PLACE
 
 
 def test_consumers_of_one_process_get_different_homes_until_every_shard_has_one():
@@ -259,6 +260,39 @@ def test_sessions_of_one_process_at_one_shard_share_one_place_in_its_line():
     assert sorted(taken) == list(range(320))
     assert in_line == [4]  # one request per shard, each session's prefetch shared
     assert queue.requests_in_line(db) == 0  # the last to leave each shard withdrew
+    assert db.stats()["conflicts"] == 0
+
+
+def test_sessions_gathered_at_one_shard_share_a_place_per_four():
+    """Every item in shard 0 of 4: the 16 sessions of one process all move there, and share
+    a session (a place in its line) per four of them, not one for all, so that four takes
+    in line are in flight at once instead of one; every item is taken once, and no
+    transaction conflicts."""
+    db = memory.open(latency=memory.Latency(commit=0.001))
+    queue: Queue[Any] = Queue(Subspace(("gathered-sessions",)), shards=4)
+    for value in range(160):
+        write_into_shard(db, queue, 0, value)
+    taken: list[int] = []
+    in_line: list[int] = []
+    lock = threading.Lock()
+    all_took_one = threading.Barrier(16)
+
+    def consume() -> None:
+        with queue.consumer(db, prefetch=1) as session:
+            first = session.dequeue()
+            with lock:
+                taken.append(first)
+            if all_took_one.wait(10) == 0:
+                in_line.append(queue.requests_in_line(db))
+            all_took_one.wait(10)
+            while (value := session.dequeue()) is not None:
+                with lock:
+                    taken.append(value)
+
+    run_threads(consume, 16, 30)
+    assert sorted(taken) == list(range(160))
+    assert in_line == [16 // SESSIONS_PER_PLACE]  # all in shard 0: a place per four
+    assert queue.requests_in_line(db) == 0
     assert db.stats()["conflicts"] == 0
 
 

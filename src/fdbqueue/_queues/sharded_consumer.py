@@ -14,11 +14,14 @@ every shard's signal key. It returns None only when every shard was empty at a r
 (or the timeout ran out).
 
 When a process has more sessions than a queue has shards, several are at home in one shard:
-they share one session there (:class:`SharedSessions`) and take turns with it, as a
-process's plain takes of one shard do, so a line holds one place per process however many of
-its sessions are at home in that shard, and a take's read of the line stays short. Sessions
-used from coroutines (:mod:`fdbqueue.asyncio`) keep a session each: their calls share the
-event loop's thread, which cannot wait for a turn.
+up to four of them share one session there (:class:`SharedSessions`,
+:data:`SESSIONS_PER_PLACE`) and take turns with it, so a line holds one place per four of a
+process's sessions at home in that shard, and a take's read of the line stays short; more
+sessions there open more shared sessions, whose takes in line run side by side (they do not
+conflict). When every item sits in one shard, all of a process's sessions gather there and
+keep a transaction per four of them in flight, not one. Sessions used from coroutines
+(:mod:`fdbqueue.asyncio`) keep a session each: their calls share the event loop's thread,
+which cannot wait for a turn.
 
 While the queue is paused, a session's take finds nothing in its shard (its session's
 attempt checks, :mod:`fdbqueue._consuming.sessions`) and it does not move: the choice of
@@ -53,9 +56,11 @@ from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue._transactions.waiting import check_blocking_arguments
 
 __all__ = [
+    "SESSIONS_PER_PLACE",
     "FifoShardedConsumer",
     "PriorityShardedConsumer",
     "ShardedConsumer",
+    "SharedSession",
     "SharedSessions",
 ]
 
@@ -77,11 +82,10 @@ class ShardedEnd(Protocol):
 
 class FifoShardedEnd(ShardedEnd, Protocol):
     """What a FIFO queue's session needs of
-    :class:`~fdbqueue._queues.sharded_end.FifoShardedEnd`: the homes, turns and shared
-    sessions of this process, and where to move."""
+    :class:`~fdbqueue._queues.sharded_end.FifoShardedEnd`: the homes and shared sessions of
+    this process, and where to move."""
 
     homes: Homes
-    turns: list[Turns]
     shared: SharedSessions
 
     def holding(self, tr: Any, consumer: Any) -> list[End]: ...
@@ -93,44 +97,68 @@ class FifoShardedEnd(ShardedEnd, Protocol):
 Act = Callable[[Consumer], Any]
 
 
+#: How many of one process's sessions at home in one shard share a session there at most
+#: (one place in the shard's line): more open another. Sharers take turns, one transaction at
+#: a time, while takes in line by different sessions do not conflict and run side by side;
+#: so a crowd at one shard (every item in it) keeps a transaction per four of its sessions
+#: in flight, and a line read grows by a place per four sessions.
+SESSIONS_PER_PLACE = 4
+
+
+class SharedSession:
+    """A session that some of this process's sharded sessions share at one shard, taking
+    turns (:class:`~fdbqueue._queues.shard_homes.Turns`) to use it: at most
+    :data:`SESSIONS_PER_PLACE` of them."""
+
+    def __init__(self, session: Consumer) -> None:
+        self.session = session
+        #: how many sharded sessions use it (changed under :class:`SharedSessions`' lock)
+        self.users = 0
+        self.turns = Turns()
+
+
 class SharedSessions:
-    """The sessions this process's sharded sessions share: one per shard (and prefetch and
-    abandon_after), used by one of them at a time (in the shard's turn), so that one process
-    holds one place in a shard's line however many of its sessions are at home there: a
-    take's read of the line grows with the processes in line, not with their sessions.
-    Thread-safe. Cost: nothing in the database.
+    """The sessions this process's sharded sessions share, per shard (and prefetch and
+    abandon_after): up to :data:`SESSIONS_PER_PLACE` of them use one, one at a time (in its
+    turns), so that one process holds a place in a shard's line per four of its sessions at
+    home there: a take's read of the line grows with the processes in line, not with each of
+    their sessions, and a crowd at one shard still takes side by side. Thread-safe. Cost:
+    nothing in the database.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._sessions: dict[tuple[int, int, float], list[Any]] = {}  # -> [session, users]
+        self._places: dict[tuple[int, int, float], list[SharedSession]] = {}
 
-    def join(self, key: tuple[int, int, float], opened: Consumer) -> Consumer:
-        """The session shared at ``key`` (shard, prefetch, abandon_after), ``opened`` when
-        there is none yet; one more user of it."""
+    def join(self, key: tuple[int, int, float], opened: Consumer) -> SharedSession:
+        """A shared session at ``key`` (shard, prefetch, abandon_after): the least used one
+        with room, else a new one around ``opened``; one more user of it."""
         with self._lock:
-            entry = self._sessions.setdefault(key, [opened, 0])
-            entry[1] += 1
-            session: Consumer = entry[0]
-            return session
+            places = self._places.setdefault(key, [])
+            place = min(places, key=lambda shared: shared.users, default=None)
+            if place is None or place.users >= SESSIONS_PER_PLACE:
+                place = SharedSession(opened)
+                places.append(place)
+            place.users += 1
+            return place
 
-    def leave(self, key: tuple[int, int, float]) -> Consumer | None:
-        """One user fewer at ``key``: the session, when that was its last user (the caller
-        closes it), else None."""
+    def leave(self, key: tuple[int, int, float], place: SharedSession) -> Consumer | None:
+        """One user fewer of ``place`` (at ``key``): its session, when that was its last
+        user (the caller closes it), else None."""
         with self._lock:
-            entry = self._sessions[key]
-            entry[1] -= 1
-            if entry[1]:
+            place.users -= 1
+            if place.users:
                 return None
-            del self._sessions[key]
-            last: Consumer = entry[0]
-            return last
+            places = self._places[key]
+            places.remove(place)
+            if not places:
+                del self._places[key]
+            return place.session
 
-    def alone(self, key: tuple[int, int, float]) -> bool:
-        """Whether the session at ``key`` has one user (or none)."""
+    def alone(self, place: SharedSession) -> bool:
+        """Whether ``place`` has one user (or none)."""
         with self._lock:
-            entry = self._sessions.get(key)
-            return entry is None or entry[1] <= 1
+            return place.users <= 1
 
 
 class ShardedConsumer(Consumer):
@@ -225,6 +253,7 @@ class FifoShardedConsumer(ShardedConsumer):
         # the first call: not for coroutines (fdbqueue.asyncio), whose calls share the event
         # loop's thread and so cannot wait for a turn.
         self._sharing: bool | None = None
+        self._place: SharedSession | None = None  # the shared session used, when sharing
 
     def _open(self, end: ShardedEnd) -> int:
         return self._end.homes.settle(self, range(len(end.ends)))
@@ -254,7 +283,7 @@ class FifoShardedConsumer(ShardedConsumer):
         if self._sharing is None:
             self._sharing = current_operation() is None
             if self._sharing:
-                self._session = self._end.shared.join(self._key(), self._session)
+                self._share(self._session)
         value = self._once(act, every_shard)
         if value is not None or not block:
             return value
@@ -316,19 +345,21 @@ class FifoShardedConsumer(ShardedConsumer):
         registers again, as after an abandoned request), in the shard's turn so that none
         joins it meanwhile and takes with a request being withdrawn. Returns what ``read``
         found and whether the requests were withdrawn."""
-        if not self._sharing:
+        place = self._place
+        if place is None:
             return self._session.line.withdraw(self._database, read), True
-        with self._end.turns[self._end.ends.index(self._shard)].turn():
-            if self._end.shared.alone(self._key()):
+        with place.turns.turn():
+            if self._end.shared.alone(place):
                 return self._session.line.withdraw(self._database, read), True
         # Others of this process take with the session: it stays for them.
         return run_in_retry_loop(self._database, read), False
 
     def _act(self, act: Act) -> Any:
-        """``act`` on the current session, in this process's turn at its shard when shared."""
-        if not self._sharing:
+        """``act`` on the current session, in its turn when shared."""
+        place = self._place
+        if place is None:
             return act(self._session)
-        with self._end.turns[self._end.ends.index(self._shard)].turn():
+        with place.turns.turn():
             return act(self._session)
 
     def _key(self) -> tuple[int, int, float]:
@@ -337,7 +368,8 @@ class FifoShardedConsumer(ShardedConsumer):
     def _release(self, *, withdrawn: bool) -> None:
         """Stop using the current session: close it (withdrawing its requests unless they
         were ``withdrawn`` already) when no other session of this process shares it."""
-        session = self._end.shared.leave(self._key()) if self._sharing else self._session
+        place = self._place
+        session = self._session if place is None else self._end.shared.leave(self._key(), place)
         if session is not None and not withdrawn:
             session.close()
 
@@ -351,4 +383,12 @@ class FifoShardedConsumer(ShardedConsumer):
             self._end.homes.move(self, self._end.ends.index(shard))
             self._shard = shard
             opened = shard.consumer(self._database, self._prefetch, self._abandon_after)
-            self._session = self._end.shared.join(self._key(), opened) if self._sharing else opened
+            if self._sharing:
+                self._share(opened)
+            else:
+                self._session = opened
+
+    def _share(self, opened: Consumer) -> None:
+        """Use a session shared at the current shard (``opened``, when a new one is due)."""
+        self._place = self._end.shared.join(self._key(), opened)
+        self._session = self._place.session
