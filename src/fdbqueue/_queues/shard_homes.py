@@ -30,8 +30,7 @@ import sys
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import Any
 
 from fdbqueue._transactions.suspension import current_operation
@@ -78,11 +77,25 @@ class Homes:
         """``consumer``'s home shard (a key a weak reference can hold: a Thread, a session);
         a new consumer is given one among every shard. None when its stay is over
         (:data:`STAY_TAKES`): it should move (:meth:`ranked`, then :meth:`move`)."""
+        stay = self.stay(consumer)
+        return None if stay is None else stay[0]
+
+    def stay(self, consumer: Any) -> list[int] | None:
+        """``consumer``'s stay, ``[home, items taken there]`` (a new consumer is given a home
+        among every shard), for :meth:`took_in`; None when it is over (:meth:`home`)."""
         with self._lock:
             stay = self._stays.get(consumer)
         if stay is None:
-            return self.settle(consumer, range(self._shards))
-        return stay[0] if stay[1] < STAY_TAKES else None
+            self.settle(consumer, range(self._shards))
+            with self._lock:
+                stay = self._stays[consumer]
+        return stay if stay[1] < STAY_TAKES else None
+
+    @staticmethod
+    def took_in(stay: list[int]) -> None:
+        """Count an item taken in ``stay`` (:meth:`stay`): only its consumer changes its
+        count, and a move starts a new stay, so no lock is needed."""
+        stay[1] += 1
 
     def where(self, consumer: Any) -> int | None:
         """``consumer``'s home (stay over or not), None when it has none."""
@@ -165,37 +178,46 @@ class Turns:
         self._condition = threading.Condition()
         self._tickets = itertools.count()
         self._serving = 0
+        self._waiting = 0  # threads waiting for their turn
         self._abandoned: set[int] = set()  # tickets whose waiter left (an exception)
 
-    @contextmanager
-    def turn(self) -> Iterator[None]:
-        """Wait for this thread's turn (in the order the calls arrived), hold it for the
-        ``with`` block, then pass it on. A wait that ends in an exception (a
-        KeyboardInterrupt, say) gives its place up, so the turns after it still come."""
+    def turn(self) -> Turns:
+        """This thread's turn, as a context manager: ``with turns.turn():`` waits for it (in
+        the order the calls arrived), holds it for the block, then passes it on. A wait that
+        ends in an exception (a KeyboardInterrupt, say) gives its place up, so the turns
+        after it still come. Cost: a lock taken twice; a wait only when a turn is held."""
+        return self
+
+    def __enter__(self) -> None:
         with self._condition:
             ticket = next(self._tickets)
+            if ticket == self._serving:
+                return
+            self._waiting += 1
             try:
                 self._condition.wait_for(lambda: self._serving == ticket)
             except BaseException:
                 self._abandoned.add(ticket)
                 self._pass_on(ticket)
                 raise
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._serving += 1
-                self._pass_on(None)
+            finally:
+                self._waiting -= 1
+
+    def __exit__(self, *exception: object) -> None:
+        with self._condition:
+            self._serving += 1
+            self._pass_on(None)
 
     def _pass_on(self, leaving: int | None) -> None:
         """Skip the turns of waiters that left (``leaving`` too, if it is being served), and
-        wake the waiters. Called holding the condition's lock."""
+        wake the waiters, if any. Called holding the condition's lock."""
         if leaving is not None and self._serving != leaving:
             return  # its turn has not come: it is skipped when it does
         while self._serving in self._abandoned:
             self._abandoned.discard(self._serving)
             self._serving += 1
-        self._condition.notify_all()
+        if self._waiting:
+            self._condition.notify_all()
 
 
 def _alive(consumer: Any) -> bool:

@@ -396,12 +396,12 @@ class FifoShardedEnd(ShardedEnd):
     def _at_home(self, tr: AnyContext, consumer: Any, act: Callable[[Any, End], Any]) -> Any:
         """``act`` at ``consumer``'s home shard (:meth:`_at`), counted in its stay; None
         without acting when its stay is over (:class:`Homes`)."""
-        home = self.homes.home(consumer)
-        if home is None:
+        stay = self.homes.stay(consumer)
+        if stay is None:
             return None
-        found = self._at(tr, home, act)
+        found = self._at(tr, stay[0], act)
         if found is not None:
-            self.homes.took(consumer)
+            self.homes.took_in(stay)
         return found
 
     def _at(self, tr: AnyContext, shard: int, act: Callable[[Any, End], Any]) -> Any:
