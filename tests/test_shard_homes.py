@@ -200,20 +200,17 @@ def test_a_waiter_that_leaves_with_an_exception_does_not_stop_the_turns_after_it
 
     def leaver() -> None:
         # Its wait ends in an exception, as a KeyboardInterrupt would end it.
-        condition = turns._condition
-        original = condition.wait_for
-
-        def interrupted(*args: object, **kwargs: object) -> bool:
+        def interrupted(waiter: threading.Lock) -> None:
             raise Interrupted
 
-        condition.wait_for = interrupted  # type: ignore[method-assign]
+        turns._wait = interrupted  # type: ignore[method-assign]
         try:
             with turns.turn():
                 served.append("leaver")
         except Interrupted:
             pass
         finally:
-            condition.wait_for = original  # type: ignore[method-assign]
+            del turns._wait  # the class's again
 
     def later() -> None:
         with turns.turn():
@@ -231,6 +228,53 @@ def test_a_waiter_that_leaves_with_an_exception_does_not_stop_the_turns_after_it
     release.set()
     first.join(5)
     waiting.join(5)
+    assert served == ["later"]
+
+
+def test_a_waiter_handed_the_turn_as_it_leaves_passes_it_on():
+    """The turn reaches a waiter whose wait then ends in an exception (after it was handed
+    the turn, before it knew): the turn goes on to the next waiter, not lost."""
+    turns = Turns()
+    holding, release = threading.Event(), threading.Event()
+    served: list[str] = []
+
+    class Interrupted(BaseException):
+        pass
+
+    def holder() -> None:
+        with turns.turn():
+            holding.set()
+            release.wait(5)
+
+    def interrupted_after_the_handover(waiter: threading.Lock) -> None:
+        waiter.acquire()  # handed the turn
+        raise Interrupted
+
+    def leaver() -> None:
+        turns._wait = interrupted_after_the_handover  # type: ignore[method-assign]
+        try:
+            with turns.turn():
+                served.append("leaver")
+        except Interrupted:
+            pass
+
+    def later() -> None:
+        with turns.turn():
+            served.append("later")
+
+    first = threading.Thread(target=holder)
+    first.start()
+    assert holding.wait(5)
+    leaving = threading.Thread(target=leaver)
+    leaving.start()
+    time.sleep(0.05)  # the leaver waits first
+    del turns._wait  # the later waiter waits as usual
+    waiting = threading.Thread(target=later)
+    waiting.start()
+    time.sleep(0.05)
+    release.set()
+    for thread in (first, leaving, waiting):
+        thread.join(5)
     assert served == ["later"]
 
 

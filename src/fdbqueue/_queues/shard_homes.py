@@ -29,7 +29,7 @@ import random
 import sys
 import threading
 import weakref
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -175,49 +175,52 @@ class Turns:
     """
 
     def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._tickets = itertools.count()
-        self._serving = 0
-        self._waiting = 0  # threads waiting for their turn
-        self._abandoned: set[int] = set()  # tickets whose waiter left (an exception)
+        self._lock = threading.Lock()  # guards the two below
+        self._held = False
+        #: the waiters, first come first; each blocks on its own lock until handed the turn
+        self._waiters: deque[threading.Lock] = deque()
 
     def turn(self) -> Turns:
         """This thread's turn, as a context manager: ``with turns.turn():`` waits for it (in
-        the order the calls arrived), holds it for the block, then passes it on. A wait that
-        ends in an exception (a KeyboardInterrupt, say) gives its place up, so the turns
-        after it still come. Cost: a lock taken twice; a wait only when a turn is held."""
+        the order the calls arrived), holds it for the block, then hands it to the next
+        waiter. A wait that ends in an exception (a KeyboardInterrupt, say) gives its place
+        up, so the turns after it still come. Cost: a lock taken twice when nobody holds the
+        turn; a wait otherwise."""
         return self
 
     def __enter__(self) -> None:
-        with self._condition:
-            ticket = next(self._tickets)
-            if ticket == self._serving:
+        with self._lock:
+            if not self._held:
+                self._held = True
                 return
-            self._waiting += 1
-            try:
-                self._condition.wait_for(lambda: self._serving == ticket)
-            except BaseException:
-                self._abandoned.add(ticket)
-                self._pass_on(ticket)
-                raise
-            finally:
-                self._waiting -= 1
+            waiter = threading.Lock()
+            waiter.acquire()
+            self._waiters.append(waiter)
+        try:
+            self._wait(waiter)
+        except BaseException:
+            with self._lock:
+                try:
+                    self._waiters.remove(waiter)  # not served yet: it leaves the line
+                except ValueError:
+                    self._pass_on()  # handed the turn as it left: the next one's
+            raise
 
     def __exit__(self, *exception: object) -> None:
-        with self._condition:
-            self._serving += 1
-            self._pass_on(None)
+        with self._lock:
+            self._pass_on()
 
-    def _pass_on(self, leaving: int | None) -> None:
-        """Skip the turns of waiters that left (``leaving`` too, if it is being served), and
-        wake the waiters, if any. Called holding the condition's lock."""
-        if leaving is not None and self._serving != leaving:
-            return  # its turn has not come: it is skipped when it does
-        while self._serving in self._abandoned:
-            self._abandoned.discard(self._serving)
-            self._serving += 1
-        if self._waiting:
-            self._condition.notify_all()
+    @staticmethod
+    def _wait(waiter: threading.Lock) -> None:
+        """Block until ``waiter`` is released: this thread's turn has come."""
+        waiter.acquire()
+
+    def _pass_on(self) -> None:
+        """Hand the turn to the first waiter, or free it. Called holding ``_lock``."""
+        if self._waiters:
+            self._waiters.popleft().release()
+        else:
+            self._held = False
 
 
 def _alive(consumer: Any) -> bool:
