@@ -185,9 +185,16 @@ def test_asyncio_tasks_draining_a_sharded_queue_each_have_a_home_and_never_block
     assert sum(1 for values in taken if values) >= 4  # spread, not all in one task's shard
 
 
-def test_a_waiter_that_leaves_with_an_exception_does_not_stop_the_turns_after_it():
+class Interrupted(BaseException):
+    """Ends a wait, as a KeyboardInterrupt would."""
+
+
+@pytest.mark.parametrize("handed", [False, True], ids=["before its turn", "as its turn came"])
+def test_a_waiter_that_leaves_with_an_exception_does_not_stop_the_turns_after_it(handed):
+    """A waiter whose wait ends in an exception, before its turn came or just as it was
+    handed the turn (before it knew): the turns after it still come."""
     turns = Turns()
-    holding, release = threading.Event(), threading.Event()
+    holding, release, leaver_waits = threading.Event(), threading.Event(), threading.Event()
     served: list[str] = []
 
     def holder() -> None:
@@ -195,63 +202,13 @@ def test_a_waiter_that_leaves_with_an_exception_does_not_stop_the_turns_after_it
             holding.set()
             release.wait(5)
 
-    class Interrupted(BaseException):
-        pass
-
-    def leaver() -> None:
-        # Its wait ends in an exception, as a KeyboardInterrupt would end it.
-        def interrupted(waiter: threading.Lock) -> None:
-            raise Interrupted
-
-        turns._wait = interrupted  # type: ignore[method-assign]
-        try:
-            with turns.turn():
-                served.append("leaver")
-        except Interrupted:
-            pass
-        finally:
-            del turns._wait  # the class's again
-
-    def later() -> None:
-        with turns.turn():
-            served.append("later")
-
-    first = threading.Thread(target=holder)
-    first.start()
-    assert holding.wait(5)
-    leaving = threading.Thread(target=leaver)
-    leaving.start()
-    leaving.join(5)
-    waiting = threading.Thread(target=later)
-    waiting.start()
-    time.sleep(0.05)
-    release.set()
-    first.join(5)
-    waiting.join(5)
-    assert served == ["later"]
-
-
-def test_a_waiter_handed_the_turn_as_it_leaves_passes_it_on():
-    """The turn reaches a waiter whose wait then ends in an exception (after it was handed
-    the turn, before it knew): the turn goes on to the next waiter, not lost."""
-    turns = Turns()
-    holding, release = threading.Event(), threading.Event()
-    served: list[str] = []
-
-    class Interrupted(BaseException):
-        pass
-
-    def holder() -> None:
-        with turns.turn():
-            holding.set()
-            release.wait(5)
-
-    def interrupted_after_the_handover(waiter: threading.Lock) -> None:
-        waiter.acquire()  # handed the turn
+    def interrupted(waiter: threading.Lock) -> None:
+        leaver_waits.set()
+        if handed:
+            waiter.acquire()  # the turn is handed over, then the wait ends
         raise Interrupted
 
     def leaver() -> None:
-        turns._wait = interrupted_after_the_handover  # type: ignore[method-assign]
         try:
             with turns.turn():
                 served.append("leaver")
@@ -265,13 +222,14 @@ def test_a_waiter_handed_the_turn_as_it_leaves_passes_it_on():
     first = threading.Thread(target=holder)
     first.start()
     assert holding.wait(5)
+    turns._wait = interrupted  # type: ignore[method-assign]
     leaving = threading.Thread(target=leaver)
     leaving.start()
-    time.sleep(0.05)  # the leaver waits first
+    assert leaver_waits.wait(5)
     del turns._wait  # the later waiter waits as usual
     waiting = threading.Thread(target=later)
     waiting.start()
-    time.sleep(0.05)
+    time.sleep(0.05)  # it waits, after the leaver
     release.set()
     for thread in (first, leaving, waiting):
         thread.join(5)
@@ -283,28 +241,8 @@ def test_sessions_of_one_process_at_one_shard_share_one_place_in_its_line():
     there, so each line holds one request of this process, not four; every item is taken
     once, and no transaction conflicts."""
     db, queue = loaded("shared-sessions", 320, commit=0.001)
-    taken: list[int] = []
-    in_line: list[int] = []
-    lock = threading.Lock()
-    all_took_one = threading.Barrier(16)
-
-    def consume() -> None:
-        with queue.consumer(db, prefetch=1) as session:
-            first = session.dequeue()
-            with lock:
-                taken.append(first)
-            if all_took_one.wait(10) == 0:
-                in_line.append(queue.requests_in_line(db))
-            all_took_one.wait(10)
-            while (value := session.dequeue()) is not None:
-                with lock:
-                    taken.append(value)
-
-    run_threads(consume, 16, 30)
-    assert sorted(taken) == list(range(320))
-    assert in_line == [4]  # one request per shard, each session's prefetch shared
-    assert queue.requests_in_line(db) == 0  # the last to leave each shard withdrew
-    assert db.stats()["conflicts"] == 0
+    in_line = drain_with_16_sessions(db, queue, 320)
+    assert in_line == 4  # one request per shard, each session's prefetch shared
 
 
 def test_sessions_gathered_at_one_shard_share_a_place_per_four():
@@ -316,6 +254,15 @@ def test_sessions_gathered_at_one_shard_share_a_place_per_four():
     queue: Queue[Any] = Queue(Subspace(("gathered-sessions",)), shards=4)
     for value in range(160):
         write_into_shard(db, queue, 0, value)
+    in_line = drain_with_16_sessions(db, queue, 160)
+    assert in_line == 16 // SESSIONS_PER_PLACE  # all in shard 0: a place per four
+
+
+def drain_with_16_sessions(db: Any, queue: Queue[Any], items: int) -> int:
+    """Drain ``queue`` (holding 0 to ``items - 1``) with 16 sessions (``prefetch=1``) of
+    threads of this process; return how many requests were in line once each had taken one.
+    Asserted: every item taken once, no request left in line (the last to leave each shared
+    session withdrew), no transaction conflicted."""
     taken: list[int] = []
     in_line: list[int] = []
     lock = threading.Lock()
@@ -334,10 +281,11 @@ def test_sessions_gathered_at_one_shard_share_a_place_per_four():
                     taken.append(value)
 
     run_threads(consume, 16, 30)
-    assert sorted(taken) == list(range(160))
-    assert in_line == [16 // SESSIONS_PER_PLACE]  # all in shard 0: a place per four
+    assert sorted(taken) == list(range(items))
     assert queue.requests_in_line(db) == 0
     assert db.stats()["conflicts"] == 0
+    (counted,) = in_line
+    return counted
 
 
 def loaded(name: str, items: int, commit: float) -> tuple[Any, Queue[Any]]:
