@@ -286,15 +286,15 @@ def test_enqueue_due_runs_is_exactly_once_through_unknown_results(subspace, monk
     queue.schedule(db, "tick", "tick", every=1)
     db.faults = memory.Faults(commit_unknown_result=0.5, recovery=0.2, recovery_seconds=0)
     try:
-        for _ in range(40):
+        for _ in range(20):
             clock[0] += 1
             queue.enqueue_due_runs(db)
     finally:
         db.faults = memory.Faults()
     stats = db.stats()
     assert stats["injected_commit_unknown_result"] + stats["injected_recovery"] > 10
-    assert queue.size(db) == 40
-    assert queue.schedules(db)[0].runs == 40
+    assert queue.size(db) == 20
+    assert queue.schedules(db)[0].runs == 20
 
 
 # -- worker loops -----------------------------------------------------------------------------
