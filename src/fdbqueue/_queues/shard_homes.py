@@ -107,8 +107,8 @@ class Homes:
         """Count an item ``consumer`` took at its home."""
         with self._lock:
             stay = self._stays.get(consumer)
-            if stay is not None:
-                stay[1] += 1
+        if stay is not None:
+            self.took_in(stay)
 
     def settle(self, consumer: Any, shards: Iterable[int]) -> int:
         """Make the first of :meth:`ranked` ``shards`` ``consumer``'s home, and return it.
