@@ -13,13 +13,15 @@ shard) and opens one in a shard that holds items, its new home. A blocking take 
 every shard's signal key. It returns None only when every shard was empty at a read version
 (or the timeout ran out).
 
-When a process has more sessions than a queue has shards, several are at home in one shard:
-up to four of them share one session there (:class:`SharedSessions`,
-:data:`SESSIONS_PER_PLACE`) and take turns with it, so a line holds one place per four of a
-process's sessions at home in that shard, and a take's read of the line stays short; more
-sessions there open more shared sessions, whose takes in line run side by side (they do not
-conflict). When every item sits in one shard, all of a process's sessions gather there and
-keep a transaction per four of them in flight, not one. Sessions used from coroutines
+When a process has more sessions than a queue has shards, several are at home in one shard.
+Each opens a session of its own there (a place in that shard's line) until the process holds
+:data:`PLACES_IN_FLIGHT` (16) places in the queue's lines, at most :data:`PLACES_PER_SHARD`
+(8) in one shard's line; beyond that a session joins the least used one at its home and takes
+turns with its other users (:class:`SharedSessions`). So a line stays short (a take in line
+reads the requests ahead of its own), while the process keeps enough takes in flight to use
+its interpreter: takes in line by different sessions run side by side (they do not conflict).
+When every item sits in one shard, all of a process's sessions gather there and keep up to
+eight transactions in flight, not one. Sessions used from coroutines
 (:mod:`fdbqueue.asyncio`) keep a session each: their calls share the event loop's thread,
 which cannot wait for a turn.
 
@@ -56,7 +58,8 @@ from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue._transactions.waiting import check_blocking_arguments
 
 __all__ = [
-    "SESSIONS_PER_PLACE",
+    "PLACES_IN_FLIGHT",
+    "PLACES_PER_SHARD",
     "FifoShardedConsumer",
     "PriorityShardedConsumer",
     "ShardedConsumer",
@@ -97,18 +100,22 @@ class FifoShardedEnd(ShardedEnd, Protocol):
 Act = Callable[[Consumer], Any]
 
 
-#: How many of one process's sessions at home in one shard share a session there at most
-#: (one place in the shard's line): more open another. Sharers take turns, one transaction at
-#: a time, while takes in line by different sessions do not conflict and run side by side;
-#: so a crowd at one shard (every item in it) keeps a transaction per four of its sessions
-#: in flight, and a line read grows by a place per four sessions.
-SESSIONS_PER_PLACE = 4
+#: How many places in a queue's lines (sessions of its own) one process opens before its
+#: sessions share them: sharers take turns, one transaction at a time, while takes in line by
+#: different sessions do not conflict and run side by side. Sixteen keep a process's
+#: interpreter busy (``docs/benchmarks.rst``: the one-process curve at C = 16 and 64).
+PLACES_IN_FLIGHT = 16
+
+#: How many places in one shard's line one process holds at most: a take in line reads every
+#: request ahead of its own, so a crowd at one shard (every item in it) shares eight places
+#: rather than opening one per session.
+PLACES_PER_SHARD = 8
 
 
 class SharedSession:
     """A session that some of this process's sharded sessions share at one shard, taking
-    turns (:class:`~fdbqueue._queues.shard_homes.Turns`) to use it: at most
-    :data:`SESSIONS_PER_PLACE` of them."""
+    turns (:class:`~fdbqueue._queues.shard_homes.Turns`) to use it (:class:`SharedSessions`
+    says how many)."""
 
     def __init__(self, session: Consumer) -> None:
         self.session = session
@@ -119,9 +126,10 @@ class SharedSession:
 
 class SharedSessions:
     """The sessions this process's sharded sessions share, per shard (and prefetch and
-    abandon_after): up to :data:`SESSIONS_PER_PLACE` of them use one, one at a time (in its
-    turns), so that one process holds a place in a shard's line per four of its sessions at
-    home there: a take's read of the line grows with the processes in line, not with each of
+    abandon_after), each used one at a time (in its turns): a sharded session opens a session
+    of its own while this process holds fewer than :data:`PLACES_IN_FLIGHT` of them in all
+    and fewer than :data:`PLACES_PER_SHARD` at its shard, else it joins the least used one
+    there. So a take's read of a line grows with the processes in line, not with each of
     their sessions, and a crowd at one shard still takes side by side. Thread-safe. Cost:
     nothing in the database.
     """
@@ -129,16 +137,21 @@ class SharedSessions:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._places: dict[tuple[int, int, float], list[SharedSession]] = {}
+        self._count = 0  # the shared sessions in ``_places``
 
     def join(self, key: tuple[int, int, float], opened: Consumer) -> SharedSession:
-        """A shared session at ``key`` (shard, prefetch, abandon_after): the least used one
-        with room, else a new one around ``opened``; one more user of it."""
+        """A shared session at ``key`` (shard, prefetch, abandon_after): a new one around
+        ``opened`` while this process holds fewer than :data:`PLACES_IN_FLIGHT` and the
+        shard fewer than :data:`PLACES_PER_SHARD`, else the least used one there; one more
+        user of it."""
         with self._lock:
             places = self._places.setdefault(key, [])
-            place = min(places, key=lambda shared: shared.users, default=None)
-            if place is None or place.users >= SESSIONS_PER_PLACE:
+            if not places or (len(places) < PLACES_PER_SHARD and self._count < PLACES_IN_FLIGHT):
                 place = SharedSession(opened)
                 places.append(place)
+                self._count += 1
+            else:
+                place = min(places, key=lambda shared: shared.users)
             place.users += 1
             return place
 
@@ -151,6 +164,7 @@ class SharedSessions:
                 return None
             places = self._places[key]
             places.remove(place)
+            self._count -= 1
             if not places:
                 del self._places[key]
             return place.session
