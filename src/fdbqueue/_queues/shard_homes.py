@@ -82,9 +82,10 @@ class Homes:
 
     def stay(self, consumer: Any) -> list[int] | None:
         """``consumer``'s stay, ``[home, items taken there]`` (a new consumer is given a home
-        among every shard), for :meth:`took_in`; None when it is over (:meth:`home`)."""
-        with self._lock:
-            stay = self._stays.get(consumer)
+        among every shard), for :meth:`took_in`; None when it is over (:meth:`home`). Only
+        ``consumer`` gives itself a stay, so the lookup needs no lock (a dict read is atomic;
+        every change of the stays holds the lock)."""
+        stay = self._stays.get(consumer)
         if stay is None:
             self.settle(consumer, range(self._shards))
             with self._lock:
