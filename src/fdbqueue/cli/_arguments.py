@@ -15,7 +15,7 @@ import math
 import re
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import click
@@ -207,9 +207,10 @@ METAVARIABLES = {
 }
 
 
-def argparse_help(parser: argparse.ArgumentParser) -> str:
-    """``parser``'s help in click's layout (``Usage:``, the description, ``Options:``), so a
-    command that parses its options with argparse reads like the others."""
+def argparse_help(parser: argparse.ArgumentParser, options: Iterable[argparse.Action]) -> str:
+    """``parser``'s help in click's layout (``Usage:``, the description, ``Options:``), its
+    ``options`` (the actions its ``add_argument`` returned) in order, so a command that parses
+    its options with argparse reads like the others."""
     formatter = click.HelpFormatter()
     formatter.write_usage(parser.prog, "[OPTIONS]")
     if parser.description:
@@ -217,7 +218,7 @@ def argparse_help(parser: argparse.ArgumentParser) -> str:
         with formatter.indentation():
             formatter.write_text(parser.description)
     rows = []
-    for action in parser._actions:  # argparse lists its options nowhere public
+    for action in options:
         if not action.option_strings or action.dest == "help":
             continue
         name = ", ".join(action.option_strings)

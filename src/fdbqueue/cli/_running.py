@@ -181,11 +181,21 @@ class BenchArgumentParser(argparse.ArgumentParser):
     """The benchmark's options: a bad one is a one-line click usage error (exit status 2),
     not argparse's usage block; its help is laid out as click's (``argparse_help``)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        #: the options added, in order (argparse keeps its own list private)
+        self.options: list[argparse.Action] = []
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.options.append(action)
+        return action
+
     def error(self, message: str) -> NoReturn:
         raise click.UsageError(message)
 
     def format_help(self) -> str:
-        return argparse_help(self)
+        return argparse_help(self, self.options)
 
 
 def bench_parser() -> BenchArgumentParser:
