@@ -22,6 +22,7 @@ from helpers import despite_timeouts, pass_time
 
 import fdbqueue.asyncio as aq
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
+from fdbqueue._delivery.heartbeat import Heartbeat, Job
 from fdbqueue.cli import cli
 from fdbqueue.worker import STOP_CHECK_SECONDS, retry_delay
 
@@ -139,6 +140,45 @@ def test_a_job_whose_lease_is_lost_is_not_acknowledged_and_runs_again():
     assert summary.lost == 1 and summary.succeeded == 0
     assert stolen[0] is not None and stolen[0].deliveries == 2
     queue.ack(db, stolen[0])  # the thief holds it; nothing else changed it
+
+
+def test_a_job_settled_as_the_heartbeat_beats_is_not_reported_lost(db, subspace, caplog):
+    """The handler returns and its job is acknowledged just before the heartbeat takes the
+    job's lock to extend it: the beat finds it finished and leaves it (no extension tried, no
+    "lost the lease" warning), instead of extending an acknowledged lease."""
+    queue = Queue(subspace)
+    queue.enqueue(db, "job")
+    lease = queue.claim(db, lease=30)
+    job = Job(lease)
+    beat_done = threading.Event()
+
+    class SettledFirst:
+        """``job.lock``, whose first taker finds the job settled just before."""
+
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+            self.settled = False
+
+        def acquire(self, blocking: bool = True) -> bool:
+            if not self.settled:
+                self.settled = True
+                assert job.timing.finish()
+                queue.ack(db, lease)
+            return self.lock.acquire(blocking)
+
+        def release(self) -> None:
+            self.lock.release()
+            beat_done.set()
+
+    job.lock = SettledFirst()  # type: ignore[assignment]
+    heartbeat = Heartbeat(queue, db, 0.3)
+    try:
+        with caplog.at_level(logging.WARNING, logger="fdbqueue.worker"), heartbeat.running(job):
+            assert beat_done.wait(10)
+    finally:
+        heartbeat.close()
+    assert not job.lost
+    assert not [r for r in caplog.records if "lost the lease" in r.getMessage()]
 
 
 def test_stop_lets_a_running_job_finish_and_acknowledges_it(db, subspace):

@@ -114,7 +114,8 @@ class Heartbeat:
                 if not job.lock.acquire(blocking=False):
                     continue  # being settled
                 try:
-                    self._extend(job)
+                    if job.timing.running:  # not settled since (its handler returns first)
+                        self._extend(job)
                 finally:
                     job.lock.release()
 
