@@ -407,10 +407,10 @@ def test_a_delayed_item_of_another_queue_object_is_promoted_by_the_first_take_it
     queue = Queue(Subspace(("hint", "other-object")))
     queue.enqueue_many(db, [f"item-{n}" for n in range(50)])
     assert queue.dequeue(db) == "item-0" and queue.dequeue(db) == "item-1"  # no delay yet
-    Queue(Subspace(("hint", "other-object"))).enqueue(db, "delayed", delay=0.1)
+    Queue(Subspace(("hint", "other-object"))).enqueue(db, "delayed", delay=5)
     assert queue.dequeue(db) == "item-2"
     assert "delayed" not in queue.peek_many(db, None)  # not due yet: it waits delayed
-    pass_time(db, 0.2)
+    pass_time(db, 6)
     assert queue.dequeue(db) == "item-3"
     assert queue.info(db).delayed == 0  # promoted by that take
     assert queue.dequeue_many(db, 100) == [f"item-{n}" for n in range(4, 50)] + ["delayed"]
@@ -421,6 +421,6 @@ def test_a_due_item_is_taken_from_an_empty_front():
     queue = Queue(Subspace(("hint", "short-front")))
     queue.enqueue_many(db, ["a", "b", "c"])
     assert [queue.dequeue(db) for _ in range(3)] == ["a", "b", "c"]
-    Queue(Subspace(("hint", "short-front"))).enqueue(db, "delayed", delay=0.1)
-    pass_time(db, 1)
+    Queue(Subspace(("hint", "short-front"))).enqueue(db, "delayed", delay=5)
+    pass_time(db, 6)
     assert queue.dequeue(db) == "delayed"

@@ -38,9 +38,11 @@ from fdbqueue import LeaseExpiredError, LeaseNotHeldError, Subspace, _clock, mem
 
 #: Values with their priorities: a PriorityQueue pops b, d, a, c; a Queue takes a, b, c, d.
 ITEMS = [("a", 2), ("b", 0), ("c", 3), ("d", 1)]
-#: Seconds of a short delay or lease, and how far the clock moves to get past one.
-SHORT = 0.2
-PAST_SHORT = 0.3
+#: Seconds of a short delay or lease, and how far the clock moves to get past one
+#: (``pass_time``: no real time passes). Long enough that a loaded machine's own time, between
+#: a put and the take that must find it not due, never reaches it.
+SHORT = 5.0
+PAST_SHORT = 6.0
 LONG = 60.0
 MAX_DELIVERIES = 3
 
