@@ -3,6 +3,7 @@ not cover: faults, a caller's transaction, bad input, results in time, storage b
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -15,6 +16,7 @@ import fdbqueue
 import fdbqueue.asyncio as fa
 from fdbqueue import Job, JobFailedError, PriorityQueue, Queue, Subspace, memory
 from fdbqueue._storage.jobs import JOB_HEADER, SWEEP_LIMIT
+from fdbqueue._storage.taking import CANCELLED_PER_TAKE
 
 
 def queue_of(kind: type[Any], name: str, **options: Any) -> Any:
@@ -361,3 +363,129 @@ def test_a_job_past_its_time_limit_is_retrying_with_that_error():
     info = queue.job(db, job.id)
     assert info.state == "dead" and info.error[0] == "TimeLimitExceeded"
     assert "time limit exceeded" in info.error[1]
+
+
+class RefusingJson:
+    """A JSON codec that cannot read the values in ``refused`` (a later version of it)."""
+
+    def __init__(self) -> None:
+        self.refused: set[str] = set()
+
+    def encode(self, value: object) -> bytes:
+        return json.dumps(value).encode()
+
+    def decode(self, data: bytes) -> object:
+        value = json.loads(data)
+        if value in self.refused:
+            raise ValueError(f"cannot read {value!r}")
+        return value
+
+
+@KINDS
+@pytest.mark.parametrize("take", ["dequeue", "claim", "work"])
+def test_a_job_whose_value_cannot_be_decoded_is_dead_and_says_why(kind, take):
+    db = memory.open()
+    codec = RefusingJson()
+    queue = queue_of(kind, "poison-" + take, codec=codec)
+    job = submit(queue, db, "poison")
+    submit(queue, db, "fine")
+    codec.refused.add("poison")
+    if take == "dequeue":
+        assert (queue.dequeue(db) if kind is Queue else queue.pop_min(db)) == "fine"
+    elif take == "claim":
+        assert queue.claim(db, lease=60).value == "fine"
+    else:
+        assert queue.work(db, lambda value: None, lease=60, until_empty=True).succeeded == 1
+    info = queue.job(db, job.id)
+    assert info.state == "dead" and "cannot read 'poison'" in info.error[1]
+    with pytest.raises(JobFailedError, match="dead"):
+        queue.result(db, job.id)  # no timeout: it must not wait for good
+    assert len(queue.dead_letters(db)) == 1
+
+
+def forget_where_items_are(db: Any, queue: Any) -> None:
+    """Clear the notes of where each job's item is, as an fdbqueue before them left none:
+    a cancel then leaves the items to the takes that meet them."""
+    prefix = queue.subspace.key() + b"\xff" + fdb.tuple.pack(("job_items",))
+
+    @fdbqueue.transactional
+    def clear(tr: Any) -> None:
+        del tr[prefix : prefix + b"\xff"]
+
+    clear(db)
+
+
+def submit_many(db: Any, queue: Any, values: list[Any], per_transaction: int = 500) -> list[Any]:
+    jobs: list[Any] = []
+    for start in range(0, len(values), per_transaction):
+
+        @fdbqueue.transactional
+        def some(tr: Any, part: list[Any] = values[start : start + per_transaction]) -> list[Any]:
+            return [submit(queue, tr, value) for value in part]
+
+        jobs += some(db)
+    return jobs
+
+
+def cancel_many(db: Any, queue: Any, jobs: list[Any], per_transaction: int = 500) -> None:
+    for start in range(0, len(jobs), per_transaction):
+
+        @fdbqueue.transactional
+        def some(tr: Any, part: list[Any] = jobs[start : start + per_transaction]) -> None:
+            assert all(queue.cancel(tr, job.id) for job in part)
+
+        some(db)
+
+
+@KINDS
+@pytest.mark.parametrize("take", ["dequeue", "claim"])
+def test_cancelled_items_a_take_meets_are_dropped_a_bounded_number_per_transaction(kind, take):
+    """Items a cancel could not remove (here: written before cancels noted where items are)
+    are dropped by the takes that meet them, at most CANCELLED_PER_TAKE per transaction,
+    each batch committed: thousands never hold a take past the five-second limit."""
+    db = memory.open()
+    queue = queue_of(kind, "lazy-" + take)
+    doomed = submit_many(db, queue, [f"doomed {n}" for n in range(300)])
+    submit(queue, db, "live")
+    forget_where_items_are(db, queue)
+    cancel_many(db, queue, doomed)
+    assert queue.size(db) == 301  # left to the takes
+    db.reset_stats()
+    if take == "dequeue":
+        assert (queue.dequeue(db) if kind is Queue else queue.pop_min(db)) == "live"
+    else:
+        assert queue.claim(db, lease=60).value == "live"
+    assert db.stats()["commits"] >= 300 // CANCELLED_PER_TAKE
+    assert db.stats()["too_old"] == 0
+    assert queue.size(db) == 0 and queue.empty(db)
+
+
+@KINDS
+@pytest.mark.parametrize(
+    "count", [500, pytest.param(10_000, marks=pytest.mark.slow("10,000 jobs: seconds"))]
+)
+def test_cancelled_jobs_cost_the_next_take_nothing(kind, count):
+    """A cancel removes its job's item, so the next take reads what an ordinary take reads."""
+    db = memory.open()
+    queue = queue_of(kind, "cancelled-head")
+
+    def take() -> Any:
+        return queue.dequeue(db) if kind is Queue else queue.pop_min(db)
+
+    submit(queue, db, "warm")
+    take()
+    submit(queue, db, "ordinary")
+    db.reset_stats()
+    assert take() == "ordinary"
+    ordinary = db.stats()
+    cancel_many(db, queue, submit_many(db, queue, [f"doomed {n}" for n in range(count)]))
+    submit(queue, db, "live")
+    assert queue.size(db) == 1 and queue.peek(db) == "live"
+    db.reset_stats()
+    assert take() == "live"
+    after = db.stats()
+    assert (after["reads"], after["keys_read"], after["commits"]) == (
+        ordinary["reads"],
+        ordinary["keys_read"],
+        ordinary["commits"],
+    )

@@ -52,7 +52,8 @@ expired lease (:mod:`fdbqueue._delivery.leases`), a due item changes nothing a w
 consumer that found nothing also sleeps at most until the hint's version, or, when it read
 the records, until the first falls due by both clocks.
 
-What is not delayed-aware: :meth:`~fdbqueue.Queue.size`, ``peek`` and the recipes' own
+What counts a delayed item that fell due before a take promoted it: :meth:`~fdbqueue.Queue.size`,
+``empty`` and ``peek`` (:meth:`due`, where the promotion will put it). The recipes' own
 consumers see an item only once it was promoted.
 
 Source followed: FoundationDB's developer guide on versions (``get_read_version``) and
@@ -73,7 +74,9 @@ from typing import Any, NamedTuple
 from fdbqueue import metrics
 from fdbqueue._checks import check_seconds
 from fdbqueue._delivery.leases import lease_microseconds, wall_microseconds
+from fdbqueue._storage.jobs import job_of
 from fdbqueue._storage.store import MAX_KEY_BYTES, ItemStore, count_keys
+from fdbqueue._storage.taking import Elsewhere
 from fdbqueue._storage.transaction_bytes import set_bytes
 from fdbqueue._transactions.transactional import AnyContext
 
@@ -177,14 +180,19 @@ class DelayedItems:
         """Write ``encoded`` values due ``seconds`` after ``tr``'s read version and after this
         client's wall clock now, in order.
 
-        Cost: the read version, one set per value, an atomic ``min`` on the hint and an atomic
-        add on the signal key; no reads, no conflicts.
+        Cost: the read version, one set per value (a job's: two,
+        :meth:`~fdbqueue._storage.jobs.Jobs.located`), an atomic ``min`` on the hint and an
+        atomic add on the signal key; no reads, no conflicts.
         """
         due: int = tr.get_read_version().wait() + max(1, math.ceil(seconds * VERSIONS_PER_SECOND))
         due_time = wall_microseconds() + lease_microseconds(seconds)
         batch = os.urandom(BATCH_ID_BYTES)
         for i, value in enumerate(encoded):
-            tr[self.records.pack((due, due_time, batch, i, *where))] = value
+            key = self.records.pack((due, due_time, batch, i, *where))
+            tr[key] = value
+            job = job_of(value)
+            if job is not None:  # where its cancel finds it
+                self.store.jobs.located(tr, job, key)
         tr.min(self.hint_key, _VERSION.pack(due))
         self.store.signal(tr)
         metrics.add("delayed", len(encoded), **self.store.metric_attributes)
@@ -238,6 +246,36 @@ class DelayedItems:
             promoted += 1
         self._rewrite_hint(tr, left, read_version, read_at)
         return promoted
+
+    def due(self, reader: Any, read_version: int, n: int, after: bytes | None = None) -> list[Any]:
+        """Up to ``n`` delayed records due at ``read_version`` and this client's wall clock
+        (after the record ``after``, when given), as
+        :class:`~fdbqueue._storage.taking.Elsewhere` items, in the order a promotion appends
+        them: what the next take finds behind the queue's items (``peek``). Cost: a range
+        read of the records due by their versions through ``reader``, lazily, until ``n``."""
+        begin = self.begin if after is None else after + b"\x00"
+        due_end = self.records.pack((read_version + 1,))
+        now = wall_microseconds()
+        found: list[Any] = []
+        if n <= 0 or begin >= due_end:
+            return found
+        for record in reader.get_range(begin, due_end):
+            key = bytes(record.key)
+            if self.parse(key).due_by_wall_clock(now):
+                found.append(Elsewhere(key, bytes(record.value)))
+                if len(found) == n:
+                    break
+        return found
+
+    def withdraw(self, tr: AnyContext, key: bytes) -> None:
+        """Remove the delayed record at ``key`` (a cancelled job's) and rewrite the hint to
+        the first record left, as a promotion does (a read conflict key on it: a delayed
+        enqueue at the same time makes one of them retry). Cost: a clear, the read version, a
+        snapshot range read of one record, a set or clear of the hint."""
+        del tr[key]
+        tr.add_read_conflict_key(self.hint_key)
+        read_version: int = tr.get_read_version().wait()
+        self._rewrite_hint(tr, [], read_version, time.monotonic())
 
     def parse(self, key: bytes) -> Record:
         """The delayed record at ``key`` (either layout: see the module docstring)."""

@@ -462,18 +462,28 @@ class QueueBase(Generic[T]):
         handler (True); a running one is not retried once it ends (True); a finished or
         unknown one: False.
 
-        The cancelled job's item is dropped by the take or claim that meets it (its key may
-        have moved), so :meth:`size` counts it until then.
+        A waiting or delayed job's item is removed in this transaction, wherever it waits
+        (the queue, a message group, the delayed items): :meth:`size`, :meth:`empty`,
+        :meth:`peek` and :meth:`oldest_age` stop counting it at once. A retrying job's item
+        (it waits in its lease), and the next item of a group whose item is in flight, are
+        dropped by the take or claim that meets them instead (:doc:`jobs`).
 
         Raises:
             TypeError, ValueError: a bad ``job_id`` (as :meth:`job`); nothing changes.
 
-        Cost: one point read (a read conflict: a claim of the job at the same time makes one
-        of them retry) and a set or two.
+        Cost: two point reads issued together (the record and where its item is: read
+        conflicts, so a take or claim of the job at the same time makes one of them retry),
+        a point read of the item and its clear and atomic add (a group's first item: its
+        turn's reads and writes too), and three sets or clears.
         """
         raw = check_job_id(job_id, self._jobs.tag)
         require_writable(tr, "cancel")
-        return self._jobs.cancel(tr, raw)
+        return self._jobs.cancel(tr, raw, self._withdraw)
+
+    def _withdraw(self, tr: Any, key: bytes, job: bytes) -> bool:
+        """Remove the cancelled job ``job``'s item at ``key``, in the shard that holds it (a
+        :data:`~fdbqueue._storage.jobs.Withdraw`)."""
+        return any(shard.withdraw(tr, key, job) for shard in self._router.shards)
 
     def maintain(self, database: Any) -> None:
         """What a worker loop does every second besides its jobs (both loops call it):
@@ -505,21 +515,25 @@ class QueueBase(Generic[T]):
 
     @transactional
     def empty(self, tr: TransactionContext) -> bool:
-        """Return True when no item waits: the queue's item range is empty, no lease has
-        expired or was released (due), and no delayed item is due.
+        """Return True when no item waits: the queue's item range is empty, no message
+        group has an item to take (a turn), no lease has expired or was released (due), and
+        no delayed item is due: exactly when the next take would find nothing.
 
         Exact, whatever wrote the items. Items away from the queue are not counted: items
-        in leases still held, delayed items not due yet, and dead letters. Raises
-        QueueTypeError when the queue records another type, number of shards or codec. Cost:
-        one range read (``limit=1``) per shard, issued together, whose read conflict range
-        covers the start of the shard up to just past its first item (the whole item range
-        when empty); when every shard's is empty, per shard the snapshot range reads of
-        :meth:`size`'s waiting leases and due delayed items; the type records' two snapshot
-        point reads until they were once found right.
+        in leases still held, the next items of a group whose item is in flight, delayed
+        items not due yet, and dead letters. Raises QueueTypeError when the queue records
+        another type, number of shards or codec. Cost: per shard a range read (``limit=1``)
+        whose read conflict range covers the start of the shard up to just past its first
+        item (the whole item range when empty), and when empty one of the groups' turns
+        (``limit=1``, read conflict); when every shard's are empty, per shard the snapshot
+        range reads of :meth:`size`'s waiting leases and due delayed items; the type
+        records' two snapshot point reads until they were once found right.
         """
         self._router.check_type(tr)
-        reads = [shard.store.read(tr, limit=1) for shard in self._router.shards]
-        if any(reads):
+        shards = self._router.shards
+        if any(shard.store.read(tr, limit=1) for shard in shards):
+            return False
+        if any(shard.store.groups.any_turn(tr) for shard in shards):
             return False
         reader: Any = getattr(tr, "snapshot", tr)
         version: int = reader.get_read_version().wait()

@@ -29,7 +29,9 @@ ends), ``fdb/directory_impl.py`` (``tr`` first, variants as subclasses).
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
+import math
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -37,14 +39,16 @@ from fdbqueue import _clock
 from fdbqueue._consuming.ends import End
 from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.deduplication import Deduplication
-from fdbqueue._delivery.delays import DelayedItems
+from fdbqueue._delivery.delays import PROMOTE_RECORDS, DelayedItems
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
 from fdbqueue._storage.dead_letters import DeadLetter, TakenDeadLetter
-from fdbqueue._storage.jobs import Submission
+from fdbqueue._storage.groups import GroupedItem
+from fdbqueue._storage.jobs import Submission, job_of
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._storage.store import ItemStore, count_keys
+from fdbqueue._storage.taking import Elsewhere
 from fdbqueue._storage.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
 from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import AnyContext, require_writable, transactional
@@ -233,19 +237,56 @@ class Shard:
         if letters:
             self.store.add_to_enqueued(tr, len(letters))
 
+    def withdraw(self, tr: AnyContext, key: bytes, job: bytes) -> bool:
+        """Remove the item at ``key`` of the cancelled job ``job`` (a
+        :data:`~fdbqueue._storage.jobs.Withdraw`) when it is this shard's and still there: a
+        waiting item (counted out of the size), a group's
+        (:meth:`~fdbqueue._storage.groups.Groups.withdraw`) or a delayed record
+        (:meth:`~fdbqueue._delivery.delays.DelayedItems.withdraw`); whether it did. Cost:
+        nothing for another shard's key; else a point read of the item (a read conflict: a
+        take of it at the same time conflicts) and a clear and an atomic add, or the
+        group's, or the delayed record's."""
+        store = self.store
+        grouped = store.groups.items.contains(key)
+        delayed = self.delays.records.contains(key)
+        if not (grouped or delayed or store.begin <= key < store.end):
+            return False
+        found = tr.get(key)
+        if not found.present() or job_of(bytes(found)) != job:
+            return False  # moved on: the take that meets it drops it
+        if delayed:  # not in the size until it falls due
+            self.delays.withdraw(tr, key)
+            return True
+        if grouped:
+            if not store.groups.withdraw(tr, key):
+                return False
+        else:
+            del tr[key]
+        store.add_to_size(tr, -1)
+        return True
+
     # -- looking --------------------------------------------------------------------------
 
     def peek(self, name: str, tr: AnyContext) -> Any:
         """The value a take at the end ``name`` would return, or None (poison skipped): a
-        waiting lease's item first (expired, or released and due), as takes take them.
-        Cost: :meth:`~fdbqueue._delivery.claims.Leases.waiting` for one, then the reads of
-        :meth:`peek_candidates` until a decodable value."""
+        waiting lease's item first (expired, or released and due), as takes take them; then
+        the queue's items, the delayed items that fell due among them where the take's
+        promotion puts them (:meth:`with_due`). Cost:
+        :meth:`~fdbqueue._delivery.claims.Leases.waiting` for one and the due delayed
+        records' range read (snapshot reads), then the reads of :meth:`peek_candidates`
+        until a decodable value."""
         reader: Any = getattr(tr, "snapshot", tr)
         version: int = tr.get_read_version().wait()
         waiting = iter(self.leases.waiting(reader, version, 1))
-        return taking.peek_first(
-            self.store, tr, itertools.chain(waiting, self.peek_candidates(tr, name))
-        )
+        due = self.delays.due(reader, version, PROMOTE_RECORDS)
+        candidates = self.with_due(name, self.peek_candidates(tr, name), due)
+        return taking.peek_first(self.store, tr, itertools.chain(waiting, candidates))
+
+    def with_due(self, name: str, candidates: Iterator[Any], due: list[Any]) -> Iterator[Any]:
+        """``candidates`` (:meth:`peek_candidates` at the end ``name``) with the delayed
+        items ``due`` (:meth:`~fdbqueue._delivery.delays.DelayedItems.due`) where a take's
+        promotion puts them: a Queue's at the back."""
+        return itertools.chain(candidates, due)
 
     def waiting_values(self, tr: AnyContext, n: int) -> list[Any]:
         """Up to ``n`` ``(item key, value)`` pairs of the leases whose items wait (expired,
@@ -272,6 +313,7 @@ class Shard:
         """One page of ``peek_many`` (a :data:`~fdbqueue._queues.base.ReadPage`): on the
         first page the leases' items that wait (expired, or released and due), as takes
         deliver them first (:meth:`waiting_values`); then the items without a group, then
+        the delayed items that fell due (which the next take promotes behind them), then
         the groups' items in the order takes serve them
         (:meth:`~fdbqueue._storage.groups.Groups.listed`: a Queue's groups in turn), each a
         ``(key, value)`` pair. Cost: a snapshot range read, more past poison items; where
@@ -284,9 +326,13 @@ class Shard:
         if wanted and (after is None or after < store.end):
             start = store.begin if after is None or after < store.begin else after + b"\x00"
             batch = store.read(tr, start, store.end, limit=wanted, snapshot=True)
+        reader: Any = getattr(tr, "snapshot", tr)  # a snapshot view has no .snapshot
+        grouped = after if after is not None and self.groups.items.contains(after) else None
+        if len(batch) < wanted and grouped is None:  # the delayed items due, then the groups'
+            delayed = after if after is not None and self.delays.records.contains(after) else None
+            version: int = reader.get_read_version().wait()
+            batch += self.delays.due(reader, version, wanted - len(batch), delayed)
         if len(batch) < wanted:
-            grouped = after if after is not None and after >= store.end else None
-            reader: Any = getattr(tr, "snapshot", tr)  # a snapshot view has no .snapshot
             batch += self.groups.listed(reader, grouped, wanted - len(batch))
         values = waiting + taking.peek(store, tr, iter(batch), wanted, keyed=True)
         # b"": the items from their beginning (the first page held only leases' items)
@@ -585,7 +631,11 @@ class FifoShard(Shard):
         for item in items:
             del tr[item.key]
             index += 1
-            tr[into.item_key((index,))] = bytes(item.value)
+            key = into.item_key((index,))
+            tr[key] = value = bytes(item.value)
+            job = job_of(value)
+            if job is not None:
+                into.jobs.located(tr, job, key)
         store.add_to_size(tr, -len(items))
         into.add_to_size(tr, len(items))
         into.signal(tr)
@@ -660,11 +710,35 @@ class PriorityShard(Shard):
 
     def peek_rank(self, key: bytes) -> Any:
         """An item without a group by its priority, then its count (as
-        :meth:`fdbqueue.PriorityQueue.pop_min` ranks the shards' first items), before the
-        groups' items, by group (as each shard lists them)."""
+        :meth:`fdbqueue.PriorityQueue.pop_min` ranks the shards' first items; a delayed
+        item due, at the back of its priority), before the groups' items, by group (as each
+        shard lists them)."""
         if self.groups.items.contains(key):
             return (1, self.groups.items.unpack(key))
+        if self.delays.records.contains(key):
+            return (0, self.delays.parse(key).where[0], math.inf)
         return (0, *self.store.unpack_position(key)[:2])
+
+    def with_due(self, name: str, candidates: Iterator[Any], due: list[Any]) -> Iterator[Any]:
+        """A PriorityQueue's: each due item at the back of its priority, in take order (the
+        lowest priority first; at the ``max`` end, the highest)."""
+        highest = name == "max"
+        ranked = sorted(due, key=self._priority_of, reverse=highest)
+        return heapq.merge(candidates, ranked, key=self._priority_of, reverse=highest)
+
+    def _priority_of(self, item: Any) -> int:
+        """The priority of a peek's candidate: an item's, a group's first item's, a due
+        delayed item's."""
+        if isinstance(item, Elsewhere):
+            priority: int = self.delays.parse(item.key).where[0]
+            return priority
+        if isinstance(item, GroupedItem):
+            return item.priority if item.priority is not None else 0
+        return self._priority(item.key)
+
+    def _priority(self, key: bytes) -> int:
+        priority: int = self.store.unpack_position(key)[0]
+        return priority
 
     def peek_candidates(self, tr: AnyContext, name: str) -> Iterator[Any]:
         highest = name == "max"

@@ -9,6 +9,7 @@ Key layout under a queue's (or shard's) metadata subspace ``M``::
     M + pack(("groups",))                        -> int64 LE        active groups (atomic add)
     M + pack(("weight", group))                  -> pack((weight,)) a group's weight (absent: 1)
     M + pack(("resume", group))                  -> pack((turn, weight, served))
+    M + pack(("turn_of", group))                 -> its turn's key, while it has one
 
 In a PriorityQueue a group's item keys also hold the item's priority, after its index (the
 index alone orders the group: its items come out in push order whatever their priorities),
@@ -224,6 +225,8 @@ class Groups:
         self.count_key: bytes = metadata.pack(("groups",))
         self.weights = metadata.subspace(("weight",))
         self.resume = metadata.subspace(("resume",))
+        #: each group's turn key, while it has one: where a cancel finds it (:meth:`withdraw`)
+        self.turn_of = metadata.subspace(("turn_of",))
         #: a PriorityQueue's groups: item keys and turns hold priorities
         self.prioritized = store.leading_integers == 2
         #: when ranges of each group's positions began (fdbqueue._storage.ages): positions
@@ -320,7 +323,9 @@ class Groups:
         if turn is None:
             turn = new_turn(tr)
         ranked = (self.items.unpack(head)[2],) if self.prioritized else ()
-        tr[self.turns.pack((*ranked, turn, group))] = fdb.tuple.pack((head, weight, served))
+        turn_key = self.turns.pack((*ranked, turn, group))
+        tr[turn_key] = fdb.tuple.pack((head, weight, served))
+        tr[self.turn_of.pack((group,))] = turn_key
 
     # -- taking -----------------------------------------------------------------------------
 
@@ -409,9 +414,7 @@ class Groups:
         its next turn now (:meth:`finished`). Nothing for an item without a group."""
         if not isinstance(item, GroupedItem):
             return
-        position = self.items.unpack(item.key)
-        self.ages.taken(tr, position, position, lower=False, higher=False)
-        del tr[item.turn_key]
+        self._end_turn(tr, item.key, item.turn_key, item.group)
         served = item.served + 1
         if holding:
             metrics.add("groups_in_flight", **self._store.metric_attributes)
@@ -426,6 +429,49 @@ class Groups:
             self._add_turn(tr, item.group, head, item.weight, served, item.turn)
             return
         self._next_turn(tr, item.group)
+
+    def _end_turn(self, tr: AnyContext, key: bytes, turn_key: bytes, group: Group) -> None:
+        """The group's first item ``key`` left (cleared by the caller): its turn ends, and
+        its group's ``began_grouped`` record at its position may go."""
+        position = self.items.unpack(key)
+        self.ages.taken(tr, position, position, lower=False, higher=False)
+        del tr[turn_key]
+        del tr[self.turn_of.pack((group,))]
+
+    def withdraw(self, tr: AnyContext, key: bytes) -> bool:
+        """Remove a group's item at ``key`` (a cancelled job's, found there by the caller)
+        without serving it: behind its group's first item, it is cleared; the first, it is
+        cleared and its turn passes to the group's next item in the same place (the turn's
+        number and its served count kept), or the group becomes inactive. Returns whether it
+        was removed: False for a first item whose turn is not noted (its group's item is in
+        flight, or the turn predates the note), which the take that meets it drops.
+
+        Cost: a range read of the group's first item (read conflict); for the first item,
+        point reads of its noted turn and of the turn, a range read of the next item, and
+        the clears and sets of a turn passed on (or of a group made inactive).
+        """
+        group = self.group_of(key)
+        if self._first(tr, group) != key:
+            del tr[key]  # no turn points at it
+            return True
+        noted = tr.get(self.turn_of.pack((group,)))
+        if not noted.present():
+            return False
+        turn_key = bytes(noted)
+        turn = tr.get(turn_key)
+        if not turn.present():
+            return False
+        head, weight, served = fdb.tuple.unpack(bytes(turn))
+        if head != key:
+            return False
+        del tr[key]
+        self._end_turn(tr, key, turn_key, group)
+        following = self._first(tr, group)
+        if following is None:
+            self._deactivate(tr, group)
+        else:
+            self._add_turn(tr, group, following, weight, served, self.turns.unpack(turn_key)[-2])
+        return True
 
     def finished(self, tr: AnyContext, item_key: bytes) -> None:
         """Note that the lease of the item ``item_key`` ended for good (acknowledged or
@@ -486,6 +532,12 @@ class Groups:
         """Start reading the active groups' count (a snapshot point read) for
         :meth:`any_active`."""
         return tr.snapshot.get(self.count_key)
+
+    def any_turn(self, tr: AnyContext) -> bool:
+        """Whether a group's item may be taken now: a turn in the ring (a group whose item is
+        in flight has none). Cost: a range read of one key, through ``tr`` (with its read
+        conflict range unless a snapshot view)."""
+        return bool(list(tr.get_range(self.turns_begin, self.turns_end, limit=1)))
 
     def any_active(self, looked: Any) -> bool:
         """Whether :meth:`look`'s read found a group active."""

@@ -21,6 +21,7 @@ The records, in the queue's metadata (a sharded queue's own, not a shard's)::
                                                      error traceback))
     P + b"\\xff" + pack(("job_results", id))    -> the result, encoded by the result codec
     P + b"\\xff" + pack(("jobs_finished", finished_at, id)) -> b""   (for the TTL's sweep)
+    P + b"\\xff" + pack(("job_items", id))      -> the key its item was last written at
 
 Times are wall-clock microseconds (:func:`fdbqueue._clock.now`); 0 for none. The state
 changes in the transaction that moves the item (:mod:`fdbqueue._delivery.claims`,
@@ -36,9 +37,17 @@ changes in the transaction that moves the item (:mod:`fdbqueue._delivery.claims`
 * ``dead``: moved to the dead letters, with the last error;
 * ``cancelled``: :meth:`Jobs.cancel` before it ran, or while it ran and it then failed.
 
-A cancelled job's item is not removed at once (its key may have moved: a delay, a shard, a
-lease): the take or claim that meets it clears it instead of delivering it, so it never
-reaches a handler, and :meth:`fdbqueue.Queue.size` counts it until then.
+Every write of a job's item notes where it went (``job_items``: the submit, a delayed item
+falling due, a move between shards, a requeued dead letter), with a blind set. A cancel reads
+that key with the record and removes the item there in its own transaction: a waiting item
+of the queue, a delayed record, an item of a message group (its group's turn passes to its
+next item, keeping its place). So :meth:`fdbqueue.Queue.size`, ``empty``, ``peek`` and
+``oldest_age`` stop counting it at once, and takes never meet it. The few a cancel cannot
+remove (a retrying job's item, which waits in its lease; the next item of a group whose item
+is in flight; items of an fdbqueue before this note existed) are cleared by the take or claim
+that meets them instead of being delivered, their group's turn passed on, at most
+:data:`~fdbqueue._storage.taking.CANCELLED_PER_TAKE` per transaction, so they never reach a
+handler and never hold up a take; ``size`` counts those until then.
 
 Finished records (succeeded, dead, cancelled) are cleared ``result_ttl`` seconds after they
 finished: each finishing transaction sweeps at most :data:`SWEEP_LIMIT` expired ones at most
@@ -55,6 +64,7 @@ from __future__ import annotations
 import os
 import traceback
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -318,6 +328,10 @@ class Submission:
         self.jobs.submitted(tr, self.id, delay, self.group, self.priority)
 
 
+#: Removes a cancelled job's item: ``withdraw(tr, item key, job id)``; whether it did.
+Withdraw = Callable[[Any, bytes, bytes], bool]
+
+
 class Jobs:
     """The job records of one queue (see the module docstring).
 
@@ -334,6 +348,7 @@ class Jobs:
         self.records = metadata.subspace(("jobs",))
         self.results = metadata.subspace(("job_results",))
         self.finished = metadata.subspace(("jobs_finished",))
+        self.locations = metadata.subspace(("job_items",))
         self.result_ttl = result_ttl
         self._next_sweep = 0.0  # _clock.now() of the next sweep a finish makes
 
@@ -341,6 +356,12 @@ class Jobs:
         """The key of the record of the job ``job_id`` (its watch wakes ``result``)."""
         key: bytes = self.records.pack((job_id,))
         return key
+
+    def located(self, tr: Any, job_id: bytes, item_key: bytes) -> None:
+        """Note that the job's item was written at ``item_key`` in ``tr`` (an item of the
+        queue, of a group, or a delayed record), where :meth:`cancel` finds it. Cost: one
+        set, blind (no read, no conflict)."""
+        tr[self.locations.pack((job_id,))] = item_key
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -499,6 +520,7 @@ class Jobs:
             record.error = describe_failure(error)
         tr[self.key(job_id)] = record.pack()
         tr[self.finished.pack((now, job_id))] = b""
+        del tr[self.locations.pack((job_id,))]
         if result is not None and self.result_ttl > 0:
             tr[self.results.pack((job_id,))] = result
         if now / _MICROSECONDS >= self._next_sweep:
@@ -512,11 +534,16 @@ class Jobs:
         if self.result_ttl > 0:
             tr[self.results.pack((job_id,))] = result
 
-    def cancel(self, tr: Any, job_id: bytes) -> bool:
-        """Cancel the job: a waiting, delayed or retrying one is ``cancelled`` (its item is
-        dropped by the take or claim that meets it); a running one is not retried once it
-        ends (``cancel_requested``). False for a finished or unknown job. Cost: a point
-        read (a read conflict: a claim of the job at the same time conflicts) and a set."""
+    def cancel(self, tr: Any, job_id: bytes, withdraw: Withdraw) -> bool:
+        """Cancel the job: a waiting, delayed or retrying one is ``cancelled``, and its item
+        removed in ``tr`` by ``withdraw(tr, item key, job id)`` where :meth:`located` last
+        noted it (the queue's, a group's or a delayed record); an item ``withdraw`` leaves
+        (it moved, or it heads a group in flight) is dropped by the take or claim that meets
+        it. A running one is not retried once it ends (``cancel_requested``). False for a
+        finished or unknown job. Cost: two point reads issued together (the record and where
+        its item is, with read conflicts: a claim or take of the job at the same time
+        conflicts), ``withdraw``'s, and a set or three (:meth:`finish`)."""
+        location = tr.get(self.locations.pack((job_id,)))
         record = self._change(tr, job_id, None)
         if record is None or record.state in FINISHED:
             return False
@@ -526,6 +553,8 @@ class Jobs:
             record.cancel_requested = True
             tr[self.key(job_id)] = record.pack()
             return True
+        if location.present():
+            withdraw(tr, bytes(location), job_id)
         self.finish(tr, job_id, "cancelled", record)
         return True
 
@@ -544,6 +573,7 @@ class Jobs:
             del tr[entry.key]
             del tr[self.key(job_id)]
             del tr[self.results.pack((job_id,))]
+            del tr[self.locations.pack((job_id,))]
         return len(expired)
 
     def clear_expired(self, run: Any) -> int:

@@ -63,7 +63,7 @@ from fdbqueue._storage.ages import ItemAges
 from fdbqueue._storage.dead_letters import DeadLetters
 from fdbqueue._storage.groups import Groups
 from fdbqueue._storage.held import HeldValues
-from fdbqueue._storage.jobs import RESULT_TTL, Jobs, strip_job_header
+from fdbqueue._storage.jobs import RESULT_TTL, Jobs, job_of, strip_job_header
 from fdbqueue._storage.pause import Pause
 from fdbqueue._storage.transaction_bytes import MAX_TRANSACTION_BYTES, set_bytes
 from fdbqueue._storage.type_records import TypeRecords, type_name
@@ -405,11 +405,16 @@ class ItemStore(TypeRecords):
     def write(self, tr: AnyContext, key: bytes, encoded: bytes) -> None:
         """Write one item, count it and signal blocked consumers.
 
-        Cost: one set and two atomic adds (size counter, signal key); no reads. Not the
-        enqueue counter: whoever writes new items counts them, once per batch
+        Cost: one set and two atomic adds (size counter, signal key); no reads; a job's item
+        one set more, where its cancel finds it
+        (:meth:`~fdbqueue._storage.jobs.Jobs.located`). Not the enqueue counter: whoever
+        writes new items counts them, once per batch
         (:meth:`add_to_enqueued`), as a delayed item falling due is written here again.
         """
         tr[key] = encoded
+        job = job_of(encoded)
+        if job is not None:  # a job's item: its record's cancel finds it here
+            self.jobs.located(tr, job, key)
         self.add_to_size(tr, 1)
         self.signal(tr)
         metrics.add("enqueued", **self.metric_attributes)
@@ -420,10 +425,14 @@ class ItemStore(TypeRecords):
 
     def quarantine(self, tr: AnyContext, key: bytes, encoded: bytes, error: BaseException) -> None:
         """Move an item whose value cannot be decoded (already cleared) to the dead letters,
-        count it out of the size, and log a warning. Cost: two sets and an atomic add."""
+        count it out of the size, and log a warning; a job's item makes the job ``dead`` with
+        that reason. Cost: two sets and an atomic add; a job's, :meth:`Jobs.finish`'s."""
         reason = f"undecodable: {describe_error(error)}"
         self.dead_letters.add(tr, key, 0, reason, encoded=encoded)
         self.add_to_size(tr, -1)
+        job = job_of(encoded)
+        if job is not None:  # a job's: it is dead, and says why (its result() raises)
+            self.jobs.finish(tr, job, "dead", error=reason)
         metrics.add("dead_lettered", **self.metric_attributes)
         metrics.on_commit(
             functools.partial(

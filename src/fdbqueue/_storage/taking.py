@@ -26,7 +26,9 @@ from fdbqueue._storage.transaction_bytes import clear_bytes, set_bytes
 from fdbqueue._transactions.transactional import AnyContext, require_writable
 
 __all__ = [
+    "CANCELLED_PER_TAKE",
     "MOVED_ASIDE",
+    "Elsewhere",
     "Front",
     "Taken",
     "TakenItem",
@@ -50,9 +52,25 @@ class _MovedAside:
 #: takes again.
 MOVED_ASIDE: Any = _MovedAside()
 
+#: The most cancelled jobs' items one take drops before it took anything: each costs a
+#: point read of its record, one after the other, so a take that met thousands would outlive
+#: FoundationDB's five-second transaction. Past it, the take commits what it dropped (given a
+#: Database) and takes again. A cancel removes its job's item itself
+#: (:meth:`~fdbqueue._storage.jobs.Jobs.cancel`), so a take meets only the few it could not.
+CANCELLED_PER_TAKE = 64
+
 #: Reads up to ``n`` items at one end of a queue, in the order a take removes them, skipping
 #: items already cleared in the transaction: a list of KeyValues (non-snapshot reads).
 Front = Callable[[Any, int], list[Any]]
+
+
+class Elsewhere(NamedTuple):
+    """An item of the queue kept outside its item range, which a take would take now (a
+    delayed item that fell due, which the take promotes first), as :func:`peek` lists it: its
+    key is its record's, not an item key, so it is not checked as one."""
+
+    key: bytes
+    value: bytes
 
 
 class TakenItem(NamedTuple):
@@ -142,13 +160,17 @@ def take(
     conflict), and per poison item two sets and an atomic add; per job's item a point read
     of its record (a read conflict: a cancel at the same time conflicts), and for a plain
     take (not ``moving``) its state change (:meth:`~fdbqueue._storage.jobs.Jobs.taken`).
-    A cancelled job's item is cleared and counted out of the size instead of taken.
+    A cancelled job's item is cleared and counted out of the size instead of taken, and its
+    group (if any) gets its next turn, as for a poison item: no lease holds either. After
+    :data:`CANCELLED_PER_TAKE` of them and nothing taken, the take ends with its budget spent
+    (the caller commits, then takes again).
     """
     require_writable(tr, "taking items")
     if codec_record is None:
         codec_record = store.recorded_codec(tr)  # overlaps the first read of the front
     taken: list[TakenItem] = []
     quarantined = 0
+    dropped = 0  # cancelled jobs' items dropped
     spent = 0
     ungrouped: list[tuple[Any, ...]] = []  # the positions of the items taken outside a group
     begin, stop = store.begin, store.end
@@ -174,11 +196,11 @@ def take(
                     return Taken(taken, quarantined, budget_spent=True)
                 spent += cost
             del tr[item.key]
-            store.groups.taken(tr, item, holding=moving)  # a group's item: its turn ends
             try:
                 value = store.decode(encoded)
             except Exception as error:  # a codec may raise anything on foreign bytes
                 store.check_codec(store.recorded_codec(tr, again=True))  # not a wrong codec?
+                store.groups.taken(tr, item, holding=False)  # no lease holds it: turn goes on
                 store.quarantine(tr, item.key, encoded, error)
                 quarantined += 1
                 spent += 0 if moving else moved
@@ -189,11 +211,17 @@ def take(
                 jobs = store.jobs
                 record = jobs.parsed(jobs.read(tr, job))
                 if record is not None and record.state == "cancelled":
+                    store.groups.taken(tr, item, holding=False)  # no lease holds it
                     store.add_to_size(tr, -1)  # dropped: it never reaches a consumer
                     quarantined += 1
+                    dropped += 1
+                    if dropped == CANCELLED_PER_TAKE and not taken:
+                        _forget_ages(store, tr, ungrouped, end)
+                        return Taken(taken, quarantined, budget_spent=True)
                     continue
                 if not moving:  # handed to the caller: done
                     jobs.taken(tr, job, record)
+            store.groups.taken(tr, item, holding=moving)  # a group's item: its turn ends
             taken.append(TakenItem(item.key, encoded, value, job, record))
             if begin <= item.key < stop:
                 ungrouped.append(position)
@@ -219,8 +247,9 @@ def peek(
     store: ItemStore, tr: AnyContext, candidates: Iterator[Any], n: int, *, keyed: bool = False
 ) -> list[Any]:
     """The first ``n`` decodable values of ``candidates`` (KeyValues in take order, read
-    lazily in ``tr``), skipping poison items as a take would move them aside; foreign keys
-    raise ValueError and another codec recorded with the queue raises
+    lazily in ``tr``; :class:`Elsewhere` items among them), skipping poison items as a take
+    would move them aside; foreign keys raise ValueError and another codec recorded with
+    the queue raises
     :class:`~fdbqueue.QueueTypeError`, as in :func:`take`; with ``keyed``, ``(key, value)``
     pairs. Cost: the reads of ``candidates`` and a snapshot point read of the codec record
     issued before them."""
@@ -230,7 +259,8 @@ def peek(
     codec_record = store.recorded_codec(tr)
     for item in candidates:
         store.check_codec(codec_record)
-        store.unpack_position(item.key)
+        if not isinstance(item, Elsewhere):
+            store.unpack_position(item.key)
         try:
             value = store.decode(item.value)
         except Exception:  # poison: the next take moves it aside
