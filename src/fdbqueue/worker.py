@@ -90,6 +90,7 @@ from fdbqueue._delivery.time_limits import Timing, check_time_limit, in_time
 from fdbqueue._delivery.workers import Registration, RegistrationThread, WorkerRegistry, job_id
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import is_database
+from fdbqueue._wording import describe_error
 from fdbqueue.errors import LeaseError, QueueTypeError, TimeLimitExceeded
 
 if TYPE_CHECKING:
@@ -358,11 +359,13 @@ def settlement(
     """What to do with ``lease`` once its handler returned ``result`` (``failure`` None) or
     raised: acknowledge it (a job keeps ``result``); on its last delivery
     (``max_deliveries``), move it to the dead letters with ``"Type: message (delivery n of
-    max)"`` as the reason; else release it with :func:`retry_delay`."""
+    max)"`` as the reason (``"Type: message"`` bounded:
+    :func:`~fdbqueue._wording.describe_error`); else release it with :func:`retry_delay`.
+    Never raises for what ``failure``'s ``__str__`` does."""
     if failure is None:
         message = f"%s done (delivery {lease.deliveries})"
         return Settlement("ack", (), {"result": result}, "succeeded", logging.DEBUG, message)
-    error = f"{type(failure).__name__}: {failure}"
+    error = describe_error(failure)  # bounded, and never raising (docs/worker.rst)
     if max_deliveries is not None and lease.deliveries >= max_deliveries:
         reason = f"{error} (delivery {lease.deliveries} of {max_deliveries})"
         message = "%s failed on its last delivery, now a dead letter: "

@@ -56,7 +56,8 @@ from fdbqueue._transactions.transactional import (
     AnyContext,
     require_writable,
 )
-from fdbqueue.codecs import decode_or_undecodable, describe_error
+from fdbqueue._wording import describe_error
+from fdbqueue.codecs import decode_or_undecodable
 
 __all__ = ["Leases", "claimed_something", "leases_unexpired"]
 
