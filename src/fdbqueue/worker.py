@@ -387,9 +387,13 @@ def describe_queue(queue: Any) -> str:
 
 
 def describe(queue: Any, lease: Lease[Any]) -> str:
-    """A job for the log: ``job`` and the start of its lease id (8 hexadecimal digits, unique
-    per claim), ``of`` and its queue's name (as metrics name it: the prefix's tuple)."""
-    return f"job {lease.id[:8]} of {metrics.queue_name(queue.subspace.key())}"
+    """A job for the log: ``job`` and its job id (32 hexadecimal digits, as
+    :meth:`~fdbqueue.Queue.job`, ``fdbqueue job`` and :meth:`~fdbqueue.Queue.workers` show
+    it), or, for an item enqueued plainly, ``item`` and its lease id (32 digits, new at each
+    delivery, as ``fdbqueue leases`` shows it): :func:`~fdbqueue._delivery.workers.job_id`;
+    then ``of`` and its queue's name (as metrics name it: the prefix's tuple)."""
+    kind = "item" if lease.job_id is None else "job"
+    return f"{kind} {job_id(lease)} of {describe_queue(queue)}"
 
 
 def holder_call(call: Callable[[], Any], what: str) -> bool:
