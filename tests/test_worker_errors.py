@@ -1,4 +1,4 @@
-"""A worker never dies of a handler (issue 43 item 4).
+"""A worker never dies of a handler (issue 43 items 4 and 5).
 
 Item 4: a handler's exception whose ``str()`` raises, whose message is 200,000 characters
 (FoundationDB's value limit is 100,000 bytes: 2103 when written whole into a dead letter's
@@ -6,19 +6,27 @@ reason or a job's record) or cannot be encoded as UTF-8, made ``work()`` itself 
 thread, transactional and asyncio loops, for plain items and jobs, and left the item leased.
 The error is now recorded bounded (``fdbqueue._wording.describe_failure``) and the loop goes
 on.
+
+Item 5: an ``async def`` handler given to the synchronous ``Queue.work`` ended its jobs
+``succeeded`` without running them. It is refused before anything is taken; a plain function
+that returns a coroutine fails its job instead of succeeding unrun.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import gc
 import logging
 import threading
+import warnings
 from typing import Any
 
 import pytest
+from helpers import all_keys
 
 import fdbqueue.asyncio as fa
-from fdbqueue import Queue
+from fdbqueue import PriorityQueue, Queue
 from fdbqueue._wording import (
     FAILURE_MESSAGE_CHARACTERS,
     FAILURE_TRACEBACK_CHARACTERS,
@@ -169,3 +177,70 @@ def test_describe_failure_is_bounded_whatever_the_exception_does():
     assert len(trace) <= FAILURE_TRACEBACK_CHARACTERS and trace.splitlines()
     assert describe_failure("z" * 5_000)[1].endswith("[cut: 5,000 characters]")
     assert describe_failure(None) == ("", "", "")
+
+
+# -- item 5: a coroutine handler on the synchronous loop ----------------------------------------
+
+
+async def send(value: Any) -> None:
+    raise AssertionError("never awaited here")
+
+
+class AsyncCallable:
+    async def __call__(self, value: Any) -> None:
+        raise AssertionError("never awaited here")
+
+
+class Mailer:
+    async def send(self, value: Any) -> None:
+        raise AssertionError("never awaited here")
+
+
+async def send_with(value: Any, server: str) -> None:
+    raise AssertionError("never awaited here")
+
+
+COROUTINE_HANDLERS = {
+    "async def": send,
+    "partial": functools.partial(send_with, server="smtp"),
+    "async __call__": AsyncCallable(),
+    "partial of an async __call__": functools.partial(AsyncCallable()),
+    "async method": Mailer().send,
+}
+
+
+@pytest.mark.parametrize("queue_type", [Queue, PriorityQueue])
+@pytest.mark.parametrize("name", list(COROUTINE_HANDLERS))
+def test_a_coroutine_handler_is_refused_before_anything_is_taken(db, subspace, queue_type, name):
+    queue: Any = queue_type(subspace)
+    if queue_type is Queue:
+        queue.submit(db, "e-mail")
+    else:
+        queue.submit(db, "e-mail", priority=1)
+    before = all_keys(db, subspace)
+    with pytest.raises(TypeError, match="coroutine function") as raised:
+        queue.work(db, COROUTINE_HANDLERS[name], lease=5, until_empty=True, handle_signals=False)
+    assert f"fdbqueue.asyncio.{queue_type.__name__}" in str(raised.value)
+    assert queue.size(db) == 1 and all_keys(db, subspace) == before  # nothing was taken
+
+
+@pytest.mark.parametrize("loop", ["thread", "asyncio"])
+def test_a_plain_function_that_returns_a_coroutine_fails_its_job(db, subspace, loop):
+    """A lambda around a coroutine function cannot be told before the call: the job fails
+    (here: a dead letter) instead of succeeding unrun, and the coroutine is closed."""
+    queue: Queue[Any] = Queue(subspace, max_deliveries=1)
+    job = queue.submit(db, "e-mail")
+    options: dict[str, Any] = {"lease": 5, "until_empty": True, "handle_signals": False}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if loop == "thread":
+            summary = queue.work(db, lambda value: send(value), **options)
+        else:
+            twin = fa.Queue.from_sync(queue)
+            summary = asyncio.run(twin.work(db, lambda value: send(value), **options))
+        gc.collect()
+    assert (summary.succeeded, summary.dead_lettered) == (0, 1)
+    found = queue.job(db, job.id)
+    assert found.state == "dead" and found.error[0] == "TypeError"
+    assert "returned a coroutine" in found.error[1] and "fdbqueue.asyncio" in found.error[1]
+    assert not [w for w in caught if "never awaited" in str(w.message)]
