@@ -761,6 +761,32 @@ def test_work_without_codec_reads_the_record_and_dead_letters_nothing(
     assert sys.modules["codec_jobs_for_test"].handled == [{"n": 1}, {"n": 2}]
 
 
+def test_work_time_limit_takes_back_a_job_that_runs_longer(db, subspace, tmp_path, monkeypatch):
+    """Issue 43 item 15: ``work --time-limit SECONDS`` was refused with "Did you mean
+    '--timeout'?" (the per-call database timeout: no time limit at all)."""
+    (tmp_path / "time_limit_jobs_for_test.py").write_text(
+        "import threading\n\nrelease = threading.Event()\n\n"
+        "def handle(value):\n    if value == 'hangs':\n        release.wait(5)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "time_limit_jobs_for_test", raising=False)
+    jobs = queue_path(subspace, "jobs")
+    Queue(subspace["jobs"]).enqueue_many(db, ["hangs", "quick"])
+    flags = ["--time-limit", "0.1", "--max-deliveries", "1", "--until-empty"]
+    try:
+        output = ok(
+            db, "--json", "--queue", jobs, "work", "time_limit_jobs_for_test:handle", *flags
+        )
+    finally:
+        sys.modules["time_limit_jobs_for_test"].release.set()
+    summary = json.loads(output.splitlines()[-1])
+    assert (summary["timed_out"], summary["dead_lettered"], summary["succeeded"]) == (1, 1, 1)
+    [letter] = Queue(subspace["jobs"]).dead_letters(db)
+    assert letter.value == "hangs" and "time limit exceeded" in letter.reason
+    assert "--time-limit SECONDS" in ok(db, "work", "--help")
+
+
 @pytest.mark.parametrize("written_as", ["Queue", "PriorityQueue"])
 def test_work_checks_the_queue_type_as_every_command_does(
     db, subspace, tmp_path, monkeypatch, written_as
@@ -1063,6 +1089,12 @@ INTERNALS = ("Subspace(", "rawPrefix", "islice", "ubyte", "Shard", ".write", " i
         (["work", "json:loads", "--backoff", "500"], "--max-backoff", ">= --backoff"),
         (["work", "json:loads", "--concurrency", BIG], "(30 characters)", "from 1 to 1,024"),
         (["work", "json:loads", "--max-deliveries", "0"], "'0'", "from 1 to"),
+        # issue 43 item 15: --time-limit was refused ("Did you mean '--timeout'?")
+        (["work", "json:loads", "--time-limit", HUGE], "(700 characters)", "up to 43,200"),
+        (["work", "json:loads", "--time-limit", "nan"], "'nan' is not a finite", "up to 43,200"),
+        (["work", "json:loads", "--time-limit", "50000"], "--time-limit", "<= 43200"),
+        (["work", "json:loads", "--time-limit", "0"], "--time-limit", "> 0"),
+        (["work", "json:loads", "--time-limit", "-1"], "--time-limit", "> 0"),
         (["--timeout", HUGE, "info"], "(700 characters)", "above 0"),
         (["--shards", BIG, "push", "x"], "(30 characters)", "from 1 to 256"),
     ],

@@ -389,8 +389,8 @@ def test_a_redelivery_is_logged_once_readably_at_debug_however_often_its_claim_r
     assert len(records) == 1, records
     assert (records[0].name, records[0].levelno) == ("fdbqueue.leases", logging.DEBUG)
     assert records[0].getMessage() == (
-        f"item of ('redelivery-log',) delivered again as lease {lease.id[:8]} (delivery 2): "
-        f"lease {first.id[:8]} expired or was released"
+        f"item of ('redelivery-log',) delivered again as lease {lease.id} (delivery 2): "
+        f"lease {first.id} expired or was released"
     )
 
 
@@ -406,8 +406,8 @@ def test_a_dead_letter_out_of_deliveries_is_a_warning_naming_its_id(caplog):
     (record,) = [r for r in caplog.records if "dead letter" in r.getMessage()]
     assert (record.name, record.levelno) == ("fdbqueue.leases", logging.WARNING)
     assert record.getMessage() == (
-        f"item of ('out-of-deliveries-log',) (lease {first.id[:8]}) is now dead letter "
-        f"{letter.id[:8]}: {letter.reason}"
+        f"item of ('out-of-deliveries-log',) (lease {first.id}) is now dead letter "
+        f"{letter.id}: {letter.reason}"
     )
 
 

@@ -6,7 +6,10 @@ takes its documented default."""
 from __future__ import annotations
 
 import asyncio
+import inspect
+import pydoc
 import threading
+from typing import Any
 
 import pytest
 from helpers import all_keys
@@ -95,3 +98,56 @@ def test_work_options_left_out_take_their_defaults(db, subspace, queue_type):
     else:
         summary = asyncio.run(queue.work(db, seen.append, lease=10, until_empty=True))
     assert seen == ["job"] and summary.succeeded == 1
+
+
+WORK_SIGNATURE = [
+    ("lease", inspect.Parameter.empty),
+    ("concurrency", 1),
+    ("backoff", 1.0),
+    ("max_backoff", 300.0),
+    ("handle_signals", True),
+    ("until_empty", False),
+    ("transactional", False),
+]
+
+
+@pytest.mark.parametrize(("queue_type", "_name"), QUEUE_TYPES)
+def test_work_lists_its_options_with_their_defaults(queue_type, _name):
+    """Issue 43 item 16: ``work(database, handler, *, stop=None, **options)`` told help() and
+    editors nothing of ``lease``, ``concurrency`` or ``time_limit``."""
+    for work in (queue_type.work, queue_type(Subspace(("Q",))).work):
+        parameters = inspect.signature(work).parameters
+        names = [name for name in parameters if name not in ("self", "database", "handler")]
+        assert names == ["stop"] + [name for name, _ in WORK_SIGNATURE] + ["time_limit"]
+        for name, default in WORK_SIGNATURE:
+            assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+            assert parameters[name].default == default, name
+        assert repr(parameters["time_limit"].default) == "<the queue's time_limit>"
+        assert parameters["lease"].annotation == "float"
+    text = pydoc.render_doc(queue_type.work, renderer=pydoc.plaintext)
+    assert "lease: 'float', concurrency: 'int' = 1" in text
+    assert "time_limit: 'float | None' = <the queue's time_limit>" in text
+
+
+@pytest.mark.parametrize("queue_type", [Queue, fa.Queue])
+def test_the_default_time_limit_shown_is_the_queues(db, subspace, queue_type):
+    """The default help() shows for ``time_limit`` means the queue's: given explicitly, it
+    is the queue's too (a hung handler is taken back at the queue's 0.1 s)."""
+    queue = queue_type(subspace, max_deliveries=1, time_limit=0.1)
+    sync = queue if queue_type is Queue else queue.sync
+    sync.enqueue(db, "hangs")
+    release = threading.Event()
+    default = inspect.signature(queue.work).parameters["time_limit"].default
+    options: dict[str, Any] = {"lease": 10, "until_empty": True, "time_limit": default}
+
+    async def hangs(value: str) -> None:
+        await asyncio.sleep(5)  # cancelled at the limit
+
+    try:
+        if queue_type is Queue:
+            summary = queue.work(db, lambda value: release.wait(5), handle_signals=False, **options)
+        else:
+            summary = asyncio.run(queue.work(db, hangs, **options))
+    finally:
+        release.set()
+    assert (summary.timed_out, summary.dead_lettered) == (1, 1)

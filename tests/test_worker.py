@@ -560,14 +560,50 @@ def test_worker_logs_name_jobs_readably_without_a_doubled_prefix(caplog, loop):
     assert messages and not [m for m in messages if m.startswith("fdbqueue:")]
     assert not [m for m in messages if "b'" in m or 'b"' in m or "\\x" in m], messages
     queue = f"\\('job-log-{loop}',\\)"
-    jobs = [m for m in messages if m.startswith("job ")]
+    # enqueued plainly, so named "item <lease id>" ("item of" begins the leases' lines)
+    jobs = [m for m in messages if m.startswith("item ") and not m.startswith("item of ")]
     assert len(jobs) == 5  # 2 done, 2 retried, 1 dead letter
-    assert all(re.match(f"job [0-9a-f]{{8}} of {queue} ", m) for m in jobs), jobs
+    assert all(re.match(f"item [0-9a-f]{{32}} of {queue} ", m) for m in jobs), jobs
     assert any(re.search("failed .*RuntimeError: flaky failed; value 'flaky'$", m) for m in jobs)
     again = [m for m in messages if "delivered again" in m]
     assert len(again) == 2
-    redelivered = f"item of {queue} delivered again as lease [0-9a-f]{{8}} "
+    redelivered = f"item of {queue} delivered again as lease [0-9a-f]{{32}} "
     assert all(re.match(redelivered, m) for m in again), again
+
+
+@pytest.mark.parametrize("loop", ["thread", "asyncio"])
+def test_worker_logs_name_a_job_by_its_job_id_at_every_delivery(caplog, loop):
+    """Issue 43 item 14: the log named a job by the first 8 digits of its lease id, new at
+    each delivery (and a queue's job ids share their first 8 digits, its tag): a job's lines
+    could not be found by its id. They give its full job id, as ``fdbqueue job`` and
+    ``queue.job`` take it; a plain item's give ``item`` and its full lease id."""
+    db = memory.open(seed=5)
+    queue: Any = Queue(Subspace((f"job-id-log-{loop}",)), max_deliveries=3)
+    job = queue.submit(db, "report")
+    queue.enqueue(db, "plain")
+    leases: dict[str, list[str]] = {"report": [], "plain": []}
+
+    def handler(value: str) -> None:
+        if not leases[value]:
+            leases[value].append("failed")
+            raise RuntimeError(f"{value} failed")
+
+    options: dict[str, Any] = {"lease": 30, "backoff": 0.01, "max_backoff": 0.02}
+    options.update(handle_signals=False, until_empty=True)
+    with caplog.at_level(logging.DEBUG, logger="fdbqueue.worker"):
+        if loop == "thread":
+            summary = queue.work(db, handler, **options)
+        else:
+            summary = asyncio.run(aq.Queue.from_sync(queue).work(db, handler, **options))
+    assert (summary.succeeded, summary.retried) == (2, 2)
+    messages = [r.getMessage() for r in caplog.records if r.name == "fdbqueue.worker"]
+    about_job = [m for m in messages if m.endswith("value 'report'")]
+    assert len(about_job) == 2  # failed, then done: the same id at both deliveries
+    assert all(m.startswith(f"job {job.id} of ") for m in about_job), about_job
+    about_item = [m for m in messages if m.endswith("value 'plain'")]
+    assert len(about_item) == 2
+    assert all(re.match("item [0-9a-f]{32} of ", m) for m in about_item), about_item
+    assert len({m.split(" ")[1] for m in about_item}) == 2  # a lease id: new at each delivery
 
 
 @pytest.mark.parametrize("loop", ["thread", "asyncio"])
@@ -580,7 +616,7 @@ def test_worker_logs_routine_deliveries_at_debug_and_only_failures_above_info(ca
     kinds = sorted((level, message.split(" ")[0]) for level, message in loud)
     assert (
         kinds
-        == [("ERROR", "job"), ("INFO", "worker"), ("INFO", "worker")] + [("WARNING", "job")] * 2
+        == [("ERROR", "item"), ("INFO", "worker"), ("INFO", "worker")] + [("WARNING", "item")] * 2
     ), loud
     debug = [r.getMessage() for r in records if r.levelno == logging.DEBUG]
     assert len([m for m in debug if "delivered again" in m]) == 2

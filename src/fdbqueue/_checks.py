@@ -3,9 +3,10 @@ read or written, with the messages users see."""
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Mapping
-from typing import Any, ClassVar, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, ForwardRef, Protocol, TypeVar
 
 import fdb.tuple
 
@@ -16,7 +17,10 @@ __all__ = [
     "check_keywords",
     "check_packable_int",
     "check_seconds",
+    "spell_out",
 ]
+
+Function = TypeVar("Function", bound=Callable[..., Any])
 
 
 def check_packable_int(number: int, name: str) -> int:
@@ -100,3 +104,28 @@ def check_keywords(given: Mapping[str, Any], keywords: type[Keywords], where: st
         raise TypeError(
             f"{where}() missing {len(missing)} required keyword-only argument{plural}: {names}"
         )
+
+
+def spell_out(
+    function: Function, keywords: type[Keywords], defaults: Mapping[str, Any]
+) -> Function:
+    """Give ``function``, which takes ``**options`` typed ``Unpack[keywords]`` (a
+    ``TypedDict``), the signature ``help()``, ``inspect.signature`` and the API reference
+    show: ``**options`` spelt out as one keyword-only parameter per key of ``keywords``,
+    the required ones first, each with the type ``keywords`` declares and, for the others,
+    its default from ``defaults``. The call itself is unchanged (:func:`check_keywords`
+    checks it). Returns ``function``; no database access."""
+    signature = inspect.signature(function)
+    kept = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    declared = getattr(keywords, "__annotations__", {})
+    required = [name for name in declared if name in keywords.__required_keys__]
+    spelt = []
+    for name in required + [name for name in declared if name not in required]:
+        annotation = declared[name]
+        if isinstance(annotation, ForwardRef):
+            annotation = annotation.__forward_arg__
+        default = inspect.Parameter.empty if name in required else defaults[name]
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        spelt.append(inspect.Parameter(name, keyword, default=default, annotation=annotation))
+    function.__signature__ = signature.replace(parameters=kept + spelt)  # type: ignore[attr-defined]
+    return function

@@ -33,6 +33,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import fdb.tuple
 
+from fdbqueue._wording import describe_error
+
 __all__ = [
     "MAX_VALUE_BYTES",
     "Codec",
@@ -261,11 +263,6 @@ def decode_or_undecodable(codec: Codec[Any], raw: bytes) -> Any:
         return codec.decode(raw)
     except Exception as error:  # a codec may raise anything on bytes it did not write
         return Undecodable(raw, describe_error(error))
-
-
-def describe_error(error: BaseException) -> str:
-    """``"TypeName: message"`` for an exception, as stored in a dead letter's reason."""
-    return f"{type(error).__name__}: {error}"
 
 
 def codec_name(codec: Codec[Any]) -> str:

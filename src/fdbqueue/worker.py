@@ -12,7 +12,13 @@
    each delivery (:meth:`~fdbqueue.Queue.release` with ``delay=``; jittered, at most
    ``max_backoff`` seconds), or, once the item was delivered ``max_deliveries`` times (the
    queue's setting), moves it to the dead letters with the error as the reason
-   (:meth:`~fdbqueue.Queue.dead_letter`).
+   (:meth:`~fdbqueue.Queue.dead_letter`). The error is told bounded wherever it is recorded
+   (:func:`~fdbqueue._wording.describe_failure`: its message cut, an unprintable one said
+   so), so that no handler's exception can make the release or dead letter fail.
+
+A coroutine function as ``handler`` is refused before anything is claimed (TypeError: the
+threads cannot await it; :mod:`fdbqueue.asyncio` can), and a call that returns an awaitable
+anyway fails its job (:func:`awaiting_refused`).
 
 Time limit (``time_limit``, or the queue's): once a handler has run that many seconds, the
 heartbeat thread takes its job back (:mod:`fdbqueue._delivery.time_limits`): it no longer
@@ -68,6 +74,7 @@ backoff, warm shutdown on SIGTERM); Amazon SQS's visibility timeout extension
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import math
@@ -79,10 +86,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from fdbqueue import metrics
-from fdbqueue._checks import check_flag, check_keywords, check_seconds
+from fdbqueue._checks import check_flag, check_keywords, check_seconds, spell_out
 from fdbqueue._delivery.heartbeat import Heartbeat, Job
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seconds
 from fdbqueue._delivery.schedules import check_until_stopped
@@ -90,20 +97,24 @@ from fdbqueue._delivery.time_limits import Timing, check_time_limit, in_time
 from fdbqueue._delivery.workers import Registration, RegistrationThread, WorkerRegistry, job_id
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import is_database
+from fdbqueue._wording import describe_error
 from fdbqueue.errors import LeaseError, QueueTypeError, TimeLimitExceeded
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
+    "QUEUE_TIME_LIMIT",
     "Retries",
     "Settlement",
     "WorkSummary",
     "check_handler",
     "check_work_arguments",
+    "is_coroutine_handler",
     "registration",
     "retry_delay",
     "settlement",
+    "spelt_out",
     "work",
 ]
 
@@ -184,7 +195,20 @@ class WorkOptions(OptionalWorkOptions):
     lease: float
 
 
-#: What each keyword of :class:`OptionalWorkOptions` is when left out.
+class _QueueSetting:
+    """What ``time_limit`` is when a ``work`` call leaves it out: the queue's own
+    ``time_limit`` (None unless the queue was given one), read when ``work`` is called."""
+
+    def __repr__(self) -> str:
+        return "<the queue's time_limit>"
+
+
+#: ``time_limit``'s default, as ``help()`` shows it: the queue's ``time_limit``.
+QUEUE_TIME_LIMIT: Any = _QueueSetting()
+
+#: What each keyword of :class:`OptionalWorkOptions` is when left out (``time_limit``: the
+#: queue's, :data:`QUEUE_TIME_LIMIT`). The one home of these defaults: :func:`spelt_out`
+#: shows them in each queue's ``work`` signature.
 WORK_DEFAULTS: OptionalWorkOptions = {
     "concurrency": 1,
     "backoff": DEFAULT_BACKOFF,
@@ -192,8 +216,73 @@ WORK_DEFAULTS: OptionalWorkOptions = {
     "handle_signals": True,
     "until_empty": False,
     "transactional": False,
-    "time_limit": None,  # the queue's time_limit when work() is called
+    "time_limit": QUEUE_TIME_LIMIT,
 }
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def spelt_out(method: Method) -> Method:
+    """``method`` (a queue's ``work``, taking ``**options: Unpack[WorkOptions]``), its
+    signature, as ``help()``, ``inspect.signature`` and the API reference show it, listing
+    each option as a keyword-only parameter with its type and default
+    (:func:`fdbqueue._checks.spell_out`, from :class:`WorkOptions` and
+    :data:`WORK_DEFAULTS`)."""
+    return spell_out(method, WorkOptions, WORK_DEFAULTS)
+
+
+def _handler_name(handler: Any) -> str:
+    """A handler as an error names it: its qualified name, else its type's name."""
+    return str(getattr(handler, "__qualname__", type(handler).__name__))
+
+
+def is_coroutine_handler(handler: Any) -> bool:
+    """Whether calling ``handler`` makes a coroutine to await, as far as Python tells before
+    any call: a coroutine function (``async def``, a method of one, one marked so), a
+    ``functools.partial`` of one, or an object whose class's ``__call__`` is one. No
+    database access."""
+    while isinstance(handler, functools.partial):
+        handler = handler.func
+    call = getattr(type(handler), "__call__", None)  # noqa: B004 - the method, not a test
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
+
+
+def refuse_coroutine_handler(queue: Any, handler: Any) -> None:
+    """Raise TypeError when ``handler`` is a coroutine function
+    (:func:`is_coroutine_handler`): the synchronous ``queue.work`` would not await what it
+    returns, and the job would end without having run. No database access."""
+    if is_coroutine_handler(handler):
+        kind = type(queue).__name__
+        raise TypeError(
+            f"handler {_handler_name(handler)} is a coroutine function: {kind}.work calls it "
+            f"in threads and cannot await it; use fdbqueue.asyncio.{kind} and "
+            f"`await queue.work(db, handler, ...)`, which awaits it on the event loop"
+        )
+
+
+def awaiting_refused(queue: Any, handler: Callable[..., Any]) -> Callable[..., Any]:
+    """``handler``, not a coroutine function, as a loop calls it without awaiting what it
+    returns (the thread loop; the asyncio loop's executor and transactional handlers): a
+    call that returns an awaitable (a coroutine, which is then closed unrun) raises TypeError
+    instead, so its job fails (retried, then a dead letter) and never counts as done without
+    having run. No database access."""
+
+    @functools.wraps(handler)
+    def call(*args: Any) -> Any:
+        result = handler(*args)
+        if inspect.isawaitable(result):
+            close = getattr(result, "close", None)
+            if callable(close):
+                close()  # no "never awaited" warning: this error says it
+            raise TypeError(
+                f"handler {_handler_name(handler)} returned a {type(result).__name__}, which "
+                "the worker does not await from a function that is not a coroutine function: "
+                "its job did not run; make it one (async def) and give it to "
+                f"fdbqueue.asyncio.{type(queue).__name__}.work, which awaits it"
+            )
+        return result
+
+    return call
 
 
 def check_handler(handler: Any, transactional: bool) -> None:
@@ -210,7 +299,7 @@ def check_handler(handler: Any, transactional: bool) -> None:
         signature.bind(*((None, None) if transactional else (None,)))
     except TypeError:
         wanted = "handler(tr, value)" if transactional else "handler(value)"
-        name = getattr(handler, "__qualname__", type(handler).__name__)
+        name = _handler_name(handler)
         raise TypeError(
             f"with transactional={transactional}, the worker calls {wanted}, but handler "
             f"{name}{signature} cannot take that"
@@ -255,14 +344,14 @@ def check_work_arguments(
 
 
 def check_work_options(
-    database: Any, handler: Any, options: WorkOptions, where: str
+    queue: Any, database: Any, handler: Any, options: WorkOptions
 ) -> WorkOptions:
-    """Check a worker loop's arguments but ``stop`` (which each loop checks for its kind of
-    event) before anything is read or written, as Python and :func:`check_work_arguments`
-    would check them, and return them complete: each left out at its :data:`WORK_DEFAULTS`
-    value, ``lease`` in seconds, the backoffs floats, ``time_limit`` a float or None. Both
-    loops fill in the queue's ``time_limit`` before, when ``work`` was given none. ``where``
-    names the call for the errors (``"Queue.work"``).
+    """Check the arguments but ``stop`` (which each loop checks for its kind of event) of a
+    worker loop on ``queue`` before anything is read or written, as Python and
+    :func:`check_work_arguments` would check them, and return them complete: each left out
+    at its :data:`WORK_DEFAULTS` value (``time_limit``: ``queue.time_limit``), ``lease`` in
+    seconds, the backoffs floats, ``time_limit`` a float or None. The errors name the call
+    as ``"Queue.work"`` (the queue's type).
 
     Raises:
         TypeError: ``database`` is not a Database or Tenant, a keyword is not one of
@@ -274,8 +363,10 @@ def check_work_options(
     """
     if not is_database(database):
         raise TypeError("work needs a Database: it runs its own transactions")
-    check_keywords(options, WorkOptions, where)
+    check_keywords(options, WorkOptions, f"{type(queue).__name__}.work")
     given: WorkOptions = {**WORK_DEFAULTS, **options}
+    if given["time_limit"] is QUEUE_TIME_LIMIT:
+        given["time_limit"] = queue.time_limit
     given["lease"] = check_work_arguments(
         handler,
         given["lease"],
@@ -358,11 +449,13 @@ def settlement(
     """What to do with ``lease`` once its handler returned ``result`` (``failure`` None) or
     raised: acknowledge it (a job keeps ``result``); on its last delivery
     (``max_deliveries``), move it to the dead letters with ``"Type: message (delivery n of
-    max)"`` as the reason; else release it with :func:`retry_delay`."""
+    max)"`` as the reason (``"Type: message"`` bounded:
+    :func:`~fdbqueue._wording.describe_error`); else release it with :func:`retry_delay`.
+    Never raises for what ``failure``'s ``__str__`` does."""
     if failure is None:
         message = f"%s done (delivery {lease.deliveries})"
         return Settlement("ack", (), {"result": result}, "succeeded", logging.DEBUG, message)
-    error = f"{type(failure).__name__}: {failure}"
+    error = describe_error(failure)  # bounded, and never raising (docs/worker.rst)
     if max_deliveries is not None and lease.deliveries >= max_deliveries:
         reason = f"{error} (delivery {lease.deliveries} of {max_deliveries})"
         message = "%s failed on its last delivery, now a dead letter: "
@@ -384,9 +477,13 @@ def describe_queue(queue: Any) -> str:
 
 
 def describe(queue: Any, lease: Lease[Any]) -> str:
-    """A job for the log: ``job`` and the start of its lease id (8 hexadecimal digits, unique
-    per claim), ``of`` and its queue's name (as metrics name it: the prefix's tuple)."""
-    return f"job {lease.id[:8]} of {metrics.queue_name(queue.subspace.key())}"
+    """A job for the log: ``job`` and its job id (32 hexadecimal digits, as
+    :meth:`~fdbqueue.Queue.job`, ``fdbqueue job`` and :meth:`~fdbqueue.Queue.workers` show
+    it), or, for an item enqueued plainly, ``item`` and its lease id (32 digits, new at each
+    delivery, as ``fdbqueue leases`` shows it): :func:`~fdbqueue._delivery.workers.job_id`;
+    then ``of`` and its queue's name (as metrics name it: the prefix's tuple)."""
+    kind = "item" if lease.job_id is None else "job"
+    return f"{kind} {job_id(lease)} of {describe_queue(queue)}"
 
 
 def holder_call(call: Callable[[], Any], what: str) -> bool:
@@ -740,15 +837,17 @@ def work(
     """Run the worker loop on ``queue`` (see the module docstring) until ``stop`` is set.
 
     Arguments are those of :meth:`fdbqueue.Queue.work`, which documents them. Raises
-    TypeError or ValueError for a bad argument, before anything is read or written.
+    TypeError or ValueError for a bad argument (a coroutine function as ``handler``
+    included: :func:`refuse_coroutine_handler`), before anything is read or written.
     """
-    options.setdefault("time_limit", queue.time_limit)
-    given = check_work_options(database, handler, options, f"{type(queue).__name__}.work")
+    given = check_work_options(queue, database, handler, options)
+    refuse_coroutine_handler(queue, handler)
     if stop is not None and not isinstance(stop, threading.Event):
         raise TypeError(f"stop must be a threading.Event or None, not {type(stop).__name__}")
     stop = stop if stop is not None else threading.Event()
     settler = Settler(queue, database, given)
     heartbeat = Heartbeat(queue, database, given["lease"])
+    handler = awaiting_refused(queue, handler)
     loop = Loop(queue, database, handler, given, stop, heartbeat, settler)
     registered = RegistrationThread(registration(queue, database, settler, heartbeat.leases))
     heartbeat.on_time_out = loop.time_out

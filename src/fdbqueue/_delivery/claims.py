@@ -56,7 +56,8 @@ from fdbqueue._transactions.transactional import (
     AnyContext,
     require_writable,
 )
-from fdbqueue.codecs import decode_or_undecodable, describe_error
+from fdbqueue._wording import describe_error
+from fdbqueue.codecs import decode_or_undecodable
 
 __all__ = ["Leases", "claimed_something", "leases_unexpired"]
 
@@ -549,7 +550,7 @@ class Leases:
         del tr[record.key]
         written = clear_bytes(len(record.key))
         item_key, deliveries, held_id, *_times = LeaseRecord.parse(bytes(record.value))
-        held = self.leases.unpack(bytes(record.key))[1].hex()[:8]  # the lease, for the log
+        held = self.leases.unpack(bytes(record.key))[1].hex()  # the lease, for the log
         if self._out_of_deliveries(deliveries):
             times = "once" if deliveries == 1 else f"{deliveries} times"
             reason = (
@@ -562,7 +563,7 @@ class Leases:
                     "item of %s (lease %s) is now dead letter %s: %s",
                     self.store.metric_name,
                     held,
-                    held_id.hex()[:8],
+                    held_id.hex(),
                     reason,
                 )
             )
@@ -578,7 +579,7 @@ class Leases:
                     "item of %s (lease %s) is now dead letter %s: %s",
                     self.store.metric_name,
                     held,
-                    held_id.hex()[:8],
+                    held_id.hex(),
                     reason,
                 )
             )
@@ -597,7 +598,7 @@ class Leases:
                 "item of %s delivered again as lease %s (delivery %d): lease %s expired or was "
                 "released",
                 self.store.metric_name,
-                lease.id[:8],
+                lease.id,
                 deliveries + 1,
                 held,
             )

@@ -1331,6 +1331,7 @@ class QueueBase(Generic[T]):
 
     # -- the worker loop --------------------------------------------------------------------
 
+    @worker.spelt_out
     def work(
         self,
         database: Any,
@@ -1346,7 +1347,10 @@ class QueueBase(Generic[T]):
         Args:
             database: a Database or Tenant.
             handler: called with each item's value, in a worker thread; returning means
-                done (the lease is acknowledged), raising means failed.
+                done (the lease is acknowledged), raising means failed (whatever it raises,
+                the failure is recorded bounded and the loop goes on: :doc:`worker`, "A
+                failing handler"). Not a coroutine function: that is
+                :meth:`fdbqueue.asyncio.Queue.work`'s.
             stop: a ``threading.Event``; once set, no new item is claimed, running jobs
                 finish, and ``work`` returns. None: run until SIGINT or SIGTERM.
             lease: (required) seconds each claim's lease lasts (> 0, at most 12 hours); a
@@ -1385,8 +1389,9 @@ class QueueBase(Generic[T]):
             lost, released, timed out.
 
         Raises:
-            TypeError, ValueError: a bad argument (nothing is read or written); and
-                QueueTypeError at the first claim into another queue type or codec.
+            TypeError, ValueError: a bad argument (nothing is read or written), a
+                coroutine function as ``handler`` included; and QueueTypeError at the first
+                claim into another queue type or codec.
             BaseException: what a handler raised that is not an Exception (SystemExit,
                 KeyboardInterrupt), once every thread finished; its item was released.
 

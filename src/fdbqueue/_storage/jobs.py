@@ -62,7 +62,6 @@ the work; watches for :meth:`fdbqueue.Queue.result`); rq's job statuses, Celery'
 from __future__ import annotations
 
 import os
-import traceback
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,6 +71,7 @@ import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import _clock
+from fdbqueue._wording import describe_failure
 from fdbqueue.codecs import MAX_VALUE_BYTES
 
 __all__ = [
@@ -108,10 +108,6 @@ RESULT_TTL = 86_400.0
 LIST_PAGE = 500
 #: Finished records one sweep clears at most.
 SWEEP_LIMIT = 100
-#: Lines of a traceback a job's error keeps (the last ones).
-TRACEBACK_LINES = 20
-#: Characters of an error's message a job's record keeps.
-MESSAGE_CHARACTERS = 2_000
 _MICROSECONDS = 1_000_000
 
 
@@ -239,17 +235,6 @@ def _seconds(microseconds: int) -> float | None:
 
 def _now() -> int:
     return round(_clock.now() * _MICROSECONDS)
-
-
-def describe_failure(error: BaseException | str | None) -> tuple[str, str, str]:
-    """``(type, message, traceback's last lines)`` of a failure, as a job keeps it."""
-    if error is None:
-        return ("", "", "")
-    if isinstance(error, str):
-        return ("", error[:MESSAGE_CHARACTERS], "")
-    lines = traceback.format_exception(type(error), error, error.__traceback__)
-    text = "".join(lines).rstrip("\n").splitlines()[-TRACEBACK_LINES:]
-    return (type(error).__name__, str(error)[:MESSAGE_CHARACTERS], "\n".join(text))
 
 
 @dataclass

@@ -69,7 +69,8 @@ from fdbqueue._storage.transaction_bytes import MAX_TRANSACTION_BYTES, set_bytes
 from fdbqueue._storage.type_records import TypeRecords, type_name
 from fdbqueue._transactions.receipts import Receipts
 from fdbqueue._transactions.transactional import AnyContext, require_writable
-from fdbqueue.codecs import Codec, describe_error, encode_value, resolve_codec
+from fdbqueue._wording import describe_error
+from fdbqueue.codecs import Codec, encode_value, resolve_codec
 
 __all__ = [
     "COUNTER",

@@ -246,6 +246,7 @@ class _StoredQueue(Generic[S, T]):
     maintain = _twin(QueueBase[T].maintain, "Queue")
     workers = _twin(QueueBase[T].workers, "Queue")
 
+    @worker.spelt_out
     async def work(
         self,
         database: Any,

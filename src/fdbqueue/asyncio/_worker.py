@@ -61,8 +61,10 @@ from fdbqueue.worker import (
     Settler,
     WorkOptions,
     WorkSummary,
+    awaiting_refused,
     check_work_options,
     describe,
+    is_coroutine_handler,
     registration,
 )
 
@@ -449,18 +451,18 @@ async def work(
     Raises:
         TypeError, ValueError: a bad argument, before anything is read or written.
     """
-    options.setdefault("time_limit", queue.time_limit)
-    given = check_work_options(database, handler, options, f"{type(queue).__name__}.work")
+    given = check_work_options(queue, database, handler, options)
     if stop is not None and not isinstance(stop, asyncio.Event):
         raise TypeError(f"stop must be an asyncio.Event or None, not {type(stop).__name__}")
     transactional = given["transactional"]
-    call = type(handler).__call__  # an object whose __call__ is a coroutine function counts
-    coroutine = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
+    coroutine = is_coroutine_handler(handler)
     if transactional and coroutine:
         raise TypeError(
             "a transactional handler must be a plain function handler(tr, value): it runs "
             "inside the transaction that acknowledges the item"
         )
+    if not coroutine:  # in the executor or the transaction: what it returns is not awaited
+        handler = awaiting_refused(queue, handler)
     plain = not coroutine and not transactional
     event = stop if stop is not None else asyncio.Event()
     loop = AsyncLoop(queue, database, handler, given, event, plain)

@@ -17,6 +17,7 @@ import click
 
 from fdbqueue import benchmark, memory, worker
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS
+from fdbqueue._delivery.time_limits import MAX_TIME_LIMIT, check_time_limit
 from fdbqueue.cli._arguments import Count, Seconds, argparse_help
 from fdbqueue.cli._context import (
     Context,
@@ -57,19 +58,22 @@ def import_handler(reference: str) -> Any:
 #: The most threads ``work --concurrency`` starts: one per job run at once, all started
 #: up front, so a number past what a process can start is refused before any starts.
 MAX_CONCURRENCY = 1024
-#: The worker's argument names (:func:`fdbqueue.worker.check_work_arguments`'s messages)
-#: and the options that give them.
+#: The worker's argument names (the messages of :func:`fdbqueue.worker.check_work_arguments`
+#: and :func:`~fdbqueue._delivery.time_limits.check_time_limit`) and the options that give
+#: them.
 WORK_OPTIONS = {
     "max_backoff": "--max-backoff",
     "backoff": "--backoff",
     "lease": "--lease",
     "concurrency": "--concurrency",
+    "time_limit": "--time-limit",
 }
 
 
 def option_names(message: str) -> str:
-    """``message`` (:func:`fdbqueue.worker.check_work_arguments`'s) with the worker's
-    argument names as the options that give them (``max_backoff`` as ``--max-backoff``)."""
+    """``message`` (of :func:`fdbqueue.worker.check_work_arguments` or
+    :func:`~fdbqueue._delivery.time_limits.check_time_limit`) with the worker's argument
+    names as the options that give them (``max_backoff`` as ``--max-backoff``)."""
     pattern = r"(?<![\w-])(" + "|".join(WORK_OPTIONS) + r")\b"
     return re.sub(pattern, lambda found: WORK_OPTIONS[found.group(1)], message)
 
@@ -112,6 +116,13 @@ def option_names(message: str) -> str:
     help="Deliveries before a failing item becomes a dead letter.",
 )
 @click.option(
+    "--time-limit",
+    type=Seconds(f"above 0, up to {MAX_TIME_LIMIT:,}"),
+    default=None,
+    help="Seconds a handler may run on one job (default: no limit); past it the job fails "
+    "(retried, or a dead letter on its last delivery) and its thread is abandoned.",
+)
+@click.option(
     "--until-empty",
     is_flag=True,
     help="Stop once nothing is claimable and each failed item was retried to an end.",
@@ -139,6 +150,7 @@ def work(
     backoff: float,
     max_backoff: float,
     max_deliveries: int,
+    time_limit: float | None,
     until_empty: bool,
     transactional: bool,
     log_level: str,
@@ -146,13 +158,15 @@ def work(
     """Run the worker loop: claim items and call HANDLER (module:function) with each value
     (with --transactional, HANDLER(tr, value) in the acknowledging transaction);
     acknowledge on success, retry with backoff on an exception, dead-letter on the last
-    delivery (fdbqueue.worker). Stops on SIGINT or SIGTERM after running jobs finish (in
-    fdbqueue shell it runs in the background: its stop command ends it)."""
+    delivery (fdbqueue.worker); with --time-limit, a job whose handler runs longer fails.
+    Stops on SIGINT or SIGTERM after running jobs finish (in fdbqueue shell it runs in the
+    background: its stop command ends it)."""
     function = import_handler(handler)
     try:
         worker.check_work_arguments(
             function, lease, concurrency, backoff, max_backoff, transactional=transactional
         )
+        check_time_limit(time_limit)
     except (TypeError, ValueError) as error:
         raise click.UsageError(option_names(first_line(error))) from None
     queue = context.existing_queue(context.queue(max_deliveries=max_deliveries), must_exist=False)
@@ -169,6 +183,7 @@ def work(
             stop=context.stop,
             handle_signals=context.stop is None,
             transactional=transactional,
+            time_limit=time_limit,
         )
     )
     facts = dataclasses.asdict(summary)
