@@ -199,6 +199,20 @@ def test_a_result_that_is_not_json_is_shown_as_python(db, subspace):
     }
 
 
+def test_a_result_not_kept_is_shown_and_wait_fails_in_one_line(db, subspace):
+    jobs = Jobs(db, subspace, False)
+    job_id = jobs.submit("photo")
+    jobs.finish({"a set": {1, 2}})  # the result codec keeps no set
+    shown = fields(jobs.ok("job", job_id))
+    assert shown["state"] == "succeeded"
+    assert shown["result"].startswith("result not kept: the result codec raised TypeError")
+    document = json.loads(jobs.ok("--json", "job", job_id))
+    assert document["has_result"] is False and document["result"] is None
+    assert document["result_error"] == shown["result"]
+    [line] = jobs.fails("job", job_id, "--wait")
+    assert line.startswith(f"fdbqueue: error: job {job_id} succeeded, but result not kept: ")
+
+
 @KINDS
 def test_a_dead_job_shows_its_error_and_traceback_and_wait_fails_in_one_line(
     db, subspace, priority

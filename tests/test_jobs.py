@@ -220,20 +220,6 @@ def test_result_ttl_zero_keeps_no_result():
     assert queue.job(db, job.id) is None
 
 
-def test_a_result_the_codec_cannot_encode_is_not_kept(caplog):
-    db = memory.open()
-    queue = queue_of(Queue, "unencodable", codec="json")
-    job = queue.submit(db, {"a": 1})
-    queue.ack(db, queue.claim(db, 30), result=object())
-    info = queue.job(db, job.id)
-    assert info.state == "succeeded" and not info.has_result
-    assert "is not kept" in caplog.text
-    with_codec = queue_of(Queue, "result-codec", codec="json", result_codec="raw")
-    other = with_codec.submit(db, {"a": 1})
-    with_codec.ack(db, with_codec.claim(db, 30), result=b"\x00raw bytes")
-    assert with_codec.result(db, other.id, timeout=1) == b"\x00raw bytes"
-
-
 def test_a_dead_job_carries_its_traceback():
     db = memory.open()
     queue = queue_of(Queue, "traceback", max_deliveries=1)

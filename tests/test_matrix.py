@@ -1104,6 +1104,33 @@ def test_work_keeps_a_jobs_result(shape: Shape) -> None:
         assert shape.result(job.id, timeout=1) == value.upper()
 
 
+#: What handlers return most, each kept as it was whatever the queue's codec (docs/jobs.rst,
+#: "Results"), and a set, which no result codec built in keeps.
+RETURNED = {
+    "dict": {"a": [1, b"\x00"], "b": None},
+    "list": [1, "x"],
+    "tuple": (2.5, True),
+    "bytes": b"\xff",
+    "none": None,
+    "set": {1, 2},
+}
+
+
+@shapes(SHAPES)
+def test_work_keeps_what_handlers_return_most_and_says_what_it_cannot(shape: Shape) -> None:
+    jobs = {name: shape.submit(name, 1) for name in RETURNED}
+    summary = shape.work(lambda name: RETURNED[name], lease=5, until_empty=True)
+    assert summary.succeeded == len(RETURNED)
+    for name, value in RETURNED.items():
+        if name == "set":
+            with pytest.raises(fdbqueue.ResultNotKeptError, match="result not kept"):
+                shape.result(jobs[name].id, timeout=1)
+            assert shape.job(jobs[name].id).result_error.startswith("result not kept: ")
+        else:
+            result = shape.result(jobs[name].id, timeout=1)
+            assert result == value and type(result) is type(value)
+
+
 @shapes(SHAPES)
 def test_a_delayed_job_is_delayed_then_waits(shape: Shape) -> None:
     job = shape.submit("a", 1, delay=SHORT)

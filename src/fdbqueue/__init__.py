@@ -30,13 +30,14 @@ from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._transactions import suspension as _suspension
 from fdbqueue._transactions import transactional as _transactional
 from fdbqueue._transactions.transactional import TransactionContext, transactional
-from fdbqueue.codecs import Codec, JsonCodec, RawCodec, TupleCodec, Undecodable
+from fdbqueue.codecs import Codec, JsonCodec, RawCodec, TaggedCodec, TupleCodec, Undecodable
 from fdbqueue.errors import (
     JobFailedError,
     LeaseError,
     LeaseExpiredError,
     LeaseNotHeldError,
     QueueTypeError,
+    ResultNotKeptError,
     TimeLimitExceeded,
     UnknownResultError,
 )
@@ -69,8 +70,10 @@ __all__ = [
     "QueueInfo",
     "QueueTypeError",
     "RawCodec",
+    "ResultNotKeptError",
     "ScheduleInfo",
     "Subspace",
+    "TaggedCodec",
     "TimeLimitExceeded",
     "TransactionContext",
     "TupleCodec",

@@ -16,6 +16,11 @@ Every queue has one codec, chosen with ``codec=`` when the queue is made:
 any object with ``encode(value) -> bytes`` and ``decode(data: bytes) -> value``
     Your own format (JSON, msgpack, protobuf, ...).
 
+A job's results have a codec of their own, ``result_codec=`` (any of the above, or
+``"tagged"``, :class:`TaggedCodec`, the default: the tuple layer with a tag for each list,
+tuple and dict, so that what handlers return most comes back as it was, whatever the queue's
+codec); :func:`resolve_result_codec` resolves it.
+
 Whatever the codec, ``None`` cannot be stored: ``dequeue`` and ``peek`` return ``None`` for an
 empty queue, so a stored ``None`` could not be told apart from "no item". And an encoded value
 must fit FoundationDB's value size limit of 100,000 bytes. Both are checked before anything is
@@ -27,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -40,11 +46,13 @@ __all__ = [
     "Codec",
     "JsonCodec",
     "RawCodec",
+    "TaggedCodec",
     "TupleCodec",
     "Undecodable",
     "decode_or_undecodable",
     "encode_value",
     "resolve_codec",
+    "resolve_result_codec",
 ]
 
 #: FoundationDB's limit on the size of a value, in bytes (error 2103 ``value_too_large``).
@@ -211,11 +219,126 @@ def _check_json(value: Any) -> None:
     raise TypeError(f"the json codec cannot store {type(value).__name__}")
 
 
+class TaggedCodec:
+    """The default result codec (``result_codec="tagged"``): what handlers return most,
+    stored so that it comes back as it was, readable by any language's tuple layer.
+
+    It stores ``None``, ``bool``, ``int`` (what the tuple layer packs: up to 255 bytes),
+    ``float``, ``str``, ``bytes`` (``bytearray`` and ``memoryview`` come back as
+    ``bytes``), ``uuid.UUID``, and ``list``, ``tuple`` and ``dict`` of these nested freely (at
+    most :data:`TAGGED_DEPTH` deep; a dict's keys are any of these that Python hashes: str,
+    int, bytes, tuples...). Each is given a *term*: a scalar is its own term (the tuple layer
+    tells them apart by its type codes), a container a nested tuple that starts with a tag::
+
+        list  [a, b]          -> ("l", term(a), term(b))
+        tuple (a, b)          -> ("t", term(a), term(b))
+        dict  {k1: v1, ...}   -> ("d", term(k1), term(v1), ...)   (keys in the dict's order)
+
+    and the bytes stored are ``fdb.tuple.pack((term(value),))``: a scalar is stored as
+    :class:`TupleCodec` stores it (``42`` is ``b"\\x15\\x2a"``), ``{"a": [1, b"x"]}`` as
+    ``pack((("d", "a", ("l", 1, b"x")),))``. A nested tuple is always a container (no scalar
+    is one), so a reader in another language unpacks the tuple and maps each nested tuple by
+    its first element. ``decode(encode(v)) == v``, types included (a NaN comes back a NaN).
+
+    Refused with TypeError, before anything is written: any other type (a ``set``, an object
+    of your own class, a ``datetime``...). ValueError: an int beyond the tuple layer's 255
+    bytes, a str that is no valid Unicode (a lone surrogate), nesting deeper than
+    :data:`TAGGED_DEPTH` (a list that holds itself). Cost: no database access; one walk of
+    the value, then the tuple layer's.
+
+    Source followed: FoundationDB's tuple layer specification (type codes, nested tuples).
+    """
+
+    name = "tagged"
+
+    def encode(self, value: Any) -> bytes:
+        """Return the bytes that store ``value`` (see above).
+
+        Raises:
+            TypeError: ``value`` holds a type the codec does not store.
+            ValueError: an int too large for the tuple layer, a str that is no valid Unicode,
+                or nesting deeper than :data:`TAGGED_DEPTH`.
+        """
+        term = _term(value, 0)
+        try:
+            return bytes(fdb.tuple.pack((term,)))
+        except UnicodeError as error:
+            raise ValueError(f"the tagged codec stores valid Unicode only ({error})") from None
+        except (OverflowError, struct.error):
+            raise ValueError(
+                "the tagged codec stores ints of at most 255 bytes (the tuple layer's limit)"
+            ) from None
+
+    def decode(self, data: bytes) -> Any:
+        """Return the value ``data`` (bytes :meth:`encode` wrote) stands for.
+
+        Raises:
+            ValueError: ``data`` is no tagged value (not one tuple-layer element, or a nested
+                tuple whose tag is unknown).
+        """
+        unpacked = fdb.tuple.unpack(bytes(data))
+        if len(unpacked) != 1:
+            raise ValueError(f"a tagged value is one tuple-layer element, not {len(unpacked)}")
+        return _value(unpacked[0])
+
+    def __repr__(self) -> str:
+        return "TaggedCodec()"
+
+
+#: How deep :class:`TaggedCodec` nests containers at most.
+TAGGED_DEPTH = 100
+_SCALARS = (str, bytes, int, float, uuid.UUID)  # bool is an int
+
+
+def _term(value: Any, depth: int) -> Any:
+    """``value``'s term (see :class:`TaggedCodec`), ``depth`` containers down."""
+    if value is None or isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if depth >= TAGGED_DEPTH:
+        raise ValueError(
+            f"the tagged codec nests containers {TAGGED_DEPTH} deep at most (a value that "
+            "holds itself?)"
+        )
+    if isinstance(value, list):
+        return ("l", *(_term(element, depth + 1) for element in value))
+    if isinstance(value, tuple):
+        return ("t", *(_term(element, depth + 1) for element in value))
+    if isinstance(value, dict):
+        terms: list[Any] = ["d"]
+        for key, element in value.items():
+            terms += (_term(key, depth + 1), _term(element, depth + 1))
+        return tuple(terms)
+    raise TypeError(
+        f"the tagged codec cannot store a value of type {type(value).__name__}: it stores dict, "
+        "list, tuple, str, int, float, bool, None, bytes and uuid.UUID, nested"
+    )
+
+
+def _value(term: Any) -> Any:
+    """The value a term stands for (the inverse of :func:`_term`)."""
+    if not isinstance(term, tuple):
+        return term
+    tag, elements = (term[0], term[1:]) if term else (None, ())
+    if tag == "l":
+        return [_value(element) for element in elements]
+    if tag == "t":
+        return tuple(_value(element) for element in elements)
+    if tag == "d":
+        if len(elements) % 2:
+            raise ValueError("not a tagged value: a dict's term has a key without a value")
+        return {_value(k): _value(v) for k, v in zip(elements[::2], elements[1::2], strict=True)}
+    raise ValueError(f"not a tagged value: a nested tuple starting with {tag!r}")
+
+
 _NAMED: dict[str, Callable[[], Codec[Any]]] = {
     "tuple": TupleCodec,
     "raw": RawCodec,
     "json": JsonCodec,
 }
+#: The names ``result_codec=`` takes (``"tagged"``, its default, besides the codecs').
+_RESULT_NAMED: dict[str, Callable[[], Codec[Any]]] = {**_NAMED, "tagged": TaggedCodec}
 
 
 def resolve_codec(codec: str | Codec[Any]) -> Codec[Any]:
@@ -226,19 +349,39 @@ def resolve_codec(codec: str | Codec[Any]) -> Codec[Any]:
         ValueError: an unknown codec name.
         TypeError: neither a name nor an object with callable ``encode`` and ``decode``.
     """
+    return _resolve(codec, _NAMED, "codec")
+
+
+def resolve_result_codec(codec: str | Codec[Any] | None) -> Codec[Any]:
+    """Return the result codec object for ``result_codec=``: None (the default) or
+    ``"tagged"``, a :class:`TaggedCodec`; else what :func:`resolve_codec` takes.
+
+    Raises:
+        ValueError: an unknown codec name.
+        TypeError: neither None, a name nor an object with callable ``encode`` and ``decode``.
+    """
+    if codec is None:
+        return TaggedCodec()
+    return _resolve(codec, _RESULT_NAMED, "result_codec")
+
+
+def _resolve(
+    codec: str | Codec[Any], named: dict[str, Callable[[], Codec[Any]]], option: str
+) -> Codec[Any]:
+    """The codec object for ``codec``, one of the names ``named`` or a codec object
+    (``option``: the argument's name, for the errors)."""
+    names = ", ".join(repr(name) for name in named)
     if isinstance(codec, str):
         try:
-            return _NAMED[codec]()
+            return named[codec]()
         except KeyError:
             raise ValueError(
-                f"unknown codec {codec!r}: use 'tuple', 'raw', 'json' or an object with "
-                "encode/decode"
+                f"unknown {option} {codec!r}: use {names} or an object with encode/decode"
             ) from None
     if isinstance(codec, Codec):  # runtime_checkable: has encode and decode
         return codec
     raise TypeError(
-        f"codec must be 'tuple', 'raw', 'json' or an object with encode(value) and "
-        "decode(bytes), "
+        f"{option} must be {names} or an object with encode(value) and decode(bytes), "
         f"not {type(codec).__name__}"
     )
 

@@ -17,6 +17,9 @@ Exception                           Raised when
 :class:`UnknownResultError`         a commit's outcome is unknown and can no longer be found
                                     out.
 :class:`JobFailedError`             ``result`` of a job that ended dead or cancelled.
+:class:`ResultNotKeptError`         ``result`` of a job that succeeded but whose result could
+                                    not be kept (the result codec cannot encode it, or it is
+                                    larger than a value).
 :class:`TimeLimitExceeded`          not raised to you: the failure the worker loop records for a
                                     job whose handler ran past ``time_limit`` (in the log and
                                     in its dead letter's reason).
@@ -37,6 +40,7 @@ __all__ = [
     "LeaseExpiredError",
     "LeaseNotHeldError",
     "QueueTypeError",
+    "ResultNotKeptError",
     "TimeLimitExceeded",
     "UnknownResultError",
 ]
@@ -77,6 +81,22 @@ class JobFailedError(Exception):
         super().__init__(message)
         self.info = info
         self.error = error
+
+
+class ResultNotKeptError(Exception):
+    """``result()`` of a job that succeeded (its handler returned) but whose result was not
+    kept: the result codec could not encode what the handler returned (a ``set``, an object
+    of your own class...), or its encoding is larger than FoundationDB's 100,000-byte value
+    limit. The job's record says so (:attr:`JobInfo.result_error <fdbqueue.JobInfo>`, which
+    starts ``result not kept:``), so it never reads as a result of None. ``info`` is the
+    job's :class:`~fdbqueue.JobInfo`, ``reason`` its ``result_error``.
+
+    Not a :class:`JobFailedError`: the job's work was done, and is not to be done again."""
+
+    def __init__(self, message: str, info: object, reason: str) -> None:
+        super().__init__(message)
+        self.info = info
+        self.reason = reason
 
 
 class TimeLimitExceeded(TimeoutError):

@@ -76,6 +76,12 @@ class Queue(QueueBase[T]):
             Recorded at the first write: another count raises QueueTypeError.
         dedup_window: seconds an enqueue's ``dedup_id`` is remembered (default 300, as SQS;
             at most a day): :doc:`idempotency`.
+        result_ttl: seconds a finished job's record and result are kept (default 86,400; 0:
+            no result is kept): :doc:`jobs`.
+        result_codec: how job results are stored, whatever ``codec`` is: ``"tagged"``
+            (default None: the same, :class:`~fdbqueue.TaggedCodec`: dict, list, tuple, str,
+            int, float, bool, None, bytes, nested, come back as they were), or any name or
+            codec ``codec`` takes (:doc:`jobs`, "Results").
         time_limit: seconds a handler of :meth:`work` may run on a job before the worker
             takes the job back, when ``work`` is given no ``time_limit`` (a finite number
             > 0, at most 12 hours; default None: no limit). Not stored: each process that

@@ -58,6 +58,7 @@ from fdbqueue._storage.jobs import (
     STATES,
     JobInfo,
     Jobs,
+    ResultFormat,
     Submission,
     check_job_id,
     new_job_id,
@@ -75,14 +76,8 @@ from fdbqueue._transactions.transactional import (
 )
 from fdbqueue._transactions.waiting import check_blocking_arguments, take_blocking
 from fdbqueue._wording import name_methods_after
-from fdbqueue.codecs import (
-    MAX_VALUE_BYTES,
-    Codec,
-    Undecodable,
-    decode_or_undecodable,
-    resolve_codec,
-)
-from fdbqueue.errors import JobFailedError
+from fdbqueue.codecs import Codec, TaggedCodec, Undecodable, resolve_result_codec
+from fdbqueue.errors import JobFailedError, ResultNotKeptError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -246,8 +241,7 @@ class QueueBase(Generic[T]):
         seconds = check_queue_arguments(high_contention, given["abandon_after"], max_deliveries)
         count = check_shards(given["shards"])
         result_ttl = check_seconds(given["result_ttl"], "result_ttl", allow_zero=True)
-        result_codec = given["result_codec"]
-        self._result_codec = None if result_codec is None else resolve_codec(result_codec)
+        result_codec = resolve_result_codec(given["result_codec"])
         self._time_limit = check_time_limit(given["time_limit"])
         self._high_contention = high_contention
         self._max_deliveries = max_deliveries
@@ -270,6 +264,11 @@ class QueueBase(Generic[T]):
         #: The queue's job records: in its own store's metadata, shared by its shards.
         self._jobs: Jobs = self._store.jobs
         self._jobs.result_ttl = result_ttl
+        #: How its results are stored and read: by the result codec; those an older
+        #: fdbqueue kept (record version 1), by the codec it used (the result codec given,
+        #: unless it is the tagged codec that fdbqueue did not have, else the queue's).
+        legacy = self._store.codec if isinstance(result_codec, TaggedCodec) else result_codec
+        self._results = ResultFormat(result_codec, legacy)
         self._next_job_clearing = 0.0  # time.monotonic() of maintain's next clearing
         #: The records of the worker loops working on the queue (:meth:`workers`), in its
         #: own metadata; the worker loops keep theirs through it.
@@ -292,6 +291,12 @@ class QueueBase(Generic[T]):
     def codec(self) -> Codec[T]:
         """The codec that encodes and decodes values."""
         return self._store.codec
+
+    @property
+    def result_codec(self) -> Codec[Any]:
+        """The codec that encodes and decodes job results (``result_codec=``; by default a
+        :class:`~fdbqueue.TaggedCodec`, whatever the queue's codec)."""
+        return self._results.codec
 
     @property
     def shards(self) -> int:
@@ -348,29 +353,16 @@ class QueueBase(Generic[T]):
         encoded = self._store.encode(value)
         return encoded if job is None else wrap(job.id, encoded)
 
-    def _encode_result(self, result: object) -> bytes | None:
-        """A handler's result encoded by the result codec (``result_codec``, else the
-        queue's), or None when it cannot be encoded or is over FoundationDB's value limit
-        (then no result is kept, and a warning says why)."""
-        codec = self._result_codec or self._store.codec
-        try:
-            encoded = codec.encode(result)
-            if isinstance(encoded, (bytearray, memoryview)):
-                encoded = bytes(encoded)
-            if not isinstance(encoded, bytes) or len(encoded) > MAX_VALUE_BYTES:
-                raise ValueError(f"{len(encoded):,} bytes encoded, more than a value holds")
-        except Exception as error:  # a codec may raise anything on what a handler returned
-            worker.logger.warning(
-                "fdbqueue: a job's result (%s) is not kept: the result codec cannot store it (%s)",
-                type(result).__name__,
-                error,
-            )
-            return None
-        return encoded
-
-    def _decode_result(self, encoded: bytes) -> Any:
-        codec = self._result_codec or self._store.codec
-        return decode_or_undecodable(codec, encoded)
+    def _encode_result(self, result: object, job_id: str | None = None) -> bytes:
+        """What the result key of the job ``job_id`` holds for a handler's ``result``
+        (:meth:`~fdbqueue._storage.jobs.ResultFormat.stored`): the result codec's bytes, or,
+        when it cannot be kept (it cannot encode it, or it is over FoundationDB's value
+        limit), why, which :meth:`result` raises as :class:`~fdbqueue.ResultNotKeptError`
+        (and a warning says so)."""
+        stored, reason = self._results.stored(result)
+        if reason is not None:
+            worker.logger.warning("fdbqueue: job %s succeeded, but %s", job_id, reason)
+        return stored
 
     @transactional
     def job(self, tr: TransactionContext, job_id: str) -> JobInfo | None:
@@ -387,7 +379,7 @@ class QueueBase(Generic[T]):
         """
         raw = check_job_id(job_id, self._jobs.tag)
         reader: Any = getattr(tr, "snapshot", tr)
-        return self._jobs.info(reader, raw, self._decode_result)
+        return self._jobs.info(reader, raw, self._results)
 
     @transactional
     def jobs(
@@ -408,11 +400,12 @@ class QueueBase(Generic[T]):
             raise ValueError(f"state must be one of {', '.join(STATES)}, not {state!r}")
         check_count(limit, "limit")
         reader: Any = getattr(tr, "snapshot", tr)
-        return self._jobs.listing(reader, self._decode_result, state, limit)
+        return self._jobs.listing(reader, self._results, state, limit)
 
     def result(self, database: Any, job_id: str, *, timeout: float | None = None) -> Any:
         """Wait until the job ``job_id`` ends and return its result (what the worker's
-        handler returned, decoded; None when none was kept).
+        handler returned, decoded by the result codec; None when the handler returned None,
+        or the job succeeded without a handler: a plain take, an ``ack`` without a result).
 
         It waits on a FoundationDB watch of the job's record (no polling), so it returns as
         soon as the job's final state commits.
@@ -423,6 +416,9 @@ class QueueBase(Generic[T]):
 
         Raises:
             JobFailedError: the job ended dead (its error attached) or cancelled.
+            ResultNotKeptError: the job succeeded, but its result could not be kept (the
+                result codec cannot encode it, or it is larger than a value): ``reason``
+                says why.
             TimeoutError: ``timeout`` seconds passed first.
             TypeError, ValueError: a bad ``job_id`` (as :meth:`job`) or ``timeout``, or
                 ``database`` is a Transaction.
@@ -435,7 +431,7 @@ class QueueBase(Generic[T]):
 
         def look(db: Any, _deadline: float | None) -> JobInfo | None:
             info: JobInfo | None = run_in_retry_loop(
-                db, lambda tr: self._jobs.info(tr.snapshot, raw, self._decode_result)
+                db, lambda tr: self._jobs.info(tr.snapshot, raw, self._results)
             )
             if info is None:
                 raise KeyError(
@@ -448,6 +444,10 @@ class QueueBase(Generic[T]):
         if info is None:
             raise TimeoutError(f"job {job_id} did not finish within {timeout} s")
         if info.state == "succeeded":
+            if info.result_error is not None:
+                raise ResultNotKeptError(
+                    f"job {job_id} succeeded, but {info.result_error}", info, info.result_error
+                )
             return info.result
         raise JobFailedError(
             f"job {job_id} ended {info.state}"
@@ -1025,9 +1025,11 @@ class QueueBase(Generic[T]):
                 for example the results of processing the item).
             lease: what ``claim`` returned.
             result: for a job's item (:attr:`Lease.job_id`), its result, kept for
-                ``result_ttl`` seconds (:meth:`result`), encoded by the result codec (a
-                result it cannot encode is not kept, with a warning); None keeps none.
-                Ignored for a plain item.
+                ``result_ttl`` seconds (:meth:`result`), encoded by the result codec; one it
+                cannot encode, or larger than a value, is not kept: the job records why
+                (:attr:`JobInfo.result_error <fdbqueue.JobInfo>`; :meth:`result` raises
+                :class:`~fdbqueue.ResultNotKeptError`), and a warning is logged. None keeps
+                none. Ignored for a plain item.
 
         Raises:
             TypeError: ``lease`` is not a :class:`Lease`, or ``tr`` has the wrong type.
@@ -1043,7 +1045,7 @@ class QueueBase(Generic[T]):
         """
         shard = self._router.for_lease(lease, "ack")
         job = lease.job_id if isinstance(lease, Lease) else None
-        encoded = None if result is None or job is None else self._encode_result(result)
+        encoded = None if result is None or job is None else self._encode_result(result, job)
         shard.ack(tr, lease, encoded)
 
     def ack_many(self, tr: TransactionContext, leases: Iterable[Lease[Any]]) -> None:
@@ -1101,7 +1103,8 @@ class QueueBase(Generic[T]):
         item, what ``body`` returns (not None) is kept as its result, as :meth:`ack`'s
         ``result``.
         """
-        self._router.for_lease(lease, "ack").ack_with(database, lease, body, self._encode_result)
+        encode = functools.partial(self._encode_result, job_id=getattr(lease, "job_id", None))
+        self._router.for_lease(lease, "ack").ack_with(database, lease, body, encode)
 
     def release(
         self,

@@ -14,14 +14,24 @@ with ``0xfe``, JSON never does, and a ``raw`` value would have to start with tho
 
 The records, in the queue's metadata (a sharded queue's own, not a shard's)::
 
-    P + b"\\xff" + pack(("jobs", id))           -> pack((1, state, deliveries, enqueued_at,
+    P + b"\\xff" + pack(("jobs", id))           -> pack((2, state, deliveries, enqueued_at,
                                                      started_at, finished_at, due_at,
                                                      cancel_requested, group, priority,
                                                      error type, error message,
                                                      error traceback))
-    P + b"\\xff" + pack(("job_results", id))    -> the result, encoded by the result codec
+    P + b"\\xff" + pack(("job_results", id))    -> b"\\x00" + the result codec's bytes
+                                               or b"\\x01" + UTF-8 "result not kept: why"
     P + b"\\xff" + pack(("jobs_finished", finished_at, id)) -> b""   (for the TTL's sweep)
     P + b"\\xff" + pack(("job_items", id))      -> the key its item was last written at
+
+The record's first element is its version, :data:`RECORD_VERSION`; it also says how its
+result is stored. Version 2 (this one): the result's first byte says whether it was kept
+(:data:`RESULT_KEPT`, the result codec's bytes follow: :class:`ResultFormat`) or not
+(:data:`RESULT_NOT_KEPT`, why follows). Version 1 (an fdbqueue before results had a codec of
+their own): the result is the bytes of the queue's ``result_codec`` if it named one, else of
+the queue's codec, unchanged. Every finish rewrites the record with the result, in one
+transaction, so a record's version always tells how its result was written, whichever
+fdbqueue wrote it.
 
 Times are wall-clock microseconds (:func:`fdbqueue._clock.now`); 0 for none. The state
 changes in the transaction that moves the item (:mod:`fdbqueue._delivery.claims`,
@@ -71,12 +81,15 @@ import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import _clock
-from fdbqueue._wording import describe_failure
-from fdbqueue.codecs import MAX_VALUE_BYTES
+from fdbqueue._wording import FAILURE_MESSAGE_CHARACTERS, describe_failure
+from fdbqueue.codecs import MAX_VALUE_BYTES, Codec, Undecodable, decode_or_undecodable
 
 __all__ = [
     "FINISHED",
     "JOB_HEADER",
+    "RECORD_VERSION",
+    "RESULT_KEPT",
+    "RESULT_NOT_KEPT",
     "RESULT_TTL",
     "STATES",
     "SWEEP_LIMIT",
@@ -84,6 +97,7 @@ __all__ = [
     "JobInfo",
     "JobRecord",
     "Jobs",
+    "ResultFormat",
     "Submission",
     "check_job_id",
     "job_header",
@@ -108,6 +122,15 @@ RESULT_TTL = 86_400.0
 LIST_PAGE = 500
 #: Finished records one sweep clears at most.
 SWEEP_LIMIT = 100
+#: The version a job record is written with (its first element; see the module docstring).
+RECORD_VERSION = 2
+#: The first byte of a result kept with a version-2 record: the result codec's bytes follow.
+RESULT_KEPT = b"\x00"
+#: The first byte of what a version-2 record's result key holds when the result was not kept:
+#: UTF-8 text follows, ``result not kept: `` and why (at most
+#: :data:`~fdbqueue._wording.FAILURE_MESSAGE_CHARACTERS`).
+RESULT_NOT_KEPT = b"\x01"
+_NOT_KEPT = "result not kept: "
 _MICROSECONDS = 1_000_000
 
 
@@ -203,6 +226,10 @@ class JobInfo:
         error: the last failure, ``(exception type, message, last traceback lines)``, or None.
         result: what the handler returned (decoded; None when none was kept).
         has_result: whether a result is kept (a handler may return None).
+        result_error: for a job that succeeded but whose result could not be kept (the
+            result codec cannot encode it, or it is larger than a value), why: a str that
+            starts ``result not kept:`` (:meth:`~fdbqueue.Queue.result` raises
+            :class:`~fdbqueue.ResultNotKeptError`); else None.
         group: its message group, or None.
         priority: its priority (a PriorityQueue's), or None.
         cancel_requested: :meth:`~fdbqueue.Queue.cancel` was called while it ran: it is not
@@ -219,6 +246,7 @@ class JobInfo:
     error: tuple[str, str, str] | None
     result: Any
     has_result: bool
+    result_error: str | None
     group: Any
     priority: int | None
     cancel_requested: bool
@@ -251,12 +279,15 @@ class JobRecord:
     group: Any = None
     priority: int | None = None
     error: tuple[str, str, str] = ("", "", "")
+    #: the version it was read with (:data:`RECORD_VERSION` when made here): tells how its
+    #: result is stored (see the module docstring); :meth:`pack` writes RECORD_VERSION
+    version: int = RECORD_VERSION
 
     def pack(self) -> bytes:
-        """The record's value."""
+        """The record's value (of version :data:`RECORD_VERSION`)."""
         packed: bytes = fdb.tuple.pack(
             (
-                1,
+                RECORD_VERSION,
                 self.state,
                 self.deliveries,
                 self.enqueued_at,
@@ -280,8 +311,9 @@ class JobRecord:
         """
         try:
             fields = fdb.tuple.unpack(value)
-            (_version, state, deliveries, enqueued, started, finished, due, cancel, group,
+            (version, state, deliveries, enqueued, started, finished, due, cancel, group,
              priority, error_type, message, trace) = fields  # fmt: skip
+            version = int(version)
         except Exception as error:
             raise ValueError(f"not a job record ({error})") from None
         return cls(
@@ -295,7 +327,79 @@ class JobRecord:
             group,
             priority,
             (str(error_type), str(message), str(trace)),
+            version,
         )
+
+
+@dataclass(frozen=True)
+class ResultFormat:
+    """How a queue stores its jobs' results and reads them back (see the module docstring).
+
+    Attributes:
+        codec: the result codec (``result_codec=``): encodes what handlers return, and
+            decodes the results of version-2 records.
+        legacy: decodes the results of version-1 records (kept by an fdbqueue before results
+            had a codec of their own): the ``result_codec`` given if it is one an older
+            fdbqueue took, else the queue's codec.
+    """
+
+    codec: Codec[Any]
+    legacy: Codec[Any]
+
+    def stored(self, result: Any) -> tuple[bytes, str | None]:
+        """What a job's result key holds for ``result`` (a value the handler returned), and
+        None, or, when it cannot be kept, why (``result not kept: ...``; the value holds
+        that instead). Cost: the codec's encode, no database access.
+
+        It is not kept when the result codec raises (any exception: it cannot encode it),
+        returns no bytes, or returns more than :data:`~fdbqueue.codecs.MAX_VALUE_BYTES` - 1
+        bytes (with the first byte, more than a value holds).
+        """
+        try:
+            encoded = self.codec.encode(result)
+            if isinstance(encoded, (bytearray, memoryview)):
+                encoded = bytes(encoded)
+            if not isinstance(encoded, bytes):
+                raise TypeError(f"its encode() returned {type(encoded).__name__}, not bytes")
+        except Exception as error:  # a codec may raise anything on what a handler returned
+            why = f"the result codec raised {_told(error)}"
+        else:
+            if len(RESULT_KEPT) + len(encoded) <= MAX_VALUE_BYTES:
+                return RESULT_KEPT + encoded, None
+            why = (
+                f"it is {len(encoded):,} bytes encoded, more than the {MAX_VALUE_BYTES - 1:,} "
+                f"a result holds (FoundationDB's {MAX_VALUE_BYTES:,}-byte value limit)"
+            )
+        reason = (_NOT_KEPT + why)[:FAILURE_MESSAGE_CHARACTERS]
+        return RESULT_NOT_KEPT + reason.encode("utf-8", "backslashreplace"), reason
+
+    def read(self, version: int, stored: bytes | None) -> tuple[bool, Any, str | None]:
+        """``(has_result, result, result_error)`` of a job whose record is of ``version``
+        and whose result key holds ``stored`` (None: nothing). A result its codec cannot
+        decode is an :class:`~fdbqueue.Undecodable`."""
+        if stored is None:
+            return False, None, None
+        if version < 2:
+            return True, decode_or_undecodable(self.legacy, stored), None
+        kind, rest = stored[:1], stored[1:]
+        if kind == RESULT_KEPT:
+            return True, decode_or_undecodable(self.codec, rest), None
+        if kind == RESULT_NOT_KEPT:
+            return False, None, rest.decode("utf-8", "replace")
+        return (
+            True,
+            Undecodable(stored, f"a result that starts {kind!r}: neither kept nor not"),
+            None,
+        )
+
+
+def _told(error: BaseException) -> str:
+    """``"TypeName: message"`` of ``error``, as a job's record keeps it."""
+    try:
+        kind, message, _trace = describe_failure(error)
+    except Exception:  # an exception whose str() raises
+        kind, message = type(error).__name__, "(its message cannot be shown)"
+    return f"{kind}: {message}"
 
 
 @dataclass(frozen=True)
@@ -366,16 +470,16 @@ class Jobs:
         except ValueError:
             return None
 
-    def info(self, reader: Any, job_id: bytes, decode: Any) -> JobInfo | None:
-        """What :meth:`fdbqueue.Queue.job` returns (``decode``: the result codec's). Cost:
-        two point reads issued together, through ``reader``."""
+    def info(self, reader: Any, job_id: bytes, results: ResultFormat) -> JobInfo | None:
+        """What :meth:`fdbqueue.Queue.job` returns (``results``: how the queue's results are
+        read). Cost: two point reads issued together, through ``reader``."""
         record_read = self.read(reader, job_id)
         result_read = reader.get(self.results.pack((job_id,)))
         record = self.parsed(record_read)
         if record is None:
             return None
-        has_result = result_read.present()
-        result = decode(bytes(result_read)) if has_result else None
+        stored = bytes(result_read) if result_read.present() else None
+        has_result, result, result_error = results.read(record.version, stored)
         state = record.state
         if state in ("waiting", "retrying") and record.due_at > _now():
             state = "delayed" if state == "waiting" else "retrying"
@@ -391,13 +495,19 @@ class Jobs:
             error,
             result,
             has_result,
+            result_error,
             record.group,
             record.priority,
             record.cancel_requested,
         )
 
     def listing(
-        self, reader: Any, decode: Any, state: str | None, limit: int, after: bytes | None = None
+        self,
+        reader: Any,
+        results: ResultFormat,
+        state: str | None,
+        limit: int,
+        after: bytes | None = None,
     ) -> list[JobInfo]:
         """Up to ``limit`` jobs (in id order, after the id ``after``), those in ``state``
         only when given. Cost: snapshot range reads of the records, :data:`LIST_PAGE` at a
@@ -410,7 +520,7 @@ class Jobs:
             page = list(reader.get_range(begin, end, limit=LIST_PAGE))
             ids = [self.records.unpack(bytes(kv.key))[0] for kv in page]
             for job_id in ids:
-                info = self.info(reader, job_id, decode)
+                info = self.info(reader, job_id, results)
                 if info is not None and (state is None or info.state == state):
                     found.append(info)
                     if len(found) == limit:
@@ -491,7 +601,8 @@ class Jobs:
         error: BaseException | str | None = None,
     ) -> None:
         """The job ended in ``state`` (succeeded, dead or cancelled), with its ``result``
-        (encoded; kept for ``result_ttl`` seconds) or ``error``. Cost: a point read (unless
+        (as :meth:`ResultFormat.stored` gives it; kept for ``result_ttl`` seconds) or
+        ``error``. Cost: a point read (unless
         ``record`` is given), two sets (the record and its entry for the TTL's sweep), one
         more with a result; at most once a second, the sweep (:meth:`sweep`)."""
         record = self._change(tr, job_id, record)
@@ -513,9 +624,9 @@ class Jobs:
             self.sweep(tr, now)
 
     def keep_result(self, tr: Any, job_id: bytes, result: bytes) -> None:
-        """Keep ``result`` (encoded) as the result of a job that finished in ``tr`` (a
-        ``transactional`` handler's, known once the acknowledgement's writes were made).
-        Cost: one set (none when ``result_ttl`` is 0)."""
+        """Keep ``result`` (as :meth:`ResultFormat.stored` gives it) as the result of a job
+        that finished in ``tr`` (a ``transactional`` handler's, known once the
+        acknowledgement's writes were made). Cost: one set (none when ``result_ttl`` is 0)."""
         if self.result_ttl > 0:
             tr[self.results.pack((job_id,))] = result
 

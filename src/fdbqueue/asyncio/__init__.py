@@ -209,6 +209,11 @@ class _StoredQueue(Generic[S, T]):
         """The codec that encodes and decodes values."""
         return self._sync.codec
 
+    @property
+    def result_codec(self) -> Codec[Any]:
+        """The codec that encodes and decodes job results (``result_codec=``)."""
+        return self._sync.result_codec
+
     def __repr__(self) -> str:
         return f"fdbqueue.asyncio.{self._sync!r}"
 

@@ -30,7 +30,7 @@ from fdbqueue.cli._changing import check_priority_option, checked_item, write_op
 from fdbqueue.cli._context import EVERYTHING, TAIL_WAIT, Context, first_line, guarded
 from fdbqueue.cli._group import cli, shared_options
 from fdbqueue.cli._looking import note_more
-from fdbqueue.errors import JobFailedError
+from fdbqueue.errors import JobFailedError, ResultNotKeptError
 from fdbqueue.priority import PriorityQueue
 
 T = TypeVar("T")
@@ -121,6 +121,7 @@ def job_document(info: JobInfo) -> dict[str, Any]:
         },
         "result": info.result,
         "has_result": info.has_result,
+        "result_error": info.result_error,
         "group": info.group,
         "priority": info.priority,
         "cancel_requested": info.cancel_requested,
@@ -139,7 +140,7 @@ def job_lines(info: JobInfo, now: float) -> list[str]:
         ("due", moment(info.due_at, now)),
         ("group", "-" if info.group is None else repr(info.group)),
         ("priority", "-" if info.priority is None else str(info.priority)),
-        ("result", as_json_text(info.result) if info.has_result else "-"),
+        ("result", as_json_text(info.result) if info.has_result else info.result_error or "-"),
         ("error", error_line(info.error)),
     ]
     width = max(len(name) for name, _ in facts)
@@ -218,7 +219,7 @@ def wait_option_checks(wait: bool, wait_timeout: float | None) -> None:
     "--wait",
     is_flag=True,
     help="Wait until the job ends and print its result; exit status 1 when it ended dead or "
-    "cancelled, or --wait-timeout passed first.",
+    "cancelled, its result was not kept, or --wait-timeout passed first.",
 )
 @click.option(
     "--wait-timeout",
@@ -233,12 +234,14 @@ def job(context: Context, job_id: str, wait: bool, wait_timeout: float | None) -
     """Show the job ID: its state, deliveries, times (UTC, and how long ago), group,
     priority, result (as JSON when it is JSON) and last error with its traceback's last
     lines. With --json: {id, state, deliveries, enqueued_at, started_at, finished_at,
-    due_at, error: {type, message, traceback} or null, result, has_result, group, priority,
-    cancel_requested}, times in seconds since the epoch.
+    due_at, error: {type, message, traceback} or null, result, has_result, result_error
+    (why a result was not kept, or null), group, priority, cancel_requested}, times in seconds
+    since the epoch.
 
     With --wait, wait until the job ends (a watch, no polling) and print its result (with
     --json: {id, state, result}); a job that ended dead or cancelled is one line on stderr,
-    its error's, and exit status 1, as is a --wait-timeout that passes first."""
+    its error's, and exit status 1, as are a job whose result was not kept and a
+    --wait-timeout that passes first."""
     wait_option_checks(wait, wait_timeout)
     queue = context.existing_queue(context.queue())
     database = context.database()
@@ -257,7 +260,7 @@ def job(context: Context, job_id: str, wait: bool, wait_timeout: float | None) -
             )
         except KeyError:
             raise unknown_job(context, job_id) from None
-        except JobFailedError as error:
+        except (JobFailedError, ResultNotKeptError) as error:
             raise click.ClickException(first_line(error)) from None
         except TimeoutError:
             if left > TAIL_WAIT:
