@@ -134,7 +134,8 @@ def test_a_failure_on_the_last_delivery_is_a_dead_letter_with_a_bounded_reason(
         assert found.state == "dead"
         assert_bounded_error(found.error, kind)
     [logged] = [r.getMessage() for r in caplog.records if "dead letter" in r.getMessage()]
-    assert f"{name}: {message}" in logged and len(logged) < FAILURE_MESSAGE_CHARACTERS + 400
+    assert f"{name}: {message}" in logged
+    assert len(logged) < FAILURE_MESSAGE_CHARACTERS + FAILURE_TRACEBACK_CHARACTERS + 400
 
 
 @pytest.mark.parametrize("loop", LOOPS)
@@ -154,7 +155,8 @@ def test_a_failure_retried_keeps_a_bounded_error(db, subspace, caplog, loop, ite
         assert_bounded_error(found.error, kind)
     name, message = shown(kind)
     [logged] = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
-    assert f"{name}: {message}" in logged and len(logged) < FAILURE_MESSAGE_CHARACTERS + 400
+    assert f"{name}: {message}" in logged
+    assert len(logged) < FAILURE_MESSAGE_CHARACTERS + FAILURE_TRACEBACK_CHARACTERS + 400
 
 
 def test_describe_failure_is_bounded_whatever_the_exception_does():

@@ -97,7 +97,7 @@ from fdbqueue._delivery.time_limits import Timing, check_time_limit, in_time
 from fdbqueue._delivery.workers import Registration, RegistrationThread, WorkerRegistry, job_id
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import is_database
-from fdbqueue._wording import describe_error
+from fdbqueue._wording import describe_error, describe_failure
 from fdbqueue.errors import LeaseError, QueueTypeError, TimeLimitExceeded
 
 if TYPE_CHECKING:
@@ -428,14 +428,26 @@ class Settlement:
 
     def log(self, queue: Any, lease: Lease[Any], failure: BaseException | None) -> None:
         """Log the settlement of ``lease``, a job of ``queue``: the job (:func:`describe`),
-        what became of it, and its value (shortened); with the failure's traceback, if any."""
+        what became of it, and its value (shortened); with the failure's traceback, if any,
+        bounded as a job's record keeps it (:func:`~fdbqueue._wording.describe_failure`: a
+        handler's 200,000-character message or lone surrogates never reach a log handler)."""
         logger.log(
             self.level,
-            self.message + "; value %s",
+            self.message + "; value %s%s",
             describe(queue, lease),
             reprlib.repr(lease.value),
-            exc_info=failure,
+            logged_traceback(failure),
         )
+
+
+def logged_traceback(failure: BaseException | None) -> str:
+    """``failure``'s traceback for a log line (its last lines, bounded:
+    :func:`~fdbqueue._wording.describe_failure`), on lines of its own after the message; ""
+    for none."""
+    if failure is None:
+        return ""
+    trace = describe_failure(failure)[2]
+    return "\n" + trace if trace else ""
 
 
 def settlement(
@@ -566,12 +578,12 @@ class Settler:
         job was settled already, :func:`settlement`). No database access."""
         logger.warning(
             "%s: its handler %s %.1fs after its start, past its time limit of %gs; "
-            "the job was settled without it, its result is discarded",
+            "the job was settled without it, its result is discarded%s",
             describe(self.queue, lease),
             "returned" if failure is None else "raised",
             time.monotonic() - timing.started,
             timing.limit,
-            exc_info=failure,
+            logged_traceback(failure),
         )
 
 

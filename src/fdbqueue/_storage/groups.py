@@ -451,6 +451,8 @@ class Groups:
         the clears and sets of a turn passed on (or of a group made inactive).
         """
         group = self.group_of(key)
+        if group is None:
+            return False
         if self._first(tr, group) != key:
             del tr[key]  # no turn points at it
             return True
