@@ -3,6 +3,7 @@ not cover: faults, a caller's transaction, bad input, results in time, storage b
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Any
@@ -77,6 +78,34 @@ def test_submit_is_exactly_once_under_unknown_results(kind, shards):
     taken = [queue.dequeue(db) if kind is Queue else queue.pop_min(db) for _ in range(20)]
     assert sorted(taken) == sorted(f"v{n}" for n in range(20))
     assert {queue.job(db, job.id).state for job in jobs} == {"succeeded"}
+
+
+@KINDS
+@pytest.mark.parametrize("loop", ["sync", "asyncio"])
+def test_cancel_answers_true_for_a_waiting_job_under_unknown_results(kind, loop):
+    """Issue 43, item 9: a cancel whose commit was applied but reported 1021 answers True
+    (found by its receipt, as pause and resume do), not False from a second attempt that
+    finds the job cancelled already (before: 22 of 60 answers False)."""
+    db = memory.open(seed=5)
+    queue = queue_of(kind, f"cancel-faults-{loop}")
+    jobs = [submit(queue, db, n) for n in range(30)]
+    db.faults = memory.Faults(commit_unknown_result=0.5)
+    try:
+        if loop == "sync":
+            answers = [queue.cancel(db, job.id) for job in jobs]
+        else:
+            twin = (fa.Queue if kind is Queue else fa.PriorityQueue)(queue.subspace)
+
+            async def cancel_all() -> list[bool]:
+                return [await twin.cancel(db, job.id) for job in jobs]
+
+            answers = asyncio.run(cancel_all())
+    finally:
+        db.faults = memory.Faults()
+    assert db.stats()["injected_commit_unknown_result_applied"] > 0
+    assert answers == [True] * 30
+    assert {queue.job(db, job.id).state for job in jobs} == {"cancelled"}
+    assert [queue.cancel(db, job.id) for job in jobs] == [False] * 30  # finished: False
 
 
 @KINDS

@@ -456,7 +456,6 @@ class QueueBase(Generic[T]):
             info.error,
         )
 
-    @transactional
     def cancel(self, tr: TransactionContext, job_id: str) -> bool:
         """Cancel the job ``job_id``: a waiting, delayed or retrying job never reaches a
         handler (True); a running one is not retried once it ends (True); a finished or
@@ -466,14 +465,18 @@ class QueueBase(Generic[T]):
         have moved), so :meth:`size` counts it until then.
 
         Raises:
-            TypeError, ValueError: a bad ``job_id`` (as :meth:`job`); nothing changes.
+            TypeError, ValueError: a bad ``job_id`` (as :meth:`job`), or ``tr`` has the
+                wrong type; nothing changes.
 
-        Cost: one point read (a read conflict: a claim of the job at the same time makes one
-        of them retry) and a set or two.
+        Given a Database, it takes effect exactly once (:doc:`guarantees`): a commit whose
+        outcome was unknown (1021) and that was applied answers what it did, True. Cost: one
+        point read (a read conflict: a claim of the job at the same time makes one of them
+        retry) and a set or two.
         """
         raw = check_job_id(job_id, self._jobs.tag)
+        _check_context(tr)
         require_writable(tr, "cancel")
-        return self._jobs.cancel(tr, raw)
+        return self._in_transaction(tr, lambda inner: self._jobs.cancel(inner, raw), wrote=bool)
 
     def maintain(self, database: Any) -> None:
         """What a worker loop does every second besides its jobs (both loops call it):
