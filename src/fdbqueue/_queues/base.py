@@ -895,7 +895,8 @@ class QueueBase(Generic[T]):
         """Enqueue up to ``limit`` dead letters again, oldest first (over every shard), as new
         items at the back of the queue (of their priority, for a PriorityQueue; of their
         group, for a group's item), with their stored bytes unchanged; their delivery counts
-        start again. Returns how many.
+        start again, and a job's record says ``waiting`` again (its ``result_ttl`` counts
+        from its next finish). Returns how many.
 
         Given a Database, it runs as many transactions as the bytes need (each holds at most
         about 5,000,000 bytes of values, and each takes effect exactly once). Given a
@@ -906,9 +907,9 @@ class QueueBase(Generic[T]):
             TypeError, ValueError: ``limit`` is not an int >= 0.
 
         Cost per transaction: one range read, a point read per dead letter; per item two
-        clears and an enqueue's snapshot read, set and two atomic adds; per shard one atomic
-        add (the enqueue counter: a requeued item counts as enqueued,
-        :attr:`~fdbqueue.QueueInfo.enqueued`).
+        clears and an enqueue's snapshot read, set and two atomic adds (a job's: also a point
+        read of its record, a set and a clear); per shard one atomic add (the enqueue
+        counter: a requeued item counts as enqueued, :attr:`~fdbqueue.QueueInfo.enqueued`).
         """
         check_count(limit, "limit")
 
@@ -929,7 +930,8 @@ class QueueBase(Generic[T]):
     def requeue_dead_letter(self, tr: TransactionContext, letter: DeadLetter[Any]) -> bool:
         """Enqueue one dead letter (as :meth:`dead_letters` listed it) again, as a new item at
         the back of the queue (of its priority; of its group), with its stored bytes
-        unchanged, as :meth:`requeue_dead_letters` does for the oldest.
+        unchanged, as :meth:`requeue_dead_letters` does for the oldest; a job's is
+        ``waiting`` again (:doc:`jobs`).
 
         Args:
             tr: a Database (its own transaction, taking effect exactly once) or a
@@ -944,7 +946,7 @@ class QueueBase(Generic[T]):
             QueueTypeError: the queue records another type, number of shards or codec.
 
         Cost: two point reads, two clears and an enqueue's snapshot read, set and two atomic
-        adds.
+        adds; for a job, a point read of its record, a set and a clear.
         """
         return self._shard_of(letter).requeue_dead_letter(tr, letter.key)
 
