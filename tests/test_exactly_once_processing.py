@@ -14,7 +14,16 @@ import pytest
 from helpers import despite_timeouts, pass_time
 
 import fdbqueue.asyncio as fa
-from fdbqueue import LeaseExpiredError, LeaseNotHeldError, Queue, Subspace, memory, transactional
+from fdbqueue import (
+    LeaseExpiredError,
+    LeaseNotHeldError,
+    Queue,
+    Subspace,
+    memory,
+    transactional,
+    worker,
+)
+from fdbqueue.asyncio import _worker as async_worker
 
 EFFECTS = Subspace(("effects",))
 EVERY_FAULT = memory.Faults(
@@ -168,3 +177,39 @@ def test_the_lease_is_checked_before_the_handler_runs(shards):
     assert called == []
     queue.ack_with(db, again, lambda tr: called.append(again.value))
     assert called == [expired.value]
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_an_unknown_or_timed_out_acknowledging_commit_is_tried_again_not_failed(
+    flavour, seed, monkeypatch
+):
+    """Issue 43, item 8: the effect-and-ack transaction's commit ending in 1031 (timed out)
+    or 1021 (unknown result) is resolved by its receipt and tried again; it never spends a
+    delivery. With ``max_deliveries=1`` every job whose handler returned ends succeeded, its
+    effect committed once, no dead letters (before: about 1 in 10 ended dead with
+    ``FDBError (1031)``, its effect never committed)."""
+    for module in (worker, async_worker):  # a failed claim is tried again at once
+        monkeypatch.setattr(module, "CLAIM_ERROR_BACKOFF", (0.001, 0.002))
+    db = memory.open(seed=seed)
+    queue = Queue(Subspace(("ack-faults", flavour, seed)), max_deliveries=1)
+    jobs = [queue.submit(db, value) for value in range(20)]
+    db.faults = memory.Faults(timed_out=0.25, commit_unknown_result=0.25)
+
+    def handler(tr: Any, value: int) -> int:
+        effect(tr, value)
+        return value * 10
+
+    if flavour == "sync":
+        queue.work(db, handler, lease=10, until_empty=True, transactional=True)
+    else:
+        aqueue = fa.Queue(Subspace(("ack-faults", flavour, seed)), max_deliveries=1)
+        asyncio.run(aqueue.work(db, handler, lease=10, until_empty=True, transactional=True))
+    db.faults = memory.Faults()
+    db.settle()
+    assert db.stats()["injected_timed_out"] > 0
+    assert effects(db) == dict.fromkeys(range(20), 1)
+    assert queue.dead_letters(db) == []
+    states = {job.id: queue.job(db, job.id) for job in jobs}
+    assert [info.state if info else None for info in states.values()] == ["succeeded"] * 20
+    assert [queue.result(db, job.id, timeout=0) for job in jobs] == [v * 10 for v in range(20)]

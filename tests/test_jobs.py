@@ -3,6 +3,7 @@ not cover: faults, a caller's transaction, bad input, results in time, storage b
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -10,12 +11,13 @@ from typing import Any
 
 import fdb.tuple
 import pytest
-from helpers import pass_time
+from helpers import pass_time, raises_fdb_error
 
 import fdbqueue
 import fdbqueue.asyncio as fa
-from fdbqueue import Job, JobFailedError, PriorityQueue, Queue, Subspace, memory
-from fdbqueue._storage.jobs import JOB_HEADER, SWEEP_LIMIT
+from fdbqueue import Job, JobFailedError, PriorityQueue, Queue, Subspace, _clock, memory
+from fdbqueue._storage.jobs import JOB_HEADER, SWEEP_LIMIT, Jobs
+from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._storage.taking import CANCELLED_PER_TAKE
 
 
@@ -79,6 +81,34 @@ def test_submit_is_exactly_once_under_unknown_results(kind, shards):
     taken = [queue.dequeue(db) if kind is Queue else queue.pop_min(db) for _ in range(20)]
     assert sorted(taken) == sorted(f"v{n}" for n in range(20))
     assert {queue.job(db, job.id).state for job in jobs} == {"succeeded"}
+
+
+@KINDS
+@pytest.mark.parametrize("loop", ["sync", "asyncio"])
+def test_cancel_answers_true_for_a_waiting_job_under_unknown_results(kind, loop):
+    """Issue 43, item 9: a cancel whose commit was applied but reported 1021 answers True
+    (found by its receipt, as pause and resume do), not False from a second attempt that
+    finds the job cancelled already (before: 22 of 60 answers False)."""
+    db = memory.open(seed=5)
+    queue = queue_of(kind, f"cancel-faults-{loop}")
+    jobs = [submit(queue, db, n) for n in range(30)]
+    db.faults = memory.Faults(commit_unknown_result=0.5)
+    try:
+        if loop == "sync":
+            answers = [queue.cancel(db, job.id) for job in jobs]
+        else:
+            twin = (fa.Queue if kind is Queue else fa.PriorityQueue)(queue.subspace)
+
+            async def cancel_all() -> list[bool]:
+                return [await twin.cancel(db, job.id) for job in jobs]
+
+            answers = asyncio.run(cancel_all())
+    finally:
+        db.faults = memory.Faults()
+    assert db.stats()["injected_commit_unknown_result_applied"] > 0
+    assert answers == [True] * 30
+    assert {queue.job(db, job.id).state for job in jobs} == {"cancelled"}
+    assert [queue.cancel(db, job.id) for job in jobs] == [False] * 30  # finished: False
 
 
 @KINDS
@@ -192,6 +222,77 @@ def test_finished_jobs_leave_no_record_once_their_ttl_passed(kind, shards, count
     names = ("jobs", "job_results", "jobs_finished")
     left = [key for name in names for key in keys_under(db, metadata + fdb.tuple.pack((name,)))]
     assert left == []
+
+
+def fail_once(queue: Any, db: Any) -> None:
+    """Run the worker loop once with a handler that raises: on ``max_deliveries=1``, each
+    job dies."""
+
+    def handler(value: Any) -> None:
+        raise ValueError("fails")
+
+    queue.work(db, handler, lease=5, until_empty=True)
+
+
+@KINDS
+@SHARDS
+def test_a_requeued_dead_job_is_not_swept_by_its_old_finish(kind, shards):
+    """Issue 43, item 10 (first repro): a dead job requeued is ``waiting`` again, and its
+    record outlives its old finish's ``result_ttl`` while its item waits (before: the sweep
+    cleared it, ``job()`` None)."""
+    db = memory.open()
+    queue = queue_of(kind, f"requeued-{shards}", shards=shards, result_ttl=60, max_deliveries=1)
+    job = submit(queue, db, "v")
+    fail_once(queue, db)
+    assert queue.job(db, job.id).state == "dead"
+    assert queue.requeue_dead_letters(db) == 1
+    assert queue.job(db, job.id).state == "waiting"
+    pass_time(db, 70)
+    assert queue.clear_finished_jobs(db) == 0
+    info = queue.job(db, job.id)
+    assert info is not None and info.state == "waiting" and queue.size(db) == 1
+    queue.work(db, lambda value: value + "!", lease=5, until_empty=True)
+    assert queue.result(db, job.id, timeout=0) == "v!"
+    pass_time(db, 59)
+    assert queue.clear_finished_jobs(db) == 0
+    assert queue.result(db, job.id, timeout=0) == "v!"
+    pass_time(db, 2)  # result_ttl after its latest finish: cleared now
+    assert queue.clear_finished_jobs(db) == 1
+    assert queue.job(db, job.id) is None
+
+
+@KINDS
+def test_a_job_that_succeeded_after_a_requeue_keeps_its_result_for_result_ttl(kind):
+    """Issue 43, item 10 (second repro): requeued and then succeeded, a job's result is
+    kept ``result_ttl`` seconds from that success, not from its first (dead) finish (before:
+    ``result()`` raised KeyError 20 s after the success)."""
+    db = memory.open()
+    queue = queue_of(kind, "requeued-result", result_ttl=60, max_deliveries=1)
+    job = submit(queue, db, "v")
+    fail_once(queue, db)
+    pass_time(db, 50)
+    queue.requeue_dead_letters(db)
+    queue.work(db, lambda value: value + "!", lease=5, until_empty=True)
+    pass_time(db, 20)  # 70 s after the dead finish, 20 s after the success
+    assert queue.clear_finished_jobs(db) == 0
+    assert queue.result(db, job.id, timeout=0) == "v!"
+
+
+def test_a_sweep_under_way_never_clears_a_job_requeued_meanwhile():
+    """A sweep that read an expired entry conflicts with a requeue of that job committed
+    meanwhile (which clears the entry): its blind clear of the record never lands."""
+    db = memory.open()
+    queue = queue_of(Queue, "requeue-race", result_ttl=60, max_deliveries=1)
+    job = queue.submit(db, "v")
+    fail_once(queue, db)
+    pass_time(db, 70)
+    jobs = Jobs(metadata_subspace(queue.subspace), 60)
+    sweeping = db.create_transaction()
+    assert jobs.sweep(sweeping, round(_clock.now() * 1_000_000)) == 1  # the old finish's entry
+    assert queue.requeue_dead_letters(db) == 1
+    with raises_fdb_error(1020):
+        sweeping.commit().wait()
+    assert queue.job(db, job.id).state == "waiting"
 
 
 def test_a_finish_sweeps_expired_jobs_at_most_once_a_second():

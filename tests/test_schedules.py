@@ -19,8 +19,9 @@ import threading
 import time
 from typing import Any
 
+import fdb.tuple
 import pytest
-from helpers import all_keys, pass_time
+from helpers import all_keys, pass_time, run
 
 import fdbqueue.asyncio as fa
 from fdbqueue import PriorityQueue, Queue, QueueTypeError, ScheduleInfo, Subspace, _clock, memory
@@ -295,6 +296,73 @@ def test_enqueue_due_runs_is_exactly_once_through_unknown_results(subspace, monk
     assert stats["injected_commit_unknown_result"] + stats["injected_recovery"] > 10
     assert queue.size(db) == 20
     assert queue.schedules(db)[0].runs == 20
+
+
+# -- clocks that disagree ---------------------------------------------------------------------
+
+
+def look(queue: Any, db: Any, ahead: float = 0.0) -> int:
+    """What one worker loop's look at the schedules does (``enqueue_due_runs``), on a clock
+    ``ahead`` seconds fast (the clocks the tests of skewed clients replace
+    ``fdbqueue._clock.now`` with: tests/test_window_clocks.py)."""
+    original = _clock.now
+    _clock.now = lambda: memory.wall_clock() + ahead  # type: ignore[assignment]
+    try:
+        return queue.enqueue_due_runs(db)
+    finally:
+        _clock.now = original  # type: ignore[assignment]
+
+
+@pytest.mark.memory_only("lets time pass with db.pass_time()")
+@pytest.mark.parametrize("timing", [{"every": 60}, {"cron": "* * * * *"}], ids=["every", "cron"])
+def test_a_loop_an_hour_fast_holds_a_schedule_back_at_most_the_bound_once_it_stops(
+    db, subspace, timing
+):
+    """Issue 43, item 12: a loop whose clock is an hour fast, looking every second beside a
+    correct one for five minutes, enqueues one run a minute (early, not a burst); once it
+    stopped, the correct loop re-bases the schedule on its own clock within a minute and
+    :data:`~fdbqueue._delivery.schedules.MAX_CLOCK_LEAD` of the fast loop's last run, and
+    goes on once a minute (before: nothing for the rest of the hour)."""
+    queue = Queue(subspace)
+    queue.schedule(db, "tick", "tick", **timing)
+    pass_time(db, 61)
+    assert look(queue, db) == 1
+    both: list[int] = []
+    for _second in range(300):  # the fast loop and the correct one, side by side
+        pass_time(db, 1)
+        both.append(look(queue, db, ahead=3600.0) + look(queue, db))
+    assert 4 <= sum(both) <= 6 and max(both) == 1  # one a minute, never two at a look
+    last_fast = max(second for second, runs in enumerate(both) if runs)
+    alone: list[int] = []
+    for _second in range(600):  # the fast loop stopped
+        pass_time(db, 1)
+        alone.append(look(queue, db))
+    resumed = alone.index(1) + 300 - last_fast
+    assert resumed <= 60 + schedules.MAX_CLOCK_LEAD + 2
+    assert sum(alone) >= (600 - resumed) // 60  # on schedule again: one a minute
+    [info] = queue.schedules(db)
+    assert info.next_due <= _clock.now() + 60  # on the correct clock again
+
+
+@pytest.mark.memory_only("lets time pass with db.pass_time()")
+def test_a_record_of_format_1_is_read_and_rewritten_in_format_2(db, subspace):
+    """Records written before ``due_version`` (format 1, nine fields) are listed and fired;
+    the firing writes format 2."""
+    queue = Queue(subspace)
+    next_due = _clock.now() + 10
+    key = subspace.key() + b"\xff" + fdb.tuple.pack(("schedules", "old"))
+    old = (1, 10.0, None, next_due, None, 0, None, None, fdb.tuple.pack(("tick",)))
+    run(db, lambda tr: tr.set(key, fdb.tuple.pack(old)))
+    assert [(info.name, info.next_due, info.runs) for info in queue.schedules(db)] == [
+        ("old", next_due, 0)
+    ]
+    assert queue.enqueue_due_runs(db) == 0
+    pass_time(db, 10)
+    assert queue.enqueue_due_runs(db) == 1
+    assert queue.dequeue(db) == "tick"
+    written = fdb.tuple.unpack(run(db, lambda tr: tr.get(key).wait()))
+    assert (written[0], len(written)) == (2, 10)
+    assert queue.schedules(db)[0].next_due == next_due + 10
 
 
 # -- worker loops -----------------------------------------------------------------------------

@@ -98,7 +98,7 @@ from fdbqueue._delivery.workers import Registration, RegistrationThread, WorkerR
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import is_database
 from fdbqueue._wording import describe_error, describe_failure
-from fdbqueue.errors import LeaseError, QueueTypeError, TimeLimitExceeded
+from fdbqueue.errors import LeaseError, QueueTypeError, TimeLimitExceeded, UnknownResultError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -498,10 +498,19 @@ def describe(queue: Any, lease: Lease[Any]) -> str:
     return f"{kind} {job_id(lease)} of {describe_queue(queue)}"
 
 
+def outcome_unknown(error: BaseException) -> bool:
+    """Whether ``error``, raised by a lease holder's call, leaves its job's fate to a later
+    attempt rather than to its handler: a timeout (1031; with receipts, resolved as not
+    applied) or :class:`~fdbqueue.errors.UnknownResultError` (its receipt could not be
+    found out). No database access."""
+    return getattr(error, "code", None) == 1031 or isinstance(error, UnknownResultError)
+
+
 def holder_call(call: Callable[[], Any], what: str) -> bool:
-    """``call()`` (an ack, release or dead_letter), tried again after a timeout (1031, result
-    unknown) up to :data:`HOLDER_CALL_ATTEMPTS` times. Returns False when the lease was not
-    held: after a timed-out attempt that means the attempt did land."""
+    """``call()`` (an ack, release or dead_letter, or the transactional mode's ``ack_with``),
+    tried again after a timeout or an unknown result (:func:`outcome_unknown`) up to
+    :data:`HOLDER_CALL_ATTEMPTS` times. Returns False when the lease was not held: after such
+    an attempt that means the attempt did land."""
     timed_out = False
     for attempt in range(HOLDER_CALL_ATTEMPTS):
         try:
@@ -513,7 +522,7 @@ def holder_call(call: Callable[[], Any], what: str) -> bool:
             logger.warning("%s refused: %s", what, error)
             return False
         except Exception as error:
-            if getattr(error, "code", None) != 1031 or attempt == HOLDER_CALL_ATTEMPTS - 1:
+            if not outcome_unknown(error) or attempt == HOLDER_CALL_ATTEMPTS - 1:
                 raise
             timed_out = True
     return False  # pragma: no cover - the loop returns or raises
@@ -564,9 +573,40 @@ class Settler:
         if done and plan.call == "release":
             self.retries.released(plan.keywords["delay"])
 
-    def acknowledged(self, lease: Lease[Any]) -> None:
-        """Log and count a job acknowledged in its handler's transaction (``transactional``).
-        No database access."""
+    def ack_with(self, lease: Lease[Any], body: Callable[[Any], object]) -> None:
+        """Run ``body(tr)`` (the transactional mode's handler, :func:`~fdbqueue._delivery.
+        time_limits.in_time`) and acknowledge ``lease`` in one transaction
+        (:meth:`~fdbqueue.Queue.ack_with`, exactly once by the queue's receipts), tried again
+        after a timeout or an unknown result (:func:`holder_call`): only ``body``'s own
+        exception fails the job. Logs and counts the job: succeeded; lost when the lease was
+        not held, or when the outcome was still unknown after :data:`HOLDER_CALL_ATTEMPTS`
+        attempts (its lease expires and its item is delivered again).
+
+        Raises:
+            Exception: what ``body`` raised (nothing of it committed), or a FoundationDB
+                error that is neither a timeout nor an unknown result.
+
+        Cost: ``body``'s reads and writes and an ack's, in one transaction per attempt.
+        """
+        try:
+            done = holder_call(
+                lambda: self.queue.ack_with(self.database, lease, body),
+                f"ack of {describe(self.queue, lease)}",
+            )
+        except Exception as error:
+            if not outcome_unknown(error):
+                raise
+            logger.warning(
+                "%s: its acknowledging transaction's outcome is still unknown after %d "
+                "attempts; its lease will expire and its item be delivered again",
+                describe(self.queue, lease),
+                HOLDER_CALL_ATTEMPTS,
+                exc_info=error,
+            )
+            done = False
+        if not done:
+            self.summary.count("lost")
+            return
         settlement(lease, None, None, 0, 0).log(self.queue, lease, None)
         self.summary.count("succeeded")
 
@@ -731,18 +771,12 @@ class Loop:
         lease = job.lease
         with self.heartbeat.running(job):
             try:
-                self.queue.ack_with(
-                    self.database, lease, in_time(job.timing, self.handler, lease.value)
-                )
+                self.settler.ack_with(lease, in_time(job.timing, self.handler, lease.value))
             except Exception as error:
                 if not job.timing.finish():
                     self.returned_late(job, error)
                     return False
-                if isinstance(error, LeaseError):
-                    logger.warning("%s lost its lease: %s", describe(self.queue, lease), error)
-                    self.settler.summary.count("lost")
-                else:
-                    self.settler.settle(lease, error)
+                self.settler.settle(lease, error)
             except BaseException as error:  # SystemExit or the like: give the item back
                 if job.timing.finish():
                     self.settler.give_back(lease)
@@ -750,8 +784,6 @@ class Loop:
                     self.returned_late(job, error)
                 self.stop.set()
                 raise  # work raises it
-            else:
-                self.settler.acknowledged(lease)
         return True
 
     def time_out(self, job: Job) -> None:

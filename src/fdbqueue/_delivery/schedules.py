@@ -8,16 +8,20 @@ enqueues ``value`` once per due time (:meth:`Schedules.enqueue_due`), however ma
 Key layout (``P`` the queue's prefix; the records live in the queue's own metadata, one per
 schedule, whatever the number of shards)::
 
-    P + b"\\xff" + pack(("schedules", name))  ->  pack((1, every, cron, next_due, last_run,
-                                                      runs, priority, group, value))
+    P + b"\\xff" + pack(("schedules", name))  ->  pack((2, every, cron, next_due, last_run,
+                                                      runs, priority, group, value,
+                                                      due_version))
 
-``1`` is the record's format; ``every`` (float seconds) or ``cron`` (the 5-field expression)
-is set, the other None; ``next_due`` and ``last_run`` are wall-clock seconds since the epoch
-(``last_run`` None before the first run): the due time of the next run and of the last run
-enqueued; ``runs`` counts the runs enqueued; ``priority`` (a PriorityQueue's) and ``group``
-(the runs' message group) are None when not given; ``value`` is the value encoded by the
-queue's codec when it was scheduled (its bytes are enqueued as they are). A record is at most
-100,000 bytes, FoundationDB's value limit. :meth:`fdbqueue.Queue.clear` keeps the schedules.
+``2`` is the record's format (records of format 1, without ``due_version``, are read too);
+``every`` (float seconds) or ``cron`` (the 5-field expression) is set, the other None;
+``next_due`` and ``last_run`` are wall-clock seconds since the epoch (``last_run`` None before
+the first run): the due time of the next run and of the last run enqueued; ``runs`` counts
+the runs enqueued; ``priority`` (a PriorityQueue's) and ``group`` (the runs' message group)
+are None when not given; ``value`` is the value encoded by the queue's codec when it was
+scheduled (its bytes are enqueued as they are); ``due_version`` is the read version at which
+``next_due`` arrives by the clock of the client that wrote the record (its read version plus
+the seconds it had left to wait, in versions). A record is at most 100,000 bytes,
+FoundationDB's value limit. :meth:`fdbqueue.Queue.clear` keeps the schedules.
 
 Due times: ``every`` schedules fall due ``every`` seconds apart from the moment they were
 scheduled (the first one ``every`` seconds after it; a fixed rate that does not drift with the
@@ -25,6 +29,22 @@ time runs take); ``cron`` schedules at the minutes their expression matches, in 
 and stepped by the ``cronsim`` library). Time is fdbqueue's wall clock
 (:func:`fdbqueue._clock.now`) on the worker that enqueues the run: clients' clocks should
 agree (a worker whose clock runs ahead enqueues runs early).
+
+Clocks that disagree: a loop whose clock runs ahead fires each due time early and moves the
+next due time on by its own clock, out of reach of the others' clocks. While it runs it keeps
+the schedule going (one run per due time, early); once it stops, the others would wait until
+their clocks reach that due time. So a loop also fires a schedule whose next due time is more
+than :data:`MAX_CLOCK_LEAD` beyond where its own clock would put it (:meth:`Timing.next_after`
+of its clock plus that much) once the record's ``due_version`` is more than
+:data:`MAX_CLOCK_LEAD` seconds of versions behind the loop's read version: the loop that set
+it would have fired it by then, had it gone on. It then *re-bases* the schedule on its own
+clock (:meth:`Timing.rebased`): one run, for its latest due time at or before that clock, and
+the next due time after it. A clock ahead by more than that bound thus holds a schedule back
+by at most :data:`MAX_CLOCK_LEAD` seconds past the due time it set, once it stops (a clock
+ahead by less holds it back by that much at most), and never makes the other loops fire
+while it runs and fires in time (no burst). Versions measure the time since the last firing
+without anyone's wall clock; a cluster recovery moves them about 100 seconds on at once, so
+while a loop whose clock is that far ahead runs, a recovery can add one run.
 
 Missed due times: when no loop ran (or none could reach the cluster) while several due times
 passed, the next check enqueues one run, for the latest of them, and the schedule goes on
@@ -34,14 +54,15 @@ from there (as cron and Celery beat do: no burst of catch-up runs). A loop check
 Exactly once per due time: one transaction reads the schedule's record (a point read, with
 its read conflict), finds its ``next_due`` passed, enqueues the run through the queue's own
 write path in that same transaction, and writes the record with ``next_due`` moved past the
-clock and ``last_run`` set (:meth:`Schedules.enqueue_due`). Two loops that both find a due
-time read the same record and both write it: serializable transactions let one commit and
-the other conflict (it is not retried: the record moved on). A retried attempt reads the
-record again, so after a commit with an unknown result (1021) it finds ``next_due`` moved and
-enqueues nothing more; and the transaction runs with the queue's exactly-once receipts
-(:meth:`fdbqueue._transactions.receipts.Receipts.run`), which settle an unknown result (and a
-1031) by the attempt's receipt before anything runs again. Each due time is thus enqueued in
-at most one committed transaction, and (while some loop runs) in one: at least once too.
+clock (or re-based on it, above) and ``last_run`` set (:meth:`Schedules.enqueue_due`). Two
+loops that both find a due time read the same record and both write it: serializable
+transactions let one commit and the other conflict (it is not retried: the record moved on).
+A retried attempt reads the record again, so after a commit with an unknown result (1021) it
+finds ``next_due`` moved and enqueues nothing more; and the transaction runs with the queue's
+exactly-once receipts (:meth:`fdbqueue._transactions.receipts.Receipts.run`), which settle an
+unknown result (and a 1031) by the attempt's receipt before anything runs again. Each due
+time is thus enqueued in at most one committed transaction, and (while some loop runs) in
+one: at least once too.
 
 Source followed: cron's and Celery beat's handling of missed runs (run once, not a burst);
 FoundationDB's developer guide on transactions with unknown results; ``cronsim``.
@@ -62,6 +83,7 @@ import fdb.tuple
 
 from fdbqueue import _clock
 from fdbqueue._checks import check_seconds
+from fdbqueue._delivery.leases import VERSIONS_PER_SECOND
 from fdbqueue._storage.groups import Group
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._transactions.transactional import (
@@ -74,6 +96,7 @@ from fdbqueue.codecs import decode_or_undecodable
 
 __all__ = [
     "CHECK_SECONDS",
+    "MAX_CLOCK_LEAD",
     "MAX_NAME_BYTES",
     "ScheduleInfo",
     "Schedules",
@@ -96,8 +119,14 @@ MAX_CRON_CHARACTERS = 200
 MIN_EVERY = 0.001
 #: FoundationDB's value limit: the most bytes a schedule's record holds.
 MAX_RECORD_BYTES = 100_000
-#: The format of the records this module writes (the first element of each).
-RECORD_FORMAT = 1
+#: Seconds a schedule's next due time may lie beyond where a loop's clock would put it, and
+#: seconds of versions past its ``due_version``, before the loop re-bases the schedule on its
+#: own clock (see the module docstring, "Clocks that disagree"): what a clock that ran ahead
+#: holds a schedule back by at most, once its loop stopped.
+MAX_CLOCK_LEAD = 60.0
+#: The format of the records this module writes (the first element of each); records of
+#: format 1 (without ``due_version``) are read too.
+RECORD_FORMAT = 2
 #: What a firing attempt returns when it lost the record to another loop (a conflict).
 _CONFLICT = "conflict"
 
@@ -132,13 +161,28 @@ class Timing:
                 latest, following = following, following + every
             return latest, following
         assert self.cron is not None
-        before = next(cronsim.CronSim(self.cron, _utc(now), reverse=True)).timestamp()
+        before = self._before(now)
         after = self.next_after(before)
         latest = max(due, after if after <= now else before)
         following = self.next_after(latest)
         while following <= now:  # ``due`` was not one of the expression's minutes
             latest, following = following, self.next_after(following)
         return latest, following
+
+    def rebased(self, due: float, now: float) -> tuple[float, float]:
+        """For a schedule whose next due time ``due`` is after ``now``, set by a clock that
+        ran ahead: :meth:`following` on the clock that reads ``now``, from the latest due time
+        at or before ``now`` (``every``: ``due`` less whole intervals; ``cron``: its latest
+        minute). No database access."""
+        if self.every is not None:
+            back = math.ceil((due - now) / self.every) * self.every
+            return self.following(min(due - back, now), now)
+        return self.following(self._before(now), now)
+
+    def _before(self, now: float) -> float:
+        """The latest of ``cron``'s minutes before ``now``."""
+        assert self.cron is not None
+        return next(cronsim.CronSim(self.cron, _utc(now), reverse=True)).timestamp()
 
 
 def _utc(seconds: float) -> datetime:
@@ -240,7 +284,8 @@ def check_timing(every: Any, cron: Any) -> Timing:
 
 @dataclass(frozen=True)
 class _Record:
-    """A schedule's record, as stored (see the module docstring)."""
+    """A schedule's record, as stored (see the module docstring); ``due_version`` 0 for a
+    record of format 1 (always past)."""
 
     timing: Timing
     next_due: float
@@ -249,6 +294,7 @@ class _Record:
     priority: int | None
     group: Group | None
     value: bytes
+    due_version: int = 0
 
     def pack(self) -> bytes:
         packed: bytes = fdb.tuple.pack(
@@ -262,6 +308,7 @@ class _Record:
                 self.priority,
                 self.group,
                 self.value,
+                self.due_version,
             )
         )
         return packed
@@ -270,10 +317,33 @@ class _Record:
     def unpack(data: bytes) -> _Record:
         """Raises ValueError for a record of another format."""
         fields = fdb.tuple.unpack(data)
-        if not fields or fields[0] != RECORD_FORMAT or len(fields) != 9:
+        if not fields or (fields[0], len(fields)) not in ((1, 9), (RECORD_FORMAT, 10)):
             raise ValueError("a schedule record of a format this fdbqueue does not know")
-        _format, every, cron, next_due, last_run, runs, priority, group, value = fields
-        return _Record(Timing(every, cron), next_due, last_run, runs, priority, group, value)
+        _format, every, cron, next_due, last_run, runs, priority, group, value = fields[:9]
+        due_version = fields[9] if len(fields) == 10 else 0
+        return _Record(
+            Timing(every, cron), next_due, last_run, runs, priority, group, value, due_version
+        )
+
+    def due(self, now: float, version: int) -> tuple[float, float] | None:
+        """For a loop whose clock reads ``now`` at read version ``version``: the due time to
+        run and the next due time (:meth:`Timing.following`, or :meth:`Timing.rebased` for
+        a due time set by a clock that ran ahead: see the module docstring), or None when
+        the schedule is not due. No database access."""
+        if self.next_due <= now:
+            return self.timing.following(self.next_due, now)
+        lead = round(MAX_CLOCK_LEAD * VERSIONS_PER_SECOND)
+        if version - self.due_version > lead and self.next_due > self.timing.next_after(
+            now + MAX_CLOCK_LEAD
+        ):
+            return self.timing.rebased(self.next_due, now)
+        return None
+
+
+def due_version(version: int, now: float, next_due: float) -> int:
+    """The read version at which ``next_due`` arrives for a client whose clock reads ``now``
+    at read version ``version`` (a record's ``due_version``)."""
+    return version + round((next_due - now) * VERSIONS_PER_SECOND)
 
 
 #: How a queue writes one run: ``write(tr, encoded, priority, group)``, in ``tr`` (a
@@ -332,12 +402,18 @@ class Schedules:
         key = self.key(name)
         found = tr.get(key)
         old = _Record.unpack(bytes(found)) if found.present() else None
+        now = _clock.now()
         if old is not None and old.timing == new.timing:
             next_due = old.next_due
         else:
-            next_due = new.timing.next_after(_clock.now())
+            next_due = new.timing.next_after(now)
+        arrives = due_version(tr.get_read_version().wait(), now, next_due)
+        if old is not None and old.timing == new.timing and old.due_version:
+            arrives = old.due_version
         last_run, runs = (None, 0) if old is None else (old.last_run, old.runs)
-        kept = _Record(new.timing, next_due, last_run, runs, new.priority, new.group, new.value)
+        kept = _Record(
+            new.timing, next_due, last_run, runs, new.priority, new.group, new.value, arrives
+        )
         tr[key] = kept.pack()
         return next_due
 
@@ -375,12 +451,14 @@ class Schedules:
         return found
 
     def due_names(self, tr: AnyContext, now: float) -> list[str]:
-        """The names of the schedules whose next due time is at or before ``now``, read in
-        ``tr``, a Transaction. Cost: one snapshot range read of the records."""
+        """The names of the schedules due for a loop whose clock reads ``now``
+        (:meth:`_Record.due`), read in ``tr``, a Transaction. Cost: one snapshot range read
+        of the records (and the read version)."""
         reader: Any = getattr(tr, "snapshot", tr)
+        version: int = tr.get_read_version().wait()
         due = []
         for kv in reader.get_range(self.subspace.range().start, self.subspace.range().stop):
-            if _Record.unpack(bytes(kv.value)).next_due <= now:
+            if _Record.unpack(bytes(kv.value)).due(now, version) is not None:
                 due.append(self.subspace.unpack(bytes(kv.key))[0])
         return due
 
@@ -415,18 +493,21 @@ class Schedules:
         return fired
 
     def fire(self, tr: AnyContext, name: str, write: WriteRun, now: float) -> float | None:
-        """In ``tr`` (a Transaction): when the schedule ``name`` is due at ``now``, enqueue
-        its run through ``write`` and move its next due time on (missed due times skipped:
-        :meth:`Timing.following`); return the due time run, or None (not due, or gone).
+        """In ``tr`` (a Transaction): when the schedule ``name`` is due at ``now``
+        (:meth:`_Record.due`), enqueue its run through ``write`` and move its next due time
+        on (missed due times skipped: :meth:`Timing.following`; re-based on this clock:
+        :meth:`Timing.rebased`); return the due time run, or None (not due, or gone).
         Cost: one point read (a read conflict on the record), the enqueue's, one set."""
         key = self.key(name)
         found = tr.get(key)
         if not found.present():
             return None
         record = _Record.unpack(bytes(found))
-        if record.next_due > now:
+        version: int = tr.get_read_version().wait()
+        when = record.due(now, version)
+        if when is None:
             return None
-        due, following = record.timing.following(record.next_due, now)
+        due, following = when
         write(tr, record.value, record.priority, record.group)
         tr[key] = _Record(
             record.timing,
@@ -436,6 +517,7 @@ class Schedules:
             record.priority,
             record.group,
             record.value,
+            due_version(version, now, following),
         ).pack()
         return due
 

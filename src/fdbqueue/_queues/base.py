@@ -456,7 +456,6 @@ class QueueBase(Generic[T]):
             info.error,
         )
 
-    @transactional
     def cancel(self, tr: TransactionContext, job_id: str) -> bool:
         """Cancel the job ``job_id``: a waiting, delayed or retrying job never reaches a
         handler (True); a running one is not retried once it ends (True); a finished or
@@ -469,16 +468,22 @@ class QueueBase(Generic[T]):
         dropped by the take or claim that meets them instead (:doc:`jobs`).
 
         Raises:
-            TypeError, ValueError: a bad ``job_id`` (as :meth:`job`); nothing changes.
+            TypeError, ValueError: a bad ``job_id`` (as :meth:`job`), or ``tr`` has the
+                wrong type; nothing changes.
 
-        Cost: two point reads issued together (the record and where its item is: read
-        conflicts, so a take or claim of the job at the same time makes one of them retry),
-        a point read of the item and its clear and atomic add (a group's first item: its
-        turn's reads and writes too), and three sets or clears.
+        Given a Database, it takes effect exactly once (:doc:`guarantees`): a commit whose
+        outcome was unknown (1021) and that was applied answers what it did, True. Cost: two
+        point reads issued together (the record and where its item is: read conflicts, so a
+        take or claim of the job at the same time makes one of them retry), a point read of
+        the item and its clear and atomic add (a group's first item: its turn's reads and
+        writes too), and three sets or clears.
         """
         raw = check_job_id(job_id, self._jobs.tag)
+        _check_context(tr)
         require_writable(tr, "cancel")
-        return self._jobs.cancel(tr, raw, self._withdraw)
+        return self._in_transaction(
+            tr, lambda inner: self._jobs.cancel(inner, raw, self._withdraw), wrote=bool
+        )
 
     def _withdraw(self, tr: Any, key: bytes, job: bytes) -> bool:
         """Remove the cancelled job ``job``'s item at ``key``, in the shard that holds it (a
@@ -906,7 +911,8 @@ class QueueBase(Generic[T]):
         """Enqueue up to ``limit`` dead letters again, oldest first (over every shard), as new
         items at the back of the queue (of their priority, for a PriorityQueue; of their
         group, for a group's item), with their stored bytes unchanged; their delivery counts
-        start again. Returns how many.
+        start again, and a job's record says ``waiting`` again (its ``result_ttl`` counts
+        from its next finish). Returns how many.
 
         Given a Database, it runs as many transactions as the bytes need (each holds at most
         about 5,000,000 bytes of values, and each takes effect exactly once). Given a
@@ -917,9 +923,9 @@ class QueueBase(Generic[T]):
             TypeError, ValueError: ``limit`` is not an int >= 0.
 
         Cost per transaction: one range read, a point read per dead letter; per item two
-        clears and an enqueue's snapshot read, set and two atomic adds; per shard one atomic
-        add (the enqueue counter: a requeued item counts as enqueued,
-        :attr:`~fdbqueue.QueueInfo.enqueued`).
+        clears and an enqueue's snapshot read, set and two atomic adds (a job's: also a point
+        read of its record, a set and a clear); per shard one atomic add (the enqueue
+        counter: a requeued item counts as enqueued, :attr:`~fdbqueue.QueueInfo.enqueued`).
         """
         check_count(limit, "limit")
 
@@ -940,7 +946,8 @@ class QueueBase(Generic[T]):
     def requeue_dead_letter(self, tr: TransactionContext, letter: DeadLetter[Any]) -> bool:
         """Enqueue one dead letter (as :meth:`dead_letters` listed it) again, as a new item at
         the back of the queue (of its priority; of its group), with its stored bytes
-        unchanged, as :meth:`requeue_dead_letters` does for the oldest.
+        unchanged, as :meth:`requeue_dead_letters` does for the oldest; a job's is
+        ``waiting`` again (:doc:`jobs`).
 
         Args:
             tr: a Database (its own transaction, taking effect exactly once) or a
@@ -955,7 +962,7 @@ class QueueBase(Generic[T]):
             QueueTypeError: the queue records another type, number of shards or codec.
 
         Cost: two point reads, two clears and an enqueue's snapshot read, set and two atomic
-        adds.
+        adds; for a job, a point read of its record, a set and a clear.
         """
         return self._shard_of(letter).requeue_dead_letter(tr, letter.key)
 

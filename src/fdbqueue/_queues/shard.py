@@ -231,9 +231,14 @@ class Shard:
     def requeue(self, tr: AnyContext, letters: list[TakenDeadLetter]) -> None:
         """Append dead letters' values again where their items were (:meth:`where_of`), in
         order, and count them in the enqueue counter (as dead letters they had left the
-        queue). Cost: an append each and one atomic add (none for no letter)."""
+        queue); a job's is ``waiting`` again (:meth:`~fdbqueue._storage.jobs.Jobs.requeued`).
+        Cost: an append each (and a job's record change) and one atomic add (none for no
+        letter)."""
         for letter in letters:
             self.append(tr, [letter.encoded], self.where_of(letter.item_key))
+            job = job_of(letter.encoded)
+            if job is not None:
+                self.store.jobs.requeued(tr, job)
         if letters:
             self.store.add_to_enqueued(tr, len(letters))
 

@@ -60,8 +60,10 @@ that meets them instead of being delivered, their group's turn passed on, at mos
 handler and never hold up a take; ``size`` counts those until then.
 
 Finished records (succeeded, dead, cancelled) are cleared ``result_ttl`` seconds after they
-finished: each finishing transaction sweeps at most :data:`SWEEP_LIMIT` expired ones at most
-once a second per process and queue object (snapshot reads, blind clears), and
+last finished (a requeued dead job is ``waiting`` again, and each finish clears the entry of
+the one before: :meth:`Jobs.requeued`, :meth:`Jobs.finish`): each finishing transaction
+sweeps at most :data:`SWEEP_LIMIT` expired ones at most once a second per process and queue
+object (snapshot reads, blind clears, a conflict key per job cleared), and
 :meth:`Jobs.clear_expired` clears all of them (the worker loop calls it).
 
 Source followed: FoundationDB's developer guide (state changes in the transaction that does
@@ -609,6 +611,7 @@ class Jobs:
         if record is None:
             return
         now = _now()
+        self._unfinish(tr, job_id, record)
         record.state = state
         record.finished_at = now
         record.due_at = 0
@@ -622,6 +625,27 @@ class Jobs:
         if now / _MICROSECONDS >= self._next_sweep:
             self._next_sweep = now / _MICROSECONDS + 1.0
             self.sweep(tr, now)
+
+    def requeued(self, tr: Any, job_id: bytes) -> None:
+        """The job's dead letter was enqueued again (``requeue_dead_letters``): ``waiting``
+        once more, and its earlier finish no longer expires it (the sweep clears a record
+        only ``result_ttl`` after its latest finish). Cost: a point read (a read conflict), a
+        set and a blind clear."""
+        record = self._change(tr, job_id, None)
+        if record is None:
+            return
+        self._unfinish(tr, job_id, record)
+        record.state = "waiting"
+        record.due_at = 0
+        tr[self.key(job_id)] = record.pack()
+
+    def _unfinish(self, tr: Any, job_id: bytes, record: JobRecord) -> None:
+        """Clear, in ``tr``, the entry by which the sweep would expire ``record``'s earlier
+        finish (none: nothing), before the job waits again or finishes again. Cost: one
+        blind clear."""
+        if record.finished_at:
+            del tr[self.finished.pack((record.finished_at, job_id))]
+            record.finished_at = 0
 
     def keep_result(self, tr: Any, job_id: bytes, result: bytes) -> None:
         """Keep ``result`` (as :meth:`ResultFormat.stored` gives it) as the result of a job
@@ -658,14 +682,18 @@ class Jobs:
 
     def sweep(self, tr: Any, now: int, limit: int = SWEEP_LIMIT) -> int:
         """Clear, in ``tr``, up to ``limit`` finished jobs whose ``result_ttl`` passed at
-        ``now`` (microseconds): record, result and TTL entry. Returns how many. Cost: a
-        snapshot range read (no conflict) and three blind clears per job."""
+        ``now`` (microseconds) since their latest finish: record, result and TTL entry.
+        Returns how many. A read conflict on each entry cleared: a job requeued or finished
+        again meanwhile (which clears its old entry, :meth:`_unfinish`) makes one of the two
+        transactions retry, so a record is never cleared for a finish it no longer has.
+        Cost: a snapshot range read, a conflict key and three blind clears per job."""
         horizon = now - round(self.result_ttl * _MICROSECONDS)
         begin = self.finished.range().start
         end = self.finished.pack((horizon,))  # finished before the horizon: not this instant
         expired = list(tr.snapshot.get_range(begin, end, limit=limit))
         for entry in expired:
             _finished_at, job_id = self.finished.unpack(bytes(entry.key))
+            tr.add_read_conflict_key(entry.key)
             del tr[entry.key]
             del tr[self.key(job_id)]
             del tr[self.results.pack((job_id,))]

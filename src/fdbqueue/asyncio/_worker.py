@@ -63,7 +63,6 @@ from fdbqueue.worker import (
     WorkSummary,
     awaiting_refused,
     check_work_options,
-    describe,
     is_coroutine_handler,
     registration,
 )
@@ -313,9 +312,7 @@ class AsyncLoop:
         with :class:`~fdbqueue.errors.TimeLimitExceeded` (or released, when cancelled)."""
         lease = job.lease
         body = in_time(job.timing, self.handler, lease.value)
-        acking = asyncio.ensure_future(
-            bridge.run(self.queue.sync.ack_with, self.database, lease, body)
-        )
+        acking = asyncio.ensure_future(bridge.run(self.settler.ack_with, lease, body))
         cancelled = False
         try:
             await asyncio.wait({acking}, timeout=job.timing.limit)
@@ -344,18 +341,13 @@ class AsyncLoop:
                 await self.settle(lease, job.timing.exceeded())
             return
         try:
-            acking.result()
-        except LeaseError as error:
-            logger.warning("%s lost its lease: %s", describe(self.queue, lease), error)
-            self.summary.count("lost")
+            acking.result()  # counted the job, succeeded or lost (Settler.ack_with)
         except Exception as error:
             await self.settle(lease, error)
         except BaseException:  # cancelled before its commit: nothing applied, give it back
             await self.give_back(lease)
             if not cancelled:
                 raise
-        else:
-            self.settler.acknowledged(lease)
 
     async def end(
         self,
