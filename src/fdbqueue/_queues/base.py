@@ -792,6 +792,26 @@ class QueueBase(Generic[T]):
         """
         return self._set_paused(tr, False, "resume")
 
+    @transactional
+    def is_paused(self, tr: TransactionContext) -> bool:
+        """Whether the queue's consumers are paused (:meth:`pause`, until :meth:`resume`):
+        every take and claim then finds nothing. :attr:`QueueInfo.paused
+        <fdbqueue.QueueInfo>` tells the same, with every other figure.
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+
+        Raises:
+            TypeError: ``tr`` has the wrong type.
+            QueueTypeError: the queue records another type, number of shards or codec.
+
+        Cost: the type records' check (none once found right) and one snapshot point read of
+        the paused key (no conflict).
+        """
+        self._router.check_type(tr)
+        pause = self._store.pause
+        return pause.holds(pause.look(tr))
+
     def _set_paused(self, tr: TransactionContext, paused: bool, verb: str) -> bool:
         """:meth:`pause` (``paused``) or :meth:`resume`, named ``verb`` in errors."""
         _check_context(tr)

@@ -63,6 +63,7 @@ from fdbqueue.worker import (
     WorkSummary,
     check_work_options,
     describe,
+    ended_paused,
     registration,
 )
 
@@ -482,6 +483,8 @@ async def work(
             workers = [asyncio.ensure_future(loop.run_worker()) for _ in range(concurrency)]
             tasks += workers
             await asyncio.gather(*workers)
+            if given["until_empty"] and not event.is_set() and await queue.is_paused(database):
+                ended_paused(queue, loop.summary)
         finally:
             for task in tasks:
                 task.cancel()
