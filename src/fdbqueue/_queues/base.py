@@ -431,7 +431,7 @@ class QueueBase(Generic[T]):
         Cost: per look, a read-only transaction of two point reads; while waiting, one watch.
         """
         raw = check_job_id(job_id, self._jobs.tag)
-        seconds = check_blocking_arguments(database, True, timeout)
+        seconds = check_blocking_arguments(database, True, timeout, "result()", "the job's end")
 
         def look(db: Any, _deadline: float | None) -> JobInfo | None:
             info: JobInfo | None = run_in_retry_loop(
@@ -1032,12 +1032,13 @@ class QueueBase(Generic[T]):
             lease: what ``claim`` returned.
             result: for a job's item (:attr:`Lease.job_id`), its result, kept for
                 ``result_ttl`` seconds (:meth:`result`), encoded by the result codec (a
-                result it cannot encode is not kept, with a warning); None keeps none.
-                Ignored for a plain item.
+                result it cannot encode is not kept, with a warning); None keeps none. A
+                plain item keeps no result: one given for it is refused.
 
         Raises:
             TypeError: ``lease`` is not a :class:`Lease`, or ``tr`` has the wrong type.
-            ValueError: the lease belongs to another queue.
+            ValueError: the lease belongs to another queue, or ``result`` is given for a
+                plain item's lease (no :attr:`Lease.job_id`).
             LeaseNotHeldError: acknowledged, released or extended already, or expired and
                 claimed again.
             LeaseExpiredError: the lease expired (the item will be delivered again).
@@ -1048,8 +1049,16 @@ class QueueBase(Generic[T]):
         sets (its record), one more with a result.
         """
         shard = self._router.for_lease(lease, "ack")
-        job = lease.job_id if isinstance(lease, Lease) else None
-        encoded = None if result is None or job is None else self._encode_result(result)
+        if result is None:
+            encoded = None
+        elif lease.job_id is None:
+            raise ValueError(
+                f"ack got result= for lease {lease.id}, a plain item's (no job_id): only a job "
+                "keeps a result; submit the item as a job (queue.submit) to keep one, or ack "
+                "without result= (nothing was changed)"
+            )
+        else:
+            encoded = self._encode_result(result)
         shard.ack(tr, lease, encoded)
 
     def ack_many(self, tr: TransactionContext, leases: Iterable[Lease[Any]]) -> None:
