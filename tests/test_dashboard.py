@@ -338,7 +338,8 @@ def test_the_enqueue_and_take_rates_come_from_the_enqueue_counter(db: Any, shard
     row = sampler.row("rates")
     assert row.enqueue_rate is None and row.take_rate is None
     assert row.growth == pytest.approx(1 - 12)  # the net rate still shows: items held
-    assert re.findall(r'<td class="n (?:enqueue|take)-rate[^"]*">(.*?)</td>', overview(sampler)) == [
+    rates = r'<td class="n (?:enqueue|take)-rate[^"]*">(.*?)</td>'
+    assert re.findall(rates, overview(sampler)) == [
         "-",
         "-",
     ]

@@ -485,7 +485,7 @@ def test_at_420_px_the_overview_keeps_size_in_flight_and_dead_letters_in_view(
     for cell, text in expected.items():
         expect(row.locator(cell)).to_have_text(text)
         box = row.locator(cell).bounding_box()
-        assert box is not None and 0 <= box["x"] and box["x"] + box["width"] <= 420, cell
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 420, cell
     for hidden in ("th.wide", "td.wide", "td.enqueue-rate", "td.net-rate"):
         expect(page.locator(f"#overview {hidden}").first).to_be_hidden()
     expect(page.locator("#narrow-note")).to_be_visible()

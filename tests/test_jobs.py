@@ -162,8 +162,9 @@ def test_result_given_a_transaction_speaks_of_result_not_block_or_enqueues():
     with pytest.raises(TypeError) as refused:
         queue.result(db.create_transaction(), job.id, timeout=0.1)
     message = str(refused.value)
-    assert message.startswith("result() needs a Database: inside a transaction, waiting for "
-                              "the job's end is impossible")
+    assert message.startswith(
+        "result() needs a Database: inside a transaction, waiting for the job's end is impossible"
+    )
     assert "block=True" not in message and "enqueue" not in message
 
 
