@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import contextvars
 import importlib.metadata
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -119,6 +120,8 @@ UP_DOWN_COUNTERS: dict[str, tuple[str, str, str]] = {
 OLDEST_AGE = ("fdbqueue.queue.oldest_age", "s", "Seconds the oldest item of a queue has waited")
 
 _instruments: dict[str, Any] = {}
+#: Makes the oldest-age gauge once (:func:`_oldest_age_gauge`).
+_gauge_lock = threading.Lock()
 #: what the gauge observes: a token -> (database, queue); the gauge is made at the first
 #: registration and reads them all at each collection
 _observed: dict[int, tuple[Any, Any]] = {}
@@ -339,18 +342,19 @@ def _oldest_age_gauge() -> None:
     """Make the gauge ``fdbqueue.queue.oldest_age`` (once; None without the API): its
     callbacks read the queues of :func:`observe_oldest_age` and, once, tell :func:`_look`
     that a provider was set (:func:`_provider_set`)."""
-    if "oldest_age" not in _instruments:
-        meter = _meter()
-        _instruments["oldest_age"] = (
-            None
-            if meter is None
-            else meter.create_observable_gauge(
-                OLDEST_AGE[0],
-                callbacks=[_observe_oldest_ages, _provider_set()],
-                unit=OLDEST_AGE[1],
-                description=OLDEST_AGE[2],
+    with _gauge_lock:  # the first counts of several threads may look at once: one gauge
+        if "oldest_age" not in _instruments:
+            meter = _meter()
+            _instruments["oldest_age"] = (
+                None
+                if meter is None
+                else meter.create_observable_gauge(
+                    OLDEST_AGE[0],
+                    callbacks=[_observe_oldest_ages, _provider_set()],
+                    unit=OLDEST_AGE[1],
+                    description=OLDEST_AGE[2],
+                )
             )
-        )
 
 
 def _observe_oldest_ages(options: Any) -> list[Any]:
