@@ -9,7 +9,7 @@ A worker loop (``queue.work``) runs in a thread while the main thread:
   ``JobFailedError`` with its error;
 * cancels a delayed job before it runs;
 * has scheduled a periodic job every second (``queue.schedule``) first, and waits for the
-  loop to enqueue and run ``--runs`` of its runs (plain items, not jobs).
+  loop to enqueue and run ``--runs`` of its runs (each run is a job too).
 
 It ends with a summary: the worker loop's counts and the jobs by state. Run it with
 ``python examples/jobs.py`` (in-memory database; about three seconds), or add
@@ -51,7 +51,7 @@ def main() -> None:
         """The handler: what it returns is the job's result; what it raises, its error."""
         if task["kind"] == "square":
             return task["n"] * task["n"]
-        if task["kind"] == "tick":  # a run of the periodic schedule (a plain item)
+        if task["kind"] == "tick":  # a run of the periodic schedule (a job of its own)
             ticks.append(time.monotonic())
             return None
         raise ValueError(f"cannot handle {task['kind']!r}")
@@ -67,8 +67,8 @@ def main() -> None:
     loop.start()
     started = time.monotonic()
     try:
-        # a periodic job, every second: every running worker loop enqueues its due runs (plain
-        # items, not jobs), once each; its runs come while the jobs below run
+        # a periodic job, every second: every running worker loop enqueues its due runs (each
+        # a job, as submit makes), once each; its runs come while the jobs below run
         queue.schedule(db, "tick", {"kind": "tick"}, every=1)
         scheduled = time.monotonic()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import fdb.tuple
@@ -1172,3 +1173,27 @@ def test_dashboard_demo_refuses_a_cluster_file_in_one_line(tmp_path):
         "fdbqueue: error: --demo runs its workload on the in-memory database: drop "
         "--cluster-file (fdbqueue dashboard --demo)\n"
     )
+
+
+def commands_of(group: click.Group, prefix: str = "") -> list[str]:
+    """Every command of ``group`` and of its subgroups, as typed: ``schedule add``."""
+    found = []
+    for name, command in group.commands.items():
+        found.append(prefix + name)
+        if isinstance(command, click.Group):
+            found += commands_of(command, f"{prefix}{name} ")
+    return found
+
+
+def test_every_command_and_subcommand_has_an_entry_in_the_cli_page():
+    """docs/cli.rst lists each command as a term (a line starting ````name``), the
+    ``schedule`` group's ``add``, ``list`` and ``remove`` too (issue 43 item 19)."""
+    page = (Path(__file__).parent.parent / "docs" / "cli.rst").read_text()
+    terms = [line for line in page.splitlines() if line.startswith("``")]
+    missing = [
+        command
+        for command in commands_of(cli)
+        if not any(f"``{command} " in term or f"``{command}``" in term for term in terms)
+    ]
+    assert "schedule add" in commands_of(cli)
+    assert missing == []

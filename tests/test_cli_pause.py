@@ -57,6 +57,25 @@ def test_pause_json_says_whether_it_changed_anything(db, subspace):
     }
 
 
+def test_work_until_empty_on_a_paused_queue_says_the_queue_is_paused(db, subspace):
+    """Not zeros alone (issue 43 item 19): the summary line says why nothing was taken."""
+    jobs = queue_path(subspace, "jobs")
+    ok(db, "--queue", jobs, "push", "x")
+    ok(db, "--queue", jobs, "pause")
+    output = ok(db, "--queue", jobs, "work", "json:loads", "--until-empty")
+    assert output.splitlines()[-1] == (
+        "succeeded 0, retried 0, dead lettered 0, lost 0, released 0, timed out 0; queue is "
+        "paused (fdbqueue resume)"
+    )
+    output = ok(db, "--json", "--queue", jobs, "work", "json:loads", "--until-empty")
+    facts = json.loads(output.splitlines()[-1])
+    assert (facts["paused"], facts["succeeded"]) == (True, 0)
+    ok(db, "--queue", jobs, "resume")
+    ok(db, "--queue", jobs, "pop")
+    output = ok(db, "--queue", jobs, "work", "json:loads", "--until-empty")
+    assert "paused" not in output.splitlines()[-1]
+
+
 def test_a_queue_that_does_not_exist_is_one_line_error(db, subspace):
     missing = queue_path(subspace, "missing")
     for command in ("pause", "resume"):

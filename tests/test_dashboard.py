@@ -93,10 +93,54 @@ def test_the_overview_lists_every_queue_with_its_figures(client: TestClient) -> 
     assert rows == ["jobs", "tasks"]
     jobs_row = page.text.split('data-queue="jobs"')[1].split("</tr>")[0]
     cells = re.findall(r"<td[^>]*>(.*?)</td>", jobs_row, re.S)
-    assert cells[1:9] == ["Queue", "tuple", "1", "2", "0", "0", "1", "0"]
+    assert cells[1:10] == ["Queue", "tuple", "1", "no", "2", "0", "0", "1", "0"]
     assert "PriorityQueue" in page.text
     assert 'hx-trigger="every 2s"' in page.text  # updated live
     assert page.headers["content-security-policy"].startswith("default-src 'self'")
+
+
+def test_the_overview_has_a_paused_column(db: Any, jobs: Queue[Any]) -> None:
+    """Issue 43 item 20: a paused queue could only be seen on its own page."""
+    tasks: PriorityQueue[Any] = PriorityQueue(Subspace(("tasks",)))
+    tasks.push(db, "t", 1)
+    jobs.pause(db)
+    with local(create_app(db, {"jobs": jobs, "tasks": tasks})) as client:
+        page = client.get("/").text
+        headers = re.findall(r"<th[^>]*>([^<]*)</th>", page.split('id="overview"')[1])
+        assert headers[headers.index("shards") + 1] == "paused"
+
+        def paused(name: str, text: str) -> list[str]:
+            row = text.split(f'data-queue="{name}"')[1].split("</tr>")[0]
+            return re.findall(r'<td class="paused (?:yes|no)">(.*?)</td>', row)
+
+        assert (paused("jobs", page), paused("tasks", page)) == (["yes"], ["no"])
+        assert "td.paused.yes" in client.get("/static/dashboard.css").text  # in red
+
+
+def test_the_overview_keeps_size_in_flight_and_dead_letters_on_a_narrow_screen(
+    client: TestClient,
+) -> None:
+    """Issue 43 item 20: at 420 px, size, in flight and dead letters were off screen, behind
+    a sideways scroll. Below the stylesheet's breakpoint (which is above 420 px), the columns
+    marked ``wide`` hide, in the header and in every row alike, and those figures stay;
+    tests/test_dashboard_browser.py measures it in Chromium."""
+    page = client.get("/").text
+    table = page.split('id="overview"')[1].split("</table>")[0]
+    header = re.findall(r'<th( class="wide")?[^>]*>([^<]*)</th>', table)
+    kept = [name for wide, name in header if not wide]
+    assert kept == ["queue", "paused", "size", "in flight", "dead letters"]
+    row = table.split('data-queue="jobs"')[1].split("</tr>")[0]
+    cells = re.findall(r'<td class="([^"]*)"', row)
+    assert len(cells) == len(header)
+    assert [(" wide" in f" {classes}") for classes in cells] == [bool(w) for w, _ in header]
+    css = client.get("/static/dashboard.css").text
+    query = re.search(r"@media \(max-width: (\d+)px\) \{(.*?)\n\}", css, re.S)
+    assert query is not None and int(query.group(1)) >= 420
+    assert "#overview .wide { display: none; }" in query.group(2)
+    assert "#overview td.name { overflow-wrap: anywhere; }" in query.group(2)  # long names wrap
+    for kept_class in ("name", "paused", "size", "in-flight", "dead"):  # no rule hides these
+        assert not re.search(rf"\.{kept_class}\b[^{{}}]*\{{[^}}]*display: none", css), kept_class
+    assert 'class="note narrow"' in page  # it says where the other figures are
 
 
 def test_the_overview_fragment_and_the_static_files_are_served(client: TestClient) -> None:
@@ -280,7 +324,7 @@ def test_the_enqueue_and_take_rates_come_from_the_enqueue_counter(db: Any, shard
     assert row.enqueue_rate == pytest.approx(5 / 2)  # four, and the delayed one
     assert row.take_rate == pytest.approx(4 / 2)  # two dequeued, one acknowledged, one dead
     assert row.growth == pytest.approx(1 / 2)
-    cells = re.findall(r'<td class="n (enqueue|take|net)-rate">(.*?)</td>', overview(sampler))
+    cells = re.findall(r'<td class="n (enqueue|take|net)-rate[^"]*">(.*?)</td>', overview(sampler))
     assert cells == [("enqueue", "2.5/s"), ("take", "2.0/s"), ("net", "+0.5/s")]
     queue.requeue_dead_letters(db)  # enqueued again, and held again: no take
     now[0] += 1
@@ -294,7 +338,8 @@ def test_the_enqueue_and_take_rates_come_from_the_enqueue_counter(db: Any, shard
     row = sampler.row("rates")
     assert row.enqueue_rate is None and row.take_rate is None
     assert row.growth == pytest.approx(1 - 12)  # the net rate still shows: items held
-    assert re.findall(r'<td class="n (?:enqueue|take)-rate">(.*?)</td>', overview(sampler)) == [
+    rates = r'<td class="n (?:enqueue|take)-rate[^"]*">(.*?)</td>'
+    assert re.findall(rates, overview(sampler)) == [
         "-",
         "-",
     ]
@@ -713,6 +758,42 @@ def test_a_queue_page_lists_running_retrying_delayed_and_finished_jobs(
     assert link in page  # each id opens its job's page
     assert 'id="job-search"' in page and 'action="/job"' in page
     assert "(no worker online)" in page
+
+
+def test_a_job_that_succeeded_after_a_failure_shows_its_result_not_its_old_error(
+    db: Any,
+) -> None:
+    """Issue 43 item 20: "Recently finished" showed a succeeded job's last error, in red, as
+    its outcome. A dead job still shows its error."""
+    queue: Queue[Any] = Queue(Subspace(("retried",)), codec="json", max_deliveries=3)
+    error = failed(ConnectionError("the warehouse did not answer"))
+    recovered = queue.submit(db, {"n": 1})
+    assert recovered is not None
+    for outcome in ("released", "acknowledged"):
+        lease = queue.claim(db, 60)
+        assert lease is not None and lease.job_id == recovered.id
+        if outcome == "released":
+            queue.release(db, lease, error=error)
+        else:
+            queue.ack(db, lease, result={"rows": 13})
+    failing = queue.submit(db, {"n": 2})
+    lease = queue.claim(db, 60)
+    assert failing is not None and lease is not None and lease.job_id == failing.id
+    queue.dead_letter(db, lease, "gave up", error=error)
+    assert queue.job(db, recovered.id).error is not None  # the record keeps the old error
+    with local(create_app(db, {"retried": queue})) as client:
+        page = client.get("/fragments/jobs", params={"name": "retried"}).text
+    finished = page.split('id="finished-jobs"')[1].split("</table>")[0]
+
+    def outcome(job_id: str) -> str:
+        row = finished.split(f'data-id="{job_id}"')[1].split("</tr>")[0]
+        found = re.search(r'<td class="outcome">(.*?)</td>', row)
+        assert found is not None
+        return found.group(1)
+
+    assert outcome(recovered.id) == "<code>{&#34;rows&#34;: 13}</code>"
+    assert 'class="error-text"' in outcome(failing.id)
+    assert "ConnectionError: the warehouse did not answer" in outcome(failing.id)
 
 
 def test_workers_online_show_with_their_running_jobs(db: Any) -> None:

@@ -465,6 +465,38 @@ def test_the_pages_fit_a_narrow_screen(page: Page, serve: Callable[..., Served])
         assert page.evaluate(overflow) <= 0, path
 
 
+def test_at_420_px_the_overview_keeps_size_in_flight_and_dead_letters_in_view(
+    page: Page, serve: Callable[..., Served]
+) -> None:
+    """Issue 43 item 20: at 420 px the overview showed queue, type and codec, and size, in
+    flight and dead letters were off screen behind a sideways scroll with no hint. Now the
+    other columns hide there (a note says where they are), a long queue name wraps, and
+    nothing scrolls sideways; at 1280 px every column is back."""
+    db = memory.open()
+    jobs = with_dead_letters(db)  # 1 waiting, 2 dead letters
+    assert jobs.claim(db, 60) is not None  # 1 in flight
+    jobs.enqueue(db, "ready")
+    jobs.pause(db)
+    served = serve(db, {"jobs": jobs, "a-rather-long-queue-name-without-any-spaces-in-it": jobs})
+    page.set_viewport_size({"width": 420, "height": 800})
+    page.goto(served.url + "/")
+    row = page.locator('tr[data-queue="jobs"]')
+    expected = {"td.paused": "yes", "td.size": "1", "td.in-flight": "1", "td.dead": "2"}
+    for cell, text in expected.items():
+        expect(row.locator(cell)).to_have_text(text)
+        box = row.locator(cell).bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 420, cell
+    for hidden in ("th.wide", "td.wide", "td.enqueue-rate", "td.net-rate"):
+        expect(page.locator(f"#overview {hidden}").first).to_be_hidden()
+    expect(page.locator("#narrow-note")).to_be_visible()
+    sideways = "box => box.scrollWidth - box.clientWidth"
+    assert page.locator("main div.scroll").first.evaluate(sideways) <= 0
+    assert page.evaluate("document.documentElement.scrollWidth - innerWidth") <= 0
+    page.set_viewport_size({"width": 1280, "height": 900})
+    expect(row.locator("td.enqueue-rate")).to_be_visible()
+    expect(page.locator("#narrow-note")).to_be_hidden()
+
+
 def test_no_request_of_a_page_is_a_404_and_the_icon_is_served(
     page: Page, serve: Callable[..., Served]
 ) -> None:

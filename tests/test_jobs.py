@@ -169,6 +169,37 @@ def test_result_times_out_and_a_plain_item_has_no_job():
         queue.result(db, unknown, timeout=0.1)
 
 
+@KINDS
+@pytest.mark.parametrize("shards", [1, 4])
+def test_ack_refuses_a_result_for_a_plain_item_before_any_write(kind, shards):
+    """A plain item's lease keeps no result: ``ack(lease, result=...)`` raises, and the lease
+    stays held (issue 43 item 19: the result was dropped silently)."""
+    db = memory.open()
+    queue = queue_of(kind, "plain-result", shards=shards)
+    queue.push(db, "plain", 1) if kind is PriorityQueue else queue.enqueue(db, "plain")
+    lease = queue.claim(db, 30)
+    assert lease is not None and lease.job_id is None
+    db.reset_stats()
+    with pytest.raises(ValueError, match=r"result= for lease .* a plain item's \(no job_id\)"):
+        queue.ack(db, lease, result="kept nowhere")
+    assert db.stats()["keys_written"] == 0
+    queue.ack(db, lease, result=None)  # None is no result: acknowledged as ever
+    assert queue.size(db) == 0
+
+
+def test_result_given_a_transaction_speaks_of_result_not_block_or_enqueues():
+    db = memory.open()
+    queue = queue_of(Queue, "result-in-a-transaction")
+    job = queue.submit(db, "x")
+    with pytest.raises(TypeError) as refused:
+        queue.result(db.create_transaction(), job.id, timeout=0.1)
+    message = str(refused.value)
+    assert message.startswith(
+        "result() needs a Database: inside a transaction, waiting for the job's end is impossible"
+    )
+    assert "block=True" not in message and "enqueue" not in message
+
+
 def test_asyncio_result_waits_on_the_watch():
     import asyncio
 

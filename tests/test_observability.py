@@ -264,7 +264,8 @@ def looked_at_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
     """fdbqueue.metrics looks at OpenTelemetry's global provider again at the next count, as in
     a new process, and looks as it did before once the test ends."""
     monkeypatch.setattr(metrics, "_recording", False)
-    monkeypatch.setattr(metrics, "_next_look", 0.0)
+    monkeypatch.setattr(metrics, "_look_again", True)
+    monkeypatch.setattr(metrics, "_api", True)
 
 
 def kept_by_an_attempt(db: Any, queue: Queue) -> list[Any]:
@@ -300,8 +301,9 @@ def test_without_an_sdk_provider_nothing_is_kept_or_recorded_until_one_is_set(
     monkeypatch, db, subspace, provider
 ):
     """The API's default provider (a proxy, before any is set) or its no-op one: counts are
-    neither kept for the commit nor recorded; once an SDK's is set, the first count a second
-    after the last look records."""
+    neither kept for the commit nor recorded; once an SDK's is set, :func:`metrics.recording`
+    sees it at once and counts are recorded. (``set_meter_provider`` itself, which also tells
+    the next count, in a new process below.)"""
     from opentelemetry.metrics import NoOpMeterProvider, _internal
 
     sdk = _internal._METER_PROVIDER
@@ -321,9 +323,7 @@ def test_without_an_sdk_provider_nothing_is_kept_or_recorded_until_one_is_set(
     assert counting.of("fdbqueue.items.dequeued", queue=name) == 0
 
     monkeypatch.setattr(_internal, "_METER_PROVIDER", sdk)  # what set_meter_provider sets
-    kept = kept_by_an_attempt(db, queue)
-    assert kept == []  # looked at within the last second: not yet
-    monkeypatch.setattr(metrics, "_next_look", 0.0)  # a second later
+    assert metrics.recording()  # it looks at once
     kept = kept_by_an_attempt(db, queue)
     assert len(kept) == 2  # the enqueue's and the dequeue's counts, for the commit
     queue.enqueue(db, "b")
@@ -334,7 +334,8 @@ def test_without_an_sdk_provider_nothing_is_kept_or_recorded_until_one_is_set(
 
 
 def test_in_a_new_process_counting_starts_when_the_application_sets_an_sdk_provider():
-    """No monkeypatching: the API's own default provider, then ``set_meter_provider``."""
+    """No monkeypatching: the API's own default provider, then ``set_meter_provider``: the very
+    next count is recorded (not a second later), with no call of ``metrics.recording()``."""
     script = """
 from opentelemetry import metrics as api
 from opentelemetry.sdk.metrics import MeterProvider
@@ -346,13 +347,12 @@ db = memory.open()
 queue = Queue(Subspace(("q",)))
 queue.enqueue(db, "a")
 assert queue.dequeue(db) == "a"
-assert not metrics.recording()
 reader = InMemoryMetricReader()
 api.set_meter_provider(MeterProvider(metric_readers=[reader]))
-assert metrics.recording()  # it looks at once (the counts themselves, within a second)
 queue.enqueue(db, "b")
 queue.enqueue(db, "c")
 assert queue.dequeue(db) == "b"
+assert metrics.recording()
 found = {
     metric.name: sum(point.value for point in metric.data.data_points)
     for resource in reader.get_metrics_data().resource_metrics

@@ -20,7 +20,7 @@ import pytest
 from test_matrix import ITEMS, SHAPES, Shape, Spec, shapes
 
 import fdbqueue
-from fdbqueue import Subspace, memory
+from fdbqueue import Subspace, memory, metrics
 from fdbqueue._storage.pause import Pause
 
 SYNC_SHAPES = [spec for spec in SHAPES if spec.api == "sync"]
@@ -146,17 +146,34 @@ def test_a_blocked_take_of_a_paused_queue_does_not_spin_on_an_expired_lease(
     assert shape.take() == "x"
 
 
+def is_paused(shape: Shape) -> Any:
+    return shape.run(shape.queue.is_paused(shape.db))
+
+
 @shapes(SHAPES)
-def test_the_worker_loop_claims_nothing_while_paused(shape: Shape) -> None:
+def test_the_worker_loop_claims_nothing_while_paused_and_says_so(
+    shape: Shape, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An ``until_empty`` run on a paused queue ends at once: its summary has ``paused`` and
+    a WARNING names the queue (not zeros and silence: issue 43 item 19)."""
     shape.put_items(ITEMS)
+    assert is_paused(shape) is False
     pause(shape)
+    assert is_paused(shape) is True
     handled: list[Any] = []
-    summary = shape.work(handled.append, lease=30.0, until_empty=True, handle_signals=False)
-    assert (summary.succeeded, handled) == (0, [])
+    with caplog.at_level("WARNING", logger="fdbqueue.worker"):
+        summary = shape.work(handled.append, lease=30.0, until_empty=True, handle_signals=False)
+    assert (summary.succeeded, handled, summary.paused) == (0, [], True)
+    name = metrics.queue_name(shape.sync_queue.subspace.key())
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"queue {name} is paused: the until_empty run ends here, its items not taken (resume "
+        "it: queue.resume(db), or fdbqueue resume)"
+    ]
     assert shape.size() == len(ITEMS)
     resume(shape)
+    assert is_paused(shape) is False
     summary = shape.work(handled.append, lease=30.0, until_empty=True, handle_signals=False)
-    assert summary.succeeded == len(ITEMS)
+    assert summary.succeeded == len(ITEMS) and summary.paused is False
     assert sorted(handled) == sorted(value for value, _ in ITEMS)
 
 

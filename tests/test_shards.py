@@ -4,6 +4,7 @@ shard, leases routed back to their shard, and figures summed over the shards."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -136,6 +137,24 @@ def test_another_shard_count_is_refused_before_anything_is_written(db, subspace)
     with pytest.raises(QueueTypeError, match=r"shards=4"):
         Queue(subspace).enqueue(db, "y")
     assert all_keys(db, subspace) == before
+
+
+@pytest.mark.parametrize("take", [False, True])
+def test_the_shard_count_refusal_names_the_queue_as_people_wrote_it(db, subspace, take):
+    """The queue as its tuple prefix, as logs and the CLI show it: not ``Subspace(rawPrefix=
+    ...)``. The same for a take (which checks the records before its first write) and for the
+    codec refusal."""
+    name = repr(fdb.tuple.unpack(subspace.key()))  # ('fdbqueue-test', '...')
+    Queue(subspace, shards=4).enqueue(db, "x")
+    opened_again = Queue(subspace, shards=2)
+    with pytest.raises(QueueTypeError) as refused:
+        opened_again.dequeue(db) if take else opened_again.enqueue(db, "y")
+    assert str(refused.value).startswith(
+        f"queue {name} holds a Queue of 4 shards, not a Queue of 2 shards: open it as "
+        "fdbqueue.Queue(..., shards=4)"
+    )
+    with pytest.raises(QueueTypeError, match=rf"^queue {re.escape(name)} was written with"):
+        Queue(subspace, shards=4, codec="json").enqueue(db, "y")
 
 
 def test_an_unsharded_queue_is_not_opened_as_a_sharded_one(db, subspace):

@@ -44,15 +44,18 @@ does not see your commit.
 Cost while nothing records: counting is on while OpenTelemetry's global meter provider is an
 SDK's (:func:`recording`), off without the ``opentelemetry-api`` package, or while the global
 provider is still the API's default (its proxy, which hands out instruments that record
-nothing until a provider is set) or its no-op one. While it is off, :func:`add`,
-:meth:`Count.add` and :func:`record_wait` return at once, keep nothing for the attempt and
-record nothing: each reads the clock (``time.monotonic``) and, at most once every
-:data:`LOOK_SECONDS`, looks at the global provider again (the API's public
-``get_meter_provider``). A provider set later is seen within that second (at once by
-:func:`recording`), without a restart; instruments made before then (the API's proxies)
-record through it. Once an SDK's provider was seen, counting stays on (the API lets a
-process set its provider once). What stays per attempt either way is :class:`pending`, for
-:func:`on_commit`'s actions.
+nothing until a provider is set) or its no-op one. While it is off, :func:`add` and
+:meth:`Count.add` return at once, keep nothing for the attempt and record nothing: each reads
+a module flag, and looks at the global provider (the API's public ``get_meter_provider``)
+only when the flag says it may have changed (:func:`record_wait`, after a wait, looks each
+time: :func:`recording`). A provider set later is
+seen at the next count, without a restart: while the API's proxy is the global provider,
+fdbqueue holds one proxy instrument of its own (the oldest-age gauge, made at that look), and
+``set_meter_provider`` has the new provider make its real instrument, which starts its
+callback (:func:`_provider_set`, the API's generator form) and so sets the flag. Instruments
+made before then (the API's proxies) record through the new provider. Once an SDK's provider
+was seen, counting stays on (the API lets a process set its provider once). What stays per
+attempt either way is :class:`pending`, for :func:`on_commit`'s actions.
 
 Source followed: the OpenTelemetry metrics API for instrumented libraries (a named meter from
 the global provider; counters and a histogram; no SDK dependency).
@@ -62,9 +65,8 @@ from __future__ import annotations
 
 import contextvars
 import importlib.metadata
-import math
-import time
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from fdbqueue._keys import describe_key
@@ -118,6 +120,8 @@ UP_DOWN_COUNTERS: dict[str, tuple[str, str, str]] = {
 OLDEST_AGE = ("fdbqueue.queue.oldest_age", "s", "Seconds the oldest item of a queue has waited")
 
 _instruments: dict[str, Any] = {}
+#: Makes the oldest-age gauge once (:func:`_oldest_age_gauge`).
+_gauge_lock = threading.Lock()
 #: what the gauge observes: a token -> (database, queue); the gauge is made at the first
 #: registration and reads them all at each collection
 _observed: dict[int, tuple[Any, Any]] = {}
@@ -137,30 +141,45 @@ _pending: contextvars.ContextVar[Pending | None] = contextvars.ContextVar(
 )
 
 
-#: Seconds between two looks at OpenTelemetry's global meter provider while none records.
-LOOK_SECONDS = 1.0
 #: Whether counts are recorded (:func:`recording`): what :func:`_look` last found.
 _recording = False
-#: ``time.monotonic()`` of the next look while nothing records (infinite without the API).
-_next_look = 0.0
+#: Whether the next count looks at the provider (:func:`_look`): True before the first look,
+#: and again once a provider was set since (:func:`_provider_set`).
+_look_again = True
+#: False once ``opentelemetry-api`` was found missing: then nothing ever records.
+_api = True
 
 
 def _look() -> bool:
     """Look at OpenTelemetry's global meter provider (``get_meter_provider``, public) and set
     :data:`_recording`: True for a provider that records (an SDK's: defined outside the API's
     package), False for the API's default proxy and its no-op provider; without the API,
-    False for good. Returns :data:`_recording`."""
-    global _recording, _next_look
+    False for good. While it is False, the oldest-age gauge is made (once) so that a provider
+    set later sets :data:`_look_again` (:func:`_provider_set`). Returns :data:`_recording`."""
+    global _recording, _look_again, _api
+    _look_again = False  # first: a provider set from here on sets it again
     try:
         from opentelemetry import metrics
     except ImportError:
-        _next_look = math.inf
+        _api = False
         return False
     provider = metrics.get_meter_provider()
     # the API's own providers (its default proxy, its no-op one) are defined in its package
     _recording = not type(provider).__module__.startswith(metrics.__name__)
-    _next_look = time.monotonic() + LOOK_SECONDS
+    if not _recording:
+        _oldest_age_gauge()
     return _recording
+
+
+def _provider_set() -> Iterator[Iterable[Any]]:
+    """A callback of the oldest-age gauge that observes nothing, in the API's generator form
+    (it receives the collection's options at each ``yield``): the SDK runs it to its first
+    ``yield`` when it makes the gauge's real instrument. For the API's proxy gauge, that is
+    when ``set_meter_provider`` is called: so the next count looks at the provider again."""
+    global _look_again
+    _look_again = True
+    while True:
+        yield ()
 
 
 def recording() -> bool:
@@ -168,7 +187,7 @@ def recording() -> bool:
     is an SDK's, whatever was counted before; False without ``opentelemetry-api`` and while
     the API's default (proxy) or no-op provider is the global one. Cost: nothing once on;
     while it is off, a look at the provider (a call of the API's ``get_meter_provider``)."""
-    return _recording or (_next_look != math.inf and _look())
+    return _recording or (_api and _look())
 
 
 def _meter() -> Any:
@@ -226,7 +245,7 @@ def add(key: str, amount: int = 1, *, at_once: bool = False, **attributes: Any) 
     itself: a retry, an unknown result), else now. Attributes are given as keywords:
     ``queue`` becomes ``fdbqueue.queue``, ``shard`` ``fdbqueue.shard``, ``code``
     ``fdbqueue.error.code``."""
-    if not (_recording or (time.monotonic() >= _next_look and _look())):
+    if not (_recording or (_look_again and _look())):
         return
     if amount == 0 or (amount < 0 and key not in UP_DOWN_COUNTERS):
         return
@@ -265,8 +284,8 @@ class Count:
 
     def add(self) -> None:
         """Count it once the attempt in progress commits (:func:`pending`); outside one, now.
-        Cost while nothing records (:func:`recording`): an attribute read, nothing kept."""
-        if not (_recording or (time.monotonic() >= _next_look and _look())):
+        Cost while nothing records (:func:`recording`): a flag read, nothing kept."""
+        if not (_recording or (_look_again and _look())):
             return
         counts = _pending.get()
         if counts is None:
@@ -315,19 +334,27 @@ def observe_oldest_age(database: Any, queue: Any) -> Callable[[], None]:
         raise TypeError(f"observe_oldest_age needs a queue, not {queue!r}")
     token = next(_tokens)
     _observed[token] = (database, target)
-    if "oldest_age" not in _instruments:
-        meter = _meter()
-        _instruments["oldest_age"] = (
-            None
-            if meter is None
-            else meter.create_observable_gauge(
-                OLDEST_AGE[0],
-                callbacks=[_observe_oldest_ages],
-                unit=OLDEST_AGE[1],
-                description=OLDEST_AGE[2],
-            )
-        )
+    _oldest_age_gauge()
     return lambda: _observed.pop(token, None) and None
+
+
+def _oldest_age_gauge() -> None:
+    """Make the gauge ``fdbqueue.queue.oldest_age`` (once; None without the API): its
+    callbacks read the queues of :func:`observe_oldest_age` and, once, tell :func:`_look`
+    that a provider was set (:func:`_provider_set`)."""
+    with _gauge_lock:  # the first counts of several threads may look at once: one gauge
+        if "oldest_age" not in _instruments:
+            meter = _meter()
+            _instruments["oldest_age"] = (
+                None
+                if meter is None
+                else meter.create_observable_gauge(
+                    OLDEST_AGE[0],
+                    callbacks=[_observe_oldest_ages, _provider_set()],
+                    unit=OLDEST_AGE[1],
+                    description=OLDEST_AGE[2],
+                )
+            )
 
 
 def _observe_oldest_ages(options: Any) -> list[Any]:

@@ -184,7 +184,7 @@ class Queue(QueueBase[T]):
         """Enqueue ``value`` as a *job*: an item with an id, a state, and a result once a
         worker ran it (:doc:`jobs`).
 
-        Args and errors as :meth:`enqueue` (the encoded value may be 30 bytes shorter: the
+        Args and errors as :meth:`enqueue` (the encoded value must be 31 bytes shorter: the
         job's header shares FoundationDB's 100,000-byte value limit).
 
         Returns:

@@ -38,7 +38,9 @@ finds nothing claimable and every item this run released for a retry has fallen 
 been claimed again (by this run, or by another consumer): so a run ends with each item it
 failed retried to an end, acknowledged or dead-lettered. Waiting for them takes at most the
 longest backoff of the run (``max_backoff``) plus :data:`RETRY_MARGIN`; ``stop`` ends it
-sooner. Every backoff is capped at 12 hours, the longest delay a release takes.
+sooner. Every backoff is capped at 12 hours, the longest delay a release takes. On a paused
+queue (:meth:`~fdbqueue.Queue.pause`) its claims find nothing, so it ends at once: its
+summary then has ``paused`` set, and a WARNING says the queue is paused (:func:`ended_paused`).
 
 Shutting down: once ``stop`` is set, no new item is claimed; a job already running finishes
 and is acknowledged (or released, if it failed); an item claimed after ``stop`` was set is
@@ -148,6 +150,9 @@ class WorkSummary:
         released: items claimed after ``stop`` was set, released unprocessed.
         timed_out: jobs whose handler ran past ``time_limit`` (each also counted as retried
             or dead-lettered, as a handler that raised).
+        paused: with ``until_empty``, whether the run ended on a paused queue
+            (:meth:`~fdbqueue.Queue.pause`: its claims found nothing because of it); a
+            WARNING says so too (:func:`ended_paused`).
     """
 
     succeeded: int = 0
@@ -156,6 +161,7 @@ class WorkSummary:
     lost: int = 0
     released: int = 0
     timed_out: int = 0
+    paused: bool = False
 
     def count(self, outcome: str) -> None:
         """Add one to the attribute named ``outcome`` (thread-safe enough: under a lock)."""
@@ -486,6 +492,18 @@ def settlement(
 def describe_queue(queue: Any) -> str:
     """A queue for the log: its name as metrics name it (the prefix's tuple)."""
     return metrics.queue_name(queue.subspace.key())
+
+
+def ended_paused(queue: Any, summary: WorkSummary) -> None:
+    """Mark ``summary`` as that of an ``until_empty`` run that ended on a paused queue, and
+    log a WARNING: a batch run on a paused queue ends at once, having taken nothing, and
+    says why (the thread and asyncio loops, once their claims found nothing)."""
+    summary.paused = True
+    logger.warning(
+        "queue %s is paused: the until_empty run ends here, its items not taken (resume it: "
+        "queue.resume(db), or fdbqueue resume)",
+        describe_queue(queue),
+    )
 
 
 def describe(queue: Any, lease: Lease[Any]) -> str:
@@ -917,6 +935,8 @@ def work(
         schedules.start()
         try:
             loop.wait()
+            if given["until_empty"] and not stop.is_set() and queue.is_paused(database):
+                ended_paused(queue, summary)
         finally:
             stop.set()
             heartbeat.close()

@@ -427,7 +427,7 @@ class QueueBase(Generic[T]):
         Cost: per look, a read-only transaction of two point reads; while waiting, one watch.
         """
         raw = check_job_id(job_id, self._jobs.tag)
-        seconds = check_blocking_arguments(database, True, timeout)
+        seconds = check_blocking_arguments(database, True, timeout, "result()", "the job's end")
 
         def look(db: Any, _deadline: float | None) -> JobInfo | None:
             info: JobInfo | None = run_in_retry_loop(
@@ -811,6 +811,26 @@ class QueueBase(Generic[T]):
         """
         return self._set_paused(tr, False, "resume")
 
+    @transactional
+    def is_paused(self, tr: TransactionContext) -> bool:
+        """Whether the queue's consumers are paused (:meth:`pause`, until :meth:`resume`):
+        every take and claim then finds nothing. :attr:`QueueInfo.paused
+        <fdbqueue.QueueInfo>` tells the same, with every other figure.
+
+        Args:
+            tr: a Database, Tenant or Transaction.
+
+        Raises:
+            TypeError: ``tr`` has the wrong type.
+            QueueTypeError: the queue records another type, number of shards or codec.
+
+        Cost: the type records' check (none once found right) and one snapshot point read of
+        the paused key (no conflict).
+        """
+        self._router.check_type(tr)
+        pause = self._store.pause
+        return pause.holds(pause.look(tr))
+
     def _set_paused(self, tr: TransactionContext, paused: bool, verb: str) -> bool:
         """:meth:`pause` (``paused``) or :meth:`resume`, named ``verb`` in errors."""
         _check_context(tr)
@@ -1036,11 +1056,12 @@ class QueueBase(Generic[T]):
                 cannot encode, or larger than a value, is not kept: the job records why
                 (:attr:`JobInfo.result_error <fdbqueue.JobInfo>`; :meth:`result` raises
                 :class:`~fdbqueue.ResultNotKeptError`), and a warning is logged. None keeps
-                none. Ignored for a plain item.
+                none. A plain item keeps no result: one given for it is refused.
 
         Raises:
             TypeError: ``lease`` is not a :class:`Lease`, or ``tr`` has the wrong type.
-            ValueError: the lease belongs to another queue.
+            ValueError: the lease belongs to another queue, or ``result`` is given for a
+                plain item's lease (no :attr:`Lease.job_id`).
             LeaseNotHeldError: acknowledged, released or extended already, or expired and
                 claimed again.
             LeaseExpiredError: the lease expired (the item will be delivered again).
@@ -1052,7 +1073,16 @@ class QueueBase(Generic[T]):
         """
         shard = self._router.for_lease(lease, "ack")
         job = lease.job_id if isinstance(lease, Lease) else None
-        encoded = None if result is None or job is None else self._encode_result(result, job)
+        if result is None:
+            encoded = None
+        elif job is None:
+            raise ValueError(
+                f"ack got result= for lease {lease.id}, a plain item's (no job_id): only a job "
+                "keeps a result; submit the item as a job (queue.submit) to keep one, or ack "
+                "without result= (nothing was changed)"
+            )
+        else:
+            encoded = self._encode_result(result, job)
         shard.ack(tr, lease, encoded)
 
     def ack_many(self, tr: TransactionContext, leases: Iterable[Lease[Any]]) -> None:

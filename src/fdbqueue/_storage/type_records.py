@@ -61,6 +61,7 @@ class TypeRecords:
 
     subspace: Any
     parent: Any  # the sharded queue's own store, for one shard's; else None
+    metric_name: str  # the queue as people wrote it, ('app', 'jobs'): a shard's is its queue's
     type_name: bytes
     type_key: bytes
     codec_key: bytes
@@ -91,10 +92,10 @@ class TypeRecords:
         if type_record.present():
             found = bytes(type_record)
             if found != self.type_name:
-                subspace = self.subspace if self.parent is None else self.parent.subspace
                 raise QueueTypeError(
-                    f"{subspace} holds {describe_type(found)}, not {describe_type(self.type_name)}"
-                    f": open it as {constructor(found)} (nothing was written)"
+                    f"queue {self.metric_name} holds {describe_type(found)}, not "
+                    f"{describe_type(self.type_name)}: open it as {constructor(found)} (nothing "
+                    "was written)"
                 )
             self._check_recorded_codec(codec_record)
             return
@@ -142,9 +143,8 @@ class TypeRecords:
             return
         if type_record.present() and bytes(type_record) != self.type_name:
             found_type = bytes(type_record)
-            subspace = self.subspace if self.parent is None else self.parent.subspace
             raise QueueTypeError(
-                f"{subspace} holds {describe_type(found_type)}, not "
+                f"queue {self.metric_name} holds {describe_type(found_type)}, not "
                 f"{describe_type(self.type_name)}: open it as {constructor(found_type)} "
                 "(nothing was changed)"
             )
@@ -160,7 +160,7 @@ class TypeRecords:
         if not self._codec_verified:
             written_with = found.decode(errors="replace")
             raise QueueTypeError(
-                f"{self.subspace} was written with codec {written_with!r} and opened with "
+                f"queue {self.metric_name} was written with codec {written_with!r} and opened with "
                 f"{self.codec_name.decode()!r}: open it with codec={written_with!r} (nothing "
                 "was changed)"
             )

@@ -45,9 +45,17 @@ logger = logging.getLogger("fdbqueue.waiting")
 FALLBACK_BACKOFF = (0.01, 1.0)
 
 
-def check_blocking_arguments(tr: AnyContext, block: Any, timeout: Any) -> float | None:
+def check_blocking_arguments(
+    tr: AnyContext,
+    block: Any,
+    timeout: Any,
+    waiter: str = "block=True",
+    awaited: str = "other transactions' enqueues",
+) -> float | None:
     """Validate ``block`` and ``timeout`` before anything is read or written; return the
-    timeout in seconds, or None for no limit (``timeout=None`` or ``math.inf``).
+    timeout in seconds, or None for no limit (``timeout=None`` or ``math.inf``). ``waiter``
+    and ``awaited`` name the call that waits and what it waits for, in the TypeError (a
+    take's ``block=True`` waits for enqueues; ``result()`` for a job's end).
 
     Raises:
         TypeError: ``block`` is not a bool, ``block=True`` with something other than a
@@ -65,8 +73,8 @@ def check_blocking_arguments(tr: AnyContext, block: Any, timeout: Any) -> float 
             timeout = None
     if block and not is_database(tr):
         raise TypeError(
-            "block=True needs a Database: inside a transaction, waiting for other "
-            "transactions' enqueues is impossible (the transaction would never see them)"
+            f"{waiter} needs a Database: inside a transaction, waiting for {awaited} is "
+            "impossible (a transaction never sees other transactions' commits)"
         )
     return None if timeout is None else float(timeout)
 

@@ -224,6 +224,7 @@ class _StoredQueue(Generic[S, T]):
     clear = _twin(QueueBase[T].clear, "Queue")
     pause = _twin(QueueBase[T].pause, "Queue")
     resume = _twin(QueueBase[T].resume, "Queue")
+    is_paused = _twin(QueueBase[T].is_paused, "Queue")
     ack = _twin(QueueBase[T].ack, "Queue")
     ack_many = _twin(QueueBase[T].ack_many, "Queue")
     ack_with = _twin(QueueBase[T].ack_with, "Queue")

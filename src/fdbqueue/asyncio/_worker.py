@@ -63,6 +63,7 @@ from fdbqueue.worker import (
     WorkSummary,
     awaiting_refused,
     check_work_options,
+    ended_paused,
     is_coroutine_handler,
     registration,
 )
@@ -476,6 +477,8 @@ async def work(
             workers = [asyncio.ensure_future(loop.run_worker()) for _ in range(concurrency)]
             tasks += workers
             await asyncio.gather(*workers)
+            if given["until_empty"] and not event.is_set() and await queue.is_paused(database):
+                ended_paused(queue, loop.summary)
         finally:
             for task in tasks:
                 task.cancel()

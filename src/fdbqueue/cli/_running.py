@@ -187,9 +187,10 @@ def work(
         )
     )
     facts = dataclasses.asdict(summary)
-    context.emit(
-        facts, ", ".join(f"{name.replace('_', ' ')} {count}" for name, count in facts.items())
+    counts = ", ".join(
+        f"{name.replace('_', ' ')} {count}" for name, count in facts.items() if name != "paused"
     )
+    context.emit(facts, counts + ("; queue is paused (fdbqueue resume)" if summary.paused else ""))
 
 
 class BenchArgumentParser(argparse.ArgumentParser):
