@@ -26,6 +26,7 @@ rank-matched line of :mod:`fdbqueue._consuming.sessions` for high contention.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -276,10 +277,19 @@ class End:
     def claim_batch(self, tr: AnyContext, seconds: float, n: int) -> Any:
         """Claim up to ``n`` items in one transaction (:meth:`Leases.claim_many`); given a
         Database, exactly once, and never returning a lease that expired before the call
-        learned its commit's outcome (it claims again then). A paused queue: ``[]``, nothing
-        written (the paused key's read issued first, :meth:`Leases.claim_many`)."""
+        learned its commit's outcome (it claims again then). Its reads are sent together,
+        as a take's (:meth:`take_batch_in`): the paused key's, the first leases' (snapshot
+        probes, :meth:`Leases.probe`), the delayed items' hint, the codec record, the front;
+        the expired leases are read (with their read conflict range) only when a probe
+        finds one. A paused queue: ``[]``, nothing written."""
+        require_writable(tr, "claim")
         paused = self.store.pause.look(tr)
-        return self.leases.claim_many(tr, self._take_items, seconds, n, paused=paused)
+        probed = self.leases.probe(tr.snapshot)
+        reads = self._read_front(tr, n)
+        if self.store.pause.holds(paused):
+            return []
+        take_items = functools.partial(self._take_items, reads=reads)
+        return self.leases.claim_many(tr, take_items, seconds, n, probed=probed)
 
     def _read_front(self, tr: AnyContext, n: int) -> tuple[Any, Any, list[Any]]:
         """Send the reads of :meth:`_take_items` for ``n`` items: the delayed items' hint,

@@ -44,7 +44,7 @@ from fdbqueue._delivery.leases import (
     lease_versions,
     wall_microseconds,
 )
-from fdbqueue._storage.jobs import job_of, strip_job_header
+from fdbqueue._storage.jobs import JobRecord, job_of, strip_job_header
 from fdbqueue._storage.store import COUNT_PAGE_SIZE, ItemStore, count_keys
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken
 from fdbqueue._storage.transaction_bytes import (
@@ -153,11 +153,12 @@ class Leases:
             :data:`DEAD_LETTERS_PER_CLAIM` leases out of deliveries) and ran out of budget:
             commit, then claim again.
 
-        Cost: :meth:`claim_many` with ``n=1``: a read version, one range read of the expired
-        leases and a point read of the held value (plus one of each per item moved to the
-        dead letters, at most :data:`DEAD_LETTERS_PER_CLAIM`), the queue's take (one range
-        read and a clear) when no lease expired, and two sets (record and held value) for a
-        fresh item; when it finds nothing, one snapshot range read of the first lease.
+        Cost: :meth:`claim_many` with ``n=1`` and no ``probed``: a read version, one range
+        read of the expired leases and a point read of the held value (plus one of each per
+        item moved to the dead letters, at most :data:`DEAD_LETTERS_PER_CLAIM`), the queue's
+        take (one range read and a clear) when no lease expired, and two sets (record and
+        held value) for a fresh item; when it finds nothing, one snapshot range read of the
+        first lease.
         """
         claimed = self.claim_many(tr, take_items, seconds, 1)
         if claimed is MOVED_ASIDE:
@@ -172,7 +173,7 @@ class Leases:
         n: int,
         *,
         others: bool = True,
-        paused: Any = None,
+        probed: list[Any] | None = None,
     ) -> Any:
         """Lease up to ``n`` items in ``tr``, in the order ``n`` claims one after the other
         would: expired or released leases' items first (soonest expiry first; then, with
@@ -201,13 +202,16 @@ class Leases:
         expired leases read and the queue's front up to the last item taken, as for
         ``n`` claims.
 
-        ``paused``: the future of :meth:`~fdbqueue._storage.pause.Pause.look` the caller
-        issued first (the attempt's read of the paused key): checked once the first range
-        read of the expired leases is back, before anything is written; a paused queue
-        gives ``[]`` and nothing is written. None: the caller checked already.
+        ``probed``: :meth:`probe`'s reads, which the caller issued with its others (the
+        front's, read before ``take_items`` is called: a claim's reads then wait together,
+        as a take's do). When the first lease they found has not expired by its version at
+        the read version, no lease had: the expired leases are not read, and the snapshot
+        probe is what tells when the first expires (no further read when nothing is found);
+        when it has, the expired leases are read as above (with their read conflict range),
+        and the held value of that first lease is read with them. The other shards' leases
+        likewise (:meth:`claim_others`). None: the claim reads the expired leases first.
         """
         require_writable(tr, "claim")
-        codec_record = self.store.recorded_codec(tr)
         read_version: int = tr.get_read_version().wait()
         read_at = time.monotonic()
         now = wall_microseconds()
@@ -217,23 +221,24 @@ class Leases:
         dead_lettered = 0
         most_dead = DEAD_LETTERS_PER_CLAIM * n
         begin = self.leases_begin
-        while len(leases) < n:
+        waiting = True  # leases may have expired: read them
+        ahead: dict[bytes, Any] = {}  # held values read ahead, by held id
+        if probed is not None:
+            first = list(probed[0])
+            waiting = self.note(first, read_version, by_versions=True)
+            if waiting:
+                ahead = self._read_ahead(tr, _due(first, now))
+        while waiting and len(leases) < n:
             if dead_lettered >= most_dead or spent >= LIBRARY_TRANSACTION_BUDGET:
                 # More expired leases may wait: they come before the queue's items.
                 return leases or MOVED_ASIDE
             limit = min(n - len(leases), most_dead - dead_lettered)
+            codec_record = self.store.recorded_codec(tr)
             read = list(tr.get_range(begin, expired_end, limit=limit + LOOK_PAST))
-            if paused is not None:  # the first read is back: nothing written yet
-                if self.store.pause.holds(paused):
-                    return leases
-                paused = None
             records = _due(read, now)[:limit]
             self.store.check_codec(codec_record)  # before a held value is decoded
             values = [
-                None
-                if self._out_of_deliveries(parsed.deliveries)
-                else self.store.held.get(tr.snapshot, parsed.held_id)
-                for parsed in (LeaseRecord.parse(bytes(r.value)) for r in records)
+                self._held_value(tr, LeaseRecord.parse(bytes(r.value)), ahead) for r in records
             ]
             for record, stored in zip(records, values, strict=True):
                 lease, written = self._redeliver(tr, record, stored, read_version, seconds)
@@ -247,7 +252,8 @@ class Leases:
             begin = bytes(records[-1].key) + b"\x00"
         moved_aside = dead_lettered > 0
         if len(leases) < n and others and self.others:
-            elsewhere, moved = self.claim_others(tr, read_version, seconds, n - len(leases))
+            firsts = None if probed is None else probed[1:]
+            elsewhere, moved = self.claim_others(tr, read_version, seconds, n - len(leases), firsts)
             leases += elsewhere
             moved_aside = moved_aside or moved
         if len(leases) < n and spent < LIBRARY_TRANSACTION_BUDGET:
@@ -273,8 +279,35 @@ class Leases:
                 # Something moved to the dead letters is a write: commit it (with a receipt),
                 # then look again.
                 return MOVED_ASIDE
-            self._note_next_expiry(tr, read_version, read_at)
+            if probed is None:  # else the probe told when the first lease expires
+                self._note_next_expiry(tr, read_version, read_at)
         return leases
+
+    def probe(self, reader: Any) -> list[Any]:
+        """Start reading the first lease record of this queue and of each of :attr:`others`
+        (:meth:`first_lease`'s reads, issued together), for :meth:`claim_many`'s
+        ``probed``: send them with the claim's other first reads, through ``tr.snapshot``.
+        Cost: a range read (``limit=1``) per shard."""
+        return [self.first_lease(reader)] + [other.first_lease(reader) for other in self.others]
+
+    def _read_ahead(self, tr: AnyContext, records: list[Any]) -> dict[bytes, Any]:
+        """Start reading the held values of ``records`` (lease records a probe found expired
+        and due), by held id, so that they are read with the expired leases' range read
+        (:meth:`claim_many`), not after it. Cost: :meth:`_held_value`'s per record."""
+        parsed = (LeaseRecord.parse(bytes(record.value)) for record in records)
+        reads = {record.held_id: self._held_value(tr, record) for record in parsed}
+        return {held_id: read for held_id, read in reads.items() if read is not None}
+
+    def _held_value(
+        self, tr: AnyContext, record: LeaseRecord, ahead: dict[bytes, Any] | None = None
+    ) -> Any:
+        """The read of the held value of ``record``'s item: taken from ``ahead``
+        (:meth:`_read_ahead`'s) when it is there, else started (a snapshot point read); None
+        for a lease out of deliveries (a dead letter: its value is not read)."""
+        if self._out_of_deliveries(record.deliveries):
+            return None
+        read = None if ahead is None else ahead.pop(record.held_id, None)
+        return self.store.held.get(tr.snapshot, record.held_id) if read is None else read
 
     def any_expired(self, reader: Any) -> bool:
         """Whether a lease has expired (or was released) at ``reader``'s read version and
@@ -459,31 +492,38 @@ class Leases:
                 continue
             del tr[record.key]
             job = job_of(bytes(value))
-            if job is not None and not self._job_goes_on(tr, job, parsed.item_key, parsed.held_id):
-                moved = True  # a cancelled job's item, dropped
-                continue
+            job_record = None
+            if job is not None:
+                goes_on, job_record = self._job_goes_on(tr, job, parsed.item_key, parsed.held_id)
+                if not goes_on:
+                    moved = True  # a cancelled job's item, dropped
+                    continue
             self.store.held.drop(tr, parsed.held_id)
             self.store.groups.finished(tr, parsed.item_key)
             if job is not None:
-                self.store.jobs.taken(tr, job)
+                self.store.jobs.taken(tr, job, job_record)
             metrics.add("expired", **self.store.metric_attributes)
             metrics.add("dequeued", **self.store.metric_attributes)
             values.append(decoded)
         return values, moved
 
     def claim_others(
-        self, tr: AnyContext, read_version: int, seconds: float, n: int
+        self,
+        tr: AnyContext,
+        read_version: int,
+        seconds: float,
+        n: int,
+        firsts: list[Any] | None = None,
     ) -> tuple[list[Lease[Any]], bool]:
         """Redeliver up to ``n`` expired or released leases of the other shards
         (:attr:`others`) in ``tr``: where a shard's first lease expired at ``read_version``,
         its :meth:`claim_many` without fresh items. Returns the leases and whether items
-        moved to the dead letters. Cost: a snapshot range read (``limit=1``) per other shard,
-        issued together (one round trip); then, per shard whose first lease expired, its
-        claim's reads and writes."""
-        firsts = [
-            tr.snapshot.get_range(other.leases_begin, other.leases_end, limit=1)
-            for other in self.others
-        ]
+        moved to the dead letters. ``firsts``: their first leases' snapshot reads, issued
+        already (:meth:`probe`). Cost: a snapshot range read (``limit=1``) per other shard,
+        issued together (one round trip), unless ``firsts``; then, per shard whose first
+        lease expired, its claim's reads and writes."""
+        if firsts is None:
+            firsts = [other.first_lease(tr.snapshot) for other in self.others]
         found: list[Lease[Any]] = []
         moved = False
         for other, first in zip(self.others, firsts, strict=True):
@@ -585,10 +625,11 @@ class Leases:
             )
             return None, written + self._dead_letter(tr, item_key, deliveries, held_id, reason)
         job = job_of(bytes(stored))
-        if job is not None and not self._job_goes_on(tr, job, item_key, held_id):
-            return None, written
         if job is not None:
-            self.store.jobs.started(tr, job, deliveries + 1)
+            goes_on, job_record = self._job_goes_on(tr, job, item_key, held_id)
+            if not goes_on:
+                return None, written
+            self.store.jobs.started(tr, job, deliveries + 1, job_record)
         lease = self._grant(
             tr, item_key, value, deliveries + 1, held_id, read_version, seconds, job
         )
@@ -607,18 +648,21 @@ class Leases:
         # the new record: the old one's elements, its expiry time at most 9 bytes more
         return lease, written + set_bytes(len(lease.key), len(record.value) + 9)
 
-    def _job_goes_on(self, tr: AnyContext, job: bytes, item_key: bytes, held_id: bytes) -> bool:
+    def _job_goes_on(
+        self, tr: AnyContext, job: bytes, item_key: bytes, held_id: bytes
+    ) -> tuple[bool, JobRecord | None]:
         """Whether the job ``job``, whose lease ended (expired, or given back), goes on to
-        its next delivery; False when it was cancelled (its item and lease are dropped here,
-        the job is ``cancelled``: :mod:`fdbqueue._storage.jobs`). Cost: a point read."""
+        its next delivery (False when it was cancelled: its item and lease are dropped here,
+        the job is ``cancelled``, :mod:`fdbqueue._storage.jobs`), and its record as read
+        (None: none), for its next state change. Cost: a point read."""
         record = self.store.jobs.parsed(self.store.jobs.read(tr, job))
         if record is None or not (record.cancel_requested or record.state == "cancelled"):
-            return True
+            return True, record
         self.store.held.drop(tr, held_id)
         self.store.groups.finished(tr, item_key)
         if record.state != "cancelled":
             self.store.jobs.finish(tr, job, "cancelled", record)
-        return False
+        return False, record
 
     def _dead_letter(
         self, tr: AnyContext, item_key: bytes, deliveries: int, held_id: bytes, reason: str

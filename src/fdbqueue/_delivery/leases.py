@@ -365,10 +365,28 @@ class LeaseHolds:
             ValueError: it is a lease of another queue.
             LeaseNotHeldError, LeaseExpiredError: see :meth:`ack`.
         """
+        stored = self._look(tr, lease, action)
+        return self._still_held(lease, stored, tr.get_read_version().wait())
+
+    def _look(self, tr: AnyContext, lease: Any, action: str) -> Any:
+        """Check that ``lease`` is a lease of this queue and ``tr`` can write; start reading
+        its record (a point read, with a read conflict) for :meth:`_still_held`.
+
+        Raises:
+            TypeError: ``lease`` is not a Lease, or ``tr`` is a snapshot view.
+            ValueError: it is a lease of another queue.
+        """
         self.check(lease, action)
         require_writable(tr, action)
-        stored = tr.get(lease.key)
-        return self._still_held(lease, stored, tr.get_read_version().wait())
+        return tr.get(lease.key)
+
+    def _job_read(self, tr: AnyContext, lease: Lease[Any]) -> Any:
+        """Start reading the record of ``lease``'s job (a point read, with a read conflict),
+        None for a lease of an item that is no job: the job id is on the Lease, so the read
+        goes with the lease's own, not after it."""
+        if lease.job_id is None:
+            return None
+        return self.store.jobs.read(tr, bytes.fromhex(lease.job_id))
 
     def _still_held(
         self, lease: Lease[Any], stored: Any, read_version: int, where: str = ""
@@ -399,14 +417,20 @@ class LeaseHolds:
             LeaseExpiredError: the lease expired (the item will be delivered again).
 
         Nothing changes when it raises. Cost: one point read (a read conflict on the lease,
-        so an ack and a claim of the same expired lease never both win) and two clears.
+        so an ack and a claim of the same expired lease never both win) and two clears; a
+        job's also a point read of its record, issued with the lease's (one round trip), and
+        its state change (:meth:`~fdbqueue._storage.jobs.Jobs.finish`).
         """
-        record = LeaseRecord.parse(self._held(tr, lease, "ack"))
+        stored = self._look(tr, lease, "ack")
+        job_read = self._job_read(tr, lease)
+        record = LeaseRecord.parse(self._still_held(lease, stored, tr.get_read_version().wait()))
         del tr[lease.key]
         self.store.held.drop(tr, record.held_id)
         self.store.groups.finished(tr, record.item_key)
         if lease.job_id is not None:
-            self.store.jobs.finish(tr, bytes.fromhex(lease.job_id), "succeeded", result=result)
+            jobs = self.store.jobs
+            job_record = jobs.parsed(job_read)
+            jobs.finish(tr, bytes.fromhex(lease.job_id), "succeeded", job_record, result=result)
         metrics.add("acknowledged", **self.store.metric_attributes)
 
     def ack_many(self, tr: AnyContext, leases: list[Lease[Any]]) -> None:
@@ -420,23 +444,26 @@ class LeaseHolds:
             LeaseNotHeldError, LeaseExpiredError: as :meth:`ack`, naming the lease and its
                 place in ``leases``.
 
-        Cost: one point read per lease (each a read conflict on its lease), issued
-        together, and two clears per lease.
+        Cost: one point read per lease (each a read conflict on its lease) and one per
+        job's record, all issued together (one round trip), and two clears per lease (and
+        per job its state change).
         """
         require_writable(tr, "ack_many")
         stored = [tr.get(lease.key) for lease in leases]
+        job_reads = [self._job_read(tr, lease) for lease in leases]
         read_version: int = tr.get_read_version().wait()
         records = [
             self._still_held(lease, value, read_version, f"ack_many: leases[{index}]: ")
             for index, (lease, value) in enumerate(zip(leases, stored, strict=True))
         ]
-        for lease, stored_record in zip(leases, records, strict=True):
+        for lease, stored_record, job_read in zip(leases, records, job_reads, strict=True):
             del tr[lease.key]
             record = LeaseRecord.parse(stored_record)
             self.store.held.drop(tr, record.held_id)
             self.store.groups.finished(tr, record.item_key)
             if lease.job_id is not None:
-                self.store.jobs.finish(tr, bytes.fromhex(lease.job_id), "succeeded")
+                jobs = self.store.jobs
+                jobs.finish(tr, bytes.fromhex(lease.job_id), "succeeded", jobs.parsed(job_read))
         metrics.add("acknowledged", len(leases), **self.store.metric_attributes)
 
     def release(

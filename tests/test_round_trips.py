@@ -1,0 +1,134 @@
+"""Reads that do not depend on each other are sent together: serial round trips per call.
+
+Measured with the in-memory database's latency model (:class:`fdbqueue.memory.Latency`): only
+read latency is set (read versions and commits are free), and a read's latency runs from its
+issue, so reads issued together overlap; a call's wall time over that latency counts the
+reads it waited for one after another. Each queue object is used once first (a fresh object
+checks its codec record on its first take), and each count is the fewest of two tries on
+fresh databases (a loaded machine only adds to a call's wall time).
+
+* A claim sends its snapshot probe of the first lease with the front's read, as a dequeue
+  does, and reads the waiting leases (with their conflict range) only when the probe finds
+  one expired: a claim of a plain item waits for 1 read, a claim of a job for 2 (its record's
+  read depends on the item the front returns), a claim that finds an expired lease for 2 (the
+  probe, then the waiting leases with the held value the probe pointed to).
+* A job's ack reads its lease and its job record together (the job id is on the Lease): 1;
+  an ``ack_many`` of jobs reads every lease and record together: 1.
+
+The probe is a snapshot read: what keeps two claims of one expired lease from both winning
+is the read of the waiting leases, with its read conflict range, that follows it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from helpers import raises_fdb_error
+
+from fdbqueue import Queue, Subspace, memory
+
+READ = 0.1  # seconds per read: 1 serial read is well apart from 2 on a loaded machine
+MARGIN = 0.5  # reads: the call's own work and the timer, well under a read's latency
+TRIES = 2
+
+
+def serial_reads(prepare: Callable[[memory.Database], Callable[[], Any]]) -> float:
+    """The fewest reads waited for one after another by the call ``prepare(db)`` returns
+    (its wall time over the latency), over :data:`TRIES` fresh databases."""
+    counts = []
+    for _ in range(TRIES):
+        db = memory.open(seed=1)
+        call = prepare(db)
+        db.latency = memory.Latency(read=READ)
+        started = time.monotonic()
+        call()
+        counts.append((time.monotonic() - started) / READ)
+    return min(counts)
+
+
+def used(db: memory.Database, name: str, *, jobs: bool = False) -> Queue[bytes]:
+    """A raw queue holding ``a`` and ``b`` (submitted as jobs with ``jobs``), whose object
+    claimed and acknowledged an item once already."""
+    queue = Queue(Subspace((name,)), codec="raw")
+    for value in (b"o", b"a", b"b"):
+        if jobs:
+            queue.submit(db, value)
+        else:
+            queue.enqueue(db, value)
+    queue.ack(db, queue.claim(db, 30))
+    return queue
+
+
+def test_a_claim_of_a_plain_item_waits_for_one_read():
+    def prepare(db):
+        queue = used(db, "claims")
+        return lambda: queue.claim(db, 30)
+
+    assert 1 - MARGIN < serial_reads(prepare) < 1 + MARGIN
+
+
+def test_a_claim_of_a_job_waits_for_the_front_then_its_record():
+    def prepare(db):
+        queue = used(db, "job claims", jobs=True)
+        return lambda: queue.claim(db, 30)
+
+    assert 2 - MARGIN < serial_reads(prepare) < 2 + MARGIN
+
+
+def test_a_claim_that_finds_an_expired_lease_reads_the_leases_then_takes_it_first():
+    def prepare(db):
+        queue = used(db, "expired")
+        released = queue.claim(db, 30)
+        queue.release(db, released)
+
+        def claim():
+            lease = queue.claim(db, 30)
+            assert (lease.value, lease.deliveries) == (released.value, 2)
+
+        return claim
+
+    # the probe with the front, then the waiting leases with the held value
+    assert 2 - MARGIN < serial_reads(prepare) < 2 + MARGIN
+
+
+@pytest.mark.parametrize("jobs", [False, True], ids=["item", "job"])
+def test_an_ack_waits_for_one_read(jobs):
+    def prepare(db):
+        queue = used(db, "acks", jobs=jobs)
+        lease = queue.claim(db, 30)
+        return lambda: queue.ack(db, lease)
+
+    assert 1 - MARGIN < serial_reads(prepare) < 1 + MARGIN
+
+
+def test_an_ack_of_many_jobs_waits_for_one_read():
+    def prepare(db):
+        queue = used(db, "acks of jobs", jobs=True)
+        leases = queue.claim_many(db, 2, 30)
+        return lambda: queue.ack_many(db, leases)
+
+    assert 1 - MARGIN < serial_reads(prepare) < 1 + MARGIN
+
+
+def test_a_claimed_job_runs_and_an_acknowledged_one_succeeded():
+    db = memory.open(seed=1)
+    queue = used(db, "acked", jobs=True)
+    lease = queue.claim(db, 30)
+    assert queue.job(db, lease.job_id).state == "running"
+    queue.ack(db, lease)
+    assert queue.job(db, lease.job_id).state == "succeeded"
+
+
+def test_two_claims_of_one_released_lease_never_both_win():
+    db = memory.open(seed=1)
+    queue = used(db, "race")
+    queue.release(db, queue.claim(db, 30))
+    first, second = db.create_transaction(), db.create_transaction()
+    assert queue.claim(first, 30).value == b"a"
+    assert queue.claim(second, 30).value == b"a"  # both found it by their probes
+    first.commit().wait()
+    with raises_fdb_error(1020):  # the second's read of the waiting leases conflicts
+        second.commit().wait()
