@@ -926,7 +926,9 @@ def test_a_taken_job_succeeded_and_a_plain_item_is_no_job(shape: Shape) -> None:
     shape.put("c", 0)
     lease = shape.claim(LONG)
     assert lease.job_id is None
-    shape.ack(lease, result="kept nowhere")  # a plain item keeps no result
+    with pytest.raises(ValueError, match="only a job keeps a result"):
+        shape.ack(lease, result="kept nowhere")  # a plain item keeps no result: refused
+    shape.ack(lease)
 
 
 @shapes(SHAPES)
