@@ -215,7 +215,7 @@ class Leases:
         read_version: int = tr.get_read_version().wait()
         read_at = time.monotonic()
         now = wall_microseconds()
-        expired_end: bytes = self.leases.pack((read_version,))
+        expired_end: bytes = self.holds.expired_end(read_version)
         leases: list[Lease[Any]] = []
         spent = 0
         dead_lettered = 0
@@ -346,7 +346,7 @@ class Leases:
         records with ``limit=1``), has expired at ``read_version`` and this client's wall
         clock: a claim would deliver its item again. No database access of its own."""
         records = list(first)
-        if not records or self.leases.unpack(bytes(records[0].key))[0] >= read_version:
+        if not records or self.holds.key_fields(bytes(records[0].key))[0] >= read_version:
             return False
         return bool(_due(records, wall_microseconds()))
 
@@ -359,7 +359,7 @@ class Leases:
         return count_keys(
             reader,
             self.leases_begin,
-            self.leases.pack((read_version,)),
+            self.holds.expired_end(read_version),
             lambda kv: LeaseRecord.parse(bytes(kv.value)).has_expired(now),
         )
 
@@ -374,7 +374,7 @@ class Leases:
         if n <= 0:
             return []
         read = reader.get_range(
-            self.leases_begin, self.leases.pack((read_version,)), limit=n + LOOK_PAST
+            self.leases_begin, self.holds.expired_end(read_version), limit=n + LOOK_PAST
         )
         due = (LeaseRecord.parse(bytes(kv.value)) for kv in _due(list(read), wall_microseconds()))
         # those out of deliveries are not delivered: the next take moves them to the dead letters
@@ -394,7 +394,7 @@ class Leases:
         while True:
             page = list(reader.get_range(begin, end, limit=COUNT_PAGE_SIZE))
             for kv in page:
-                yield self.leases.unpack(bytes(kv.key))[0], LeaseRecord.parse(bytes(kv.value))
+                yield self.holds.key_fields(bytes(kv.key))[0], LeaseRecord.parse(bytes(kv.value))
             if len(page) < COUNT_PAGE_SIZE:
                 return
             begin = bytes(page[-1].key) + b"\x00"
@@ -406,7 +406,7 @@ class Leases:
         now = wall_microseconds()
         starts = [
             record.waiting_since()
-            for _version, record in self._records(reader, self.leases.pack((read_version,)))
+            for _version, record in self._records(reader, self.holds.expired_end(read_version))
             if record.has_expired(now)
         ]
         return min(starts) if starts else None
@@ -451,7 +451,7 @@ class Leases:
         an atomic add); nothing is written when no lease waits.
         """
         read_version: int = tr.get_read_version().wait()
-        expired_end: bytes = self.leases.pack((read_version,))
+        expired_end: bytes = self.holds.expired_end(read_version)
         read = list(tr.get_range(self.leases_begin, expired_end, limit=n + LOOK_PAST))
         due = _due(read, wall_microseconds()) if read else read
         if not due:
@@ -590,7 +590,7 @@ class Leases:
         del tr[record.key]
         written = clear_bytes(len(record.key))
         item_key, deliveries, held_id, *_times = LeaseRecord.parse(bytes(record.value))
-        held = self.leases.unpack(bytes(record.key))[1].hex()  # the lease, for the log
+        held = self.holds.key_fields(bytes(record.key))[1].hex()  # the lease, for the log
         if self._out_of_deliveries(deliveries):
             times = "once" if deliveries == 1 else f"{deliveries} times"
             reason = (
@@ -694,7 +694,7 @@ class Leases:
         record = LeaseRecord(
             item_key, deliveries, held_id, wall_microseconds() + lease_microseconds(seconds)
         )
-        key: bytes = self.leases.pack((expiry_version, lease_id))
+        key = self.holds.key(expiry_version, lease_id)
         tr[key] = record.pack()
         metrics.add("claimed", **self.store.metric_attributes)
         group = self.store.groups.group_of(item_key)
@@ -712,7 +712,7 @@ class Leases:
     def _lease_of(self, kv: Any, value: Any, job: bytes | None = None) -> Lease[Any]:
         """The :class:`Lease` a lease record ``kv`` (a key-value pair read) stands for, with
         ``value`` as its value (of the job ``job``, if it is one)."""
-        expiry_version, lease_id = self.leases.unpack(bytes(kv.key))
+        expiry_version, lease_id = self.holds.key_fields(bytes(kv.key))
         record = LeaseRecord.parse(bytes(kv.value))
         group = self.store.groups.group_of(record.item_key)
         return Lease(

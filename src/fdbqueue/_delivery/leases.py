@@ -60,7 +60,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
-from fdbqueue import _clock, metrics
+from fdbqueue import _clock, _keycodec, metrics
 from fdbqueue._checks import check_seconds
 from fdbqueue._storage.store import RESERVED_TRANSACTION_BYTES, ItemStore
 from fdbqueue._storage.transaction_bytes import (
@@ -305,6 +305,22 @@ class LeaseHolds:
     def __init__(self, store: ItemStore, leases: Subspace) -> None:
         self.store = store
         self.leases = leases
+        self.prefix: bytes = leases.key()
+
+    # -- the lease keys: ``leases.pack((expiry version, lease id))``, packed and read by the
+    # key codec (fdbqueue._keycodec: the tuple layer's bytes and tuples)
+
+    def key(self, expiry_version: int, lease_id: bytes) -> bytes:
+        """The key of the lease ``lease_id`` (bytes) expiring at ``expiry_version``."""
+        return _keycodec.pack_int_bytes(self.prefix, expiry_version, lease_id)
+
+    def key_fields(self, key: bytes) -> tuple[Any, ...]:
+        """``(expiry version, lease id)`` of a lease key, as ``leases.unpack(key)`` reads it."""
+        return _keycodec.unpack_int_bytes(key, self.prefix)
+
+    def expired_end(self, version: int) -> bytes:
+        """The end of the lease keys expiring before ``version``: ``leases.pack((version,))``."""
+        return _keycodec.pack_int(self.prefix, version)
 
     def check(
         self, lease: Any, action: str, belongs: Callable[[bytes], bool] | None = None
@@ -499,7 +515,7 @@ class LeaseHolds:
         if seconds:
             expiry_version = tr.get_read_version().wait() + lease_versions(seconds)
             expiry_time = now + lease_microseconds(seconds)
-        key = self.leases.pack((expiry_version, bytes.fromhex(lease.id)))
+        key = self.key(expiry_version, bytes.fromhex(lease.id))
         tr[key] = record.released(expiry_time, now).pack()
         self.store.signal(tr)  # the item is claimable now (or its wait changed): wake claims
 
@@ -535,7 +551,7 @@ class LeaseHolds:
         del tr[lease.key]
         expiry_version = tr.get_read_version().wait() + lease_versions(seconds)
         expiry_time = wall_microseconds() + lease_microseconds(seconds)
-        key: bytes = self.leases.pack((expiry_version, bytes.fromhex(lease.id)))
+        key = self.key(expiry_version, bytes.fromhex(lease.id))
         extended = record.expires_at(expiry_time)
         tr[key] = extended.pack()
         return Lease(

@@ -20,6 +20,8 @@ from typing import Any
 
 from fdb.subspace_impl import Subspace
 
+from fdbqueue import _keycodec
+
 __all__ = ["HeldValues"]
 
 
@@ -32,11 +34,12 @@ class HeldValues:
 
     def __init__(self, metadata: Subspace) -> None:
         self.subspace = metadata["held"]
+        self.prefix: bytes = self.subspace.key()
 
     def key(self, held_id: bytes) -> bytes:
-        """The key of the value held under ``held_id``."""
-        key: bytes = self.subspace.pack((held_id,))
-        return key
+        """The key of the value held under ``held_id``: ``subspace.pack((held_id,))``, packed
+        by the key codec (:mod:`fdbqueue._keycodec`)."""
+        return _keycodec.pack_bytes(self.prefix, held_id)
 
     def put(self, tr: Any, held_id: bytes, encoded: bytes) -> None:
         """Hold ``encoded`` under ``held_id``. Cost: one set."""

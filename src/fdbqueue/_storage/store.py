@@ -56,7 +56,7 @@ from typing import Any
 
 from fdb.subspace_impl import Subspace
 
-from fdbqueue import metrics
+from fdbqueue import _keycodec, metrics
 from fdbqueue._checks import check_flag
 from fdbqueue._keys import MAX_KEY_BYTES, describe_key
 from fdbqueue._storage.ages import ItemAges
@@ -107,6 +107,16 @@ RESERVED_TRANSACTION_BYTES = 64_000
 #: 64-bit integer, as FoundationDB's atomic add takes it.
 COUNTER = struct.Struct("<q")
 
+_Unpack = Callable[[bytes, bytes], tuple[Any, ...]]
+#: How the item keys of a queue type are packed and read, by its ``leading_integers``: its
+#: position's integers, then the random element (a Queue's ``(index, random)``, a
+#: PriorityQueue's ``(priority, count, random)``), by the key codec, byte for byte as the tuple
+#: layer packs and reads them (:mod:`fdbqueue._keycodec`).
+ITEM_KEY_CODEC: dict[int, tuple[Callable[..., bytes], _Unpack]] = {
+    1: (_keycodec.pack_int_bytes, _keycodec.unpack_int_bytes),
+    2: (_keycodec.pack_int_int_bytes, _keycodec.unpack_int_int_bytes),
+}
+
 
 def as_subspace(subspace: Any) -> Subspace:
     """Return ``subspace`` as a Subspace: a Subspace (or DirectorySubspace) or a tuple prefix.
@@ -144,10 +154,6 @@ def as_subspace(subspace: Any) -> Subspace:
     if prefix.startswith(b"\xff"):
         raise ValueError("a queue's subspace prefix cannot start with 0xff (system keys)")
     return subspace
-
-
-def _is_int(element: Any) -> bool:
-    return type(element) is int
 
 
 def metadata_subspace(subspace: Subspace) -> Subspace:
@@ -212,6 +218,9 @@ class ItemStore(TypeRecords):
         self.subspace: Subspace = as_subspace(subspace)
         self.codec: Codec[Any] = resolve_codec(codec)
         self.leading_integers = leading_integers
+        #: the subspace's raw prefix ``P``
+        self.prefix: bytes = self.subspace.key()
+        self._pack_item, self._unpack_item = ITEM_KEY_CODEC[leading_integers]
         items = self.subspace.range()
         self.begin: bytes = items.start
         self.end: bytes = items.stop
@@ -246,6 +255,7 @@ class ItemStore(TypeRecords):
         self.dead_letters = DeadLetters(self.metadata, self.codec, self.held)
         #: message groups (fdbqueue._storage.groups)
         self.groups = Groups(self)
+        self._grouped: bytes = self.groups.items.key()  # the groups' items' prefix
         #: the queue's job records (fdbqueue._storage.jobs): one set for all its shards
         self.jobs: Jobs = parent.jobs if parent is not None else Jobs(self.metadata, RESULT_TTL)
         #: when ranges of positions began: the age of the oldest item (fdbqueue._storage.ages)
@@ -319,14 +329,19 @@ class ItemStore(TypeRecords):
 
     def item_key(self, position: tuple[Any, ...], subspace: Subspace | None = None) -> bytes:
         """Return the key ``subspace.pack(position + (random element,))`` for a new item
-        (``subspace``: the queue's, unless another is given, as a group's items).
+        (``subspace``: the queue's, unless another is given, as a group's items). The
+        queue's own item keys, ``position`` being its ``leading_integers`` integers, are
+        packed by the key codec (:data:`ITEM_KEY_CODEC`), the same bytes.
 
         Raises:
             ValueError: the key would exceed FoundationDB's 10,000-byte key limit, or an
                 element of ``position`` is out of the tuple layer's range.
         """
         try:
-            key: bytes = (subspace or self.subspace).pack((*position, random_element()))
+            if subspace is None:
+                key: bytes = self._pack_item(self.prefix, *position, random_element())
+            else:
+                key = subspace.pack((*position, random_element()))
         except (ValueError, OverflowError, struct.error) as error:  # an int beyond 255 bytes
             raise ValueError(f"cannot make an item key from {position!r}: {error}") from None
         if len(key) > MAX_KEY_BYTES:
@@ -337,18 +352,19 @@ class ItemStore(TypeRecords):
         return key
 
     def unpack_position(self, key: bytes) -> tuple[Any, ...]:
-        """Return the tuple an item key packs, without the subspace prefix.
+        """Return the tuple an item key packs, without the subspace prefix (read by the key
+        codec, :data:`ITEM_KEY_CODEC`, as ``subspace.unpack`` reads it).
 
         Raises:
             ValueError: the key is not an item key of this queue type (it starts with
                 ``leading_integers`` integers): the subspace holds data that is not this
                 queue's, such as another queue nested in it. The message names the key.
         """
-        if self.groups.items.contains(key):  # a group's item (fdbqueue._storage.groups)
+        if key.startswith(self._grouped):  # a group's item (fdbqueue._storage.groups)
             grouped: tuple[Any, ...] = self.groups.items.unpack(key)
             return grouped
         try:
-            position: tuple[Any, ...] = self.subspace.unpack(key)
+            position: tuple[Any, ...] = self._unpack_item(key, self.prefix)
         except Exception as error:  # the tuple layer raises several types on bad input
             raise ValueError(
                 f"key {describe_key(key)} in the queue's subspace is not one of its items "
@@ -356,7 +372,7 @@ class ItemStore(TypeRecords):
                 "subspace?"
             ) from None
         leading = position[: self.leading_integers]
-        if len(leading) < self.leading_integers or not all(map(_is_int, leading)):
+        if len(leading) < self.leading_integers or set(map(type, leading)) != {int}:
             raise ValueError(
                 f"key {describe_key(key)} in the queue's subspace is not one of its items (it "
                 f"should start with {self.leading_integers} integer(s) after the queue's "

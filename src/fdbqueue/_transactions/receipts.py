@@ -94,10 +94,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple, ParamSpec, TypeVar, cast, overload
 
-import fdb.tuple
 from fdb.subspace_impl import Subspace
 
-from fdbqueue import _clock, metrics
+from fdbqueue import _clock, _keycodec, metrics
 from fdbqueue._transactions.transactional import (
     NOT_COMMITTED,
     commit,
@@ -308,7 +307,7 @@ class Receipts:
         # in (tests replace :data:`_BOOKS`) and the books it found there.
         self._last_books: tuple[weakref.ref[Any], Any, Books] | None = None
         # The value the receipts written within one wall-clock second share: (that second,
-        # in microseconds; its value packed by the tuple layer).
+        # in microseconds; its value packed as the tuple layer packs it).
         self._second_value: tuple[int, bytes] = (-1, b"")
 
     def books(self, database: Any) -> Books:
@@ -408,8 +407,8 @@ class Receipts:
         :data:`FINISHED_PER_ATTEMPT`) and, once a second of versions per ``books``, sweep
         those past their lifetime (:meth:`sweep`); the :class:`Attempt` for :meth:`settle`
         and :meth:`finish`. The receipt key is ``self.subspace.pack((read_version,
-        call_id))``, packed by the tuple layer under the subspace's prefix as
-        ``Subspace.pack`` does, without its call. Its value is the tuple ``(microseconds,)``
+        call_id))``, packed by the key codec (:mod:`fdbqueue._keycodec`: the tuple layer's
+        bytes) under the subspace's prefix. Its value is the tuple ``(microseconds,)``
         of this client's wall clock, floored to the whole second: the receipts of one second
         share one packed value (a sweep waits :data:`CLOCK_SKEW` beyond the lifetime, so a
         time up to a second early never lets one clear a receipt a resolution still trusts,
@@ -418,14 +417,14 @@ class Receipts:
         clears; the read version, fetched already by the body's reads."""
         read_version: int = tr.get_read_version().wait()
         now = _wall_microseconds()
-        receipt: bytes = fdb.tuple.pack((read_version, call_id), prefix=self.prefix)
+        receipt = _keycodec.pack_int_bytes(self.prefix, read_version, call_id)
         # Self-conflicting, so that a resolution can fence it off. The read conflict must come
         # before the write: FoundationDB adds none for a key the transaction already wrote.
         tr.add_read_conflict_key(receipt)
         second = now - now % MICROSECONDS_PER_SECOND
         shared = self._second_value
         if shared[0] != second:
-            shared = self._second_value = (second, fdb.tuple.pack((second,)))
+            shared = self._second_value = (second, _keycodec.pack_int(b"", second))
         tr[receipt] = shared[1]
         if read_version >= books.next_sweep:  # at most once a second of versions
             books.next_sweep = read_version + VERSIONS_PER_SECOND
@@ -577,7 +576,7 @@ def _written_at(value: bytes) -> int:
     """The wall-clock time (microseconds) a receipt's value records; 0 for a receipt written
     without one (by its versions alone, it has expired)."""
     try:
-        recorded = fdb.tuple.unpack(value)
+        recorded = _keycodec.unpack_int(value, b"")
     except Exception:  # an empty value (an older fdbqueue's), or anything else
         return 0
     return recorded[0] if recorded and isinstance(recorded[0], int) else 0
