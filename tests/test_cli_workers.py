@@ -28,9 +28,17 @@ def invoke(db: Any, *arguments: str) -> Any:
     return CliRunner().invoke(cli, list(arguments), obj={"database": db})
 
 
-def registered(db: Any, queue: Any, done: int = 2, running: tuple[str, ...] = (JOB,)) -> str:
+def registered(
+    db: Any,
+    queue: Any,
+    done: int = 2,
+    running: tuple[str, ...] = (JOB,),
+    abandoned: tuple[str, ...] = (),
+) -> str:
     """A worker record written as a loop writes it; its id."""
-    registration = Registration(queue._worker_registry, db, lambda: (done, list(running)))
+    registration = Registration(
+        queue._worker_registry, db, lambda: (done, list(running)), lambda: list(abandoned)
+    )
     assert registration.register()
     return registration.id
 
@@ -65,9 +73,24 @@ def test_workers_json_gives_every_field():
         "jobs_done",
         "running",
         "last_seen",
+        "abandoned",
     }
     assert (document["id"], document["pid"], document["running"]) == (worker, os.getpid(), [])
-    assert document["started_at"] <= document["last_seen"]
+    assert document["started_at"] <= document["last_seen"] and document["abandoned"] == []
+
+
+def test_workers_shows_the_handlers_a_loop_abandoned_in_text_and_json():
+    db = memory.open()
+    queue = Queue(Subspace(("cli-abandoned",)))
+    hung = ("cd" * 16, "ef" * 16)
+    worker = registered(db, queue, done=3, running=(), abandoned=hung)
+    result = invoke(db, "workers", "--queue", "cli-abandoned")
+    assert result.exit_code == 0, result.output
+    _header, line, second = result.output.splitlines()
+    assert line.split()[0] == worker and line.split()[-2:] == ["3", "-"]
+    assert second == f"  abandoned past the time limit, still running: {hung[0]} {hung[1]}"
+    [document] = json.loads(invoke(db, "--json", "workers", "--queue", "cli-abandoned").output)
+    assert document["abandoned"] == list(hung) and document["running"] == []
 
 
 def test_workers_says_none_and_drops_a_lapsed_loop():

@@ -28,6 +28,7 @@ with warnings.catch_warnings():  # Starlette 1.x suggests httpx2 over httpx, whi
     from starlette.testclient import TestClient
 
 from fdbqueue import PriorityQueue, Queue, QueueInfo, Subspace, memory
+from fdbqueue._delivery.workers import Registration
 from fdbqueue.cli import cli
 from fdbqueue.cli._dashboard import is_loopback
 from fdbqueue.dashboard import DEAD_LETTERS_PAGE, Demo, create_app, start_demo
@@ -830,6 +831,27 @@ def test_workers_online_show_with_their_running_jobs(db: Any) -> None:
         stop.set()
         loop.join(10)
     assert queue.job(db, job.id).state == "succeeded"
+
+
+def test_a_workers_abandoned_handlers_show_on_the_queue_page(db: Any) -> None:
+    queue: Queue[Any] = Queue(Subspace(("abandoning",)))
+    hung = [queue.submit(db, "hung").id, "ab" * 16]
+    registration = Registration(queue._worker_registry, db, lambda: (4, []), lambda: hung)
+    assert registration.register()
+    with local(create_app(db, {"abandoning": queue})) as client:
+        for path in ("/queue", "/fragments/jobs"):
+            page = client.get(path, params={"name": "abandoning"}).text
+            workers = page.split('id="workers"')[1].split("</table>")[0]
+            assert "<th>abandoned</th>" in workers
+            assert "2 past the time limit, still running:" in workers
+            for job in hung:  # each a link to the job's page
+                assert f'href="/job?name=abandoning&amp;id={job}"' in workers
+    registration.deregister()
+    Registration(queue._worker_registry, db, lambda: (0, [])).register()
+    with local(create_app(db, {"abandoning": queue})) as client:
+        page = client.get("/fragments/jobs", params={"name": "abandoning"}).text
+    workers = page.split('id="workers"')[1].split("</table>")[0]
+    assert "past the time limit" not in workers and hung[0] not in workers
 
 
 def test_a_job_page_shows_value_state_times_error_and_result_as_text(

@@ -296,8 +296,8 @@ def test_a_plain_asyncio_handler_is_abandoned_in_its_thread_and_its_late_return_
     def done() -> bool:
         if sorted(hang.completions) != ["hang", "next"]:
             return False
-        # the job was settled without its thread: let it return now (asyncio.run waits for
-        # the default executor's threads at its end)
+        # the job was settled without its thread: let it return now (its late return is
+        # logged and discarded)
         hang.release.set()
         return True
 

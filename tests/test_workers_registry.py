@@ -158,9 +158,23 @@ def test_the_record_is_in_the_queues_own_metadata_not_a_shards():
     assert registration.register()
     [(key, value)] = records(db, queue)
     assert key == queue.subspace.key() + b"\xff" + fdb.tuple.pack(("workers", registration.id))
-    form, host, pid, started_at, last_seen, done, running = fdb.tuple.unpack(value)
+    form, host, pid, started_at, last_seen, done, running, abandoned = fdb.tuple.unpack(value)
     assert (form, host, pid, done, running) == (1, socket.gethostname(), os.getpid(), 0, ())
-    assert started_at <= last_seen
+    assert abandoned == () and started_at <= last_seen
+
+
+def test_a_record_written_before_abandoned_handlers_were_kept_reads_with_none():
+    db = memory.open()
+    queue = Queue(Subspace(("old-record",)))
+    now = _clock.now()
+    old = fdb.tuple.pack((1, "host-a", 12, now - 3, now, 5, ("ab" * 16,)))
+    write(db, {queue._worker_registry.key("c" * 32): old})
+    [info] = queue.workers(db)
+    assert (info.id, info.host, info.pid, info.jobs_done) == ("c" * 32, "host-a", 12, 5)
+    assert info.running == ["ab" * 16] and info.abandoned == []
+    later = fdb.tuple.pack((1, "host-b", 13, now - 3, now, 5, (), ("cd" * 16,), "a later field"))
+    write(db, {queue._worker_registry.key("d" * 32): later})
+    assert [info.abandoned for info in queue.workers(db)] == [[], ["cd" * 16]]
 
 
 # -- jobs done, two loops ----------------------------------------------------------------------

@@ -27,7 +27,10 @@ extends the lease and settles the job as in 4. with
 thread cannot be killed: it is abandoned, a new thread takes its slot (at most
 ``concurrency`` abandoned threads at once; past that the slot waits for one to return:
 :class:`Loop`), and its late return is logged and discarded (with ``transactional``, it
-raises before the commit: nothing of it commits).
+raises before the commit: nothing of it commits). Each abandoned handler is logged
+(WARNING) and listed in the loop's worker record while it runs, and a loop whose every slot
+waits for one (it runs nothing) says so at once and at each beat of its record
+(:class:`Abandoned`).
 
 Periodic jobs: while it runs, one more thread enqueues the runs of the queue's schedules
 that fell due, looking about once a second (:mod:`fdbqueue._delivery.schedules`; each due
@@ -639,10 +642,129 @@ class Settler:
             "the job was settled without it, its result is discarded%s",
             describe(self.queue, lease),
             "returned" if failure is None else "raised",
-            time.monotonic() - timing.started,
+            timing.elapsed(time.monotonic()),
             timing.limit,
             logged_traceback(failure),
         )
+
+
+class Abandoned:
+    """The handlers a worker loop abandoned past their time limit that still run, and the
+    slots they keep vacant; both loops keep one (thread-safe) and follow its rule:
+
+    * a handler taken back at its time limit that cannot be stopped (a thread: Python cannot
+      kill one; with asyncio, a coroutine that did not end when cancelled) is **abandoned**:
+      :meth:`abandon` logs it (WARNING, with its job's full id) and lists it (:meth:`ids`,
+      the worker record's :attr:`~fdbqueue.WorkerInfo.abandoned`) until :meth:`returned`;
+    * its slot goes on with a new job while at most ``concurrency`` handlers are abandoned;
+      past that (and always for a coroutine, whose task waits for it) the slot stays
+      **vacant** until an abandoned handler returns;
+    * once every slot is vacant the loop is **wedged**: it runs nothing. That is logged at
+      once (WARNING) and again at each beat of its worker record while it lasts
+      (:meth:`remind`).
+
+    Args:
+        queue: the queue the loop works on (for the log).
+        concurrency: the loop's slots (checked).
+    """
+
+    def __init__(self, queue: Any, concurrency: int) -> None:
+        self.queue = queue
+        self.concurrency = concurrency
+        self._lock = threading.Lock()
+        #: Each abandoned handler's job (the loop's own job object) -> its job id, in order.
+        self._jobs: dict[object, str] = {}
+        self._vacant = 0
+
+    @property
+    def vacant(self) -> int:
+        """The slots waiting for an abandoned handler to return."""
+        return self._vacant
+
+    @property
+    def wedged(self) -> bool:
+        """Whether every slot waits for an abandoned handler (the loop runs nothing)."""
+        return self._vacant >= self.concurrency
+
+    def ids(self) -> list[str]:
+        """The job ids of the abandoned handlers still running, oldest first (for a plain
+        item, its lease id: :func:`~fdbqueue._delivery.workers.job_id`)."""
+        with self._lock:
+            return list(self._jobs.values())
+
+    def abandon(
+        self, job: object, lease: Lease[Any], limit: float | None, hold: bool = False
+    ) -> bool:
+        """Note the handler of ``job`` (holding ``lease``) abandoned past its time limit of
+        ``limit`` seconds, and log it (WARNING; and the wedge, if the loop is wedged now).
+        Returns whether its slot goes on with a new job now (False: the slot is vacant
+        until :meth:`returned` gives it back). ``hold``: the slot waits for this very handler
+        (an asyncio coroutine). The caller orders it before the handler's :meth:`returned`.
+        No database access."""
+        identity = job_id(lease)
+        with self._lock:
+            self._jobs[job] = identity
+            count = len(self._jobs)
+            goes_on = not hold and count <= self.concurrency
+            if not goes_on:
+                self._vacant += 1
+            vacant, wedged = self._vacant, self.wedged
+        logger.warning(
+            "job %s of %s ran past its time limit of %gs and its handler is abandoned, still "
+            "running (%s); %d abandoned handler%s still running, %d of %d slots waiting for "
+            "one to return",
+            identity,
+            describe_queue(self.queue),
+            limit,
+            "it did not end when cancelled" if hold else "its thread cannot be stopped",
+            count,
+            "" if count == 1 else "s",
+            vacant,
+            self.concurrency,
+        )
+        if wedged:
+            self.remind()
+        return goes_on
+
+    def returned(self, job: object) -> bool:
+        """The abandoned handler of ``job`` returned (or raised): it is no longer listed.
+        Returns whether a vacant slot goes on now (one less vacant). No database access."""
+        with self._lock:
+            if self._jobs.pop(job, None) is None:
+                return False
+            if not self._vacant:
+                return False
+            self._vacant -= 1
+            return True
+
+    def remind(self) -> None:
+        """Log (WARNING) that the loop is wedged, if it is: every slot waits for an abandoned
+        handler, with their job ids. Called when it becomes wedged and at each beat of the
+        loop's worker record. No database access."""
+        with self._lock:
+            if self._vacant < self.concurrency:
+                return
+            ids = list(self._jobs.values())
+        logger.warning(
+            "worker on %s is wedged: every slot (concurrency %d) waits for an abandoned "
+            "handler past its time limit to return, so it runs no job; abandoned handlers "
+            "still running: %s",
+            describe_queue(self.queue),
+            self.concurrency,
+            " ".join(ids),
+        )
+
+    def at_stop(self) -> None:
+        """Log (WARNING) the abandoned handlers still running as the loop stops, if any (it
+        does not wait for them). No database access."""
+        ids = self.ids()
+        if ids:
+            logger.warning(
+                "%d handler%s past the time limit still running, abandoned: %s",
+                len(ids),
+                "" if len(ids) == 1 else "s",
+                " ".join(ids),
+            )
 
 
 @dataclass
@@ -653,8 +775,9 @@ class Loop:
     handler runs past ``time_limit`` is abandoned (Python cannot kill a thread): its job is
     settled without it (:meth:`time_out`), and a new thread takes its slot, while at most
     ``concurrency`` abandoned threads still run; past that, the slot stays vacant until an
-    abandoned thread's handler returns (:meth:`returned_late`). :meth:`wait` waits for the
-    threads holding a slot, never for an abandoned one.
+    abandoned thread's handler returns (:meth:`returned_late`); :class:`Abandoned` keeps the
+    count, lists them and logs it. :meth:`wait` waits for the threads holding a slot, never
+    for an abandoned one.
     """
 
     queue: Any
@@ -667,11 +790,14 @@ class Loop:
     failures: list[BaseException] = field(default_factory=list)
     #: The threads started to hold a slot (an abandoned one leaves the list).
     threads: list[threading.Thread] = field(default_factory=list)
-    #: Abandoned threads whose handler has not returned yet, and slots left vacant.
-    abandoned: int = 0
-    vacant: int = 0
+    #: Abandoned threads whose handler has not returned yet, and slots left vacant
+    #: (changed under ``slots``).
+    abandoned: Abandoned = field(init=False)
     slots: threading.Lock = field(default_factory=threading.Lock)
     started: int = 0  # threads started, to number them
+
+    def __post_init__(self) -> None:
+        self.abandoned = Abandoned(self.queue, self.options["concurrency"])
 
     def start_thread(self) -> None:
         """Start a worker thread (:meth:`run_thread`) holding a slot; the caller holds
@@ -690,7 +816,7 @@ class Loop:
         while True:
             with self.slots:
                 alive = [thread for thread in self.threads if thread.is_alive()]
-                vacant = self.vacant > 0 and not self.stop.is_set()
+                vacant = self.abandoned.vacant > 0 and not self.stop.is_set()
             if alive:
                 alive[0].join(0.2)
             elif vacant:
@@ -829,13 +955,9 @@ class Loop:
                         )
             if job.thread in self.threads:
                 self.threads.remove(job.thread)
-            self.abandoned += 1
-            if self.stop.is_set():
-                pass  # no new job will start
-            elif self.abandoned <= self.options["concurrency"]:
+            goes_on = self.abandoned.abandon(job, job.lease, job.timing.limit)
+            if goes_on and not self.stop.is_set():  # once stopped, no new job starts
                 self.start_thread()
-            else:
-                self.vacant += 1
 
     def returned_late(self, job: Job, failure: BaseException | None) -> None:
         """The handler of ``job``, taken back at its time limit, returned (or raised
@@ -843,11 +965,8 @@ class Loop:
         if a slot is vacant, start a thread for it. This thread then ends."""
         self.settler.returned_late(job.lease, job.timing, failure)
         with self.slots:
-            self.abandoned -= 1
-            if self.vacant:
-                self.vacant -= 1
-                if not self.stop.is_set():
-                    self.start_thread()
+            if self.abandoned.returned(job) and not self.stop.is_set():
+                self.start_thread()
 
 
 @contextmanager
@@ -876,16 +995,26 @@ def stop_on_signals(stop: threading.Event, enabled: bool) -> Iterator[None]:
 
 
 def registration(
-    queue: Any, database: Any, settler: Settler, running: Callable[[], list[Lease[Any]]]
+    queue: Any,
+    database: Any,
+    settler: Settler,
+    running: Callable[[], list[Lease[Any]]],
+    abandoned: Abandoned,
 ) -> Registration:
     """The worker record of a loop on ``queue`` (sync), whose ``settler`` counts its jobs
-    done and ``running()`` gives the leases of its jobs running (:mod:`fdbqueue._delivery.workers`;
-    both loops keep one)."""
+    done, ``running()`` gives the leases of its jobs running and ``abandoned`` its abandoned
+    handlers (:mod:`fdbqueue._delivery.workers`; both loops keep one). At each beat of the
+    record, a wedged loop says so again (:meth:`Abandoned.remind`)."""
 
     def status() -> tuple[int, list[str]]:
         return settler.summary.jobs_done, [job_id(lease) for lease in running()]
 
-    return Registration(WorkerRegistry(metadata_subspace(queue.subspace)), database, status)
+    def listed() -> list[str]:
+        abandoned.remind()
+        return abandoned.ids()
+
+    registry = WorkerRegistry(metadata_subspace(queue.subspace))
+    return Registration(registry, database, status, abandoned=listed)
 
 
 def work(
@@ -911,7 +1040,9 @@ def work(
     heartbeat = Heartbeat(queue, database, given["lease"])
     handler = awaiting_refused(queue, handler)
     loop = Loop(queue, database, handler, given, stop, heartbeat, settler)
-    registered = RegistrationThread(registration(queue, database, settler, heartbeat.leases))
+    registered = RegistrationThread(
+        registration(queue, database, settler, heartbeat.leases, loop.abandoned)
+    )
     heartbeat.on_time_out = loop.time_out
     concurrency, seconds, summary = given["concurrency"], given["lease"], settler.summary
     logger.info(
@@ -943,12 +1074,7 @@ def work(
             schedules.join()
             registered.close()
     logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), summary)
-    if loop.abandoned:
-        logger.warning(
-            "%d handler%s past the time limit still running in abandoned threads",
-            loop.abandoned,
-            "" if loop.abandoned == 1 else "s",
-        )
+    loop.abandoned.at_stop()
     if loop.failures:
         raise loop.failures[0]
     return summary

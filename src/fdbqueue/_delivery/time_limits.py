@@ -14,8 +14,11 @@ comes first, and :class:`Timing` decides which under a lock:
   of it commits (:func:`in_time`).
 
 The deadline is measured on this machine's monotonic clock (``time.monotonic``), from the
-job's start: it is the worker's own budget for its handler, not a lease (leases are bound by
-versions and the wall clock).
+handler's start (:meth:`Timing.start`: the thread loop starts it right before it calls the
+handler; the asyncio loop when the handler's coroutine takes its first step, or its thread
+begins, so that time the handler spent scheduled, e.g. behind a coroutine that blocks the
+event loop, never counts against it): it is the worker's own budget for its handler, not a
+lease (leases are bound by versions and the wall clock).
 """
 
 from __future__ import annotations
@@ -56,24 +59,58 @@ def check_time_limit(seconds: Any) -> float | None:
 
 
 class Timing:
-    """A job's time limit, from its creation (right before its handler is called), and who
-    settles the job: its handler's side or its worker's (see the module docstring).
-    Thread-safe.
+    """A job's time limit, from its handler's start (:meth:`start`), and who settles the job:
+    its handler's side or its worker's (see the module docstring). Thread-safe.
 
     Args:
         limit: seconds (checked: :func:`check_time_limit`), or None for no limit (then only a
             cancellation takes the job back).
+        start: whether the clock starts now (the handler is about to be called); False: at
+            :meth:`start` (or the first :meth:`restart`). Until then no time counts.
     """
 
-    def __init__(self, limit: float | None) -> None:
+    def __init__(self, limit: float | None, *, start: bool = True) -> None:
         self.limit = limit
-        self.started = time.monotonic()
-        #: The ``time.monotonic()`` instant the limit passes (None: never).
-        self.deadline = None if limit is None else self.started + limit
+        #: The ``time.monotonic()`` instant the handler started (None: not yet).
+        self.started: float | None = None
+        #: The ``time.monotonic()`` instant the limit passes (None: never, or not started).
+        self.deadline: float | None = None
         #: Whether the handler finished after the deadline (set by :meth:`finish`).
         self.late = False
         self._state = _RUNNING
         self._lock = threading.Lock()
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """The handler starts now: the clock starts, unless it started already."""
+        with self._lock:
+            self._start()
+
+    def _start(self) -> None:  # the lock held
+        if self.started is None:
+            self.started = time.monotonic()
+            self.deadline = None if self.limit is None else self.started + self.limit
+
+    def elapsed(self, now: float) -> float:
+        """Seconds from the handler's start to ``now`` (``time.monotonic()`` seconds); 0.0
+        before it started."""
+        return 0.0 if self.started is None else now - self.started
+
+    def remaining(self, now: float) -> float | None:
+        """Seconds from ``now`` (``time.monotonic()`` seconds) that a worker may wait before
+        it looks at the limit again: the whole limit before the handler started, the time to
+        the deadline before it (a handler that finished may run again: a retried
+        transaction, :meth:`restart`), 0.0 past it while the handler runs; None when there is
+        no limit, or the deadline passed and the handler finished or was taken back (nothing
+        to wait for)."""
+        if self.limit is None:
+            return None
+        if self.deadline is None:
+            return self.limit
+        if now < self.deadline:
+            return self.deadline - now
+        return 0.0 if self.running else None
 
     @property
     def running(self) -> bool:
@@ -109,11 +146,13 @@ class Timing:
             return True
 
     def restart(self) -> None:
-        """The handler runs again (the acknowledging transaction is retried): running again,
-        unless taken back or late (then raise :meth:`exceeded`)."""
+        """The handler runs (again, when the acknowledging transaction is retried): running
+        again, unless taken back or late (then raise :meth:`exceeded`); the clock starts at
+        the first call, unless it started already."""
         with self._lock:
             if self._state == _TAKEN_BACK or self.late:
                 raise self.exceeded()
+            self._start()
             self._state = _RUNNING
 
     def exceeded(self) -> TimeLimitExceeded:

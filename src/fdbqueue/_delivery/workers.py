@@ -3,8 +3,8 @@
 Every worker loop (:func:`fdbqueue.worker.work` and its asyncio twin) keeps one record in its
 queue's metadata while it runs: a :class:`Registration`. It registers when the loop starts
 (before its first claim), beats every :data:`HEARTBEAT_SECONDS` seconds (the record
-rewritten with ``last_seen``, the jobs done and the jobs running), and deregisters (clears
-its record) when the loop stops.
+rewritten with ``last_seen``, the jobs done, the jobs running and the handlers abandoned past
+their time limit), and deregisters (clears its record) when the loop stops.
 :meth:`fdbqueue.Queue.workers` lists the records (:class:`WorkerInfo`) whose last beat is
 younger than :data:`LAPSE_SECONDS`: a loop that died (its process killed, its host gone)
 drops out of the listing once its heartbeat lapsed. Its record stays until the next loop that
@@ -15,13 +15,18 @@ Key layout, under the queue's metadata prefix ``P + b"\\xff"`` (the queue's own 
 sharded queue's, not a shard's; :mod:`fdbqueue._storage.store`)::
 
     pack(("workers", worker id)) -> fdb.tuple.pack((1, host, pid, started_at, last_seen,
-                                                    jobs_done, (running job id, ...)))
+                                                    jobs_done, (running job id, ...),
+                                                    (abandoned job id, ...)))
 
 The value is a tuple of FoundationDB's tuple layer, its first element the record's format
 (1); a record this version cannot read (another format, or not a tuple) is skipped by the
-listing and left alone. Times are wall-clock seconds since the epoch
-(:func:`fdbqueue._clock.now`): a record is judged lapsed by the reader's clock, so clocks
-that differ by more than a few seconds misjudge it (as they do leases' wall-clock bound).
+listing and left alone. Within format 1, later elements are appended, never changed: a record
+without the abandoned handlers (written before they were kept) reads with none, and elements
+after those this version knows are ignored. (Versions before the abandoned handlers read
+exactly seven elements: they skip the records of this version's loops.) Times are
+wall-clock seconds since the epoch (:func:`fdbqueue._clock.now`): a record is judged lapsed
+by the reader's clock, so clocks that differ by more than a few seconds misjudge it (as they
+do leases' wall-clock bound).
 
 The registry never makes a job fail nor a loop die: every registry transaction gives up
 after :data:`REGISTRY_TIMEOUT_SECONDS`, and a failure is logged (WARNING, on the
@@ -42,7 +47,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import fdb.tuple
@@ -75,8 +80,9 @@ LAPSE_SECONDS = 3 * HEARTBEAT_SECONDS
 #: (FoundationDB's transaction timeout, error 1031), so that a stop never waits on a cluster
 #: that cannot be reached.
 REGISTRY_TIMEOUT_SECONDS = 5.0
-#: The most running job ids a record lists (a loop of higher concurrency lists these first):
-#: the record stays far below FoundationDB's 100,000-byte value limit.
+#: The most running job ids a record lists (a loop of higher concurrency lists these first),
+#: and the most abandoned ones: the record stays far below FoundationDB's 100,000-byte value
+#: limit.
 MAX_RUNNING_LISTED = 1_000
 #: The format of the records this version writes (their value's first element).
 RECORD_FORMAT = 1
@@ -97,6 +103,12 @@ class WorkerInfo:
             id: :func:`job_id`), at most :data:`MAX_RUNNING_LISTED`.
         last_seen: its last beat, in wall-clock seconds since the epoch; at most
             :data:`LAPSE_SECONDS` ago for a loop listed.
+        abandoned: the ids of the jobs whose handler it abandoned past their time limit and
+            that still run, as of its last beat (oldest first; as :attr:`running`: full
+            job ids, a lease id for a plain item; at most :data:`MAX_RUNNING_LISTED`). Their
+            jobs were settled without them. While they hold every one of its slots
+            (``concurrency`` of them at least) the loop runs nothing: see docs/worker.rst,
+            "Time limits". Empty in a record written before this field was kept.
     """
 
     id: str
@@ -106,6 +118,7 @@ class WorkerInfo:
     jobs_done: int
     running: list[str]
     last_seen: float
+    abandoned: list[str] = field(default_factory=list)
 
 
 def job_id(lease: Lease[Any]) -> str:
@@ -150,6 +163,7 @@ class WorkerRegistry:
     def write(self, tr: AnyContext, info: WorkerInfo) -> None:
         """Set ``info``'s record (the whole record: a blind write, no read, no conflict)."""
         running = tuple(info.running[:MAX_RUNNING_LISTED])
+        abandoned = tuple(info.abandoned[:MAX_RUNNING_LISTED])
         value = (
             RECORD_FORMAT,
             info.host,
@@ -158,6 +172,7 @@ class WorkerRegistry:
             info.last_seen,
             info.jobs_done,
             running,
+            abandoned,
         )
         tr.set(self.key(info.id), fdb.tuple.pack(value))
 
@@ -183,11 +198,12 @@ class WorkerRegistry:
         try:
             (worker,) = self.subspace.unpack(key)
             fields = fdb.tuple.unpack(value)
-            form, host, pid, started_at, last_seen, jobs_done, running = fields
+            form, host, pid, started_at, last_seen, jobs_done, running, *later = fields
         except Exception:  # another format: a newer version's, or not fdbqueue's
             return None
         if form != RECORD_FORMAT:
             return None
+        abandoned = later[0] if later else ()  # appended since: older records lack it
         return WorkerInfo(
             id=str(worker),
             host=str(host),
@@ -196,6 +212,7 @@ class WorkerRegistry:
             jobs_done=int(jobs_done),
             running=[str(job) for job in running],
             last_seen=float(last_seen),
+            abandoned=[str(job) for job in abandoned],
         )
 
 
@@ -218,12 +235,21 @@ class Registration:
         registry: the queue's worker records.
         database: the Database or Tenant the loop works on.
         status: called at each write for the loop's jobs done and running job ids.
+        abandoned: called at each write for the ids of the jobs whose handler the loop
+            abandoned, still running (None: none).
     """
 
-    def __init__(self, registry: WorkerRegistry, database: Any, status: Status) -> None:
+    def __init__(
+        self,
+        registry: WorkerRegistry,
+        database: Any,
+        status: Status,
+        abandoned: Callable[[], list[str]] | None = None,
+    ) -> None:
         self.registry = registry
         self.database = database
         self.status = status
+        self.abandoned = abandoned
         self.id = uuid.uuid4().hex
         self.host = socket.gethostname()
         self.pid = os.getpid()
@@ -232,7 +258,10 @@ class Registration:
     def record(self, now: float) -> WorkerInfo:
         """The loop's record as of ``now``."""
         done, running = self.status()
-        return WorkerInfo(self.id, self.host, self.pid, self.started_at, done, list(running), now)
+        abandoned = [] if self.abandoned is None else list(self.abandoned())
+        return WorkerInfo(
+            self.id, self.host, self.pid, self.started_at, done, list(running), now, abandoned
+        )
 
     def register(self) -> bool:
         """Write the loop's record, and clear the lapsed records of other loops. Cost: one

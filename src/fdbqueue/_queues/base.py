@@ -1418,8 +1418,12 @@ class QueueBase(Generic[T]):
                 handler's thread is abandoned, its slot taken by a new thread (at most
                 ``concurrency`` abandoned threads at once; beyond that the slot waits for
                 one to return), and what it returns later is discarded (logged, never
-                acknowledged); with ``transactional``, nothing of it commits. An asyncio
-                handler is cancelled instead (:doc:`worker`, "Time limits").
+                acknowledged); with ``transactional``, nothing of it commits. Each
+                abandoned handler is logged (WARNING) and listed in the loop's record
+                (:attr:`WorkerInfo.abandoned <fdbqueue.WorkerInfo.abandoned>`) while it
+                runs; a loop whose every slot waits says so (WARNING) at once and every 5
+                seconds. An asyncio handler is cancelled instead (:doc:`worker`, "Time
+                limits").
 
         The keywords after ``stop`` are the same for every queue type and its asyncio twin
         (:class:`~fdbqueue.worker.WorkOptions`): they are documented here, once.
@@ -1447,7 +1451,8 @@ class QueueBase(Generic[T]):
     @transactional
     def workers(self, tr: TransactionContext) -> list[WorkerInfo]:
         """Return the worker loops working on the queue now (:class:`~fdbqueue.WorkerInfo`:
-        id, host, pid, start, jobs done, jobs running, last beat), oldest start first.
+        id, host, pid, start, jobs done, jobs running, last beat, handlers abandoned past
+        their time limit), oldest start first.
 
         Every loop of :meth:`work` (and of its asyncio twin, in any process) keeps a record in
         the queue's metadata while it runs: written when it starts, rewritten every
@@ -1456,8 +1461,8 @@ class QueueBase(Generic[T]):
         killed) is not listed once its last beat is more than
         :data:`~fdbqueue._delivery.workers.LAPSE_SECONDS` (15) seconds old, by this
         process's clock; the next loop that starts on the queue clears such records.
-        ``jobs_done`` and ``running`` are as of each loop's last beat. A :meth:`clear` clears
-        the records too: each live loop's comes back at its next beat.
+        ``jobs_done``, ``running`` and ``abandoned`` are as of each loop's last beat. A
+        :meth:`clear` clears the records too: each live loop's comes back at its next beat.
 
         Args:
             tr: a Database or Tenant (one read-only transaction), or a Transaction (read in

@@ -264,7 +264,8 @@ class _StoredQueue(Generic[S, T]):
         """The worker loop with tasks (:mod:`fdbqueue.asyncio._worker`):
         :meth:`fdbqueue.Queue.work`'s arguments and contract, with ``stop`` an ``asyncio.Event``,
         ``concurrency`` tasks, and ``handler`` a coroutine function (awaited) or a plain function
-        (run in the loop's default executor). Cancelling the awaiting task cancels running jobs;
+        (run in a daemon thread of the loop's own, never joined: an abandoned one does not
+        hold up the program's exit). Cancelling the awaiting task cancels running jobs;
         their items are released. With ``transactional=True``, ``handler(tr, value)`` must be a
         plain function: it runs inside the acknowledging transaction, on the loop.
 

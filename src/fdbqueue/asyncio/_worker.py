@@ -13,15 +13,24 @@ checked by :func:`fdbqueue.worker.check_work_options`) and ends its jobs with th
 A task besides enqueues the due runs of the queue's schedules, about once a second, as the
 thread loop's thread does (:mod:`fdbqueue._delivery.schedules`).
 
-``handler`` may be a coroutine function (awaited on the loop) or a plain function (run in the
-loop's default executor, a thread, so that it cannot block the loop).
+``handler`` may be a coroutine function (awaited on the loop) or a plain function (run in a
+thread, so that it cannot block the loop: a daemon thread of the loop's own,
+:class:`HandlerThreads`, not the event loop's default executor, whose threads ``asyncio.run``
+waits for at its end).
 
-Time limit: past ``time_limit`` seconds a coroutine handler is cancelled, a plain one's
-executor thread abandoned (its late return logged and discarded), and the job settled as
-failed with :class:`~fdbqueue.errors.TimeLimitExceeded` at once, as the thread loop does; a
+Time limit: measured from the handler's own start (its coroutine's first step, or its
+thread's start; in a transactional loop, the first attempt of its transaction), so that time
+it spent scheduled (behind a coroutine that blocks the event loop, say) never counts against
+it, and a handler that returned within its limit is never failed by it, however late this
+task looks. Past ``time_limit`` seconds a coroutine handler is cancelled, a plain one's
+thread abandoned (its late return logged and discarded), and the job settled as failed with
+:class:`~fdbqueue.errors.TimeLimitExceeded` at once, as the thread loop does; a
 transactional handler (on the loop) is cancelled while it waits on FoundationDB, and refused
 at its return when it blocked the loop: nothing of it commits
-(:mod:`fdbqueue._delivery.time_limits`).
+(:mod:`fdbqueue._delivery.time_limits`). Abandoned handlers follow the thread loop's rule
+(:class:`fdbqueue.worker.Abandoned`): a task goes on with a new job while at most
+``concurrency`` handlers are abandoned, else waits for one to return; a coroutine that did
+not end when cancelled is abandoned too, and its task waits for it.
 
 Stopping: ``stop`` is an ``asyncio.Event``. Once set, a claim still waiting is cancelled
 (its watch cancelled; an item it took meanwhile is released), running jobs finish and are
@@ -44,10 +53,12 @@ import contextlib
 import functools
 import inspect
 import logging
+import queue as queues
 import signal
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fdbqueue import metrics
 from fdbqueue._delivery import schedules
@@ -58,6 +69,7 @@ from fdbqueue.asyncio import _bridge as bridge
 from fdbqueue.errors import LeaseError, QueueTypeError
 from fdbqueue.worker import (
     CLAIM_ERROR_BACKOFF,
+    Abandoned,
     Settler,
     WorkOptions,
     WorkSummary,
@@ -75,16 +87,91 @@ __all__ = ["work"]
 
 logger = logging.getLogger("fdbqueue.worker")
 
+R = TypeVar("R")
+
 
 class AsyncJob:
     """A claimed item being processed; the heartbeat replaces ``lease`` when it extends it
     (the job is settled or released only once the heartbeat has ended); its time limit
-    (``time_limit`` seconds from now, None: none), and who settles it (:class:`Timing`)."""
+    (``time_limit`` seconds from its handler's start, None: none), and who settles it
+    (:class:`Timing`, started by the handler's side)."""
 
     def __init__(self, lease: Lease[Any], time_limit: float | None = None) -> None:
         self.lease = lease
         self.lost = False
-        self.timing = Timing(time_limit)
+        self.timing = Timing(time_limit, start=False)
+
+
+class HandlerThreads:
+    """The threads a loop runs its plain handler in: daemon threads of its own, started when
+    none is idle and reused (an idle one waits for the next call), never joined. So a
+    handler abandoned past its time limit that never returns holds up neither ``work``'s end
+    nor the program's exit (the event loop's default executor would: ``asyncio.run`` waits
+    for its threads, and Python for a ThreadPoolExecutor's at exit). Thread-safe; one per
+    call of :func:`work`, which :meth:`close` s it."""
+
+    def __init__(self) -> None:
+        self._calls: queues.SimpleQueue[
+            tuple[Callable[[], Any], asyncio.Future[Any], asyncio.AbstractEventLoop] | None
+        ] = queues.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._closed = False
+        self._started = 0
+
+    async def run(self, function: Callable[[], R]) -> R:
+        """``function()`` in one of the threads; what it returned (or raises what it raised).
+        Cancelled, the awaiting task no longer waits; the thread runs on."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the handler threads are closed")
+            if self._idle:
+                self._idle -= 1
+            else:
+                self._started += 1
+                name = f"fdbqueue-handler-{self._started}"
+                threading.Thread(target=self._serve, name=name, daemon=True).start()
+        self._calls.put((function, future, loop))
+        return await future
+
+    def _serve(self) -> None:
+        while True:
+            call = self._calls.get()
+            if call is None:
+                return
+            function, future, loop = call
+            try:
+                outcome: tuple[Any, BaseException | None] = (function(), None)
+            except BaseException as error:
+                outcome = (None, error)
+            with self._lock:  # idle before its caller can see the outcome and call again
+                closed = self._closed
+                if not closed:
+                    self._idle += 1
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                loop.call_soon_threadsafe(_deliver, future, *outcome)
+            if closed:
+                return
+
+    def close(self) -> None:
+        """Let the idle threads end (and each busy one once its call returns)."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, 0
+        for _ in range(idle):
+            self._calls.put(None)
+
+
+def _deliver(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    """Set ``future``'s outcome, unless it was cancelled (its handler was abandoned)."""
+    if future.done():
+        return
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
@@ -94,9 +181,10 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-async def finish(awaitable: Awaitable[Any]) -> None:
+async def finish(awaitable: Awaitable[R]) -> R:
     """Await ``awaitable`` to its end even if the current task is cancelled meanwhile, then
-    raise CancelledError if it was (a release or an acknowledgement is never cut short)."""
+    raise CancelledError if it was (a release or an acknowledgement is never cut short);
+    else return its result."""
     future = asyncio.ensure_future(awaitable)
     cancelled = False
     while not future.done():
@@ -108,7 +196,20 @@ async def finish(awaitable: Awaitable[Any]) -> None:
         if not future.cancelled():
             future.exception()  # retrieved: CancelledError is what the caller sees
         raise asyncio.CancelledError()
-    future.result()
+    return future.result()
+
+
+async def past_limit(future: asyncio.Future[Any], timing: Timing) -> bool:
+    """Wait until ``future`` (running a handler) is done: False; or until its handler ran
+    past its time limit, by ``timing`` (from the handler's own start), and the worker took it
+    back (:meth:`Timing.take_back`): True. A handler that finished, however late this task
+    looks (the event loop was blocked), is never taken back."""
+    while not future.done():
+        now = time.monotonic()
+        if timing.past(now) and timing.take_back():
+            return True
+        await asyncio.wait({future}, timeout=timing.remaining(now))
+    return False
 
 
 class AsyncLoop:
@@ -126,8 +227,10 @@ class AsyncLoop:
         self.queue = queue
         self.database = database
         self.handler = handler
-        #: Whether ``handler`` is a plain function, run in the loop's default executor.
+        #: Whether ``handler`` is a plain function, run in :attr:`threads`.
         self.plain = plain
+        self.threads = HandlerThreads()
+        self.loop = asyncio.get_running_loop()
         self.seconds = options["lease"]
         self.time_limit = options["time_limit"]
         self.stop = stop
@@ -139,6 +242,12 @@ class AsyncLoop:
         self.summary: WorkSummary = self.settler.summary
         #: The jobs running, for the loop's worker record (:meth:`keep_registered`).
         self.running: set[AsyncJob] = set()
+        #: The handlers abandoned past their time limit, and the slots they keep vacant.
+        self.abandoned = Abandoned(queue, options["concurrency"])
+        #: Slots given back by abandoned handlers that returned, not taken yet
+        #: (:meth:`vacant_slot`), and its wake-up.
+        self.freed = 0
+        self.slot_freed = asyncio.Event()
 
     async def run_worker(self) -> None:
         """Claim and process items until ``stop`` is set."""
@@ -171,9 +280,38 @@ class AsyncLoop:
             job = AsyncJob(lease, self.time_limit)
             self.running.add(job)
             try:
-                await self.process(job)
+                goes_on = await self.process(job)
             finally:
                 self.running.discard(job)
+            if not goes_on and not await self.vacant_slot():
+                return
+
+    async def vacant_slot(self) -> bool:
+        """Wait, this task's slot vacant (its handler abandoned, past ``concurrency``
+        abandoned ones), until an abandoned handler returns and gives a slot back
+        (:meth:`handler_returned`): True; or until ``stop`` is set: False."""
+        while not self.freed:
+            if self.stop.is_set():
+                return False
+            self.slot_freed.clear()
+            waits = {
+                asyncio.ensure_future(self.slot_freed.wait()),
+                asyncio.ensure_future(self.stop.wait()),
+            }
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
+        self.freed -= 1
+        return True
+
+    def handler_returned(self, job: AsyncJob) -> None:
+        """On the event loop: the abandoned handler of ``job`` returned in its thread. It
+        is no longer listed, and a vacant slot, if any, goes on (:meth:`vacant_slot`)."""
+        if self.abandoned.returned(job):
+            self.freed += 1
+            self.slot_freed.set()
 
     async def claim(self, due_in: float = 0.0) -> Lease[Any] | None:
         """A claim that gives up when ``stop`` is set: blocking, unless ``until_empty`` (then
@@ -232,36 +370,39 @@ class AsyncLoop:
         """Release ``lease`` at once, unprocessed (:meth:`fdbqueue.worker.Settler.give_back`)."""
         await bridge.run(self.settler.give_back, lease)
 
-    async def process(self, job: AsyncJob) -> None:
+    async def process(self, job: AsyncJob) -> bool:
         """Run the handler on one job with its heartbeat, then settle it. Cancelled (or
         stopped by SystemExit) meanwhile, it releases the item and raises; a cancellation
         that arrives while the job is settled waits for the settlement, then is raised.
+        Returns whether this task's slot goes on (False: it waits, :meth:`vacant_slot`).
 
-        Past the time limit, the heartbeat stops, the handler is cancelled (a plain function's
-        thread cannot be: it is abandoned, and what it returns is discarded), the job is
-        settled as failed with :class:`~fdbqueue.errors.TimeLimitExceeded` at once, and this
-        task then waits for the cancelled coroutine to end."""
+        Past the time limit (:func:`past_limit`), the heartbeat stops, the handler is
+        cancelled (a plain function's thread cannot be: it is abandoned at once, and what it
+        returns is discarded), the job is settled as failed with
+        :class:`~fdbqueue.errors.TimeLimitExceeded` at once, and this task then waits for the
+        cancelled coroutine to end (:meth:`outlive`)."""
         if self.transactional:
             await self.process_in_transaction(job)
-            return
+            return True
         beating = asyncio.ensure_future(self.heartbeat(job))
         call = asyncio.ensure_future(self.call_handler(job))
         try:
-            await asyncio.wait({call}, timeout=job.timing.limit)
-            if not call.done() and not job.timing.take_back():
-                await asyncio.wait({call})  # it finished just now (in its thread)
+            taken = await past_limit(call, job.timing)
         except BaseException:  # this task was cancelled: so is the handler, then its item
             beating.cancel()
             call.cancel()
             await finish(self.drop(job, beating, call))
             raise
         beating.cancel()
-        if not call.done():  # taken back past the time limit
+        if taken:  # past the time limit
+            goes_on = True
+            if self.plain:  # now, before its thread's return can be seen (handler_returned)
+                self.running.discard(job)
+                goes_on = self.abandoned.abandon(job, job.lease, job.timing.limit)
             call.cancel()
             await finish(self.end(job, beating, job.timing.exceeded(), give_back=False))
-            await finish(asyncio.wait({call}))  # a coroutine's cleanup, before the next job
-            _retrieve(call)
-            return
+            await finish(self.outlive(job, call))
+            return goes_on
         job.timing.finish()
         failure = asyncio.CancelledError() if call.cancelled() else call.exception()
         if failure is not None and not isinstance(failure, Exception):
@@ -271,31 +412,62 @@ class AsyncLoop:
             failure = job.timing.exceeded()
         result = None if failure is not None else call.result()
         await finish(self.end(job, beating, failure, give_back=False, result=result))
+        return True
+
+    async def outlive(self, job: AsyncJob, call: asyncio.Future[Any]) -> None:
+        """Once a job taken back at its time limit is settled, wait for its cancelled
+        coroutine to end (its cleanup, before the next job). One that still runs then did
+        not end when cancelled: it is abandoned (logged, listed), this task's slot held
+        until it ends, and its end logged as a late return. A plain function's thread is not
+        waited for (abandoned already)."""
+        if not call.done() and not self.plain:
+            self.running.discard(job)
+            self.abandoned.abandon(job, job.lease, job.timing.limit, hold=True)
+            await asyncio.wait({call})
+            self.abandoned.returned(job)
+            failure = asyncio.CancelledError() if call.cancelled() else call.exception()
+            self.settler.returned_late(job.lease, job.timing, failure)
+        await asyncio.wait({call})
+        _retrieve(call)
 
     async def call_handler(self, job: AsyncJob) -> Any:
         """Await the handler on ``job``'s value: a coroutine on the loop, a plain function in
-        the loop's default executor (:meth:`run_plain`); what it returned."""
+        one of the loop's threads (:meth:`run_plain`); what it returned. The handler's time
+        starts with its first step (:meth:`Timing.start`) and ends with its return."""
         if self.plain:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(None, functools.partial(self.run_plain, job))
-        result = self.handler(job.lease.value)
-        if inspect.isawaitable(result):
-            result = await result
+            return await self.threads.run(functools.partial(self.run_plain, job))
+        job.timing.start()
+        try:
+            result = self.handler(job.lease.value)
+            if inspect.isawaitable(result):
+                result = await result
+        finally:
+            job.timing.finish()
         return result
 
     def run_plain(self, job: AsyncJob) -> Any:
-        """Call a plain handler on ``job``'s value (in an executor thread); once it returns
-        or raises after its job was taken back at its time limit, log it as the thread loop
-        does (:meth:`fdbqueue.worker.Settler.returned_late`)."""
+        """Call a plain handler on ``job``'s value (in a thread of :attr:`threads`), its time
+        from its start; once it returns or raises after its job was taken back at its time
+        limit, log it as the thread loop does
+        (:meth:`fdbqueue.worker.Settler.returned_late`) and tell the event loop
+        (:meth:`handler_returned`)."""
+        job.timing.start()
         try:
             result = self.handler(job.lease.value)
         except BaseException as error:
             if not job.timing.finish():
-                self.settler.returned_late(job.lease, job.timing, error)
+                self.returned_late(job, error)
             raise
         if not job.timing.finish():
-            self.settler.returned_late(job.lease, job.timing, None)
+            self.returned_late(job, None)
         return result
+
+    def returned_late(self, job: AsyncJob, failure: BaseException | None) -> None:
+        """In the thread of an abandoned plain handler that returned (or raised
+        ``failure``): log it, and tell the event loop (if it still runs)."""
+        self.settler.returned_late(job.lease, job.timing, failure)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            self.loop.call_soon_threadsafe(self.handler_returned, job)
 
     async def drop(self, job: AsyncJob, beating: asyncio.Future[None], call: Any) -> None:
         """Wait for the cancelled handler's end, then release the job's item."""
@@ -316,10 +488,10 @@ class AsyncLoop:
         acking = asyncio.ensure_future(bridge.run(self.settler.ack_with, lease, body))
         cancelled = False
         try:
-            await asyncio.wait({acking}, timeout=job.timing.limit)
+            taken = await past_limit(acking, job.timing)
         except BaseException:  # this task was cancelled
             cancelled = True
-        taken = not acking.done() and job.timing.take_back()
+            taken = not acking.done() and job.timing.take_back()
         if taken:  # the handler runs still: nothing of it can commit now
             acking.cancel()
         await finish(self.conclude(job, acking, taken, cancelled))
@@ -467,7 +639,7 @@ async def work(
         "" if concurrency == 1 else "s",
         seconds,
     )
-    record = registration(queue.sync, database, loop.settler, loop.running_leases)
+    record = registration(queue.sync, database, loop.settler, loop.running_leases, loop.abandoned)
     tasks: list[asyncio.Future[None]] = []
     async with stop_on_signals(loop.stop, given["handle_signals"]):
         try:
@@ -485,6 +657,8 @@ async def work(
             try:
                 await finish(asyncio.gather(*tasks, return_exceptions=True))
             finally:
+                loop.threads.close()
                 await finish(bridge.run(record.deregister))
     logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), loop.summary)
+    loop.abandoned.at_stop()
     return loop.summary

@@ -271,13 +271,18 @@ def dead_letters(
 
 def worker_line(info: WorkerInfo, now: float, host_width: int) -> str:
     """One worker of ``workers`` as a line: id, host, pid, seconds since it started and since
-    its last beat, jobs done, the ids of its jobs running (``-``: none)."""
+    its last beat, jobs done, the ids of its jobs running (``-``: none); then, if it has
+    abandoned handlers, a second line, indented: ``abandoned past the time limit, still
+    running:`` and their job ids."""
     up, seen = f"{now - info.started_at:.1f} s", f"{now - info.last_seen:.1f} s"
     running = " ".join(info.running) or "-"
-    return (
+    line = (
         f"{info.id}  {info.host:<{host_width}}  {info.pid:>7}  {up:>9}  {seen:>7}  "
         f"{info.jobs_done:>6}  {running}"
     )
+    if info.abandoned:
+        line += "\n  abandoned past the time limit, still running: " + " ".join(info.abandoned)
+    return line
 
 
 @cli.command(short_help="List the worker loops working on the queue now.")
@@ -287,9 +292,11 @@ def workers(context: Context) -> None:
     """List the worker loops working on the queue now, from any host (fdbqueue work, and
     Queue.work in applications): id, host, pid, seconds since it started ("up") and since
     its last heartbeat ("seen"), jobs done, and the ids of the jobs it is running (as of its
-    last heartbeat, every 5 seconds). A loop whose heartbeat lapsed (15 seconds: its process
-    died) is not listed. With --json: a list of {id, host, pid, started_at, jobs_done,
-    running, last_seen}, times in seconds since the epoch."""
+    last heartbeat, every 5 seconds). A loop with handlers abandoned past their time limit
+    and still running gets a second line listing their job ids (while they hold every one of
+    its slots it runs nothing). A loop whose heartbeat lapsed (15 seconds: its process died)
+    is not listed. With --json: a list of {id, host, pid, started_at, jobs_done, running,
+    last_seen, abandoned}, times in seconds since the epoch."""
     queue = context.existing_queue(context.queue())
     found = guarded(lambda: queue.workers(context.database()))
     now = _clock.now()
