@@ -475,7 +475,8 @@ def settlement(
     Never raises for what ``failure``'s ``__str__`` does."""
     if failure is None:
         message = f"%s done (delivery {lease.deliveries})"
-        return Settlement("ack", (), {"result": result}, "succeeded", logging.DEBUG, message)
+        kept = {} if lease.job_id is None else {"result": result}  # a plain item keeps none
+        return Settlement("ack", (), kept, "succeeded", logging.DEBUG, message)
     error = describe_error(failure)  # bounded, and never raising (docs/worker.rst)
     if max_deliveries is not None and lease.deliveries >= max_deliveries:
         reason = f"{error} (delivery {lease.deliveries} of {max_deliveries})"
