@@ -262,3 +262,43 @@ class RepeatableMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self._seeded_bytes.stop()
+
+
+def old_lease_record(record: Any) -> bytes:
+    """``record`` (a :class:`~fdbqueue._delivery.leases.LeaseRecord`) as an fdbqueue before
+    the fixed layout wrote it: ``pack((item key, deliveries, held id[, expiry time[, release
+    time]]))`` (the release time only after an expiry time)."""
+    import fdb.tuple
+
+    fields = tuple(record)
+    if record.expiry_time is None:
+        fields = fields[:3]
+    elif record.released_at is None:
+        fields = fields[:4]
+    packed: bytes = fdb.tuple.pack(fields)
+    return packed
+
+
+def old_job_record(record: Any, version: int = 2) -> bytes:
+    """``record`` (a :class:`~fdbqueue._storage.jobs.JobRecord`) as an fdbqueue before the
+    fixed layout wrote it, a tuple of ``version`` (1 or 2): ``pack((version, state,
+    deliveries, enqueued_at, started_at, finished_at, due_at, cancel_requested, group,
+    priority, error type, error message, error traceback))``."""
+    import fdb.tuple
+
+    packed: bytes = fdb.tuple.pack(
+        (
+            version,
+            record.state,
+            record.deliveries,
+            record.enqueued_at,
+            record.started_at,
+            record.finished_at,
+            record.due_at,
+            record.cancel_requested,
+            record.group,
+            record.priority,
+            *record.error,
+        )
+    )
+    return packed

@@ -11,6 +11,7 @@ from typing import Any
 
 import fdb.tuple
 import pytest
+from helpers import old_job_record
 
 import fdbqueue
 import fdbqueue.asyncio as fa
@@ -23,6 +24,7 @@ from fdbqueue import (
     TaggedCodec,
     memory,
 )
+from fdbqueue._storage.jobs import JobRecord
 from fdbqueue.codecs import MAX_VALUE_BYTES, TAGGED_DEPTH
 
 KINDS = pytest.mark.parametrize("kind", [Queue, PriorityQueue])
@@ -232,8 +234,9 @@ def test_a_result_is_stored_as_documented_byte_for_byte(kind):
     db = memory.open()
     queue = queue_of(kind, "layout", codec="json")
     job_id = run_job(queue, db, "x", {"a": [1, b"x"], "t": (None,)})
-    record = fdb.tuple.unpack(stored_under(db, queue, "jobs", job_id))
-    assert record[:2] == (2, "succeeded")  # the version that tells the results' layout
+    record = stored_under(db, queue, "jobs", job_id)
+    assert record is not None and record[:2] == b"\x03\x04"  # version 3 (which tells the
+    # results' layout: as version 2's), succeeded (the job record's layout: tests/test_records.py)
     assert stored_under(db, queue, "job_results", job_id) == b"\x00" + fdb.tuple.pack(
         (("d", "a", ("l", 1, b"x"), "t", ("t", None)),)
     )
@@ -257,9 +260,10 @@ def test_a_result_an_older_fdbqueue_kept_still_reads(codec, result_codec, old_by
     db = memory.open()
     queue = queue_of(Queue, "old", codec=codec, result_codec=result_codec)
     job_id = run_job(queue, db, item_for(codec), "replaced below")
-    record = list(fdb.tuple.unpack(stored_under(db, queue, "jobs", job_id)))
-    record[0] = 1  # as an fdbqueue before result codecs wrote it, with the result unchanged
-    overwrite(db, queue, "jobs", job_id, fdb.tuple.pack(tuple(record)))
+    stored = stored_under(db, queue, "jobs", job_id)
+    assert stored is not None
+    # as an fdbqueue before result codecs wrote it (version 1), with the result unchanged
+    overwrite(db, queue, "jobs", job_id, old_job_record(JobRecord.parse(stored), version=1))
     overwrite(db, queue, "job_results", job_id, old_bytes)
     assert queue.result(db, job_id) == value
     info = queue.job(db, job_id)

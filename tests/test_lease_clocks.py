@@ -18,6 +18,7 @@ import pytest
 from helpers import pass_time, run
 
 from fdbqueue import LeaseNotHeldError, PriorityQueue, Queue, _clock, memory, transactional
+from fdbqueue._delivery.leases import LeaseRecord
 
 pytestmark = pytest.mark.memory_only("moves versions alone with db.advance_time()")
 
@@ -131,8 +132,8 @@ def test_a_lease_recorded_without_its_expiry_time_expires_by_versions(db, subspa
 
     @transactional
     def strip_expiry_time(tr: Any) -> None:
-        item_key, deliveries, held_id, _expiry = fdb.tuple.unpack(bytes(tr[held.key]))
-        tr[held.key] = fdb.tuple.pack((item_key, deliveries, held_id))
+        item_key, deliveries, held_id, *_times = LeaseRecord.parse(bytes(tr[held.key]))
+        tr[held.key] = fdb.tuple.pack((item_key, deliveries, held_id))  # an old tuple record
 
     strip_expiry_time(db)
     listed = queue.leases(db)

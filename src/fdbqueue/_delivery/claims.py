@@ -589,7 +589,8 @@ class Leases:
         """
         del tr[record.key]
         written = clear_bytes(len(record.key))
-        item_key, deliveries, held_id, *_times = LeaseRecord.parse(bytes(record.value))
+        parsed = LeaseRecord.parse(bytes(record.value))
+        item_key, deliveries, held_id, *_times = parsed
         held = self.holds.key_fields(bytes(record.key))[1].hex()  # the lease, for the log
         if self._out_of_deliveries(deliveries):
             times = "once" if deliveries == 1 else f"{deliveries} times"
@@ -645,8 +646,8 @@ class Leases:
             )
         )
         metrics.add("expired", **self.store.metric_attributes)
-        # the new record: the old one's elements, its expiry time at most 9 bytes more
-        return lease, written + set_bytes(len(lease.key), len(record.value) + 9)
+        # the new record: the same item key and held id, the fixed layout's other fields
+        return lease, written + set_bytes(len(lease.key), parsed.stored_bytes())
 
     def _job_goes_on(
         self, tr: AnyContext, job: bytes, item_key: bytes, held_id: bytes

@@ -14,24 +14,49 @@ with ``0xfe``, JSON never does, and a ``raw`` value would have to start with tho
 
 The records, in the queue's metadata (a sharded queue's own, not a shard's)::
 
-    P + b"\\xff" + pack(("jobs", id))           -> pack((2, state, deliveries, enqueued_at,
-                                                     started_at, finished_at, due_at,
-                                                     cancel_requested, group, priority,
-                                                     error type, error message,
-                                                     error traceback))
+    P + b"\\xff" + pack(("jobs", id))           -> the job record (below)
     P + b"\\xff" + pack(("job_results", id))    -> b"\\x00" + the result codec's bytes
                                                or b"\\x01" + UTF-8 "result not kept: why"
     P + b"\\xff" + pack(("jobs_finished", finished_at, id)) -> b""   (for the TTL's sweep)
     P + b"\\xff" + pack(("job_items", id))      -> the key its item was last written at
 
-The record's first element is its version, :data:`RECORD_VERSION`; it also says how its
-result is stored. Version 2 (this one): the result's first byte says whether it was kept
-(:data:`RESULT_KEPT`, the result codec's bytes follow: :class:`ResultFormat`) or not
-(:data:`RESULT_NOT_KEPT`, why follows). Version 1 (an fdbqueue before results had a codec of
-their own): the result is the bytes of the queue's ``result_codec`` if it named one, else of
-the queue's codec, unchanged. Every finish rewrites the record with the result, in one
-transaction, so a record's version always tells how its result was written, whichever
-fdbqueue wrote it.
+The job record, byte for byte (version 3, :data:`RECORD_VERSION`; integers little-endian;
+:class:`JobRecord` is the one place that packs and reads it)::
+
+    offset  bytes  field
+    0       1      0x03: the version
+    1       1      the state: 0 waiting, 1 delayed, 2 running, 3 retrying, 4 succeeded,
+                   5 dead, 6 cancelled
+    2       1      flags: 0x01 cancel requested; the optional fields present: 0x02 the
+                   group, 0x04 the priority, 0x08 the error
+    3       8      deliveries, unsigned
+    11      8      enqueued_at  (the times: signed wall-clock microseconds, 0: none)
+    19      8      started_at
+    27      8      finished_at
+    35      8      due_at
+    43      rest   only with a flag 0x02, 0x04 or 0x08: pack((the optional fields present, in
+                   this order: group, priority, error type, error message, error traceback))
+
+So a plain job's record (no group, no priority, no error yet) is its 43 fixed bytes, packed
+without the tuple layer. A record of versions 1 and 2 (an older fdbqueue's) is a tuple::
+
+    pack((version, state, deliveries, enqueued_at, started_at, finished_at, due_at,
+          cancel_requested, group, priority, error type, error message, error traceback))
+
+It starts with ``0x15`` (the tuple layer's one-byte int), never with ``0x03`` (no tuple-layer
+type code), so the first byte tells the layouts apart: such a record is read as it is, and
+its next state change writes version 3. An fdbqueue from before version 3 cannot read a
+version-3 record (it takes the job for one that is gone): stop the programs of an older
+fdbqueue that use a queue's jobs before programs of this one submit, claim or finish its
+jobs.
+
+The record's version also says how its job's result is stored. Versions 2 and 3: the
+result's first byte says whether it was kept (:data:`RESULT_KEPT`, the result codec's bytes
+follow: :class:`ResultFormat`) or not (:data:`RESULT_NOT_KEPT`, why follows). Version 1 (an
+fdbqueue before results had a codec of their own): the result is the bytes of the queue's
+``result_codec`` if it named one, else of the queue's codec, unchanged. Every finish rewrites
+the record with the result, in one transaction, so a record's version always tells how its
+result was written, whichever fdbqueue wrote it.
 
 Times are wall-clock microseconds (:func:`fdbqueue._clock.now`); 0 for none. The state
 changes in the transaction that moves the item (:mod:`fdbqueue._delivery.claims`,
@@ -74,6 +99,7 @@ the work; watches for :meth:`fdbqueue.Queue.result`); rq's job statuses, Celery'
 from __future__ import annotations
 
 import os
+import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -124,16 +150,44 @@ RESULT_TTL = 86_400.0
 LIST_PAGE = 500
 #: Finished records one sweep clears at most.
 SWEEP_LIMIT = 100
-#: The version a job record is written with (its first element; see the module docstring).
-RECORD_VERSION = 2
-#: The first byte of a result kept with a version-2 record: the result codec's bytes follow.
+#: The version a job record is written with (its first byte; see the module docstring).
+RECORD_VERSION = 3
+#: The first byte of a result kept with a record of version 2 or later: the result codec's
+#: bytes follow.
 RESULT_KEPT = b"\x00"
-#: The first byte of what a version-2 record's result key holds when the result was not kept:
-#: UTF-8 text follows, ``result not kept: `` and why (at most
+#: The first byte of what the result key of a record of version 2 or later holds when the
+#: result was not kept: UTF-8 text follows, ``result not kept: `` and why (at most
 #: :data:`~fdbqueue._wording.FAILURE_MESSAGE_CHARACTERS`).
 RESULT_NOT_KEPT = b"\x01"
 _NOT_KEPT = "result not kept: "
 _MICROSECONDS = 1_000_000
+#: A job record's fixed fields (version 3, see the module docstring): the version, the state's
+#: code, the flags, deliveries (unsigned) and four times (signed microseconds), little-endian:
+#: 43 bytes.
+_RECORD = struct.Struct("<BBBQqqqq")
+#: The first byte of a version-3 record; no tuple-layer value starts with it (the tuple layer
+#: has no type code 0x03), and a record of versions 1 and 2 starts with 0x15 (a small int).
+_RECORD_FIRST_BYTE = bytes((RECORD_VERSION,))
+#: Each state's code in a version-3 record (stored: never renumber one).
+_STATE_CODES = {
+    "waiting": 0,
+    "delayed": 1,
+    "running": 2,
+    "retrying": 3,
+    "succeeded": 4,
+    "dead": 5,
+    "cancelled": 6,
+}
+_STATE_NAMES = tuple(sorted(_STATE_CODES, key=_STATE_CODES.__getitem__))
+#: The flags of a version-3 record: cancel requested, and which optional fields follow.
+_CANCEL_REQUESTED = 0x01
+_HAS_GROUP = 0x02
+_HAS_PRIORITY = 0x04
+_HAS_ERROR = 0x08
+_HAS_OPTIONAL = _HAS_GROUP | _HAS_PRIORITY | _HAS_ERROR
+#: A record's error when it has none.
+_NO_ERROR = ("", "", "")
+_END = object()
 
 
 def job_header(job_id: bytes) -> bytes:
@@ -269,7 +323,11 @@ def _now() -> int:
 
 @dataclass
 class JobRecord:
-    """A job record's fields (see the module docstring); times in microseconds, 0: none."""
+    """A job record's fields (see the module docstring); times in microseconds, 0: none.
+
+    The one home of the record's layout: :meth:`pack` writes the fixed layout (version
+    :data:`RECORD_VERSION`), :meth:`parse` reads it and the tuple layout of versions 1 and 2.
+    """
 
     state: str
     deliveries: int = 0
@@ -280,37 +338,89 @@ class JobRecord:
     cancel_requested: bool = False
     group: Any = None
     priority: int | None = None
-    error: tuple[str, str, str] = ("", "", "")
+    error: tuple[str, str, str] = _NO_ERROR
     #: the version it was read with (:data:`RECORD_VERSION` when made here): tells how its
     #: result is stored (see the module docstring); :meth:`pack` writes RECORD_VERSION
     version: int = RECORD_VERSION
 
     def pack(self) -> bytes:
-        """The record's value (of version :data:`RECORD_VERSION`)."""
-        packed: bytes = fdb.tuple.pack(
-            (
-                RECORD_VERSION,
-                self.state,
-                self.deliveries,
-                self.enqueued_at,
-                self.started_at,
-                self.finished_at,
-                self.due_at,
-                self.cancel_requested,
-                self.group,
-                self.priority,
-                *self.error,
-            )
+        """The record's value, of version :data:`RECORD_VERSION` (the fixed layout; see the
+        module docstring). Cost: a ``struct`` pack, and a tuple-layer pack of the optional
+        fields only when one is present (a group, a priority, an error); no database access.
+
+        Raises:
+            KeyError: its state is none of :data:`STATES`.
+        """
+        group, priority, error = self.group, self.priority, self.error
+        flags = _CANCEL_REQUESTED if self.cancel_requested else 0
+        optional: list[Any] = []
+        if group is not None:
+            flags |= _HAS_GROUP
+            optional.append(group)
+        if priority is not None:
+            flags |= _HAS_PRIORITY
+            optional.append(priority)
+        if error != _NO_ERROR:
+            flags |= _HAS_ERROR
+            optional += error
+        fixed = _RECORD.pack(
+            RECORD_VERSION,
+            _STATE_CODES[self.state],
+            flags,
+            self.deliveries,
+            self.enqueued_at,
+            self.started_at,
+            self.finished_at,
+            self.due_at,
         )
-        return packed
+        if optional:
+            packed: bytes = fdb.tuple.pack(tuple(optional))
+            return fixed + packed
+        return fixed
 
     @classmethod
     def parse(cls, value: bytes) -> JobRecord:
-        """The record a value packs.
+        """The record a value packs: the fixed layout (version 3), or the tuple layout of
+        versions 1 and 2. Cost: a ``struct`` unpack, and a tuple-layer unpack of the optional
+        fields when the flags say one is present (the whole record for versions 1 and 2); no
+        database access.
 
         Raises:
-            ValueError: not a job record of this layout.
+            ValueError: not a job record of either layout.
         """
+        if value[:1] != _RECORD_FIRST_BYTE:
+            return cls._parse_tuple(value)
+        try:
+            (_version, state, flags, deliveries, enqueued, started, finished,
+             due) = _RECORD.unpack_from(value)  # fmt: skip
+            record = cls(
+                _STATE_NAMES[state],
+                deliveries,
+                enqueued,
+                started,
+                finished,
+                due,
+                bool(flags & _CANCEL_REQUESTED),
+            )
+            if flags & _HAS_OPTIONAL:
+                optional = iter(fdb.tuple.unpack(value, _RECORD.size))
+                if flags & _HAS_GROUP:
+                    record.group = next(optional)
+                if flags & _HAS_PRIORITY:
+                    record.priority = next(optional)
+                if flags & _HAS_ERROR:
+                    record.error = (str(next(optional)), str(next(optional)), str(next(optional)))
+                if next(optional, _END) is not _END:
+                    raise ValueError("more optional fields than its flags say")
+            elif len(value) != _RECORD.size:
+                raise ValueError("bytes after its fixed fields, and no optional field")
+        except (IndexError, ValueError, StopIteration, struct.error) as error:
+            raise ValueError(f"not a job record ({error})") from None
+        return record
+
+    @classmethod
+    def _parse_tuple(cls, value: bytes) -> JobRecord:
+        """A record of the tuple layout (versions 1 and 2: see the module docstring)."""
         try:
             fields = fdb.tuple.unpack(value)
             (version, state, deliveries, enqueued, started, finished, due, cancel, group,
@@ -339,7 +449,7 @@ class ResultFormat:
 
     Attributes:
         codec: the result codec (``result_codec=``): encodes what handlers return, and
-            decodes the results of version-2 records.
+            decodes the results of records of version 2 and later.
         legacy: decodes the results of version-1 records (kept by an fdbqueue before results
             had a codec of their own): the ``result_codec`` given if it is one an older
             fdbqueue took, else the queue's codec.
