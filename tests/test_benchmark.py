@@ -790,10 +790,10 @@ def test_cpu_prints_the_recipe_and_fdbqueue_per_item_and_their_ratios():
 
 
 def test_cpu_prints_every_subjects_instructions_per_item_against_its_recipe_row(monkeypatch):
-    monkeypatch.setattr(instructions, "WARMUP", 3)  # fewer items before the counted ones
-    result = bench("--cpu", "--cpu-items", "3", "--cpu-runs", "1", "--cpu-counted-items", "2")
+    monkeypatch.setattr(instructions, "WARMUP", 2)  # fewer items before the counted ones
+    result = bench("--cpu", "--cpu-items", "1", "--cpu-runs", "1", "--cpu-counted-items", "2")
     assert result.exit_code == 0, result.output
-    assert "Bytecode instructions per item, counted (sys.settrace): 2 items after 3" in (
+    assert "Bytecode instructions per item, counted (sys.settrace): 2 items after 2" in (
         result.output
     )
     rows = instruction_rows(result.output)
