@@ -42,8 +42,9 @@ What counts (:class:`InstructionCounter`): every frame outside ``src/fdbqueue/me
 tells them apart: fdbqueue's code, the ``fdb`` binding's (its tuple layer), the recipe; this
 benchmark's other files (the loops making the calls, the handler) are the harness, not
 counted. A frame of no layer (the standard library) is charged to its nearest caller that
-has one: ``os.urandom`` called by the recipe is the recipe's, a lock taken by the in-memory
-database the database's. Each opcode the interpreter reports (``sys.settrace`` and
+has one: ``threading.Condition.notify`` called by the worker loop is the loop's, the same
+called by the in-memory database the database's (built-in functions run no bytecode). Each
+opcode the interpreter reports (``sys.settrace`` and
 ``threading.settrace``, ``frame.f_trace_opcodes``) counts one, in every thread started
 meanwhile too (the worker loop's). This is the method of issue 44's figures.
 
