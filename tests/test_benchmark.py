@@ -10,6 +10,8 @@ import json
 import pstats
 import subprocess
 import sys
+import textwrap
+import threading
 from pathlib import Path
 
 import fdb.subspace_impl
@@ -23,6 +25,7 @@ from fdbqueue.benchmark import (
     cpu,
     hot_ranges,
     ideal,
+    instructions,
     loading,
     measurement,
     recipe,
@@ -91,6 +94,10 @@ BAD_ARGUMENTS = {
         ["--cpu", "--cpu-runs", "0"],
         "--cpu-runs: must be a whole number from 1 to 10,000,000",
     ),
+    "zero cpu counted items": (
+        ["--cpu", "--cpu-counted-items", "0"],
+        "--cpu-counted-items: must be a whole number from 1 to 10,000,000",
+    ),
     "unknown cpu subject": (
         ["--cpu", "--cpu-subjects", "plain,bogus"],
         "--cpu-subjects: unknown subject 'bogus'",
@@ -148,6 +155,7 @@ def arguments(**changes):
         {"loads": ["heap"]},
         {"loads": []},
         {"cpu": True, "cpu_items": 0},
+        {"cpu": True, "cpu_counted_items": 0},
         {"cpu": True, "fairness": True},
         {"cpu": True, "cpu_subjects": []},
         {"cpu": True, "cpu_subjects": ["bogus"]},
@@ -174,6 +182,7 @@ def test_defaults():
     assert given.loads is None  # the drain preloads in batches of 10, no load column
     assert (given.cpu, given.cpu_items, given.cpu_runs) == (False, 5000, 3)
     assert given.cpu_subjects == list(cpu.SUBJECTS)
+    assert given.cpu_counted_items == instructions.ITEMS == 200
 
 
 def test_plot_without_matplotlib_is_a_clear_error_before_running(tmp_path):
@@ -728,14 +737,34 @@ CPU_COLUMNS = (
 )  # fmt: skip
 
 
-def cpu_rows(output):
-    """The table's rows by subject: the figures as floats, then in order and against."""
+def table(output, column):
+    """The word lists of the rows of the table whose header names ``column``, by subject."""
+    lines = output.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("subject") and column in line)
     rows = {}
-    for line in output.splitlines():
+    for line in lines[start + 2 :]:
         words = line.split()
-        if words[:1] and words[0] in cpu.SUBJECTS:
-            rows[words[0]] = [float(x) if x != "n/a" else None for x in words[1:11]] + words[11:]
+        if not words or words[0] not in cpu.SUBJECTS:
+            break
+        rows[words[0]] = words[1:]
     return rows
+
+
+def cpu_rows(output):
+    """The CPU table's rows by subject: the figures as floats, then in order and against."""
+    return {
+        name: [float(x) if x != "n/a" else None for x in words[:10]] + words[10:]
+        for name, words in table(output, "own us/item").items()
+    }
+
+
+def instruction_rows(output):
+    """The instruction table's rows by subject: instructions/item and vs recipe as floats,
+    against, and the calls counted."""
+    return {
+        name: [float(words[0]), float(words[1]), words[2], " ".join(words[3:])]
+        for name, words in table(output, "instructions/item").items()
+    }
 
 
 @pytest.mark.slow("measures the CPU of the recipe and of fdbqueue")
@@ -760,13 +789,40 @@ def test_cpu_prints_the_recipe_and_fdbqueue_per_item_and_their_ratios():
     assert "done: cpu, plain (run 1 of 1)" in result.output
 
 
+def test_cpu_prints_every_subjects_instructions_per_item_against_its_recipe_row(monkeypatch):
+    monkeypatch.setattr(instructions, "WARMUP", 2)  # fewer items before the counted ones
+    result = bench("--cpu", "--cpu-items", "1", "--cpu-runs", "1", "--cpu-counted-items", "2")
+    assert result.exit_code == 0, result.output
+    assert "Bytecode instructions per item, counted (sys.settrace): 2 items after 2" in (
+        result.output
+    )
+    rows = instruction_rows(result.output)
+    assert list(rows) == list(cpu.SUBJECTS) == list(instructions.ROWS)
+    for name, (count, ratio, against, counted) in rows.items():
+        assert against == cpu.SUBJECTS[name].reference
+        assert counted == instructions.ROWS[name].counted
+        assert ratio == pytest.approx(count / rows[against][0], abs=0.006)
+    assert rows["recipe"][1] == rows["recipe-in-transaction"][1] == 1.0
+    assert 500 < rows["recipe"][0] < 2000  # the client's, not the in-memory database's
+    # issue 44's four rows: enqueue + dequeue, the same given a Transaction, claim + ack,
+    # submit + work() per job; each costs more than the recipe's enqueue + dequeue
+    assert rows["plain"][3] == "enqueue + dequeue"
+    assert rows["in-transaction"][3] == "enqueue + dequeue, each given a Transaction"
+    assert rows["claim-ack"][3] == "enqueue + claim + ack"
+    assert rows["work"][3] == "submit + work(), per job, marginal"
+    assert 1 < rows["plain"][1] < rows["claim-ack"][1] < rows["work"][1]
+    assert rows["in-transaction"][1] > 1
+    assert "done: instructions, work" in result.output
+
+
 @pytest.mark.slow("measures the CPU of every subject")
 def test_cpu_in_json_gives_every_subjects_figures():
     output = CliRunner().invoke(
         cli,
-        ["--json", "bench", "--cpu", "--cpu-items", "20", "--cpu-runs", "3"],
+        ["--json", "bench", "--cpu", "--cpu-items", "20", "--cpu-runs", "3",
+         "--cpu-counted-items", "10"],
         obj={"database": memory.open()},
-    )
+    )  # fmt: skip
     assert output.exit_code == 0, output.output
     document = json.loads(output.stdout)
     assert document["settings"]["items"] == 20 and document["settings"]["runs"] == 3
@@ -788,13 +844,22 @@ def test_cpu_in_json_gives_every_subjects_figures():
         assert r["reads_per_item"] >= 1 and r["keys_read_per_item"] >= 1
         assert r["keys_written_per_item"] >= 2
     assert results["recipe"]["keys_written_per_item"] == 2.0
+    assert document["settings"]["counted_items"] == 10
+    counts = {r["subject"]: r for r in document["instructions"]}
+    assert list(counts) == list(cpu.SUBJECTS)
+    for r in counts.values():
+        reference = counts[r["reference"]]
+        assert r["items"] == 10 and r["warmup"] == instructions.WARMUP
+        assert r["vs_recipe"] == pytest.approx(
+            r["instructions_per_item"] / reference["instructions_per_item"]
+        )
 
 
 def test_cpu_subjects_picks_subjects_and_brings_their_recipe_rows():
     output = CliRunner().invoke(
         cli,
         ["--json", "bench", "--cpu", "--cpu-items", "5", "--cpu-runs", "1",
-         "--cpu-subjects", "in-transaction,claim-ack"],
+         "--cpu-subjects", "in-transaction,claim-ack", "--cpu-counted-items", "3"],
         obj={"database": memory.open()},
     )  # fmt: skip
     assert output.exit_code == 0, output.output
@@ -804,6 +869,17 @@ def test_cpu_subjects_picks_subjects_and_brings_their_recipe_rows():
     assert [r["subject"] for r in document["cpu"]] == expected
     assert all(r["in_order"] for r in document["cpu"])
     assert cpu.with_references(["work"]) == ["recipe", "work"]
+    settings = document["settings"]
+    assert (settings["counted_items"], settings["counted_warmup"]) == (3, instructions.WARMUP)
+    counts = {r["subject"]: r for r in document["instructions"]}
+    assert list(counts) == expected
+    assert counts["recipe"]["vs_recipe"] == counts["recipe-in-transaction"]["vs_recipe"] == 1.0
+    for name, against in [("claim-ack", "recipe"), ("in-transaction", "recipe-in-transaction")]:
+        assert counts[name]["reference"] == against and counts[name]["items"] == 3
+        assert counts[name]["vs_recipe"] == pytest.approx(
+            counts[name]["instructions_per_item"] / counts[against]["instructions_per_item"]
+        )
+        assert counts[name]["vs_recipe"] > 1
 
 
 @pytest.mark.parametrize("name", ["recipe", "claim-ack", "work", "in-transaction"])
@@ -886,6 +962,84 @@ def test_charge_names_every_layer_even_one_charged_nothing():
     stats = {("db.py", 1, "g"): (1, 1, 3.0, 3.0, {})}
     charged = cpu.charge(stats, lambda filename: cpu.DATABASE)
     assert charged == {cpu.OWN: 0.0, cpu.CLIENT: 0.0, cpu.DATABASE: 3.0, cpu.HARNESS: 0.0}
+
+
+# -- the instruction counter (--cpu's second table) ------------------------------------------
+
+LOOP = """
+def loop(k):
+    total = 0
+    for n in range(k):
+        total += n
+    return total
+"""
+CALL = """
+def call(function, *args):
+    return function(*args)
+"""
+#: Files the counter's tests give a layer (code compiled under those names).
+LAYERS = {"client.py": cpu.CLIENT, "db.py": cpu.DATABASE}
+
+
+def compiled(source, filename):
+    """The one function ``source`` defines, its code compiled as the file ``filename``."""
+    namespace = {}
+    exec(compile(source, filename, "exec"), namespace)
+    [function] = [value for name, value in namespace.items() if name != "__builtins__"]
+    return function
+
+
+def counted(function, *args):
+    """The instructions counted by an InstructionCounter (layers: LAYERS) around the call."""
+    with instructions.InstructionCounter(LAYERS.get) as counter:
+        function(*args)
+    return counter.instructions
+
+
+def test_the_counter_counts_a_loop_of_k_iterations_linearly_in_k():
+    loop = compiled(LOOP, "client.py")
+    counts = {k: counted(loop, k) for k in (0, 1, 10, 20, 40)}
+    step = counts[1] - counts[0]  # one iteration: a handful of instructions
+    assert 3 <= step <= 20 and counts[0] > 0
+    for k in (10, 20, 40):
+        assert counts[k] == counts[0] + k * step
+
+
+def test_the_counter_charges_a_frame_by_its_file_and_one_of_no_layer_to_its_caller():
+    loop, loop_in_db = compiled(LOOP, "client.py"), compiled(LOOP, "db.py")
+    call, call_in_db = compiled(CALL, "client.py"), compiled(CALL, "db.py")
+    assert counted(loop_in_db, 50) == 0  # the database's code is not the client's
+    assert counted(call_in_db, loop, 10) == counted(loop, 10)  # the client's, called by it
+    # textwrap.dedent is the standard library's (no layer): the caller's cost
+    text = "  a\n  b\n"
+    assert counted(call, textwrap.dedent, text) > counted(call, len, text) + 20
+    assert counted(call_in_db, textwrap.dedent, text) == 0
+    assert counted(textwrap.dedent, text) == 0  # called by this file: the harness's
+
+
+def test_the_counter_counts_the_threads_started_meanwhile_and_puts_back_the_tracers():
+    loop = compiled(LOOP, "client.py")
+    alone = counted(loop, 30)
+    tracers = (sys.gettrace(), threading.gettrace())
+    with instructions.InstructionCounter(LAYERS.get) as counter:
+        thread = threading.Thread(target=loop, args=(30,))
+        thread.start()
+        thread.join()
+        loop(30)
+    assert counter.instructions == 2 * alone
+    assert (sys.gettrace(), threading.gettrace()) == tracers
+
+
+def test_the_instruction_rows_go_with_the_cpu_subjects_and_their_recipe_rows():
+    assert list(instructions.ROWS) == list(cpu.SUBJECTS)
+    results = instructions.count_instructions(["recipe", "work"], items=2, warmup=2)
+    recipe_row, work = results
+    assert (work.subject, work.reference, work.items, work.warmup) == ("work", "recipe", 2, 2)
+    assert recipe_row.vs_recipe == 1.0
+    assert work.vs_recipe == pytest.approx(
+        work.instructions_per_item / recipe_row.instructions_per_item
+    )
+    assert work.instructions_per_item > 5 * recipe_row.instructions_per_item
 
 
 def test_the_recipe_is_a_fifo_queue_that_fdbqueue_reads_with_the_raw_codec():

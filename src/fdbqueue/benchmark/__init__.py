@@ -68,7 +68,8 @@ apart):
 ``--fairness`` (:mod:`~fdbqueue.benchmark.fairness`) and ``--cpu``
 (:mod:`~fdbqueue.benchmark.cpu`: the library's CPU and keys per item, for enqueue + dequeue,
 in a caller's transaction, claim + ack and the worker loop, against FoundationDB's "Queues"
-recipe, :mod:`~fdbqueue.benchmark.recipe`) measure something else
+recipe, :mod:`~fdbqueue.benchmark.recipe`; then :mod:`~fdbqueue.benchmark.instructions`: the
+bytecode instructions per item of the same kinds of calls, counted) measure something else
 instead of the phases.
 
 A mode is one :class:`Mode` entry in :data:`MODES`; a mode the queue does not support (the
@@ -80,7 +81,8 @@ The parts: :mod:`~fdbqueue.benchmark.workload` (the modes), :mod:`~fdbqueue.benc
 :mod:`~fdbqueue.benchmark.loading` (the preload and its load shapes),
 :mod:`~fdbqueue.benchmark.measurement` (one measured run), :mod:`~fdbqueue.benchmark.ideal`
 (the private runs and the columns set against them), :mod:`~fdbqueue.benchmark.report` and
-:mod:`~fdbqueue.benchmark.plot` (what is printed and drawn),
+:mod:`~fdbqueue.benchmark.plot` (what is printed and drawn), :mod:`~fdbqueue.benchmark.cpu`
+and :mod:`~fdbqueue.benchmark.instructions` (``--cpu``),
 :mod:`~fdbqueue.benchmark.arguments` (the options); this module runs them all
 (:func:`run_all`). The library never imports the benchmark.
 
@@ -100,11 +102,12 @@ from typing import Any
 
 from fdbqueue import memory
 from fdbqueue._wording import plural
-from fdbqueue.benchmark import workload
+from fdbqueue.benchmark import instructions, workload
 from fdbqueue.benchmark.arguments import add_arguments, check_arguments
 from fdbqueue.benchmark.cpu import SUBJECTS, measure_cpu, print_cpu, with_references
 from fdbqueue.benchmark.fairness import FAIRNESS_MODES, measure_fairness, print_fairness
 from fdbqueue.benchmark.ideal import PRIVATE, compare_with_ideal
+from fdbqueue.benchmark.instructions import count_instructions, print_instructions
 from fdbqueue.benchmark.measurement import Result, run, unsupported
 from fdbqueue.benchmark.plot import load_pyplot, plot
 from fdbqueue.benchmark.report import (
@@ -167,7 +170,10 @@ def run_fairness(arguments: argparse.Namespace, open_db: Callable[[], Any], as_j
 
 
 def run_cpu(arguments: argparse.Namespace, open_db: Callable[[], Any], as_json: bool) -> None:
-    """The ``--cpu`` measurement (:mod:`~fdbqueue.benchmark.cpu`); print it.
+    """The ``--cpu`` measurement (:mod:`~fdbqueue.benchmark.cpu`), then the instruction
+    counts of the same subjects (:mod:`~fdbqueue.benchmark.instructions`, each on an
+    in-memory database of its own); print them: two tables, or one JSON document
+    (``settings``, ``cpu`` and ``instructions``, the results).
 
     Raises:
         BenchmarkError: ``open_db`` gives another database than the in-memory one (what is
@@ -177,6 +183,8 @@ def run_cpu(arguments: argparse.Namespace, open_db: Callable[[], Any], as_json: 
     if not isinstance(open_db(), memory.Database):
         raise BenchmarkError("--cpu measures on the in-memory database: run it with --memory")
     items, runs = arguments.cpu_items, arguments.cpu_runs
+    counted = getattr(arguments, "cpu_counted_items", instructions.ITEMS)
+    warmup = instructions.WARMUP
     subjects = with_references(getattr(arguments, "cpu_subjects", None) or list(SUBJECTS))
     describe = (
         f"CPU and keys per item: {plural(items, 'item')} per pass, one call at a time by one "
@@ -192,9 +200,31 @@ def run_cpu(arguments: argparse.Namespace, open_db: Callable[[], Any], as_json: 
         "items": items,
         "runs": runs,
         "subjects": subjects,
+        "counted_items": counted,
+        "counted_warmup": warmup,
     }
     results = measure_cpu(open_db, items, runs, subjects)
-    print_cpu(results, describe, settings, as_json)
+    counts = count_instructions(subjects, counted, warmup)
+    if as_json:
+        document = {
+            "settings": settings,
+            "cpu": [asdict(result) for result in results],
+            "instructions": [asdict(result) for result in counts],
+        }
+        print(json.dumps(document, indent=1))
+    else:
+        print_cpu(results, describe)
+        print()
+        print_instructions(
+            counts,
+            f"Bytecode instructions per item, counted (sys.settrace): "
+            f"{plural(counted, 'item')} after {warmup} uncounted, one call at a "
+            f"time (codec raw), a fresh in-memory database per subject (seed "
+            f"{instructions.SEED})\n"
+            "every frame outside src/fdbqueue/memory/ but the benchmark's loops: fdbqueue, the "
+            "fdb binding (its tuple layer), the recipe; the standard library charged to its "
+            "caller; work: per job, marginal (the loop's start and end excluded)",
+        )
     if not all(result.in_order for result in results):
         raise BenchmarkError("a subject did not get its values back in order")
 

@@ -6,7 +6,7 @@ import argparse
 import math
 
 from fdbqueue import memory
-from fdbqueue.benchmark import cpu, workload
+from fdbqueue.benchmark import cpu, instructions, workload
 from fdbqueue.benchmark.loading import LOADS
 from fdbqueue.benchmark.workload import (
     DEFAULT_CONSUMERS,
@@ -241,7 +241,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "instead of the phases: the library's CPU and keys per item (enqueue + dequeue, "
             "in a caller's transaction, claim + ack, the worker loop) against FoundationDB's "
             "Queues recipe, one thread, raw codec, on the in-memory database "
-            "(fdbqueue.benchmark.cpu)"
+            "(fdbqueue.benchmark.cpu); then each subject's bytecode instructions per item "
+            "against the recipe's, counted, not timed (fdbqueue.benchmark.instructions)"
         ),
     )
     parser.add_argument(
@@ -255,6 +256,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=3,
         help="--cpu: runs of each subject; the median is shown (default 3)",
+    )
+    parser.add_argument(
+        "--cpu-counted-items",
+        type=positive_int,
+        default=instructions.ITEMS,
+        help=(
+            f"--cpu: items whose instructions are counted per subject, after "
+            f"{instructions.WARMUP} uncounted ones (default {instructions.ITEMS})"
+        ),
     )
     parser.add_argument(
         "--cpu-subjects",
@@ -297,7 +307,7 @@ def check_arguments(arguments: argparse.Namespace) -> None:
         isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= MAX_CONSUMERS for c in counts
     ):
         problems.append(f"consumers must be integers from 1 to {MAX_CONSUMERS}")
-    for name in ("items", "producers", "repeat", "cpu_items", "cpu_runs"):
+    for name in ("items", "producers", "repeat", "cpu_items", "cpu_runs", "cpu_counted_items"):
         value = getattr(arguments, name, 1)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             problems.append(f"{name} must be a positive integer, not {value!r}")

@@ -95,7 +95,6 @@ from __future__ import annotations
 
 import cProfile
 import gc
-import json
 import pstats
 import statistics
 import sys
@@ -104,7 +103,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -522,15 +521,8 @@ def _ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
-def print_cpu(
-    results: list[CpuResult], describe: str, settings: dict[str, Any], as_json: bool
-) -> None:
-    """A table of ``results`` under ``describe``, or one JSON document (``settings`` and
-    ``cpu``, the results)."""
-    if as_json:
-        document = {"settings": settings, "cpu": [asdict(r) for r in results]}
-        print(json.dumps(document, indent=1))
-        return
+def print_cpu(results: list[CpuResult], describe: str) -> None:
+    """A table of ``results`` under ``describe``."""
     print(describe)
     header = (
         f"{'subject':<23}{'own us/item':>12}{'client us/item':>16}{'db us/item':>12}"

@@ -62,12 +62,15 @@ class RecipeQueue:
         self.queue = subspace
 
     def dequeue(self, tr: Any) -> bytes | None:
-        return _transactional(tr, self._dequeue)
+        return _transactional(tr, self.dequeue_in)
 
     def enqueue(self, tr: Any, value: bytes) -> None:
-        _transactional(tr, lambda transaction: self._enqueue(transaction, value))
+        _transactional(tr, lambda transaction: self.enqueue_in(transaction, value))
 
-    def _dequeue(self, tr: Any) -> bytes | None:
+    def dequeue_in(self, tr: Any) -> bytes | None:
+        """The body of ``dequeue`` in ``tr``, a transaction, without the retry loop's check
+        of what it was given (the instruction counts set fdbqueue's ``dequeue(tr)`` against
+        it: :mod:`~fdbqueue.benchmark.instructions`)."""
         item = self.first_item(tr)
         if item is None:
             return None
@@ -75,7 +78,8 @@ class RecipeQueue:
         value: bytes = item.value
         return value
 
-    def _enqueue(self, tr: Any, value: bytes) -> None:
+    def enqueue_in(self, tr: Any, value: bytes) -> None:
+        """The body of ``enqueue`` in ``tr``, a transaction, as :meth:`dequeue_in`."""
         tr[self.queue[self.last_index(tr) + 1][os.urandom(20)]] = value
 
     def last_index(self, tr: Any) -> int:
