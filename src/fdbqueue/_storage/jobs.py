@@ -108,7 +108,7 @@ from typing import Any
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
-from fdbqueue import _clock
+from fdbqueue import _clock, _keycodec
 from fdbqueue._wording import FAILURE_MESSAGE_CHARACTERS, describe_failure
 from fdbqueue.codecs import MAX_VALUE_BYTES, Codec, Undecodable, decode_or_undecodable
 
@@ -550,19 +550,37 @@ class Jobs:
         self.results = metadata.subspace(("job_results",))
         self.finished = metadata.subspace(("jobs_finished",))
         self.locations = metadata.subspace(("job_items",))
+        self._records_prefix: bytes = self.records.key()
+        self._results_prefix: bytes = self.results.key()
+        self._locations_prefix: bytes = self.locations.key()
+        self._finished_prefix: bytes = self.finished.key()
         self.result_ttl = result_ttl
         self._next_sweep = 0.0  # _clock.now() of the next sweep a finish makes
 
     def key(self, job_id: bytes) -> bytes:
-        """The key of the record of the job ``job_id`` (its watch wakes ``result``)."""
-        key: bytes = self.records.pack((job_id,))
-        return key
+        """The key of the record of the job ``job_id`` (its watch wakes ``result``):
+        ``records.pack((job_id,))``, packed by the key codec (:mod:`fdbqueue._keycodec`), as
+        are the keys below."""
+        return _keycodec.pack_bytes(self._records_prefix, job_id)
+
+    def result_key(self, job_id: bytes) -> bytes:
+        """The key of the job's result: ``results.pack((job_id,))``."""
+        return _keycodec.pack_bytes(self._results_prefix, job_id)
+
+    def location_key(self, job_id: bytes) -> bytes:
+        """The key of the note of where the job's item is: ``locations.pack((job_id,))``."""
+        return _keycodec.pack_bytes(self._locations_prefix, job_id)
+
+    def finished_key(self, finished_at: int, job_id: bytes) -> bytes:
+        """The key of the job's entry for the TTL's sweep: ``finished.pack((finished_at,
+        job_id))``."""
+        return _keycodec.pack_int_bytes(self._finished_prefix, finished_at, job_id)
 
     def located(self, tr: Any, job_id: bytes, item_key: bytes) -> None:
         """Note that the job's item was written at ``item_key`` in ``tr`` (an item of the
         queue, of a group, or a delayed record), where :meth:`cancel` finds it. Cost: one
         set, blind (no read, no conflict)."""
-        tr[self.locations.pack((job_id,))] = item_key
+        tr[self.location_key(job_id)] = item_key
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -586,7 +604,7 @@ class Jobs:
         """What :meth:`fdbqueue.Queue.job` returns (``results``: how the queue's results are
         read). Cost: two point reads issued together, through ``reader``."""
         record_read = self.read(reader, job_id)
-        result_read = reader.get(self.results.pack((job_id,)))
+        result_read = reader.get(self.result_key(job_id))
         record = self.parsed(record_read)
         if record is None:
             return None
@@ -728,10 +746,10 @@ class Jobs:
         if error is not None:
             record.error = describe_failure(error)
         tr[self.key(job_id)] = record.pack()
-        tr[self.finished.pack((now, job_id))] = b""
-        del tr[self.locations.pack((job_id,))]
+        tr[self.finished_key(now, job_id)] = b""
+        del tr[self.location_key(job_id)]
         if result is not None and self.result_ttl > 0:
-            tr[self.results.pack((job_id,))] = result
+            tr[self.result_key(job_id)] = result
         if now / _MICROSECONDS >= self._next_sweep:
             self._next_sweep = now / _MICROSECONDS + 1.0
             self.sweep(tr, now)
@@ -754,7 +772,7 @@ class Jobs:
         finish (none: nothing), before the job waits again or finishes again. Cost: one
         blind clear."""
         if record.finished_at:
-            del tr[self.finished.pack((record.finished_at, job_id))]
+            del tr[self.finished_key(record.finished_at, job_id)]
             record.finished_at = 0
 
     def keep_result(self, tr: Any, job_id: bytes, result: bytes) -> None:
@@ -762,7 +780,7 @@ class Jobs:
         that finished in ``tr`` (a ``transactional`` handler's, known once the
         acknowledgement's writes were made). Cost: one set (none when ``result_ttl`` is 0)."""
         if self.result_ttl > 0:
-            tr[self.results.pack((job_id,))] = result
+            tr[self.result_key(job_id)] = result
 
     def cancel(self, tr: Any, job_id: bytes, withdraw: Withdraw) -> bool:
         """Cancel the job: a waiting, delayed or retrying one is ``cancelled``, and its item
@@ -773,7 +791,7 @@ class Jobs:
         finished or unknown job. Cost: two point reads issued together (the record and where
         its item is, with read conflicts: a claim or take of the job at the same time
         conflicts), ``withdraw``'s, and a set or three (:meth:`finish`)."""
-        location = tr.get(self.locations.pack((job_id,)))
+        location = tr.get(self.location_key(job_id))
         record = self._change(tr, job_id, None)
         if record is None or record.state in FINISHED:
             return False
@@ -806,8 +824,8 @@ class Jobs:
             tr.add_read_conflict_key(entry.key)
             del tr[entry.key]
             del tr[self.key(job_id)]
-            del tr[self.results.pack((job_id,))]
-            del tr[self.locations.pack((job_id,))]
+            del tr[self.result_key(job_id)]
+            del tr[self.location_key(job_id)]
         return len(expired)
 
     def clear_expired(self, run: Any) -> int:
