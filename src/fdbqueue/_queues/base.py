@@ -522,7 +522,9 @@ class QueueBase(Generic[T]):
     def empty(self, tr: TransactionContext) -> bool:
         """Return True when no item waits: the queue's item range is empty, no message
         group has an item to take (a turn), no lease has expired or was released (due), and
-        no delayed item is due: exactly when the next take would find nothing.
+        no delayed item is due: exactly when the next take would find nothing (but for the
+        few cancelled jobs' items a cancel leaves to the takes, :meth:`cancel`: a take drops
+        them and finds nothing).
 
         Exact, whatever wrote the items. Items away from the queue are not counted: items
         in leases still held, the next items of a group whose item is in flight, delayed
