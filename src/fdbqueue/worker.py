@@ -30,7 +30,7 @@ thread cannot be killed: it is abandoned, a new thread takes its slot (at most
 raises before the commit: nothing of it commits). Each abandoned handler is logged
 (WARNING) and listed in the loop's worker record while it runs, and a loop whose every slot
 waits for one (it runs nothing) says so at once and at each beat of its record
-(:class:`Abandoned`).
+(:class:`~fdbqueue._delivery.time_limits.Abandoned`).
 
 Periodic jobs: while it runs, one more thread enqueues the runs of the queue's schedules
 that fell due, looking about once a second (:mod:`fdbqueue._delivery.schedules`; each due
@@ -98,7 +98,7 @@ from fdbqueue._checks import check_flag, check_keywords, check_seconds, spell_ou
 from fdbqueue._delivery.heartbeat import Heartbeat, Job
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seconds
 from fdbqueue._delivery.schedules import check_until_stopped
-from fdbqueue._delivery.time_limits import Timing, check_time_limit, in_time
+from fdbqueue._delivery.time_limits import Abandoned, Timing, check_time_limit, in_time
 from fdbqueue._delivery.workers import Registration, RegistrationThread, WorkerRegistry, job_id
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import is_database
@@ -649,125 +649,6 @@ class Settler:
         )
 
 
-class Abandoned:
-    """The handlers a worker loop abandoned past their time limit that still run, and the
-    slots they keep vacant; both loops keep one (thread-safe) and follow its rule:
-
-    * a handler taken back at its time limit that cannot be stopped (a thread: Python cannot
-      kill one; with asyncio, a coroutine that did not end when cancelled) is **abandoned**:
-      :meth:`abandon` logs it (WARNING, with its job's full id) and lists it (:meth:`ids`,
-      the worker record's :attr:`~fdbqueue.WorkerInfo.abandoned`) until :meth:`returned`;
-    * its slot goes on with a new job while at most ``concurrency`` handlers are abandoned;
-      past that (and always for a coroutine, whose task waits for it) the slot stays
-      **vacant** until an abandoned handler returns;
-    * once every slot is vacant the loop is **wedged**: it runs nothing. That is logged at
-      once (WARNING) and again at each beat of its worker record while it lasts
-      (:meth:`remind`).
-
-    Args:
-        queue: the queue the loop works on (for the log).
-        concurrency: the loop's slots (checked).
-    """
-
-    def __init__(self, queue: Any, concurrency: int) -> None:
-        self.queue = queue
-        self.concurrency = concurrency
-        self._lock = threading.Lock()
-        #: Each abandoned handler's job (the loop's own job object) -> its job id, in order.
-        self._jobs: dict[object, str] = {}
-        self._vacant = 0
-
-    @property
-    def vacant(self) -> int:
-        """The slots waiting for an abandoned handler to return."""
-        return self._vacant
-
-    @property
-    def wedged(self) -> bool:
-        """Whether every slot waits for an abandoned handler (the loop runs nothing)."""
-        return self._vacant >= self.concurrency
-
-    def ids(self) -> list[str]:
-        """The job ids of the abandoned handlers still running, oldest first (for a plain
-        item, its lease id: :func:`~fdbqueue._delivery.workers.job_id`)."""
-        with self._lock:
-            return list(self._jobs.values())
-
-    def abandon(
-        self, job: object, lease: Lease[Any], limit: float | None, hold: bool = False
-    ) -> bool:
-        """Note the handler of ``job`` (holding ``lease``) abandoned past its time limit of
-        ``limit`` seconds, and log it (WARNING; and the wedge, if the loop is wedged now).
-        Returns whether its slot goes on with a new job now (False: the slot is vacant
-        until :meth:`returned` gives it back). ``hold``: the slot waits for this very handler
-        (an asyncio coroutine). The caller orders it before the handler's :meth:`returned`.
-        No database access."""
-        identity = job_id(lease)
-        with self._lock:
-            self._jobs[job] = identity
-            count = len(self._jobs)
-            goes_on = not hold and count <= self.concurrency
-            if not goes_on:
-                self._vacant += 1
-            vacant, wedged = self._vacant, self.wedged
-        logger.warning(
-            "job %s of %s ran past its time limit of %gs and its handler is abandoned, still "
-            "running (%s); %d abandoned handler%s still running, %d of %d slots waiting for "
-            "one to return",
-            identity,
-            describe_queue(self.queue),
-            limit,
-            "it did not end when cancelled" if hold else "its thread cannot be stopped",
-            count,
-            "" if count == 1 else "s",
-            vacant,
-            self.concurrency,
-        )
-        if wedged:
-            self.remind()
-        return goes_on
-
-    def returned(self, job: object) -> bool:
-        """The abandoned handler of ``job`` returned (or raised): it is no longer listed.
-        Returns whether a vacant slot goes on now (one less vacant). No database access."""
-        with self._lock:
-            if self._jobs.pop(job, None) is None:
-                return False
-            if not self._vacant:
-                return False
-            self._vacant -= 1
-            return True
-
-    def remind(self) -> None:
-        """Log (WARNING) that the loop is wedged, if it is: every slot waits for an abandoned
-        handler, with their job ids. Called when it becomes wedged and at each beat of the
-        loop's worker record. No database access."""
-        with self._lock:
-            if self._vacant < self.concurrency:
-                return
-            ids = list(self._jobs.values())
-        logger.warning(
-            "worker on %s is wedged: every slot (concurrency %d) waits for an abandoned "
-            "handler past its time limit to return, so it runs no job; abandoned handlers "
-            "still running: %s",
-            describe_queue(self.queue),
-            self.concurrency,
-            " ".join(ids),
-        )
-
-    def at_stop(self) -> None:
-        """Log (WARNING) the abandoned handlers still running as the loop stops, if any (it
-        does not wait for them). No database access."""
-        ids = self.ids()
-        if ids:
-            logger.warning(
-                "%d handler%s past the time limit still running, abandoned: %s",
-                len(ids),
-                "" if len(ids) == 1 else "s",
-                " ".join(ids),
-            )
-
-
 @dataclass
 class Loop:
     """One call of :func:`work`: what every worker thread shares.
@@ -776,8 +657,9 @@ class Loop:
     handler runs past ``time_limit`` is abandoned (Python cannot kill a thread): its job is
     settled without it (:meth:`time_out`), and a new thread takes its slot, while at most
     ``concurrency`` abandoned threads still run; past that, the slot stays vacant until an
-    abandoned thread's handler returns (:meth:`returned_late`); :class:`Abandoned` keeps the
-    count, lists them and logs it. :meth:`wait` waits for the threads holding a slot, never
+    abandoned thread's handler returns (:meth:`returned_late`);
+    :class:`~fdbqueue._delivery.time_limits.Abandoned` keeps the count, lists them and logs
+    it. :meth:`wait` waits for the threads holding a slot, never
     for an abandoned one.
     """
 
@@ -798,7 +680,7 @@ class Loop:
     started: int = 0  # threads started, to number them
 
     def __post_init__(self) -> None:
-        self.abandoned = Abandoned(self.queue, self.options["concurrency"])
+        self.abandoned = Abandoned(self.queue, self.options["concurrency"], logger)
 
     def start_thread(self) -> None:
         """Start a worker thread (:meth:`run_thread`) holding a slot; the caller holds

@@ -28,7 +28,7 @@ thread abandoned (its late return logged and discarded), and the job settled as 
 transactional handler (on the loop) is cancelled while it waits on FoundationDB, and refused
 at its return when it blocked the loop: nothing of it commits
 (:mod:`fdbqueue._delivery.time_limits`). Abandoned handlers follow the thread loop's rule
-(:class:`fdbqueue.worker.Abandoned`): a task goes on with a new job while at most
+(:class:`fdbqueue._delivery.time_limits.Abandoned`): a task goes on with a new job while at most
 ``concurrency`` handlers are abandoned, else waits for one to return; a coroutine that did
 not end when cancelled is abandoned too, and its task waits for it.
 
@@ -64,12 +64,11 @@ from fdbqueue import metrics
 from fdbqueue._delivery import schedules
 from fdbqueue._delivery import workers as registry
 from fdbqueue._delivery.leases import Lease
-from fdbqueue._delivery.time_limits import Timing, in_time
+from fdbqueue._delivery.time_limits import Abandoned, Timing, in_time
 from fdbqueue.asyncio import _bridge as bridge
 from fdbqueue.errors import LeaseError, QueueTypeError
 from fdbqueue.worker import (
     CLAIM_ERROR_BACKOFF,
-    Abandoned,
     Settler,
     WorkOptions,
     WorkSummary,
@@ -243,7 +242,7 @@ class AsyncLoop:
         #: The jobs running, for the loop's worker record (:meth:`keep_registered`).
         self.running: set[AsyncJob] = set()
         #: The handlers abandoned past their time limit, and the slots they keep vacant.
-        self.abandoned = Abandoned(queue, options["concurrency"])
+        self.abandoned = Abandoned(queue, options["concurrency"], logger)
         #: Slots given back by abandoned handlers that returned, not taken yet
         #: (:meth:`vacant_slot`), and its wake-up.
         self.freed = 0
