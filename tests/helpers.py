@@ -12,6 +12,7 @@ import os
 import random
 import sys
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -302,3 +303,15 @@ def old_job_record(record: Any, version: int = 2) -> bytes:
         )
     )
     return packed
+
+
+def eventually(condition: Callable[[], Any], what: str, seconds: float = 20.0) -> Any:
+    """``condition()``'s first true value, polled every 10 ms for at most ``seconds``; fails
+    the test with ``what`` otherwise (for what other threads do in real time)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.01)
+    pytest.fail(f"never happened: {what}")

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers import eventually
 
 import fdbqueue.asyncio as aq
 from fdbqueue import Queue, Subspace, WorkerInfo, memory, worker
@@ -38,16 +39,6 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     """Beats every 20 ms; an idle thread looks at ``stop`` every 0.1 s."""
     monkeypatch.setattr(registry, "HEARTBEAT_SECONDS", 0.02)
     monkeypatch.setattr(worker, "STOP_CHECK_SECONDS", 0.1)
-
-
-def eventually(condition: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + PATIENCE
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.01)
-    pytest.fail(f"never happened: {what}")
 
 
 def warnings_with(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:

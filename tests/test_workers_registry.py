@@ -10,12 +10,11 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import fdb.tuple
 import pytest
-from helpers import pass_time, read_range, write
+from helpers import eventually, pass_time, read_range, write
 
 import fdbqueue.asyncio as aq
 from fdbqueue import PriorityQueue, Queue, Subspace, WorkerInfo, _clock, memory
@@ -32,18 +31,6 @@ def quick_beats(monkeypatch: pytest.MonkeyPatch) -> None:
     """Beats every 20 ms, so that a record follows its loop without a test waiting 5 s; the
     lapse stays 15 s of the core's clock (moved by ``pass_time``)."""
     monkeypatch.setattr(registry, "HEARTBEAT_SECONDS", 0.02)
-
-
-def eventually(condition: Callable[[], Any], what: str) -> Any:
-    """``condition()``'s first true value, polled every 10 ms for at most :data:`PATIENCE`
-    seconds; fails the test with ``what`` otherwise."""
-    deadline = time.monotonic() + PATIENCE
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.01)
-    pytest.fail(f"never happened: {what}")
 
 
 def make_queue(kind: str, shards: int, name: str) -> Any:
