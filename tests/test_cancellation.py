@@ -335,7 +335,45 @@ def moved(destination: Any) -> Callable[[Any, Any, Any], Awaitable[Any]]:
     return call
 
 
+def check_submit(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
+    """A cancelled submit left neither item nor record; one that returned left both."""
+    if outcome is asyncio.CancelledError:
+        assert remaining(queue, db) == [] and queue.sync.jobs(db) == []
+    else:
+        assert remaining(queue, db) == ["x"] and queue.sync.job(db, outcome.id).state == "waiting"
+
+
+def a_job_then_b(group: str | None) -> Callable[[Any, Any], Any]:
+    """A job ``a`` then an item ``b`` (in ``group``, when given): the job to cancel."""
+
+    def prepare(queue: Any, db: Any) -> Any:
+        job = queue.sync.submit(db, "a", group=group)
+        queue.sync.enqueue(db, "b", group=group)
+        return job
+
+    return prepare
+
+
+def check_cancel(queue: Any, db: Any, job: Any, outcome: Any) -> None:
+    """A cancelled cancel left the job waiting with its item; one that returned removed the
+    item in the same transaction, and (in a group) passed the group's turn to ``b``."""
+    if outcome is asyncio.CancelledError:
+        assert queue.sync.job(db, job.id).state == "waiting"
+        assert remaining(queue, db) == ["a", "b"]
+    else:
+        assert outcome is True and queue.sync.job(db, job.id).state == "cancelled"
+        assert remaining(queue, db) == ["b"] and queue.sync.size(db) == 1
+        assert queue.sync.claim(db, 60.0).value == "b"
+
+
 CASES: dict[str, Case] = {
+    "submit": Case(lambda q, db: None, lambda q, db, _: q.submit(db, "x"), check_submit),
+    "cancel of a waiting job": Case(
+        a_job_then_b(None), lambda q, db, job: q.cancel(db, job.id), check_cancel
+    ),
+    "cancel of a group's first job": Case(
+        a_job_then_b("g"), lambda q, db, job: q.cancel(db, job.id), check_cancel
+    ),
     "enqueue": Case(lambda q, db: None, lambda q, db, _: q.enqueue(db, "x"), check_enqueue),
     "enqueue_many": Case(
         lambda q, db: None, lambda q, db, _: q.enqueue_many(db, ["x", "y"]), check_enqueue_many
@@ -404,6 +442,8 @@ CASES.update(
             "claim",
             "claim_many",
             "ack",
+            "cancel of a waiting job",
+            "cancel of a group's first job",
         ]
     }
 )
