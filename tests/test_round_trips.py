@@ -94,12 +94,23 @@ def test_a_claim_that_finds_an_expired_lease_reads_the_leases_then_takes_it_firs
     assert 2 - MARGIN < serial_reads(prepare) < 2 + MARGIN
 
 
+#: A lease holder's calls, each given the queue, the database and the lease.
+HOLDER_CALLS = {
+    "ack": lambda queue, db, lease: queue.ack(db, lease),
+    "release": lambda queue, db, lease: queue.release(db, lease, error=ValueError("x")),
+    "dead_letter": lambda queue, db, lease: queue.dead_letter(db, lease, "gave up"),
+}
+
+
+@pytest.mark.parametrize("call", list(HOLDER_CALLS))
 @pytest.mark.parametrize("jobs", [False, True], ids=["item", "job"])
-def test_an_ack_waits_for_one_read(jobs):
+def test_an_ack_waits_for_one_read(jobs, call):
+    """An ack, a release and a dead letter read the lease and its job's record together."""
+
     def prepare(db):
         queue = used(db, "acks", jobs=jobs)
         lease = queue.claim(db, 30)
-        return lambda: queue.ack(db, lease)
+        return lambda: HOLDER_CALLS[call](queue, db, lease)
 
     assert 1 - MARGIN < serial_reads(prepare) < 1 + MARGIN
 

@@ -563,15 +563,19 @@ class LeaseHolds:
         ``cancelled``.
 
         Its delivery count is kept (the next claim raises it). Raises as :meth:`ack`; nothing
-        changes when it raises. Cost: one point read, one clear and one set of the small
-        record (the value stays where it is held), and an atomic add to the signal key that
+        changes when it raises. Cost: one point read (a job's record read with it: one round
+        trip), one clear and one set of the small record (the value stays where it is held),
+        a job's state change, and an atomic add to the signal key that
         wakes blocked claims (:mod:`fdbqueue._transactions.waiting`; no conflict), which then sleep
         until the record expires.
         """
-        record = LeaseRecord.parse(self._held(tr, lease, "release"))
+        stored = self._look(tr, lease, "release")
+        job_read = self._job_read(tr, lease)
+        record = LeaseRecord.parse(self._still_held(lease, stored, tr.get_read_version().wait()))
         del tr[lease.key]
-        if lease.job_id is not None and not self.store.jobs.released(
-            tr, bytes.fromhex(lease.job_id), seconds, error
+        jobs = self.store.jobs
+        if lease.job_id is not None and not jobs.released(
+            tr, bytes.fromhex(lease.job_id), seconds, error, jobs.parsed(job_read)
         ):
             self.store.held.drop(tr, record.held_id)  # cancelled: it goes no further
             self.store.groups.finished(tr, record.item_key)
@@ -592,10 +596,12 @@ class LeaseHolds:
         caller logs why, as the worker loop does); a job is ``dead``, with ``error`` (or
         ``reason``) as its last failure.
 
-        Raises as :meth:`ack`; nothing changes when it raises. Cost: one point read, a clear
-        and a set.
+        Raises as :meth:`ack`; nothing changes when it raises. Cost: one point read (a job's
+        record read with it: one round trip), a clear and a set, and a job's state change.
         """
-        record = LeaseRecord.parse(self._held(tr, lease, "dead_letter"))
+        stored = self._look(tr, lease, "dead_letter")
+        job_read = self._job_read(tr, lease)
+        record = LeaseRecord.parse(self._still_held(lease, stored, tr.get_read_version().wait()))
         del tr[lease.key]
         self.store.dead_letters.add(
             tr, record.item_key, record.deliveries, reason, held_id=record.held_id
@@ -603,7 +609,9 @@ class LeaseHolds:
         self.store.groups.finished(tr, record.item_key)
         if lease.job_id is not None:
             failure = reason if error is None else error
-            self.store.jobs.finish(tr, bytes.fromhex(lease.job_id), "dead", error=failure)
+            jobs = self.store.jobs
+            job = bytes.fromhex(lease.job_id)
+            jobs.finish(tr, job, "dead", jobs.parsed(job_read), error=failure)
         metrics.add("dead_lettered", **self.store.metric_attributes)
 
     def extend(self, tr: AnyContext, lease: Any, seconds: float) -> Lease[Any]:

@@ -699,13 +699,19 @@ class Jobs:
         tr[self.key(job_id)] = record.pack()
 
     def released(
-        self, tr: Any, job_id: bytes, delay: float, error: BaseException | str | None
+        self,
+        tr: Any,
+        job_id: bytes,
+        delay: float,
+        error: BaseException | str | None,
+        record: JobRecord | None = None,
     ) -> bool:
         """The job's lease was given back (``delay`` seconds before its next delivery; after
         ``error`` when it failed): ``retrying`` after a failure, else ``waiting``. Returns
         False when the job was cancelled while it ran: it is ``cancelled`` now, and the
-        caller drops its item instead. Cost: a point read and a set."""
-        record = self._change(tr, job_id, None)
+        caller drops its item instead. Cost: a point read (unless ``record`` is given) and a
+        set."""
+        record = self._change(tr, job_id, record)
         if record is None:
             return True
         if record.cancel_requested:
