@@ -524,6 +524,16 @@ def test_the_work_command_runs_a_transactional_handler_and_checks_its_arity(tmp_
 # -- what the worker logs ---------------------------------------------------------------------
 
 
+def work_quickly(queue: Any, db: Any, handler: Any, loop: str) -> Any:
+    """``work`` until the queue is empty, retries 10 to 20 ms apart, on the thread loop or
+    (``loop`` "asyncio") the asyncio one; its summary."""
+    options: dict[str, Any] = {"lease": 30, "backoff": 0.01, "max_backoff": 0.02}
+    options.update(handle_signals=False, until_empty=True)
+    if loop == "thread":
+        return queue.work(db, handler, **options)
+    return asyncio.run(aq.Queue.from_sync(queue).work(db, handler, **options))
+
+
 def run_worker_logging(caplog: Any, loop: str, name: str) -> tuple[Any, list[Any]]:
     """Run a worker (``loop``: the thread or the asyncio one) until empty on a queue with a
     job that succeeds, one that fails once and one that always fails (two deliveries at
@@ -539,13 +549,8 @@ def run_worker_logging(caplog: Any, loop: str, name: str) -> tuple[Any, list[Any
             failed.add(value)
             raise RuntimeError(f"{value} failed")
 
-    options: dict[str, Any] = {"lease": 30, "backoff": 0.01, "max_backoff": 0.02}
-    options.update(handle_signals=False, until_empty=True)
     with caplog.at_level(logging.DEBUG, logger="fdbqueue"):
-        if loop == "thread":
-            summary = queue.work(db, handler, **options)
-        else:
-            summary = asyncio.run(aq.Queue.from_sync(queue).work(db, handler, **options))
+        summary = work_quickly(queue, db, handler, loop)
     assert (summary.succeeded, summary.retried, summary.dead_lettered) == (2, 2, 1)
     records = [r for r in caplog.records if r.name in ("fdbqueue.worker", "fdbqueue.leases")]
     return summary, records
@@ -588,13 +593,8 @@ def test_worker_logs_name_a_job_by_its_job_id_at_every_delivery(caplog, loop):
             leases[value].append("failed")
             raise RuntimeError(f"{value} failed")
 
-    options: dict[str, Any] = {"lease": 30, "backoff": 0.01, "max_backoff": 0.02}
-    options.update(handle_signals=False, until_empty=True)
     with caplog.at_level(logging.DEBUG, logger="fdbqueue.worker"):
-        if loop == "thread":
-            summary = queue.work(db, handler, **options)
-        else:
-            summary = asyncio.run(aq.Queue.from_sync(queue).work(db, handler, **options))
+        summary = work_quickly(queue, db, handler, loop)
     assert (summary.succeeded, summary.retried) == (2, 2)
     messages = [
         r.getMessage().split("\n")[0] for r in caplog.records if r.name == "fdbqueue.worker"
