@@ -78,7 +78,8 @@ def test_a_claim_of_a_job_waits_for_the_front_then_its_record():
     assert 2 - MARGIN < serial_reads(prepare) < 2 + MARGIN
 
 
-def test_a_claim_that_finds_an_expired_lease_reads_the_leases_then_takes_it_first():
+@pytest.mark.parametrize("take", ["claim", "dequeue"])
+def test_a_take_that_finds_an_expired_lease_reads_the_leases_then_takes_it_first(take):
     def prepare(db):
         queue = used(db, "expired")
         released = queue.claim(db, 30)
@@ -88,7 +89,10 @@ def test_a_claim_that_finds_an_expired_lease_reads_the_leases_then_takes_it_firs
             lease = queue.claim(db, 30)
             assert (lease.value, lease.deliveries) == (released.value, 2)
 
-        return claim
+        def dequeue():
+            assert queue.dequeue(db) == released.value
+
+        return claim if take == "claim" else dequeue
 
     # the probe with the front, then the waiting leases with the held value
     assert 2 - MARGIN < serial_reads(prepare) < 2 + MARGIN

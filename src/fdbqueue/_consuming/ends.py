@@ -212,7 +212,8 @@ class End:
         # Every read of a take is sent before any is waited on (one round trip): the paused
         # key's, the first lease's (a snapshot probe: whether a lease waits), the delayed
         # items' hint, the codec record, the front. Only when the probe finds an expired
-        # lease are the waiting leases read with their conflict range (a second round trip).
+        # lease are the waiting leases read with their conflict range, the probed lease's
+        # held value with them (a second round trip).
         paused = self.store.pause.look(tr)
         first_lease = self.leases.first_lease(tr.snapshot)
         reads = self._read_front(tr, n)
@@ -221,8 +222,9 @@ class End:
         expired: list[Any] = []
         moved = False
         version = tr.get_read_version().wait()
-        if self.leases.note(first_lease, version, by_versions=True):  # and when it expires
-            expired, moved = self.leases.take_expired(tr, n)
+        first = list(first_lease)
+        if self.leases.note(first, version, by_versions=True):  # and when it expires
+            expired, moved = self.leases.take_expired(tr, n, first)
         if len(expired) == n:
             return expired
         taken = self._take_items(tr, n - len(expired), None, moving=False, reads=reads)

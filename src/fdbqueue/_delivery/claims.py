@@ -429,7 +429,9 @@ class Leases:
                 held += 1
         return held, len(starts), delayed, min(starts) if starts else None
 
-    def take_expired(self, tr: AnyContext, n: int) -> tuple[list[Any], bool]:
+    def take_expired(
+        self, tr: AnyContext, n: int, first: list[Any] | None = None
+    ) -> tuple[list[Any], bool]:
         """Take up to ``n`` waiting leases' items as a plain take does, soonest expiry first:
         leases that expired (by their versions and the wall clock), and released ones whose
         delay, if any, fell due. An item whose lease expired waits as any item does, so every
@@ -441,19 +443,27 @@ class Leases:
 
         The caller checked that the queue is not paused (:mod:`fdbqueue._storage.pause`).
 
+        Args:
+            first: the first lease record, as the caller's probe read it
+                (:meth:`first_lease`): its held value is read with the range read of the
+                expired leases, not after it (one round trip, as a claim's).
+
         Returns:
             The values taken, and whether anything moved to the dead letters.
 
         Cost: a read version, one range read of the leases expired by their versions
         (``limit=n`` + :data:`LOOK_PAST`; its read conflict range, so two takes of one lease
-        conflict) and a point read of each held value, issued together; per lease two
+        conflict) and a point read of each held value, issued together (the probed first
+        lease's with the range read); per lease two
         clears (record and held value) and the group's next turn (a range read, a set and
         an atomic add); nothing is written when no lease waits.
         """
         read_version: int = tr.get_read_version().wait()
+        now = wall_microseconds()
+        ahead = {} if first is None else self._read_ahead(tr, _due(first, now))
         expired_end: bytes = self.holds.expired_end(read_version)
         read = list(tr.get_range(self.leases_begin, expired_end, limit=n + LOOK_PAST))
-        due = _due(read, wall_microseconds()) if read else read
+        due = _due(read, now) if read else read
         if not due:
             return [], False
         # the first n deliverable ones, and those out of deliveries before them (at most
@@ -471,12 +481,7 @@ class Leases:
             else:
                 deliverable += 1
             records.append((record, parsed))
-        stored = [
-            None
-            if self._out_of_deliveries(parsed.deliveries)
-            else self.store.held.get(tr.snapshot, parsed.held_id)
-            for _record, parsed in records
-        ]
+        stored = [self._held_value(tr, parsed, ahead) for _record, parsed in records]
         values: list[Any] = []
         moved = False
         for (record, parsed), value in zip(records, stored, strict=True):
