@@ -795,6 +795,24 @@ def test_a_job_that_succeeded_after_a_failure_shows_its_result_not_its_old_error
     assert outcome(recovered.id) == "<code>{&#34;rows&#34;: 13}</code>"
     assert 'class="error-text"' in outcome(failing.id)
     assert "ConnectionError: the warehouse did not answer" in outcome(failing.id)
+    # its own page: the old failure as what it was, not in red as the job's error
+    with local(create_app(db, {"retried": queue})) as client:
+        recovered_page = client.get("/job", params={"name": "retried", "id": recovered.id}).text
+        failing_page = client.get("/job", params={"name": "retried", "id": failing.id}).text
+    assert "Last failure (retried, then succeeded)" in recovered_page
+    assert '<strong class="retried">ConnectionError</strong>' in recovered_page
+    assert '<strong class="error">ConnectionError</strong>' in failing_page
+
+
+def test_a_job_whose_result_was_not_kept_says_why_on_its_page(db: Any) -> None:
+    queue: Queue[Any] = Queue(Subspace(("unkept",)), codec="json")
+    job = queue.submit(db, "v")
+    lease = queue.claim(db, 60)
+    assert job is not None and lease is not None
+    queue.ack(db, lease, result={1, 2})  # a set: the result codec cannot keep it
+    with local(create_app(db, {"unkept": queue})) as client:
+        page = client.get("/job", params={"name": "unkept", "id": job.id}).text
+    assert '<p class="error-text" id="job-result">result not kept' in page
 
 
 def test_workers_online_show_with_their_running_jobs(db: Any) -> None:
