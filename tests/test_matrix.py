@@ -1080,6 +1080,30 @@ def test_a_running_job_cancelled_is_not_retried(shape: Shape) -> None:
 
 
 @shapes(SHAPES)
+@pytest.mark.parametrize("group", [None, "g"])
+def test_a_retrying_job_cancelled_leaves_its_lease_at_once(shape: Shape, group: Any) -> None:
+    """A retrying job waits in the lease its release gave it back in: the cancel removes it
+    there (its held value, its group's turn passed on), so no count, lease listing or take
+    meets it, whether its delay is over or not."""
+    job = shape.submit("doomed", 1, group=group)
+    lease = shape.claim(LONG)
+    assert lease is not None and lease.job_id == job.id
+    shape.put("next", 1, group=group)
+    shape.release(lease, delay=SHORT, error=ValueError("first"))
+    assert shape.job(job.id).state == "retrying"
+    assert shape.cancel(job.id) is True
+    assert shape.leases() == [] and shape.job(job.id).state == "cancelled"
+    shape.advance(PAST_SHORT)
+    assert (shape.size(), shape.peek()) == (1, "next")
+    again = shape.claim(LONG)
+    assert again is not None and again.value == "next"
+    shape.ack(again)
+    assert shape.claim(LONG) is None and shape.take() is None
+    info = shape.info()
+    assert (info.size, info.groups, info.groups_in_flight, info.dead_letters) == (0, 0, 0, 0)
+
+
+@shapes(SHAPES)
 def test_a_failed_job_retries_then_dies_with_its_error(shape: Shape) -> None:
     job = shape.submit("a", 1)
     lease = shape.claim(LONG)

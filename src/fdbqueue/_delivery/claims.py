@@ -664,11 +664,34 @@ class Leases:
         record = self.store.jobs.parsed(self.store.jobs.read(tr, job))
         if record is None or not (record.cancel_requested or record.state == "cancelled"):
             return True, record
-        self.store.held.drop(tr, held_id)
-        self.store.groups.finished(tr, item_key)
+        self._drop(tr, held_id, item_key)
         if record.state != "cancelled":
             self.store.jobs.finish(tr, job, "cancelled", record)
         return False, record
+
+    def _drop(self, tr: AnyContext, held_id: bytes, item_key: bytes) -> None:
+        """A lease's item that goes no further, its job cancelled (its record already
+        cleared by the caller): its held value cleared, its group's next turn given."""
+        self.store.held.drop(tr, held_id)
+        self.store.groups.finished(tr, item_key)
+
+    def withdraw(self, tr: AnyContext, key: bytes) -> bool:
+        """Remove the released lease at ``key``, a cancelled job's (its release noted it
+        there: :meth:`~fdbqueue._storage.jobs.Jobs.located`): its record and held value, its
+        group's next turn given; whether it did (False: claimed again since, so no longer
+        there). Cost: a point read (a read conflict: a claim of it at the same time
+        conflicts), two clears, and the group's next turn."""
+        found = tr.get(key)
+        if not found.present():
+            return False
+        record = LeaseRecord.parse(bytes(found))
+        del tr[key]
+        self._drop(tr, record.held_id, record.item_key)
+        return True
+
+    def holds_key(self, key: bytes) -> bool:
+        """Whether ``key`` is one of this queue's (shard's) lease keys. No database access."""
+        return self.leases_begin <= key < self.leases_end
 
     def _dead_letter(
         self, tr: AnyContext, item_key: bytes, deliveries: int, held_id: bytes, reason: str

@@ -587,6 +587,8 @@ class LeaseHolds:
             expiry_time = now + lease_microseconds(seconds)
         key = self.key(expiry_version, bytes.fromhex(lease.id))
         tr[key] = record.released(expiry_time, now).pack()
+        if lease.job_id is not None:  # where its cancel finds it, while it waits here
+            jobs.located(tr, bytes.fromhex(lease.job_id), key)
         self.store.signal(tr)  # the item is claimable now (or its wait changed): wake claims
 
     def dead_letter(

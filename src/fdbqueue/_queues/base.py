@@ -461,11 +461,11 @@ class QueueBase(Generic[T]):
         handler (True); a running one is not retried once it ends (True); a finished or
         unknown one: False.
 
-        A waiting or delayed job's item is removed in this transaction, wherever it waits
-        (the queue, a message group, the delayed items): :meth:`size`, :meth:`empty`,
-        :meth:`peek` and :meth:`oldest_age` stop counting it at once. A retrying job's item
-        (it waits in its lease), and the next item of a group whose item is in flight, are
-        dropped by the take or claim that meets them instead (:doc:`jobs`).
+        A waiting, delayed or retrying job's item is removed in this transaction, wherever it
+        waits (the queue, a message group, the delayed items, the lease a release gave it
+        back in): :meth:`size`, :meth:`empty`, :meth:`peek` and :meth:`oldest_age` stop
+        counting it at once. The next item of a group whose item is in flight is dropped by
+        the take or claim that meets it instead (:doc:`jobs`).
 
         Raises:
             TypeError, ValueError: a bad ``job_id`` (as :meth:`job`), or ``tr`` has the

@@ -245,13 +245,16 @@ class Shard:
     def withdraw(self, tr: AnyContext, key: bytes, job: bytes) -> bool:
         """Remove the item at ``key`` of the cancelled job ``job`` (a
         :data:`~fdbqueue._storage.jobs.Withdraw`) when it is this shard's and still there: a
-        waiting item (counted out of the size), a group's
+        released lease's (a retrying job's: :meth:`~fdbqueue._delivery.claims.Leases.withdraw`),
+        a waiting item (counted out of the size), a group's
         (:meth:`~fdbqueue._storage.groups.Groups.withdraw`) or a delayed record
         (:meth:`~fdbqueue._delivery.delays.DelayedItems.withdraw`); whether it did. Cost:
         nothing for another shard's key; else a point read of the item (a read conflict: a
         take of it at the same time conflicts) and a clear and an atomic add, or the
         group's, or the delayed record's."""
         store = self.store
+        if self.leases.holds_key(key):  # a retrying job's item, waiting in its lease
+            return self.leases.withdraw(tr, key)
         grouped = store.groups.items.contains(key)
         delayed = self.delays.records.contains(key)
         if not (grouped or delayed or store.begin <= key < store.end):

@@ -73,12 +73,13 @@ changes in the transaction that moves the item (:mod:`fdbqueue._delivery.claims`
 * ``cancelled``: :meth:`Jobs.cancel` before it ran, or while it ran and it then failed.
 
 Every write of a job's item notes where it went (``job_items``: the submit, a delayed item
-falling due, a move between shards, a requeued dead letter), with a blind set. A cancel reads
-that key with the record and removes the item there in its own transaction: a waiting item
-of the queue, a delayed record, an item of a message group (its group's turn passes to its
-next item, keeping its place). So :meth:`fdbqueue.Queue.size`, ``empty``, ``peek`` and
-``oldest_age`` stop counting it at once, and takes never meet it. The few a cancel cannot
-remove (a retrying job's item, which waits in its lease; the next item of a group whose item
+falling due, a move between shards, a requeued dead letter, a release, whose lease holds the
+item while the job retries), with a blind set. A cancel reads that key with the record and
+removes the item there in its own transaction: a waiting item of the queue, a delayed
+record, an item of a message group (its group's turn passes to its next item, keeping its
+place), a released lease (its held value cleared, its group's next turn given). So
+:meth:`fdbqueue.Queue.size`, ``empty``, ``peek`` and ``oldest_age`` stop counting it at once,
+and takes never meet it. The few a cancel cannot remove (the next item of a group whose item
 is in flight; items of an fdbqueue before this note existed) are cleared by the take or claim
 that meets them instead of being delivered, their group's turn passed on, at most
 :data:`~fdbqueue._storage.taking.CANCELLED_PER_TAKE` per transaction, so they never reach a
@@ -791,7 +792,8 @@ class Jobs:
     def cancel(self, tr: Any, job_id: bytes, withdraw: Withdraw) -> bool:
         """Cancel the job: a waiting, delayed or retrying one is ``cancelled``, and its item
         removed in ``tr`` by ``withdraw(tr, item key, job id)`` where :meth:`located` last
-        noted it (the queue's, a group's or a delayed record); an item ``withdraw`` leaves
+        noted it (the queue's, a group's, a delayed record or a released lease); an item
+        ``withdraw`` leaves
         (it moved, or it heads a group in flight) is dropped by the take or claim that meets
         it. A running one is not retried once it ends (``cancel_requested``). False for a
         finished or unknown job. Cost: two point reads issued together (the record and where
