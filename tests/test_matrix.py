@@ -1197,3 +1197,56 @@ def test_a_claim_never_returns_an_expired_lease_under_recoveries(shape: Shape) -
         shape.db.faults = memory.Faults()
     assert shape.db.stats()["injected_recovery"] > 0
     assert (claimed, expired, delivered_again) == (len(items), 0, 0)
+
+
+# -- the feature record: a feature's first use ---------------------------------------------
+
+FIRST_USES = ["delay", "group", "lease", "pause", "job"]
+
+
+@shapes(SYNC_FIRST)
+@pytest.mark.parametrize("feature", FIRST_USES)
+def test_a_features_first_use_reaches_a_consumer_that_planned_without_it(
+    shape: Shape, feature: str
+) -> None:
+    # The consumer took from the queue while its feature record showed no feature, so its
+    # takes read nothing for any (fdbqueue._storage.features); another object then uses
+    # one for the first time, and the consumer's next take finds what it left.
+    shape.put("plain")
+    assert shape.take() == "plain"
+    kind: Any = fdbqueue.PriorityQueue if shape.spec.priority else fdbqueue.Queue
+    other: Any = kind(shape.space, shards=shape.spec.shards, max_deliveries=MAX_DELIVERIES)
+    db = shape.db
+
+    def put(value: str, **kwargs: Any) -> Any:
+        if shape.spec.priority:
+            return other.push(db, value, 0, **kwargs)
+        return other.enqueue(db, value, **kwargs)
+
+    if feature == "delay":
+        put("due", delay=SHORT)
+        assert shape.take() is None
+        shape.advance(PAST_SHORT)
+        assert shape.take() == "due"
+    elif feature == "group":
+        put("grouped", group="g")
+        assert shape.take() == "grouped"
+        assert shape.info().groups == 0
+    elif feature == "lease":
+        put("leased")
+        assert other.claim(db, SHORT).value == "leased"
+        shape.advance(PAST_SHORT)
+        assert shape.take() == "leased"
+    elif feature == "pause":
+        assert other.pause(db)
+        put("held back")
+        assert shape.take() is None
+        assert other.resume(db)
+        assert shape.take() == "held back"
+    else:
+        job = other.submit(db, "a job", priority=0) if shape.spec.priority else other.submit(
+            db, "a job"
+        )
+        assert shape.take() == "a job"
+        assert shape.job(job.id).state == "succeeded"
+    assert shape.take() is None and shape.size() == 0

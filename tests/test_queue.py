@@ -68,7 +68,9 @@ def test_clear_removes_items_and_counter_and_keeps_only_receipts(db, subspace):
     assert queue.empty(db)
     assert queue.size(db) == 0
     receipts = subspace.key() + b"\xff" + fdb.tuple.pack(("receipts",))
-    assert [key for key, _ in all_keys(db, subspace) if not key.startswith(receipts)] == []
+    features = subspace.key() + b"\xff" + fdb.tuple.pack(("features",))
+    left = [(key, value) for key, value in all_keys(db, subspace) if not key.startswith(receipts)]
+    assert left == [(features, b"\x01\x00\x00")]  # its bits (none used) stay, the type goes
 
 
 def test_indexes_restart_at_one_when_empty(db, subspace):
@@ -109,8 +111,8 @@ def test_metadata_lies_outside_the_item_range(db, subspace):
     metadata = subspace.key() + b"\xff"
     assert all(key.startswith(metadata) for key in outside)
     names = [fdb.tuple.unpack(key[len(metadata) :])[0] for key in outside]
-    # when it began, the codec, the enqueue counter, ...
-    assert names == ["began", "codec", "enqueued", "receipts", "signal", "size", "type"]
+    # when it began, the enqueue counter, the feature record (type, codec, features used), ...
+    assert names == ["began", "enqueued", "features", "receipts", "signal", "size"]
 
 
 # -- codecs --------------------------------------------------------------------------------

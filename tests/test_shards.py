@@ -31,7 +31,8 @@ def test_items_and_metadata_live_under_their_shard(db, subspace):
         queue.enqueue(db, value)
     prefix = subspace.key()
     keys = dict(all_keys(db, subspace))
-    assert keys[prefix + b"\xff" + fdb.tuple.pack(("type",))] == b"Queue/4"
+    features = keys[prefix + b"\xff" + fdb.tuple.pack(("features",))]  # the queue's, one
+    assert features[3:] == b"Queue/4\x00tuple"  # after the format byte and the bits
     items = [key for key in keys if key < prefix + b"\xff" and is_item(key[len(prefix) :])]
     shards = {fdb.tuple.unpack(key[len(prefix) :])[0] for key in items}
     assert len(items) == 8
@@ -41,9 +42,8 @@ def test_items_and_metadata_live_under_their_shard(db, subspace):
         assert index >= 1 and len(random) == 20
         size_key = prefix + fdb.tuple.pack((shard,)) + b"\xff" + fdb.tuple.pack(("size",))
         assert size_key in keys  # each shard counts its own items
-        assert keys[prefix + fdb.tuple.pack((shard,)) + b"\xff" + fdb.tuple.pack(("type",))] == (
-            b"Queue/4"
-        )
+        shard_metadata = prefix + fdb.tuple.pack((shard,)) + b"\xff"
+        assert shard_metadata + fdb.tuple.pack(("features",)) not in keys
 
 
 def test_every_item_is_taken_once_and_the_figures_add_up(db, subspace):
@@ -171,7 +171,9 @@ def test_clear_removes_every_shard_but_the_receipts(db, subspace):
         queue.enqueue(db, value)
     lease = queue.claim(db, 30)
     queue.clear(db)
-    left = [key for key, _value in all_keys(db, subspace)]
+    left = dict(all_keys(db, subspace))
+    features = subspace.key() + b"\xff" + fdb.tuple.pack(("features",))
+    assert len(left.pop(features)) == 3  # the features used stay, the type goes
     assert all(b"receipts" in key for key in left)
     assert queue.size(db) == 0 and queue.dequeue(db) is None
     with pytest.raises(Exception, match=r"no longer|not held|does not exist"):

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.claims import Leases, claimed_something, leases_unexpired
 from fdbqueue._delivery.delays import DelayedItems, soonest
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
+from fdbqueue._storage.features import DELAYS, GROUPS, JOBS, LEASES, PAUSE
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken
 from fdbqueue._transactions.receipts import exactly_once
@@ -49,11 +50,12 @@ def _taken(value: Any) -> bool:
     return value is not None
 
 
-#: ``read(tr, n, snapshot)``: up to ``n`` items at one end, in take order (fewer is allowed:
-#: a take reads again for the rest). Not a snapshot read, it adds the read conflict ranges a
-#: plain take needs (the end up to the last item returned, or the whole end when empty); a
-#: snapshot read adds none.
-ReadEnd = Callable[[Any, int, bool], list[Any]]
+#: ``read(tr, n, snapshot, groups=True)``: up to ``n`` items at one end, in take order (fewer
+#: is allowed: a take reads again for the rest); the groups' turns among them unless
+#: ``groups`` is False (a queue that never had a group). Not a snapshot read, it adds the
+#: read conflict ranges a plain take needs (the end up to the last item returned, or the
+#: whole end when empty); a snapshot read adds none.
+ReadEnd = Callable[..., list[Any]]
 
 
 class End:
@@ -105,8 +107,8 @@ class End:
 
     def front(self, tr: AnyContext, n: int) -> list[Any]:
         """The :data:`~fdbqueue._storage.taking.Front` of a plain take: read with conflict
-        ranges."""
-        return self.read(tr, n, False)
+        ranges, the groups' items among them."""
+        return self.read(tr, n, False, True)
 
     def consumer(self, database: Any, prefetch: int, abandon_after: float) -> Consumer:
         """A consumer session in this end's line (arguments checked by :class:`Consumer`)."""
@@ -208,25 +210,20 @@ class End:
         letters. It notes when the first lease in flight expires (:meth:`seconds_until_waiting`:
         a blocked take wakes then). A paused queue (:mod:`fdbqueue._storage.pause`): ``[]``,
         nothing written: the paused key's read is sent with the others and checked before the
-        first write. Cost: one key read more than the take's own."""
-        # Every read of a take is sent before any is waited on (one round trip): the paused
-        # key's, the first lease's (a snapshot probe: whether a lease waits), the delayed
-        # items' hint, the codec record, the front. Only when the probe finds an expired
-        # lease are the waiting leases read with their conflict range, the probed lease's
-        # held value with them (a second round trip).
-        paused = self.store.pause.look(tr)
-        first_lease = self.leases.first_lease(tr.snapshot)
+        first write. Cost: the take's own reads and the feature record's, and one key read
+        per feature the queue used (:meth:`_read_front`)."""
         reads = self._read_front(tr, n)
-        if self.store.pause.holds(paused):
+        if reads.paused is not None and self.store.pause.holds(reads.paused):
             return []
         expired: list[Any] = []
         moved = False
-        version = tr.get_read_version().wait()
-        first = list(first_lease)
-        if self.leases.note(first, version, by_versions=True):  # and when it expires
-            expired, moved = self.leases.take_expired(tr, n, first)
-        if len(expired) == n:
-            return expired
+        if reads.first_lease is not None:
+            version = tr.get_read_version().wait()
+            first = list(reads.first_lease)
+            if self.leases.note(first, version, by_versions=True):  # and when it expires
+                expired, moved = self.leases.take_expired(tr, n, first)
+            if len(expired) == n:
+                return expired
         taken = self._take_items(tr, n - len(expired), None, moving=False, reads=reads)
         if taken.items:
             self.store.dequeued(tr, len(taken.items))
@@ -285,26 +282,42 @@ class End:
         the expired leases are read (with their read conflict range) only when a probe
         finds one. A paused queue: ``[]``, nothing written."""
         require_writable(tr, "claim")
-        paused = self.store.pause.look(tr)
-        probed = self.leases.probe(tr.snapshot)
-        reads = self._read_front(tr, n)
-        if self.store.pause.holds(paused):
+        reads = self._read_front(tr, n, claiming=True)
+        if reads.paused is not None and self.store.pause.holds(reads.paused):
             return []
         take_items = functools.partial(self._take_items, reads=reads)
-        return self.leases.claim_many(tr, take_items, seconds, n, probed=probed)
+        probed = reads.first_lease if reads.first_lease is not None else self.leases.unused()
+        return self.leases.claim_many(tr, take_items, seconds, n, probed=probed, seen=reads.bits)
 
-    def _read_front(self, tr: AnyContext, n: int) -> tuple[Any, Any, list[Any]]:
-        """Send the reads of :meth:`_take_items` for ``n`` items: the delayed items' hint,
-        the codec record, and the front (which waits for its items: the hint's and the
-        record's round trips overlap it)."""
-        looked = self.delays.look(tr)
-        codec_record = self.store.recorded_codec(tr)
+    def _read_front(self, tr: AnyContext, n: int, claiming: bool = False) -> Reads:
+        """Send a take's first reads for ``n`` items, all before any is waited on (one round
+        trip): the feature record's and, of the features it planned
+        (:meth:`~fdbqueue._storage.features.FeatureRecord.planned`), the paused key's, the
+        first lease's (a snapshot probe: whether a lease waits; a claim's probes every
+        shard's), the delayed items' hint, the groups' count (with the front); then the
+        front. When the record shows a feature the plan lacked (used for the first time
+        since), they are sent again by the new plan, before anything is written. Only when
+        the probe finds an expired lease are the waiting leases read with their conflict
+        range, the probed lease's held value with them (a second round trip)."""
+        store = self.store
+        plan = store.features.planned()
+        codec_record = store.recorded_codec(tr)
+        paused = store.pause.look(tr) if plan & PAUSE else None
+        first_lease = None
+        if plan & LEASES:
+            first_lease = (
+                self.leases.probe(tr.snapshot) if claiming else self.leases.first_lease(tr.snapshot)
+            )
+        looked = self.delays.look(tr) if plan & DELAYS else None
         try:
-            first = self.front(tr, n)
+            first = self.read(tr, n, False, bool(plan & GROUPS))
         except ValueError:  # a foreign key: say first if the queue is of another type
-            self.store.check_codec(codec_record)
+            store.check_codec(codec_record)
             raise
-        return looked, codec_record, first
+        bits = store.check_codec(codec_record)
+        if bits & ~plan:  # a feature used for the first time since the plan was made
+            return self._read_front(tr, n, claiming)
+        return Reads(bits, paused, first_lease, looked, first)
 
     def _take_items(
         self,
@@ -313,32 +326,27 @@ class End:
         budget: int | None,
         *,
         moving: bool = True,
-        reads: tuple[Any, Any, list[Any]] | None = None,
+        reads: Reads | None = None,
     ) -> Taken:
         """Take up to ``n`` items at this end (:func:`fdbqueue._storage.taking.take`), after
         promoting the delayed items due (:mod:`fdbqueue._delivery.delays`), so that a due item is
         taken in its place (before the queued items of a worse priority, at a PriorityQueue's ends).
-        The hint's read, the codec record's and the read of the first ``n`` items are issued
-        together; when the hint says nothing is due, the take goes on with the items read,
-        else it promotes (within half the budget: its bytes and the take's stay within
-        FoundationDB's limit) and reads the end again."""
-        looked, codec_record, first = self._read_front(tr, n) if reads is None else reads
+        The reads are :meth:`_read_front`'s (sent now if None); when the hint says nothing is
+        due, the take goes on with the items read, else it promotes (within half the budget:
+        its bytes and the take's stay within FoundationDB's limit) and reads the end again."""
+        if reads is None:
+            reads = self._read_front(tr, n)
+        first = reads.first
         if len(first) > n:
             first = first[:n]
-        self.store.check_codec(codec_record)  # an empty end of another type refuses too
-        if self.delays.promote(tr, looked):
+        jobs = bool(reads.bits & JOBS)
+        front: taking.Front
+        if reads.looked is not None and self.delays.promote(tr, reads.looked):
             rest = None if budget is None else budget // 2
-            return taking.take(
-                self.store,
-                tr,
-                self.front,
-                n,
-                rest,
-                moving=moving,
-                codec_record=codec_record,
-                end=self.name,
-            )
-        front = taking.starting_with(first, self.front)
+            front = self.front
+            budget = rest
+        else:
+            front = taking.starting_with(first, self.front)
         return taking.take(
             self.store,
             tr,
@@ -346,6 +354,19 @@ class End:
             n,
             budget,
             moving=moving,
-            codec_record=codec_record,
+            codec_record=taking.CHECKED,
             end=self.name,
+            jobs=jobs,
         )
+
+
+class Reads(NamedTuple):
+    """A take's first reads (:meth:`End._read_front`): the features the queue used (bits of
+    :mod:`fdbqueue._storage.features`), the futures of the features' reads it planned (None:
+    not read, the queue never used that feature) and the first items read."""
+
+    bits: int
+    paused: Any
+    first_lease: Any
+    looked: Any
+    first: list[Any]

@@ -44,6 +44,7 @@ from fdbqueue._delivery.leases import (
     lease_versions,
     wall_microseconds,
 )
+from fdbqueue._storage.features import LEASES
 from fdbqueue._storage.jobs import JobRecord, job_of, strip_job_header
 from fdbqueue._storage.store import COUNT_PAGE_SIZE, ItemStore, count_keys
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken
@@ -174,6 +175,7 @@ class Leases:
         *,
         others: bool = True,
         probed: list[Any] | None = None,
+        seen: int | None = None,
     ) -> Any:
         """Lease up to ``n`` items in ``tr``, in the order ``n`` claims one after the other
         would: expired or released leases' items first (soonest expiry first; then, with
@@ -210,6 +212,10 @@ class Leases:
         when it has, the expired leases are read as above (with their read conflict range),
         and the held value of that first lease is read with them. The other shards' leases
         likewise (:meth:`claim_others`). None: the claim reads the expired leases first.
+
+        ``seen``: the features ``tr`` found in the queue's feature record
+        (:mod:`fdbqueue._storage.features`; None: not read): the first lease granted records
+        the leases' bit there unless it is seen.
         """
         require_writable(tr, "claim")
         read_version: int = tr.get_read_version().wait()
@@ -263,6 +269,7 @@ class Leases:
             taken = take_items(tr, n - len(leases), (LIBRARY_TRANSACTION_BUDGET - spent) // 2)
             if taken.items:
                 self.store.add_to_size(tr, -len(taken.items))
+                self.store.features.use(tr, LEASES, seen)  # in the transaction of its leases
             for item in taken.items:
                 held_id = os.urandom(LEASE_ID_BYTES)
                 self.store.held.put(tr, held_id, item.encoded)
@@ -289,6 +296,12 @@ class Leases:
         ``probed``: send them with the claim's other first reads, through ``tr.snapshot``.
         Cost: a range read (``limit=1``) per shard."""
         return [self.first_lease(reader)] + [other.first_lease(reader) for other in self.others]
+
+    def unused(self) -> list[Any]:
+        """:meth:`probe`'s reads for a queue that never had a lease
+        (:data:`~fdbqueue._storage.features.LEASES` unset): no lease record in any shard, and
+        nothing read."""
+        return [()] * (1 + len(self.others))
 
     def _read_ahead(self, tr: AnyContext, records: list[Any]) -> dict[bytes, Any]:
         """Start reading the held values of ``records`` (lease records a probe found expired

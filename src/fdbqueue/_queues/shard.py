@@ -43,6 +43,7 @@ from fdbqueue._delivery.delays import PROMOTE_RECORDS, DelayedItems
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
 from fdbqueue._storage.dead_letters import DeadLetter, TakenDeadLetter
+from fdbqueue._storage.features import DELAYS, GROUPS, JOBS
 from fdbqueue._storage.groups import GroupedItem
 from fdbqueue._storage.jobs import Submission, job_of
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
@@ -137,9 +138,11 @@ class Shard:
         (:meth:`~fdbqueue._storage.store.ItemStore.check_type`) runs before the first write."""
         raise NotImplementedError
 
-    def read_end(self, name: str, tr: AnyContext, n: int, snapshot: bool) -> list[Any]:
-        """The first ``n`` items at the end ``name``, the groups' turns among them (a
-        :data:`~fdbqueue._consuming.ends.ReadEnd`)."""
+    def read_end(
+        self, name: str, tr: AnyContext, n: int, snapshot: bool, groups: bool = True
+    ) -> list[Any]:
+        """The first ``n`` items at the end ``name``, the groups' turns among them unless
+        ``groups`` is False (a :data:`~fdbqueue._consuming.ends.ReadEnd`)."""
         raise NotImplementedError
 
     def where_of(self, item_key: bytes) -> tuple[Any, ...]:
@@ -194,7 +197,7 @@ class Shard:
         require_writable(tr, self.WRITE_ACTION)
         if dedup is None and len(runs) == 1:  # one run, every value written (an enqueue)
             shard, values = runs[0]
-            shard.put(tr, values, where, delay)
+            shard.put(tr, values, where, delay, 0 if job is None else JOBS)
             if job is not None:
                 job.record(tr, delay)
             return [True] * len(values)
@@ -204,27 +207,37 @@ class Shard:
         kept: dict[Shard, list[bytes]] = {}  # each shard's values, in order
         for shard, values in runs:
             kept.setdefault(shard, []).extend(value for value in values if next(flags))
+        uses = 0 if job is None or not admitted[0] else JOBS
         for shard, values in kept.items():
             if values:
-                shard.put(tr, values, where, delay)
+                shard.put(tr, values, where, delay, uses)
         if job is not None and admitted[0]:
             job.record(tr, delay)
         return admitted
 
     def put(
-        self, tr: AnyContext, encoded: list[bytes], where: tuple[Any, ...], delay: float
+        self,
+        tr: AnyContext,
+        encoded: list[bytes],
+        where: tuple[Any, ...],
+        delay: float,
+        uses: int = 0,
     ) -> None:
         """Write ``encoded`` at the back (:meth:`append`), or delayed by ``delay`` seconds,
-        after checking the type records, and count them in the enqueue counter. Cost: two
-        snapshot point reads (the type records, issued first so they overlap the append's
-        read), then :meth:`append`'s or
+        after checking the feature record (:mod:`fdbqueue._storage.features`), recording there
+        the features it uses first (``uses``, and delays and groups as it uses them), and
+        count them in the enqueue counter. Cost: a snapshot point read (the feature record,
+        issued first so it overlaps the append's read; an atomic ``bit_or`` on a feature's
+        first use), then :meth:`append`'s or
         :meth:`~fdbqueue._delivery.delays.DelayedItems.put`'s, and one atomic add (the
         enqueue counter, :meth:`~fdbqueue._storage.store.ItemStore.add_to_enqueued`)."""
-        check = functools.partial(self.store.check_type, tr, self.store.recorded_type(tr))
+        uses = uses | (GROUPS if len(where) >= self.LEADING_INTEGERS else 0)
         if delay:
-            check(True)
+            self.store.check_type(tr, self.store.recorded_type(tr), True, uses | DELAYS)
             self.delays.put(tr, encoded, delay, where)
         else:
+            recorded = self.store.recorded_type(tr)
+            check = functools.partial(self.store.check_type, tr, recorded, uses=uses)
             self.append(tr, encoded, where, check)
         self.store.add_to_enqueued(tr, len(encoded))
 
@@ -588,8 +601,12 @@ class FifoShard(Shard):
             index += 1
             store.write(tr, store.item_key((index,)), value)
 
-    def read_end(self, name: str, tr: AnyContext, n: int, snapshot: bool) -> list[Any]:
+    def read_end(
+        self, name: str, tr: AnyContext, n: int, snapshot: bool, groups: bool = True
+    ) -> list[Any]:
         store = self.store
+        if not groups:
+            return store.read(tr, limit=n, snapshot=snapshot)
         return store.groups.front(
             tr, n, snapshot, lambda: store.read(tr, limit=n, snapshot=snapshot)
         )
@@ -704,10 +721,14 @@ class PriorityShard(Shard):
             store.write(tr, store.item_key((priority, count)), value)
             count += 1
 
-    def read_end(self, name: str, tr: AnyContext, n: int, snapshot: bool) -> list[Any]:
+    def read_end(
+        self, name: str, tr: AnyContext, n: int, snapshot: bool, groups: bool = True
+    ) -> list[Any]:
         store = self.store
         highest = name == "max"
         read = max_end_items if highest else min_end_items
+        if not groups:
+            return read(store, tr, n, snapshot)
         return store.groups.front(tr, n, snapshot, lambda: read(store, tr, n, snapshot), highest)
 
     def where_of(self, item_key: bytes) -> tuple[Any, ...]:

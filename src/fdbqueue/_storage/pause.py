@@ -29,6 +29,7 @@ from typing import Any
 
 from fdb.subspace_impl import Subspace
 
+from fdbqueue._storage.features import PAUSE, FeatureRecord
 from fdbqueue._transactions.transactional import AnyContext
 
 __all__ = ["Pause"]
@@ -42,9 +43,12 @@ class Pause:
 
     Args:
         metadata: the queue's metadata subspace (a sharded queue's own, shared by its shards).
+        features: the queue's feature record: the first pause records its bit there, so
+            that takes read the paused key from then on (:mod:`fdbqueue._storage.features`).
     """
 
-    def __init__(self, metadata: Subspace) -> None:
+    def __init__(self, metadata: Subspace, features: FeatureRecord) -> None:
+        self.features = features
         #: the key present while the queue is paused
         self.key: bytes = metadata.pack(("paused",))
         #: A hint: whether the last check (:meth:`holds`) of this queue object found it
@@ -73,11 +77,13 @@ class Pause:
         wake.
         Cost: one point read of the paused key (a read conflict on it: of two concurrent
         pauses, one retries and finds it paused), then, when it changes, a set (pause) or a
-        clear and one atomic add per signal key (resume)."""
+        clear and one atomic add per signal key (resume); a pause also sets the feature
+        record's bit (an atomic ``bit_or``)."""
         if bool(tr.get(self.key).present()) == paused:
             return False
         if paused:
             tr[self.key] = PAUSED_VALUE
+            self.features.use(tr, PAUSE)
             return True
         del tr[self.key]
         wake(tr)

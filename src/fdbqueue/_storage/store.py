@@ -61,6 +61,7 @@ from fdbqueue._checks import check_flag
 from fdbqueue._keys import MAX_KEY_BYTES, describe_key
 from fdbqueue._storage.ages import ItemAges
 from fdbqueue._storage.dead_letters import DeadLetters
+from fdbqueue._storage.features import FeatureRecord
 from fdbqueue._storage.groups import Groups
 from fdbqueue._storage.held import HeldValues
 from fdbqueue._storage.jobs import RESULT_TTL, Jobs, job_of, strip_job_header
@@ -242,6 +243,13 @@ class ItemStore(TypeRecords):
         name = getattr(self.codec, "name", None)
         #: the codec's name recorded with the queue (None: a codec without one, unchecked)
         self.codec_name: bytes | None = name.encode() if isinstance(name, str) and name else None
+        #: the queue's feature record (fdbqueue._storage.features): its type, codec and the
+        #: features it used; one for all the shards of a sharded queue
+        self.features: FeatureRecord = (
+            parent.features
+            if parent is not None
+            else FeatureRecord(self.metadata, self.type_name + b"\x00" + (self.codec_name or b""))
+        )
         self.size_key: bytes = self.metadata.pack(("size",))
         #: the enqueue counter: items enqueued since the queue was created or last cleared
         self.enqueued_key: bytes = self.metadata.pack(("enqueued",))
@@ -262,7 +270,9 @@ class ItemStore(TypeRecords):
         self.ages = ItemAges(self.metadata, self.subspace, leading_integers)
         #: whether consumers are paused (fdbqueue._storage.pause): the queue's own key, one
         #: object for all the shards of a sharded queue
-        self.pause: Pause = parent.pause if parent is not None else Pause(self.metadata)
+        self.pause: Pause = (
+            parent.pause if parent is not None else Pause(self.metadata, self.features)
+        )
 
     # -- values -----------------------------------------------------------------------------
 
@@ -500,7 +510,8 @@ class ItemStore(TypeRecords):
         the metadata with ``items=False`` (a sharded queue's own store, whose shards clear
         theirs). The size and enqueue counters go with the metadata: both count from 0 again
         (a reader of the enqueue counter sees it go back, as the dashboard's rates do). Cost:
-        four or five range clears, no reads."""
+        five or six range clears and an atomic ``bit_and`` (the feature record keeps
+        its bits, :mod:`fdbqueue._storage.features`), no reads."""
         require_writable(tr, "clear")
         self._codec_verified = False  # the next queue here may record another codec
         prefix: bytes = self.subspace.key()
@@ -511,12 +522,15 @@ class ItemStore(TypeRecords):
         ]
         if self.parent is None:  # a shard's paused key is its queue's, outside its prefix
             kept.append((self.pause.key, self.pause.key + b"\x00"))
+            kept.append((self.features.key, self.features.key + b"\x00"))
         kept.sort()
         begin = prefix if items else self.metadata.key()
         for kept_begin, kept_end in kept:
             tr.clear_range(begin, kept_begin)
             begin = kept_end
         tr.clear_range(begin, prefix_end(prefix))
+        if self.parent is None:  # the type goes, the features used stay (as the paused key)
+            self.features.forget_type(tr)
 
 
 #: Keys one range read of :func:`count_keys` returns at most.

@@ -116,6 +116,10 @@ class Taken(NamedTuple):
         )
 
 
+#: ``take(codec_record=CHECKED)``: the caller checked the queue's records already.
+CHECKED: Any = object()
+
+
 def take(
     store: ItemStore,
     tr: AnyContext,
@@ -126,6 +130,7 @@ def take(
     moving: bool = True,
     codec_record: Any = None,
     end: str | None = None,
+    jobs: bool = True,
 ) -> Taken:
     """Remove up to ``n`` decodable items in take order; move poison items aside.
 
@@ -147,8 +152,11 @@ def take(
             the budget counts the values, and a group's item keeps its group without a turn
             until the lease ends (:mod:`fdbqueue._storage.groups`); False when it only returns
             them (a dequeue: the budget then counts clears and quarantines).
+        jobs: whether the queue ever had jobs (:data:`~fdbqueue._storage.features.JOBS`):
+            False, no item is looked at as a job's.
         codec_record: the future of :meth:`~fdbqueue._storage.store.ItemStore.recorded_codec`, when
-            the caller issued it with its own reads (None: the take issues it).
+            the caller issued it with its own reads (None: the take issues it;
+            :data:`CHECKED`: the caller checked it already).
         end: the end ``front`` reads (``"front"``, ``"min"``, ``"max"``) when its reads add
             read conflict ranges over everything between that end and the items taken (a
             plain take, not one in line): the ``began`` records of the priorities beyond
@@ -168,6 +176,8 @@ def take(
     require_writable(tr, "taking items")
     if codec_record is None:
         codec_record = store.recorded_codec(tr)  # overlaps the first read of the front
+    elif codec_record is CHECKED:
+        codec_record = None  # nothing left to check
     taken: list[TakenItem] = []
     quarantined = 0
     dropped = 0  # cancelled jobs' items dropped
@@ -178,7 +188,8 @@ def take(
         batch = front(tr, n - len(taken))
         if not batch:
             break
-        store.check_codec(codec_record)  # before the first clear: a wrong codec changes nothing
+        if codec_record is not None:  # before the first clear: a wrong codec changes nothing
+            store.check_codec(codec_record)
         try:
             positions = [store.unpack_position(item.key) for item in batch]
         except ValueError:
@@ -205,11 +216,11 @@ def take(
                 quarantined += 1
                 spent += 0 if moving else moved
                 continue
-            job = job_of(encoded)
+            job = job_of(encoded) if jobs else None
             record = None
             if job is not None:  # a job's item: its record says whether it goes on
-                jobs = store.jobs
-                record = jobs.parsed(jobs.read(tr, job))
+                records = store.jobs
+                record = records.parsed(records.read(tr, job))
                 if record is not None and record.state == "cancelled":
                     store.groups.taken(tr, item, holding=False)  # no lease holds it
                     store.add_to_size(tr, -1)  # dropped: it never reaches a consumer
@@ -220,7 +231,7 @@ def take(
                         return Taken(taken, quarantined, budget_spent=True)
                     continue
                 if not moving:  # handed to the caller: done
-                    jobs.taken(tr, job, record)
+                    records.taken(tr, job, record)
             store.groups.taken(tr, item, holding=moving)  # a group's item: its turn ends
             taken.append(TakenItem(item.key, encoded, value, job, record))
             if begin <= item.key < stop:

@@ -1,21 +1,26 @@
 """The type and codec a queue records in its metadata, and the checks every operation makes
 against them: :class:`TypeRecords`, a base of :class:`~fdbqueue._storage.store.ItemStore`.
 
-Key layout, under the queue's metadata prefix ``P + b"\\xff"``::
+The type and codec live in the queue's feature record (:mod:`fdbqueue._storage.features`),
+written by the first write into the queue (into any of its shards) and read by every write
+and take with their own reads, so a queue opened as another type, with another codec or
+another number of shards raises QueueTypeError before it changes anything.
+
+Queues written before that record kept the type and codec in two records of their own, which
+are read (never written now) while a queue has no feature record, under the queue's (and each
+shard's) metadata prefix ``P + b"\\xff"``::
 
     pack(("type",))   -> b"Queue" or b"PriorityQueue", followed by b"/N" for N > 1 shards
     pack(("codec",))  -> the codec's name (absent for a codec without one)
 
-Both are written by the first write into the queue (into each shard, for a sharded queue, and
-into the queue's own metadata by the first write into any of its shards), so a queue opened as
-another type, with another codec or another number of shards raises QueueTypeError before
-it changes anything.
+The first write into such a queue records the feature record with every bit.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fdbqueue._storage.features import ALL, FeatureRecord
 from fdbqueue._transactions.transactional import AnyContext
 from fdbqueue.errors import QueueTypeError
 
@@ -57,7 +62,7 @@ def constructor(recorded: bytes) -> str:
 
 
 class TypeRecords:
-    """The queue's type and codec records, read and checked (see the module docstring)."""
+    """The queue's type and codec, read and checked (see the module docstring)."""
 
     subspace: Any
     parent: Any  # the sharded queue's own store, for one shard's; else None
@@ -66,28 +71,65 @@ class TypeRecords:
     type_key: bytes
     codec_key: bytes
     codec_name: bytes | None
+    features: FeatureRecord
     _codec_verified: bool
 
     def recorded_type(self, tr: AnyContext) -> tuple[Any, Any]:
-        """Start reading the queue type and the codec recorded in the metadata (two snapshot
-        point reads, issued together, no conflict); pass the futures to :meth:`check_type`
-        once the other reads are issued."""
-        return tr.snapshot.get(self.type_key), tr.snapshot.get(self.codec_key)
+        """Start reading the feature record (a snapshot point read, no conflict), and the
+        older type and codec records with it while no feature record was found; pass the
+        futures to :meth:`check_type` once the other reads are issued."""
+        reader: Any = getattr(tr, "snapshot", tr)
+        features = self.features
+        if features.known is not None:
+            return reader.get(features.key), None
+        # none found last time: perhaps an older queue's
+        return reader.get(features.key), (reader.get(self.type_key), reader.get(self.codec_key))
 
-    def check_type(self, tr: AnyContext, recorded: tuple[Any, Any], record: bool = True) -> None:
+    def check_type(
+        self, tr: AnyContext, recorded: tuple[Any, Any], record: bool = True, uses: int = 0
+    ) -> None:
         """Raise :class:`QueueTypeError` when ``recorded`` (:meth:`recorded_type`) names
-        another queue type or another codec (:meth:`check_codec`); record this type and codec
-        when the subspace has no type yet (the first write; not when ``record`` is False). Call
-        it before the first write of an operation, so that nothing changes when it raises.
+        another queue type or another codec; record this type and codec when the queue has
+        none yet (the first write; not when ``record`` is False), and the features ``uses``
+        (:mod:`fdbqueue._storage.features` bits) the write uses first. Call it before the
+        first write of an operation, so that nothing changes when it raises.
 
         A queue whose type was recorded before codecs were (fdbqueue 0.x before issue 21) has
         no codec record: it is never checked, and none is recorded later (a wrong codec's
         write would otherwise lock the right one out).
 
-        Cost: nothing more while the type is recorded; on the first write, two sets (blind,
-        so that concurrent first enqueues still never conflict: two first writes of
-        different types racing each other could both commit, the later type recorded).
+        Cost: nothing more while the type is recorded and the features were used before; a
+        feature's first use, one atomic ``bit_or``; on the first write (or the first after a
+        clear), two snapshot point reads (the older records, unless read already) and a
+        blind ``bit_or``, so that concurrent first enqueues still never conflict (two first
+        writes of different types racing each other could both commit).
         """
+        record_future, legacy = recorded
+        bits = self.features.check(record_future)
+        if bits is not None:
+            self._codec_verified = True
+            if uses & ~bits and record:
+                self.features.use(tr, uses, bits)
+            return
+        found = self.features.found(record_future)
+        if found is not None and found[1] is not None:
+            self._check_tag(found[1], "nothing was written")
+            if record:
+                self.features.use(tr, uses, found[0])
+            return
+        if legacy is None:
+            reader: Any = getattr(tr, "snapshot", tr)
+            legacy = reader.get(self.type_key), reader.get(self.codec_key)
+        older = self.check_older_type(tr, legacy)
+        if record:  # a queue of older records may have used anything
+            bits = found[0] if found is not None else ALL if older else 0
+            codec_unchecked = older and not legacy[1].present()  # and keeps no codec
+            untagged = self.features.untagged if codec_unchecked else None
+            self.features.use(tr, bits | uses, tag=untagged)
+
+    def check_older_type(self, tr: AnyContext, recorded: tuple[Any, Any]) -> bool:
+        """:meth:`check_type` by the older type and codec records (never written now):
+        whether they were there."""
         type_record, codec_record = recorded
         if type_record.present():
             found = bytes(type_record)
@@ -98,48 +140,91 @@ class TypeRecords:
                     "was written)"
                 )
             self._check_recorded_codec(codec_record)
-            return
-        if self.parent is not None:  # this shard's first write: the queue's type first
-            self.parent.check_type(tr, self.parent.recorded_type(tr), record)
-        if record:
-            tr[self.type_key] = self.type_name
-            if self.codec_name is not None:
-                tr[self.codec_key] = self.codec_name
+            return True
+        if self.parent is None:
+            return False
+        parent = self.parent  # a shard without them: the queue's
+        reader: Any = getattr(tr, "snapshot", tr)
+        older: bool = parent.check_older_type(
+            tr, (reader.get(parent.type_key), reader.get(parent.codec_key))
+        )
+        return older
+
+    def _check_tag(self, tag: bytes, unchanged: str) -> None:
+        """Raise :class:`QueueTypeError` when the feature record's ``tag`` (not this queue's
+        own) names another type, number of shards or codec than this queue's (``unchanged``:
+        what the error says of the operation)."""
+        found_type, _, found_codec = tag.partition(b"\x00")
+        own_type, _, own_codec = self.features.tag.partition(b"\x00")
+        if found_type != own_type:
+            raise QueueTypeError(
+                f"queue {self.metric_name} holds {describe_type(found_type)}, not "
+                f"{describe_type(own_type)}: open it as {constructor(found_type)} ({unchanged})"
+            )
+        if own_codec and found_codec and own_codec != found_codec:
+            written_with = found_codec.decode(errors="replace")
+            raise QueueTypeError(
+                f"queue {self.metric_name} was written with codec {written_with!r} and opened with "
+                f"{own_codec.decode()!r}: open it with codec={written_with!r} ({unchanged})"
+            )
+        self._codec_verified = True
 
     @property
     def verified(self) -> bool:
-        """Whether this store found its own type and codec on record (takes then read
-        neither again)."""
+        """Whether this store found its own type and codec on record (a check of the type
+        alone reads nothing again)."""
         return self._codec_verified
 
     def recorded_codec(self, tr: AnyContext, *, again: bool = False) -> Any:
-        """Start reading the type and codec on record (two snapshot point reads issued
-        together, no conflict) for :meth:`check_codec`; None once this store found its own
-        type and codec there (only a clear takes a record away, and writes check them every
-        time), unless ``again`` (a value that does not decode: is the record another codec's
-        now?). Cost: two snapshot point reads until the records were found to match; then
-        none."""
-        if self._codec_verified and not again:
-            return None
+        """Start reading the feature record (a snapshot point read, no conflict) for
+        :meth:`check_codec`, with the older type and codec records while no feature record was
+        found and they were not found right (``again``: read them anyway: a value that does
+        not decode, is the record another codec's now?)."""
         reader: Any = getattr(tr, "snapshot", tr)  # tr may be a snapshot view already
-        return reader, reader.get(self.type_key), reader.get(self.codec_key)
+        features = self.features
+        if features.known is not None and not again:
+            return reader, reader.get(features.key), None
+        legacy = None
+        if again or not self._codec_verified:
+            legacy = reader.get(self.type_key), reader.get(self.codec_key)
+        return reader, reader.get(features.key), legacy
 
-    def check_codec(self, recorded: Any) -> None:
+    def check_codec(self, recorded: Any) -> int:
         """Raise :class:`QueueTypeError` when the records name another codec, queue type or
         number of shards than this queue's, so that a queue opened as another type or with
         the wrong codec changes nothing (a take would otherwise move every item to the dead
-        letters as undecodable, or take another shard's items). ``recorded`` is
-        :meth:`recorded_codec`'s. No codec record (a queue nothing was written to yet, or
-        written before codecs were recorded, or by a codec without a name) is not checked; a
-        shard without one checks its queue's records instead. Cost: waits for ``recorded``;
-        for a shard not written to yet, its queue's two snapshot point reads until they were
-        found right."""
+        letters as undecodable, or take another shard's items); else return the features
+        the queue used (:mod:`fdbqueue._storage.features` bits; all of them without a feature
+        record). ``recorded`` is :meth:`recorded_codec`'s. No codec recorded (a queue nothing
+        was written to yet, or written before codecs were recorded, or by a codec without a
+        name) is not checked; a shard without the older records checks its queue's instead.
+        Cost: waits for ``recorded``; without a feature record, the older records' snapshot
+        point reads (unless read with it), until they were found right."""
         if recorded is None:
-            return
-        reader, type_record, codec_record = recorded
+            return ALL
+        reader, record_future, legacy = recorded
+        bits = self.features.check(record_future)
+        if bits is not None:
+            self._codec_verified = True
+            return bits
+        found = self.features.found(record_future)
+        if found is not None and found[1] is not None:
+            self._check_tag(found[1], "nothing was changed")
+            return found[0]
+        if legacy is not None or not self._codec_verified:
+            self.check_older_codec(reader, legacy)
+        return ALL if found is None else found[0]
+
+    def check_older_codec(self, reader: Any, legacy: Any) -> None:
+        """:meth:`check_codec` by the older type and codec records (read now if ``legacy``,
+        their futures, is None)."""
+        if legacy is None:
+            legacy = reader.get(self.type_key), reader.get(self.codec_key)
+        type_record, codec_record = legacy
         if not codec_record.present():
             if self.parent is not None:  # a shard never written to: the queue's records
-                self.parent.check_codec(self.parent.recorded_codec(reader))
+                parent = self.parent
+                parent.check_older_codec(reader, None)
             return
         if type_record.present() and bytes(type_record) != self.type_name:
             found_type = bytes(type_record)
@@ -151,8 +236,7 @@ class TypeRecords:
         self._check_recorded_codec(codec_record)
 
     def _check_recorded_codec(self, codec_record: Any) -> None:
-        """Raise :class:`QueueTypeError` when ``codec_record`` (read) names another codec;
-        once it names this one, neither record is read again by takes (:meth:`recorded_codec`)."""
+        """Raise :class:`QueueTypeError` when ``codec_record`` (read) names another codec."""
         if self.codec_name is None or not codec_record.present():
             return
         found = bytes(codec_record)

@@ -18,6 +18,7 @@ import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import __version__, memory
+from fdbqueue._storage import features
 from fdbqueue._storage.store import anything_stored
 from fdbqueue._storage.type_records import parse_type
 from fdbqueue._transactions.receipts import clear_finished_receipts
@@ -193,25 +194,26 @@ class Context:
     def record(self, subspace: Subspace) -> Record:
         """What is stored under the queue's prefix: whether anything is, and the type and
         codec recorded (read once, then remembered). Cost: one snapshot range read
-        (``limit=1``) and two snapshot point reads, in one transaction."""
+        (``limit=1``) and three snapshot point reads (the feature record, and the type and
+        codec records of a queue written before it), in one transaction."""
         if self._record is None:
             prefix = subspace.key()
             metadata = prefix + b"\xff"
-            type_key = metadata + fdb.tuple.pack(("type",))
+            features_key = metadata + fdb.tuple.pack(features.KEY)
+            type_key = metadata + fdb.tuple.pack(("type",))  # a queue's before that record
             codec_key = metadata + fdb.tuple.pack(("codec",))
 
             def look(tr: Any) -> Record:
-                recorded_type = tr.snapshot.get(type_key)
-                recorded_codec = tr.snapshot.get(codec_key)
-                return Record(
-                    anything_stored(tr, subspace),
-                    bytes(recorded_type).decode(errors="replace")
-                    if recorded_type.present()
-                    else None,
-                    bytes(recorded_codec).decode(errors="replace")
-                    if recorded_codec.present()
-                    else None,
+                record = tr.snapshot.get(features_key)
+                older = tr.snapshot.get(type_key), tr.snapshot.get(codec_key)
+                stored = anything_stored(tr, subspace)
+                if record.present():
+                    return Record(stored, *features.recorded_type(bytes(record)))
+                type_name, codec = (
+                    bytes(found).decode(errors="replace") if found.present() else None
+                    for found in older
                 )
+                return Record(stored, type_name, codec)
 
             self._record = guarded(lambda: run_in_retry_loop(self.database(), look))
         return self._record
