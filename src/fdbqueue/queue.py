@@ -208,6 +208,8 @@ class Queue(QueueBase[T]):
         job: Submission | None,
     ) -> bool:
         """:meth:`enqueue`, of a job's value with ``job``."""
+        if dedup_id is None and delay is None and group is None and job is None:
+            return self._router.for_write().write_one(tr, self._store.encode(value))
         ids = None if dedup_id is None else [check_dedup_id(dedup_id)]
         encoded = [self._stored(value, job)]
         seconds = check_delay(delay)

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.claims import Leases, claimed_something, leases_unexpired
 from fdbqueue._delivery.delays import DelayedItems, soonest
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
-from fdbqueue._storage.features import DELAYS, GROUPS, JOBS, LEASES, PAUSE
+from fdbqueue._storage.features import DELAYS, GROUPS, LEASES, PAUSE
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken
 from fdbqueue._transactions.receipts import exactly_once
@@ -43,6 +43,10 @@ from fdbqueue._transactions.transactional import AnyContext, is_database, requir
 from fdbqueue._transactions.waiting import take_blocking
 
 __all__ = ["End", "ReadEnd"]
+
+
+#: :meth:`End._take_first`'s answer when the take needs the full plan.
+_REPLAN = object()
 
 
 def _taken(value: Any) -> bool:
@@ -101,6 +105,9 @@ class End:
         self.high_contention = high_contention
         self.abandon_after = abandon_after
         self.action = action
+        #: which `began` records its plain takes clear (:meth:`.ItemAges.taken`)
+        self.lower = name == "front" or name == "min"
+        self.higher = name == "max"
         #: Whether the last one-call session met other consumers (a hint, see
         #: :attr:`fdbqueue._consuming.sessions.Consumer.contended`).
         self.contended = False
@@ -173,21 +180,57 @@ class End:
             while value is MOVED_ASIDE:  # it only moved poison aside (and committed that)
                 value = run(tr, self.take_in, wrote=_taken)
             return value
+        require_writable(tr, self.action)
         value = self._take(tr)
         while value is MOVED_ASIDE:
             value = self._take(tr)
         return value
 
     def take_in(self, tr: AnyContext) -> Any:
-        """One take inside ``tr`` (a Transaction): the value taken, None when there is none,
-        or :data:`~fdbqueue._storage.taking.MOVED_ASIDE` when it only moved poison aside."""
-        require_writable(tr, self.action)
+        """One take inside ``tr`` (a writable Transaction): the value taken, None when there is
+        none, or :data:`~fdbqueue._storage.taking.MOVED_ASIDE` when it only moved poison
+        aside. A queue whose feature record showed no feature takes by :meth:`_take_first`,
+        the plan without a feature's step; any other by :meth:`take_batch_in`."""
+        if self.store.features.known == 0:
+            value = self._take_first(tr)
+            if value is not _REPLAN:
+                return value
         values = self.take_batch_in(tr, 1)
         if values is MOVED_ASIDE:
             return MOVED_ASIDE
         return values[0] if values else None
 
     _take = exactly_once(wrote=_taken)(take_in)
+
+    def _take_first(self, tr: AnyContext) -> Any:
+        """:meth:`take_batch_in` of one item, planned for a queue that never used a feature
+        (:mod:`fdbqueue._storage.features`): the same reads and writes, without a feature's
+        step. The feature record and the front are read together (one round trip); the
+        first item is checked (:meth:`~fdbqueue._storage.store.ItemStore.unpack_position`),
+        decoded, cleared, its bucket's ``began`` records cleared when it began one
+        (:meth:`~fdbqueue._storage.ages.ItemAges.taken`), and counted out of the size. The
+        value, or None when the end is empty; :data:`_REPLAN` when the record shows a feature
+        (used since the plan was made), another type or none, or the item is poison: the
+        caller then takes by :meth:`take_batch_in` in the same transaction, before anything
+        was written."""
+        store = self.store
+        record = store.features.read(tr)
+        first = self.read(tr, 1, False, False)
+        if store.features.check(record) != 0:
+            return _REPLAN
+        if not first:
+            return None
+        item = first[0]
+        key = item.key
+        position = store.unpack_position(key)  # a foreign key raises before any write
+        try:
+            value = store.decode(item.value)
+        except Exception:  # a codec may raise anything on foreign bytes: the full take's
+            return _REPLAN
+        del tr[key]
+        store.ages.taken(tr, position, position, lower=self.lower, higher=self.higher)
+        store.dequeued(tr, 1)
+        return value
 
     def take_many(self, tr: AnyContext, n: int) -> list[Any]:
         """Take up to ``n`` values in one transaction (``n`` checked by the caller, > 0)."""
@@ -213,13 +256,14 @@ class End:
         first write. Cost: the take's own reads and the feature record's, and one key read
         per feature the queue used (:meth:`_read_front`)."""
         reads = self._read_front(tr, n)
-        if reads.paused is not None and self.store.pause.holds(reads.paused):
+        _bits, paused, first_lease, _looked, _first = reads
+        if paused is not None and self.store.pause.holds(paused):
             return []
         expired: list[Any] = []
         moved = False
-        if reads.first_lease is not None:
+        if first_lease is not None:
             version = tr.get_read_version().wait()
-            first = list(reads.first_lease)
+            first = list(first_lease)
             if self.leases.note(first, version, by_versions=True):  # and when it expires
                 expired, moved = self.leases.take_expired(tr, n, first)
             if len(expired) == n:
@@ -283,11 +327,13 @@ class End:
         finds one. A paused queue: ``[]``, nothing written."""
         require_writable(tr, "claim")
         reads = self._read_front(tr, n, claiming=True)
-        if reads.paused is not None and self.store.pause.holds(reads.paused):
+        bits, paused, probed, _looked, _first = reads
+        if paused is not None and self.store.pause.holds(paused):
             return []
         take_items = functools.partial(self._take_items, reads=reads)
-        probed = reads.first_lease if reads.first_lease is not None else self.leases.unused()
-        return self.leases.claim_many(tr, take_items, seconds, n, probed=probed, seen=reads.bits)
+        if probed is None:  # the queue never had a lease
+            probed = self.leases.unused()
+        return self.leases.claim_many(tr, take_items, seconds, n, probed=probed, seen=bits)
 
     def _read_front(self, tr: AnyContext, n: int, claiming: bool = False) -> Reads:
         """Send a take's first reads for ``n`` items, all before any is waited on (one round
@@ -317,7 +363,7 @@ class End:
         bits = store.check_codec(codec_record)
         if bits & ~plan:  # a feature used for the first time since the plan was made
             return self._read_front(tr, n, claiming)
-        return Reads(bits, paused, first_lease, looked, first)
+        return bits, paused, first_lease, looked, first
 
     def _take_items(
         self,
@@ -334,14 +380,13 @@ class End:
         The reads are :meth:`_read_front`'s (sent now if None); when the hint says nothing is
         due, the take goes on with the items read, else it promotes (within half the budget:
         its bytes and the take's stay within FoundationDB's limit) and reads the end again."""
-        if reads is None:
-            reads = self._read_front(tr, n)
-        first = reads.first
+        bits, _paused, _first_lease, looked, first = (
+            self._read_front(tr, n) if reads is None else reads
+        )
         if len(first) > n:
             first = first[:n]
-        jobs = bool(reads.bits & JOBS)
         front: taking.Front
-        if reads.looked is not None and self.delays.promote(tr, reads.looked):
+        if looked is not None and self.delays.promote(tr, looked):
             rest = None if budget is None else budget // 2
             front = self.front
             budget = rest
@@ -356,17 +401,13 @@ class End:
             moving=moving,
             codec_record=taking.CHECKED,
             end=self.name,
-            jobs=jobs,
+            bits=bits,
         )
 
 
-class Reads(NamedTuple):
-    """A take's first reads (:meth:`End._read_front`): the features the queue used (bits of
-    :mod:`fdbqueue._storage.features`), the futures of the features' reads it planned (None:
-    not read, the queue never used that feature) and the first items read."""
-
-    bits: int
-    paused: Any
-    first_lease: Any
-    looked: Any
-    first: list[Any]
+#: A take's first reads (:meth:`End._read_front`): the features the queue used (bits of
+#: :mod:`fdbqueue._storage.features`); the futures of the paused key's, the first lease's
+#: and the delayed items' hint's reads, each None when not read (the queue never used that
+#: feature); and the first items read. (A plain tuple: one is made per take, on the hot
+#: path.)
+Reads = tuple[int, Any, Any, Any, list[Any]]

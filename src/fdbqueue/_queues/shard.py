@@ -52,7 +52,13 @@ from fdbqueue._storage.store import ItemStore, count_keys
 from fdbqueue._storage.taking import Elsewhere
 from fdbqueue._storage.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
 from fdbqueue._transactions.receipts import exactly_once
-from fdbqueue._transactions.transactional import AnyContext, require_writable, transactional
+from fdbqueue._transactions.transactional import (
+    AnyContext,
+    check_context,
+    is_database,
+    require_writable,
+    transactional,
+)
 
 __all__ = ["FifoShard", "PriorityShard", "Shard"]
 
@@ -214,6 +220,21 @@ class Shard:
         if job is not None and admitted[0]:
             job.record(tr, delay)
         return admitted
+
+    def write_one(self, tr: AnyContext, encoded: bytes) -> bool:
+        """:meth:`write` of one value at the back of this shard, with no delay, id or job (a
+        plain enqueue): the same transaction, without their steps. Returns True."""
+        if is_database(tr):
+            self.receipts.run(tr, functools.partial(self.put_one, encoded=encoded))
+            return True
+        check_context(tr, self.WRITE_ACTION)
+        require_writable(tr, self.WRITE_ACTION)
+        self.put_one(tr, encoded)
+        return True
+
+    def put_one(self, tr: AnyContext, encoded: bytes) -> None:
+        """:meth:`put` of one value at the back, inside ``tr``."""
+        self.put(tr, [encoded], (), 0.0)
 
     def put(
         self,

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from fdbqueue._storage.features import ALL, GROUPS, JOBS
 from fdbqueue._storage.jobs import JobRecord, job_of
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._storage.transaction_bytes import clear_bytes, set_bytes
@@ -130,7 +131,7 @@ def take(
     moving: bool = True,
     codec_record: Any = None,
     end: str | None = None,
-    jobs: bool = True,
+    bits: int = ALL,
 ) -> Taken:
     """Remove up to ``n`` decodable items in take order; move poison items aside.
 
@@ -152,8 +153,9 @@ def take(
             the budget counts the values, and a group's item keeps its group without a turn
             until the lease ends (:mod:`fdbqueue._storage.groups`); False when it only returns
             them (a dequeue: the budget then counts clears and quarantines).
-        jobs: whether the queue ever had jobs (:data:`~fdbqueue._storage.features.JOBS`):
-            False, no item is looked at as a job's.
+        bits: the features the queue used (:mod:`fdbqueue._storage.features`): without
+            :data:`~fdbqueue._storage.features.JOBS` no item is looked at as a job's, without
+            :data:`~fdbqueue._storage.features.GROUPS` none as a group's.
         codec_record: the future of :meth:`~fdbqueue._storage.store.ItemStore.recorded_codec`, when
             the caller issued it with its own reads (None: the take issues it;
             :data:`CHECKED`: the caller checked it already).
@@ -174,6 +176,8 @@ def take(
     (the caller commits, then takes again).
     """
     require_writable(tr, "taking items")
+    jobs = bits & JOBS
+    grouped = bits & GROUPS
     if codec_record is None:
         codec_record = store.recorded_codec(tr)  # overlaps the first read of the front
     elif codec_record is CHECKED:
@@ -196,7 +200,7 @@ def take(
             if taken or quarantined:
                 break  # return what was taken; the next take raises
             raise
-        for item, position in zip(batch, positions, strict=True):
+        for item, position in zip(batch, positions, strict=False):  # (as long as each other)
             encoded = bytes(item.value)
             moved = 0
             if budget is not None:  # no budget (a plain take): nothing to count
@@ -232,7 +236,8 @@ def take(
                     continue
                 if not moving:  # handed to the caller: done
                     records.taken(tr, job, record)
-            store.groups.taken(tr, item, holding=moving)  # a group's item: its turn ends
+            if grouped:
+                store.groups.taken(tr, item, holding=moving)  # a group's item: its turn ends
             taken.append(TakenItem(item.key, encoded, value, job, record))
             if begin <= item.key < stop:
                 ungrouped.append(position)

@@ -40,6 +40,7 @@ __all__ = [
     "ContextParameter",
     "TransactionContext",
     "TransactionalDecorator",
+    "check_context",
     "commit",
     "is_database",
     "is_fdb_error",
@@ -180,6 +181,16 @@ def is_fdb_error(error: BaseException) -> bool:
     return isinstance(error, _fdb_error_types())
 
 
+def check_context(context: Any, operation: str, name: str = "tr") -> None:
+    """Raise TypeError unless ``context`` (the argument ``name`` of ``operation``) is a
+    Database, Tenant or Transaction."""
+    if not is_transaction(context) and not is_database(context):
+        raise TypeError(
+            f"{operation}: {name!r} must be a Database, Tenant or Transaction (fdb or "
+            f"fdbqueue.memory), not {_describe(context)}"
+        )
+
+
 class ContextParameter:
     """Where a transactional function takes its Database or Transaction: found once at
     decoration, then read and replaced at each call (by position or by keyword).
@@ -219,11 +230,7 @@ class ContextParameter:
             context = kwargs[self.name]
         else:
             raise TypeError(f"{self._called(args)}() missing required argument {self.name!r}")
-        if not is_transaction(context) and not is_database(context):
-            raise TypeError(
-                f"{self._called(args)}(): {self.name!r} must be a Database, Tenant or "
-                f"Transaction (fdb or fdbqueue.memory), not {_describe(context)}"
-            )
+        check_context(context, f"{self._called(args)}()", self.name)
         return context
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
