@@ -22,24 +22,20 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypedDict, TypeVar
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import worker
 from fdbqueue._checks import check_count, check_flag, check_keywords, check_seconds
-from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, check_abandon_after
 from fdbqueue._delivery.deduplication import (
-    DEFAULT_DEDUP_WINDOW,
     Deduplication,
     check_dedup_window,
 )
 from fdbqueue._delivery.leases import (
-    DEFAULT_MAX_DELIVERIES,
     Lease,
     check_lease_seconds,
-    check_max_deliveries,
 )
 from fdbqueue._delivery.schedules import (
     ScheduleInfo,
@@ -49,12 +45,19 @@ from fdbqueue._delivery.schedules import (
 )
 from fdbqueue._delivery.time_limits import check_time_limit
 from fdbqueue._delivery.workers import WorkerInfo, WorkerRegistry
+from fdbqueue._queues.options import (
+    PAGE_SIZE,
+    QUEUE_DEFAULTS,
+    QueueOptions,
+    check_limit,
+    check_queue_arguments,
+    read_pages,
+)
 from fdbqueue._queues.router import Router, check_shards
 from fdbqueue._queues.shard import Shard
 from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._storage.groups import Group, check_weight
 from fdbqueue._storage.jobs import (
-    RESULT_TTL,
     STATES,
     JobInfo,
     Jobs,
@@ -68,8 +71,8 @@ from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._transactions.transactional import (
     TransactionContext,
+    check_context,
     is_database,
-    is_transaction,
     require_writable,
     run_in_retry_loop,
     transactional,
@@ -89,11 +92,7 @@ __all__ = [
     "QueueOptions",
     "check_limit",
     "check_queue_arguments",
-]
-
-#: Records one page of a listing reads (:func:`read_pages`): given a Database, each page is a
-#: transaction of its own.
-PAGE_SIZE = 1_000
+]  # (the options and checks live in fdbqueue._queues.options, whose names these are)
 
 T = TypeVar("T")
 #: The value type of a lease given to :meth:`QueueBase.extend` (and of the one returned).
@@ -101,116 +100,8 @@ V = TypeVar("V")
 R = TypeVar("R")
 
 
-class QueueOptions(TypedDict, total=False):
-    """The keyword arguments every queue type takes beside ``subspace`` and ``codec``
-    (``Queue(subspace, codec=..., **options)``), written once: the constructors of the queue
-    types and of their asyncio twins take them as ``**options: Unpack[QueueOptions]``, and
-    :class:`~fdbqueue.Queue`'s docstring documents them. :data:`QUEUE_DEFAULTS` holds what
-    each one is when left out."""
-
-    high_contention: bool
-    abandon_after: float
-    max_deliveries: int | None
-    exactly_once: bool
-    shards: int
-    dedup_window: float
-    result_ttl: float
-    result_codec: str | Codec[Any] | None
-    time_limit: float | None
-
-
 #: Seconds between two clearings of finished jobs by a worker loop (:meth:`QueueBase.maintain`).
 JOB_CLEARING_SECONDS = 60.0
-
-#: What each of :class:`QueueOptions` is when left out.
-QUEUE_DEFAULTS: QueueOptions = {
-    "high_contention": False,
-    "abandon_after": DEFAULT_ABANDON_AFTER,
-    "max_deliveries": DEFAULT_MAX_DELIVERIES,
-    "exactly_once": True,
-    "shards": 1,
-    "dedup_window": DEFAULT_DEDUP_WINDOW,
-    "result_ttl": RESULT_TTL,
-    "result_codec": None,
-    "time_limit": None,
-}
-
-
-#: Reads one page: ``(tr, after, count)`` -> (up to ``count`` results, the last key read, or
-#: None when nothing was read; whether more may follow). ``after`` None starts at the first.
-ReadPage = Callable[[Any, "bytes | None", int], "tuple[list[R], bytes | None, bool]"]
-
-
-def check_limit(limit: Any, name: str = "limit") -> int | None:
-    """Return ``limit``: an int >= 0, or None for no limit.
-
-    Raises:
-        TypeError: not an int or None (bool included).
-        ValueError: negative.
-    """
-    if limit is None:
-        return None
-    check_count(limit, name)
-    return int(limit)
-
-
-def read_pages(
-    tr: Any, limit: int | None, read_page: ReadPage[R], start: bytes | None = None
-) -> list[R]:
-    """Up to ``limit`` results (None: all) of ``read_page``, page after page of at most
-    :data:`PAGE_SIZE`, each page going on after the last key the one before read (the first
-    after ``start``; None: from the beginning).
-
-    ``read_page`` is :func:`~fdbqueue._transactions.transactional.transactional`: given a
-    Database, each page is a transaction of its own (so pages are read at different read
-    versions); given a Transaction, every page is read in it.
-    """
-    if not is_database(tr) and not is_transaction(tr):
-        read_page(tr, None, 0)  # raises the TypeError that names what was expected
-    found: list[R] = []
-    after: bytes | None = start
-    while limit is None or len(found) < limit:
-        count = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit - len(found))
-        results, last, more = read_page(tr, after, count)
-        found.extend(results)
-        if not more or last is None:
-            break
-        after = last
-    return found
-
-
-def _check_context(tr: Any) -> None:
-    """Raise TypeError unless ``tr`` is a Database, Tenant or Transaction (as
-    :func:`~fdbqueue._transactions.transactional.transactional` checks it)."""
-    if not is_database(tr) and not is_transaction(tr):
-        raise TypeError(
-            "tr must be a Database, Tenant or Transaction (fdb or fdbqueue.memory), not "
-            f"{type(tr).__module__}.{type(tr).__qualname__}"
-        )
-
-
-def check_queue_arguments(high_contention: Any, abandon_after: Any, max_deliveries: Any) -> float:
-    """Check the arguments :class:`~fdbqueue.Queue` and :class:`~fdbqueue.PriorityQueue` take
-    beside the subspace, codec, shards and deduplication window (those are checked by
-    :func:`fdbqueue._storage.store.as_subspace`, :func:`fdbqueue.codecs.resolve_codec`,
-    :func:`~fdbqueue._queues.router.check_shards` and
-    :func:`~fdbqueue._delivery.deduplication.check_dedup_window`), before anything is read or
-    written.
-
-    Returns:
-        ``abandon_after`` as a float.
-
-    Raises:
-        TypeError: ``high_contention`` is not a bool, ``max_deliveries`` is not an int or
-            None, or ``abandon_after`` is not a number. (``subspace`` or ``codec`` of the
-            wrong type, or a non-bool ``exactly_once``, raise TypeError too.)
-        ValueError: ``abandon_after`` is NaN, not > 0 or over a day, or ``max_deliveries``
-            is below 1. (So does a subspace prefix that is empty, longer than 9,872 bytes or
-            in the system keys, or an unknown codec name.)
-    """
-    check_flag(high_contention, "high_contention")
-    check_max_deliveries(max_deliveries)
-    return check_abandon_after(abandon_after)
 
 
 class QueueBase(Generic[T]):
@@ -479,7 +370,7 @@ class QueueBase(Generic[T]):
         writes too), and three sets or clears.
         """
         raw = check_job_id(job_id, self._jobs.tag)
-        _check_context(tr)
+        check_context(tr, f"{type(self).__name__}.cancel()")
         require_writable(tr, "cancel")
         return self._in_transaction(
             tr, lambda inner: self._jobs.cancel(inner, raw, self._withdraw), wrote=bool
@@ -611,11 +502,11 @@ class QueueBase(Generic[T]):
         """:meth:`peek_many`'s items, each as ``(shard, key, value)``: its shard and key
         (where a PriorityQueue finds its priority). Raises and costs as :meth:`peek_many`."""
         limit = check_limit(n, "n")
-        return self._merged(
+        return self._router.merged(
             limit,
             lambda shard, left: [
                 (shard, key, value)
-                for key, value in read_pages(tr, left, self._checked(shard.peek_page))
+                for key, value in read_pages(tr, left, self._router.checked(shard.peek_page))
             ],
             lambda shard, found: shard.peek_rank(found[1]),
         )
@@ -634,7 +525,7 @@ class QueueBase(Generic[T]):
         """
         check_count(limit, "limit")
         self._router.check_type(tr)
-        return self._summed(limit, lambda shard, left: shard.requests_in_line(tr, left or 0))
+        return self._router.summed(limit, lambda shard, left: shard.requests_in_line(tr, left or 0))
 
     def leases(
         self, tr: TransactionContext, limit: int | None = 100
@@ -659,9 +550,9 @@ class QueueBase(Generic[T]):
         together); no conflicts.
         """
         wanted = check_limit(limit)
-        return self._merged(
+        return self._router.merged(
             wanted,
-            lambda shard, left: read_pages(tr, left, self._checked(shard.leases_page)),
+            lambda shard, left: read_pages(tr, left, self._router.checked(shard.leases_page)),
             Shard.lease_rank,
         )
 
@@ -835,7 +726,7 @@ class QueueBase(Generic[T]):
 
     def _set_paused(self, tr: TransactionContext, paused: bool, verb: str) -> bool:
         """:meth:`pause` (``paused``) or :meth:`resume`, named ``verb`` in errors."""
-        _check_context(tr)
+        check_context(tr, f"{type(self).__name__}.{verb}()")
         require_writable(tr, verb)
         stores = [shard.store for shard in self._router.shards]
 
@@ -887,12 +778,12 @@ class QueueBase(Generic[T]):
         def start(shard: Shard) -> bytes | None:
             return None if rank is None else shard.dead_letters.subspace.pack(rank)
 
-        return self._merged(
+        return self._router.merged(
             wanted,
             lambda shard, left: read_pages(
                 tr,
                 left,
-                self._checked(shard.dead_letters_page, start(shard)),
+                self._router.checked(shard.dead_letters_page, start(shard)),
                 start(shard),
             ),
             Shard.dead_letter_rank,
@@ -1265,7 +1156,7 @@ class QueueBase(Generic[T]):
         encoded = self._store.encode(value)
         self._check_run(priority, group)
         packed = self._schedules.record(checked, encoded, timing, priority, group)
-        _check_context(tr)
+        check_context(tr, f"{type(self).__name__}.schedule()")
         require_writable(tr, "schedule")
 
         def body(inner: Any) -> float:
@@ -1299,7 +1190,7 @@ class QueueBase(Generic[T]):
             if wrote is not None:
                 return self._store.receipts.run(tr, body, wrote=wrote)
             return self._store.receipts.run(tr, body)
-        _check_context(tr)
+        check_context(tr, f"{type(self).__name__}()")
         return body(tr)
 
     def unschedule(self, tr: TransactionContext, name: str) -> bool:
@@ -1322,7 +1213,7 @@ class QueueBase(Generic[T]):
         conflicts, and one of them retries) and one clear.
         """
         checked = check_name(name)
-        _check_context(tr)
+        check_context(tr, f"{type(self).__name__}.unschedule()")
         require_writable(tr, "unschedule")
         return self._in_transaction(tr, lambda inner: self._schedules.remove(inner, checked))
 
@@ -1368,7 +1259,7 @@ class QueueBase(Generic[T]):
         reads and writes, and one set (two loops firing the same due time conflict: one
         gives way).
         """
-        _check_context(tr)
+        check_context(tr, f"{type(self).__name__}.enqueue_due_runs()")
         return self._schedules.enqueue_due(tr, self._write_run)
 
     # -- the worker loop --------------------------------------------------------------------
@@ -1478,44 +1369,3 @@ class QueueBase(Generic[T]):
         records are not read.
         """
         return self._worker_registry.listed(tr)
-
-    # -- gathering over the shards ----------------------------------------------------------
-
-    def _checked(self, read_page: ReadPage[R], start: bytes | None = None) -> ReadPage[R]:
-        """``read_page`` whose first page (``after`` is ``start``) checks the type records
-        first, in its own transaction (:meth:`Router.check_type`)."""
-
-        @transactional
-        def page(tr: TransactionContext, after: bytes | None, count: int) -> Any:
-            if after == start:
-                self._router.check_type(tr)
-            return read_page(tr, after, count)
-
-        return page
-
-    def _summed(self, limit: int | None, count: Callable[[Shard, int | None], int]) -> int:
-        """``count(shard, left)`` over the shards, each given what ``limit`` leaves (None: no
-        limit), stopping once ``limit`` is reached."""
-        total = 0
-        for shard in self._router.shards:
-            left = None if limit is None else limit - total
-            if left == 0:
-                break
-            total += count(shard, left)
-        return total
-
-    def _merged(
-        self,
-        limit: int | None,
-        listing: Callable[[Shard, int | None], Sequence[R]],
-        rank: Callable[[Shard, R], Any],
-    ) -> list[R]:
-        """Up to ``limit`` (None: every one) of the shards' ``listing(shard, limit)``, each
-        in ``rank`` order, merged by ``rank`` (equal ranks: shard 0's first). Cost: each
-        shard's listing of up to ``limit``."""
-        listings = [
-            [(rank(shard, found), k, found) for found in listing(shard, limit)]
-            for k, shard in enumerate(self._router.shards)
-        ]
-        merged = heapq.merge(*listings, key=lambda ranked: ranked[:2])
-        return [found for _rank, _k, found in itertools.islice(merged, limit)]

@@ -35,15 +35,18 @@ distribution (shards split by size and write bandwidth) for why the shards are k
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import random
 import zlib
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import fdb.tuple
 
 from fdbqueue._consuming.ends import End
 from fdbqueue._delivery.leases import Lease
+from fdbqueue._queues.options import ReadPage
 from fdbqueue._queues.shard import Shard
 from fdbqueue._queues.sharded_end import FifoShardedEnd, PriorityShardedEnd, ShardedEnd
 from fdbqueue._storage.groups import check_group
@@ -52,6 +55,8 @@ from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import AnyContext, TransactionContext, transactional
 
 __all__ = ["MAX_SHARDS", "Router", "check_shards"]
+
+R = TypeVar("R")
 
 #: The most shards a queue may have (a shard's prefix adds at most 2 bytes to the queue's).
 MAX_SHARDS = 256
@@ -237,3 +242,44 @@ class Router:
             shard.clear(tr)
         if self.root is not self.shards[0].store:
             self.root.clear(tr, items=False)
+
+    # -- gathering over the shards (for the queue's listings) -----------------------------
+
+    def checked(self, read_page: ReadPage[R], start: bytes | None = None) -> ReadPage[R]:
+        """``read_page`` whose first page (``after`` is ``start``) checks the type records
+        first, in its own transaction (:meth:`check_type`)."""
+
+        @transactional
+        def page(tr: TransactionContext, after: bytes | None, count: int) -> Any:
+            if after == start:
+                self.check_type(tr)
+            return read_page(tr, after, count)
+
+        return page
+
+    def summed(self, limit: int | None, count: Callable[[Shard, int | None], int]) -> int:
+        """``count(shard, left)`` over the shards, each given what ``limit`` leaves (None: no
+        limit), stopping once ``limit`` is reached."""
+        total = 0
+        for shard in self.shards:
+            left = None if limit is None else limit - total
+            if left == 0:
+                break
+            total += count(shard, left)
+        return total
+
+    def merged(
+        self,
+        limit: int | None,
+        listing: Callable[[Shard, int | None], Sequence[R]],
+        rank: Callable[[Shard, R], Any],
+    ) -> list[R]:
+        """Up to ``limit`` (None: every one) of the shards' ``listing(shard, limit)``, each
+        in ``rank`` order, merged by ``rank`` (equal ranks: shard 0's first). Cost: each
+        shard's listing of up to ``limit``."""
+        listings = [
+            [(rank(shard, found), k, found) for found in listing(shard, limit)]
+            for k, shard in enumerate(self.shards)
+        ]
+        merged = heapq.merge(*listings, key=lambda ranked: ranked[:2])
+        return [found for _rank, _k, found in itertools.islice(merged, limit)]

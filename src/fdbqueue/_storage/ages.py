@@ -204,8 +204,8 @@ class ItemAges:
         position = last[length]
         began = (
             self.begins_bucket(position)
-            or first[length] // BUCKET != position // BUCKET
-            or first[:length] != last[:length]
+            or (first is not last and first[length] // BUCKET != position // BUCKET)
+            or (length and first[:length] != last[:length])
         )
         if not began:
             return

@@ -107,6 +107,7 @@ RESERVED_TRANSACTION_BYTES = 64_000
 #: How counters (the size, the enqueue counter, the signal key) are stored: a little-endian
 #: 64-bit integer, as FoundationDB's atomic add takes it.
 COUNTER = struct.Struct("<q")
+_ONE = COUNTER.pack(1)
 
 _Unpack = Callable[[bytes, bytes], tuple[Any, ...]]
 #: How the item keys of a queue type are packed and read, by its ``leading_integers``: its
@@ -222,6 +223,7 @@ class ItemStore(TypeRecords):
         #: the subspace's raw prefix ``P``
         self.prefix: bytes = self.subspace.key()
         self._pack_item, self._unpack_item = ITEM_KEY_CODEC[leading_integers]
+        self._leading_types = (int,) * leading_integers  # what an item key starts with
         items = self.subspace.range()
         self.begin: bytes = items.start
         self.end: bytes = items.stop
@@ -381,8 +383,7 @@ class ItemStore(TypeRecords):
                 f"({error}): is another queue or other data stored inside this queue's "
                 "subspace?"
             ) from None
-        leading = position[: self.leading_integers]
-        if len(leading) < self.leading_integers or set(map(type, leading)) != {int}:
+        if tuple(map(type, position[: self.leading_integers])) != self._leading_types:
             raise ValueError(
                 f"key {describe_key(key)} in the queue's subspace is not one of its items (it "
                 f"should start with {self.leading_integers} integer(s) after the queue's "
@@ -448,7 +449,7 @@ class ItemStore(TypeRecords):
 
     def signal(self, tr: AnyContext) -> None:
         """Bump the signal key that blocked consumers watch (an atomic add: no conflict)."""
-        tr.add(self.signal_key, COUNTER.pack(1))
+        tr.add(self.signal_key, _ONE)
 
     def quarantine(self, tr: AnyContext, key: bytes, encoded: bytes, error: BaseException) -> None:
         """Move an item whose value cannot be decoded (already cleared) to the dead letters,
