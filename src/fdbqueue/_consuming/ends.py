@@ -37,7 +37,7 @@ from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
 from fdbqueue._storage.features import DELAYS, GROUPS, LEASES, PAUSE
 from fdbqueue._storage.store import ItemStore
-from fdbqueue._storage.taking import MOVED_ASIDE, Taken
+from fdbqueue._storage.taking import MOVED_ASIDE, Taken, TakenItem
 from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import AnyContext, is_database, require_writable
 from fdbqueue._transactions.waiting import take_blocking
@@ -205,14 +205,10 @@ class End:
     def _take_first(self, tr: AnyContext) -> Any:
         """:meth:`take_batch_in` of one item, planned for a queue that never used a feature
         (:mod:`fdbqueue._storage.features`): the same reads and writes, without a feature's
-        step. The feature record and the front are read together (one round trip); the
-        first item is checked (:meth:`~fdbqueue._storage.store.ItemStore.unpack_position`),
-        decoded, cleared, its bucket's ``began`` records cleared when it began one
-        (:meth:`~fdbqueue._storage.ages.ItemAges.taken`), and counted out of the size. The
-        value, or None when the end is empty; :data:`_REPLAN` when the record shows a feature
-        (used since the plan was made), another type or none, or the item is poison: the
-        caller then takes by :meth:`take_batch_in` in the same transaction, before anything
-        was written."""
+        step (:meth:`_first_item`), the item counted out of the size. The value, or None
+        when the end is empty; :data:`_REPLAN` when the take needs its full plan: the caller
+        then takes by :meth:`take_batch_in` in the same transaction, before anything was
+        written."""
         store = self.store
         record = store.features.read(tr)
         first = self.read(tr, 1, False, False)
@@ -220,17 +216,58 @@ class End:
             return _REPLAN
         if not first:
             return None
-        item = first[0]
+        taken = self._first_item(tr, first[0])
+        if taken is not _REPLAN:
+            store.dequeued(tr, 1)
+            return taken[2]
+        return _REPLAN
+
+    def _first_item(self, tr: AnyContext, item: Any) -> Any:
+        """Take ``item``, the first at this end, as :func:`~fdbqueue._storage.taking.take` takes
+        an item of a queue that never used a feature: check its key
+        (:meth:`~fdbqueue._storage.store.ItemStore.unpack_position`; a foreign key raises),
+        decode its value, clear it, and clear the ``began`` records behind it when it began a
+        bucket (:meth:`~fdbqueue._storage.ages.ItemAges.taken`). Its key, stored bytes and
+        value (not counted out of the size), or :data:`_REPLAN` for a value that does not
+        decode (the full take moves it aside), nothing written then."""
+        store = self.store
         key = item.key
         position = store.unpack_position(key)  # a foreign key raises before any write
+        encoded = bytes(item.value)
         try:
-            value = store.decode(item.value)
+            value = store.decode(encoded)
         except Exception:  # a codec may raise anything on foreign bytes: the full take's
             return _REPLAN
         del tr[key]
         store.ages.taken(tr, position, position, lower=self.lower, higher=self.higher)
-        store.dequeued(tr, 1)
-        return value
+        return key, encoded, value
+
+    def _claim_first(self, tr: AnyContext, seconds: float) -> Any:
+        """:meth:`claim_batch` of one item, planned for a queue of one shard that used no
+        feature but leases: the feature record, the first lease (a snapshot probe) and the
+        front read together; when no lease waits (expired or released), the first item
+        (:meth:`_first_item`) leased (:meth:`~fdbqueue._delivery.claims.Leases.lease_taken`).
+        The leases; the reads (:data:`Reads`) when a lease waits, for the full claim to go on
+        with; or :data:`_REPLAN` when the claim needs its full plan (as :meth:`_take_first`);
+        nothing written but for the leases."""
+        store = self.store
+        features = store.features
+        record = features.read(tr)
+        probe = self.leases.first_lease(tr.snapshot)
+        first = self.read(tr, 1, False, False)
+        bits = features.check(record)
+        if bits is None or bits & ~LEASES:
+            return _REPLAN
+        version = tr.get_read_version().wait()
+        probed = list(probe)
+        if self.leases.note(probed, version, by_versions=True):  # and when it expires
+            return bits, None, [probed], None, first  # a lease waits: the full claim's reads
+        if not first:
+            return []
+        taken = self._first_item(tr, first[0])
+        if taken is _REPLAN:
+            return _REPLAN
+        return self.leases.lease_taken(tr, [TakenItem(*taken)], version, seconds, bits)
 
     def take_many(self, tr: AnyContext, n: int) -> list[Any]:
         """Take up to ``n`` values in one transaction (``n`` checked by the caller, > 0)."""
@@ -326,7 +363,13 @@ class End:
         the expired leases are read (with their read conflict range) only when a probe
         finds one. A paused queue: ``[]``, nothing written."""
         require_writable(tr, "claim")
-        reads = self._read_front(tr, n, claiming=True)
+        reads: Any = _REPLAN
+        if n == 1 and not self.leases.others and not self.store.features.planned() & ~LEASES:
+            reads = self._claim_first(tr, seconds)
+            if isinstance(reads, list):
+                return reads  # the leases
+        if reads is _REPLAN:
+            reads = self._read_front(tr, n, claiming=True)
         bits, paused, probed, _looked, _first = reads
         if paused is not None and self.store.pause.holds(paused):
             return []

@@ -47,7 +47,7 @@ from fdbqueue._delivery.leases import (
 from fdbqueue._storage.features import LEASES
 from fdbqueue._storage.jobs import JobRecord, job_of, strip_job_header
 from fdbqueue._storage.store import COUNT_PAGE_SIZE, ItemStore, count_keys
-from fdbqueue._storage.taking import MOVED_ASIDE, Taken
+from fdbqueue._storage.taking import MOVED_ASIDE, Taken, TakenItem
 from fdbqueue._storage.transaction_bytes import (
     LIBRARY_TRANSACTION_BUDGET,
     clear_bytes,
@@ -268,18 +268,7 @@ class Leases:
             # records both fit.
             taken = take_items(tr, n - len(leases), (LIBRARY_TRANSACTION_BUDGET - spent) // 2)
             if taken.items:
-                self.store.add_to_size(tr, -len(taken.items))
-                self.store.features.use(tr, LEASES, seen)  # in the transaction of its leases
-            for item in taken.items:
-                held_id = os.urandom(LEASE_ID_BYTES)
-                self.store.held.put(tr, held_id, item.encoded)
-                if item.job is not None:
-                    self.store.jobs.started(tr, item.job, 1, item.job_record)
-                leases.append(
-                    self._grant(
-                        tr, item.key, item.value, 1, held_id, read_version, seconds, item.job
-                    )
-                )
+                leases += self.lease_taken(tr, taken.items, read_version, seconds, seen)
             moved_aside = moved_aside or taken.moved_aside
         if not leases:
             if moved_aside:
@@ -296,6 +285,33 @@ class Leases:
         ``probed``: send them with the claim's other first reads, through ``tr.snapshot``.
         Cost: a range read (``limit=1``) per shard."""
         return [self.first_lease(reader)] + [other.first_lease(reader) for other in self.others]
+
+    def lease_taken(
+        self,
+        tr: AnyContext,
+        items: list[TakenItem],
+        read_version: int,
+        seconds: float,
+        seen: int | None = None,
+    ) -> list[Lease[Any]]:
+        """Lease ``items``, taken from the queue in ``tr`` (cleared, not yet counted out of the
+        size) at ``read_version``, for ``seconds``: count them out of the size, move each value
+        to a held value, start a job's delivery, and write each lease record; the first lease
+        of the queue records the leases' bit in its feature record unless ``seen`` (the bits
+        ``tr`` read there) holds it. Cost: one atomic add, two sets per item (record and held
+        value), a job's record change; an atomic ``bit_or`` for the queue's first lease."""
+        self.store.add_to_size(tr, -len(items))
+        self.store.features.use(tr, LEASES, seen)  # in the transaction of its leases
+        leases = []
+        for item in items:
+            held_id = os.urandom(LEASE_ID_BYTES)
+            self.store.held.put(tr, held_id, item.encoded)
+            if item.job is not None:
+                self.store.jobs.started(tr, item.job, 1, item.job_record)
+            leases.append(
+                self._grant(tr, item.key, item.value, 1, held_id, read_version, seconds, item.job)
+            )
+        return leases
 
     def unused(self) -> list[Any]:
         """:meth:`probe`'s reads for a queue that never had a lease
