@@ -89,6 +89,13 @@ class Keywords(Protocol):
     __optional_keys__: ClassVar[frozenset[str]]
 
 
+def check_error(error: Any) -> None:
+    """Raise TypeError unless ``error`` is None or an exception (what a failed handler
+    raised)."""
+    if error is not None and not isinstance(error, BaseException):
+        raise TypeError(f"error must be an exception, not {type(error).__name__}")
+
+
 def check_keywords(given: Mapping[str, Any], keywords: type[Keywords], where: str) -> None:
     """Check the keyword arguments a function took as ``**options`` (typed
     ``Unpack[keywords]``, a ``TypedDict``) as Python checks a signature: raise TypeError,

@@ -16,10 +16,7 @@ queues' visibility timeouts for the leases (:doc:`guarantees`).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import heapq
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -28,10 +25,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import worker
-from fdbqueue._checks import check_count, check_flag, check_keywords, check_seconds
+from fdbqueue._checks import check_count, check_error
 from fdbqueue._delivery.deduplication import (
     Deduplication,
-    check_dedup_window,
 )
 from fdbqueue._delivery.leases import (
     Lease,
@@ -43,13 +39,13 @@ from fdbqueue._delivery.schedules import (
     check_name,
     check_timing,
 )
-from fdbqueue._delivery.time_limits import check_time_limit
 from fdbqueue._delivery.workers import WorkerInfo, WorkerRegistry
 from fdbqueue._queues.options import (
     PAGE_SIZE,
     QUEUE_DEFAULTS,
     QueueOptions,
     check_limit,
+    check_options,
     check_queue_arguments,
     read_pages,
 )
@@ -77,10 +73,9 @@ from fdbqueue._transactions.transactional import (
     run_in_retry_loop,
     transactional,
 )
-from fdbqueue._transactions.waiting import check_blocking_arguments, take_blocking
+from fdbqueue._transactions.waiting import check_blocking_arguments
 from fdbqueue._wording import name_methods_after
-from fdbqueue.codecs import Codec, TaggedCodec, Undecodable, resolve_result_codec
-from fdbqueue.errors import JobFailedError, ResultNotKeptError
+from fdbqueue.codecs import Codec, TaggedCodec, Undecodable
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -124,40 +119,33 @@ class QueueBase(Generic[T]):
     ) -> None:
         """Check ``options`` (each left out takes its :data:`QUEUE_DEFAULTS` value) and
         build the shards; raise TypeError or ValueError first, reading and writing nothing."""
-        check_keywords(options, QueueOptions, f"{type(self).__name__}.__init__")
-        given: QueueOptions = {**QUEUE_DEFAULTS, **options}
-        window = check_dedup_window(given["dedup_window"])
-        high_contention = given["high_contention"]
-        max_deliveries = given["max_deliveries"]
-        seconds = check_queue_arguments(high_contention, given["abandon_after"], max_deliveries)
-        count = check_shards(given["shards"])
-        result_ttl = check_seconds(given["result_ttl"], "result_ttl", allow_zero=True)
-        result_codec = resolve_result_codec(given["result_codec"])
-        self._time_limit = check_time_limit(given["time_limit"])
-        self._high_contention = high_contention
-        self._max_deliveries = max_deliveries
+        given = check_options(options, f"{type(self).__name__}.__init__")
+        self._time_limit = given.time_limit
+        self._high_contention = given.high_contention
+        self._max_deliveries = given.max_deliveries
         self._router = Router.build(
             self._SHARD_CLASS,
             subspace,
             codec,
-            check_flag(given["exactly_once"], "exactly_once"),
-            count,
-            high_contention=high_contention,
-            abandon_after=seconds,
-            max_deliveries=max_deliveries,
+            given.exactly_once,
+            check_shards(given.shards),
+            high_contention=given.high_contention,
+            abandon_after=given.abandon_after,
+            max_deliveries=given.max_deliveries,
         )
         self._store: ItemStore = self._router.root
         #: The queue's deduplication records: one set for all its shards (an id is the
         #: queue's, whatever its shard or priority).
-        self._deduplication = Deduplication(self._store, window)
+        self._deduplication = Deduplication(self._store, given.dedup_window)
         #: The queue's schedules (periodic jobs): in its own store's metadata.
         self._schedules = Schedules(self._store)
         #: The queue's job records: in its own store's metadata, shared by its shards.
         self._jobs: Jobs = self._store.jobs
-        self._jobs.result_ttl = result_ttl
+        self._jobs.result_ttl = given.result_ttl
         #: How its results are stored and read: by the result codec; those an older
         #: fdbqueue kept (record version 1), by the codec it used (the result codec given,
         #: unless it is the tagged codec that fdbqueue did not have, else the queue's).
+        result_codec = given.result_codec
         legacy = self._store.codec if isinstance(result_codec, TaggedCodec) else result_codec
         self._results = ResultFormat(result_codec, legacy)
         self._next_job_clearing = 0.0  # time.monotonic() of maintain's next clearing
@@ -320,32 +308,10 @@ class QueueBase(Generic[T]):
         raw = check_job_id(job_id, self._jobs.tag)
         seconds = check_blocking_arguments(database, True, timeout, "result()", "the job's end")
 
-        def look(db: Any, _deadline: float | None) -> JobInfo | None:
-            info: JobInfo | None = run_in_retry_loop(
-                db, lambda tr: self._jobs.info(tr.snapshot, raw, self._results)
-            )
-            if info is None:
-                raise KeyError(
-                    f"no job {job_id} in this queue: never submitted, or cleared "
-                    "result_ttl seconds after it finished"
-                )
-            return info if info.finished else None
-
-        info = take_blocking(database, look, self._jobs.key(raw), seconds)
+        info = self._jobs.wait_finished(database, raw, self._results, seconds)
         if info is None:
             raise TimeoutError(f"job {job_id} did not finish within {timeout} s")
-        if info.state == "succeeded":
-            if info.result_error is not None:
-                raise ResultNotKeptError(
-                    f"job {job_id} succeeded, but {info.result_error}", info, info.result_error
-                )
-            return info.result
-        raise JobFailedError(
-            f"job {job_id} ended {info.state}"
-            + (f": {info.error[0]}: {info.error[1]}" if info.error else ""),
-            info,
-            info.error,
-        )
+        return info.outcome()
 
     def cancel(self, tr: TransactionContext, job_id: str) -> bool:
         """Cancel the job ``job_id``: a waiting, delayed or retrying job never reaches a
@@ -373,13 +339,8 @@ class QueueBase(Generic[T]):
         check_context(tr, f"{type(self).__name__}.cancel()")
         require_writable(tr, "cancel")
         return self._in_transaction(
-            tr, lambda inner: self._jobs.cancel(inner, raw, self._withdraw), wrote=bool
+            tr, lambda inner: self._jobs.cancel(inner, raw, self._router.withdraw), wrote=bool
         )
-
-    def _withdraw(self, tr: Any, key: bytes, job: bytes) -> bool:
-        """Remove the cancelled job ``job``'s item at ``key``, in the shard that holds it (a
-        :data:`~fdbqueue._storage.jobs.Withdraw`)."""
-        return any(shard.withdraw(tr, key, job) for shard in self._router.shards)
 
     def maintain(self, database: Any) -> None:
         """What a worker loop does every second besides its jobs (both loops call it):
@@ -428,14 +389,7 @@ class QueueBase(Generic[T]):
         records' two snapshot point reads until they were once found right.
         """
         self._router.check_type(tr)
-        shards = self._router.shards
-        if any(shard.store.read(tr, limit=1) for shard in shards):
-            return False
-        if any(shard.store.groups.any_turn(tr) for shard in shards):
-            return False
-        reader: Any = getattr(tr, "snapshot", tr)
-        version: int = reader.get_read_version().wait()
-        return not any(shard.waiting_elsewhere(reader, version) for shard in self._router.shards)
+        return self._router.empty(tr)
 
     @transactional
     def size(self, tr: TransactionContext) -> int:
@@ -460,11 +414,7 @@ class QueueBase(Generic[T]):
         conflict.
         """
         self._router.check_type(tr)
-        counters = [tr.get(shard.store.size_key) for shard in self._router.shards]
-        reader: Any = getattr(tr, "snapshot", tr)
-        version: int = reader.get_read_version().wait()
-        elsewhere = sum(shard.waiting_elsewhere(reader, version) for shard in self._router.shards)
-        return sum(ItemStore.counter_value(counter) for counter in counters) + elsewhere
+        return self._router.size(tr)
 
     def peek_many(self, tr: TransactionContext, n: int | None) -> list[T]:
         """Return up to ``n`` values from the front (None: every item), in key order, without
@@ -501,15 +451,7 @@ class QueueBase(Generic[T]):
     def _peeked(self, tr: TransactionContext, n: int | None) -> list[tuple[Shard, bytes, T]]:
         """:meth:`peek_many`'s items, each as ``(shard, key, value)``: its shard and key
         (where a PriorityQueue finds its priority). Raises and costs as :meth:`peek_many`."""
-        limit = check_limit(n, "n")
-        return self._router.merged(
-            limit,
-            lambda shard, left: [
-                (shard, key, value)
-                for key, value in read_pages(tr, left, self._router.checked(shard.peek_page))
-            ],
-            lambda shard, found: shard.peek_rank(found[1]),
-        )
+        return self._router.peeked(tr, check_limit(n, "n"))
 
     @transactional
     def requests_in_line(self, tr: TransactionContext, limit: int = 10_000) -> int:
@@ -592,20 +534,7 @@ class QueueBase(Generic[T]):
         each = [shard.info(context, read_version) for shard in self._router.shards]
         if len(each) == 1:  # QueueInfo.shards is empty for a queue of one shard
             return each[0]
-        counted = {
-            field.name: sum(getattr(one, field.name) for one in each)
-            for field in dataclasses.fields(QueueInfo)
-            if field.name not in ("oldest", "oldest_age", "read_version", "shards", "paused")
-        }
-        waited = [one.oldest_age for one in each if one.oldest_age is not None]
-        return QueueInfo(
-            **counted,
-            oldest_age=max(waited) if waited else None,
-            oldest=self._oldest(context),
-            read_version=read_version,
-            paused=each[0].paused,
-            shards=tuple(each),
-        )
+        return QueueInfo.over_shards(each, self._oldest(context), read_version)
 
     @transactional
     def oldest_age(self, tr: TransactionContext) -> float | None:
@@ -728,15 +657,10 @@ class QueueBase(Generic[T]):
         """:meth:`pause` (``paused``) or :meth:`resume`, named ``verb`` in errors."""
         check_context(tr, f"{type(self).__name__}.{verb}()")
         require_writable(tr, verb)
-        stores = [shard.store for shard in self._router.shards]
-
-        def wake(inner: Any) -> None:
-            for store in stores:
-                store.signal(inner)
 
         def body(inner: Any) -> bool:
             self._router.check_type(inner)
-            return self._store.pause.set(inner, paused, wake)
+            return self._store.pause.set(inner, paused, self._router.signal)
 
         return self._in_transaction(tr, body, wrote=bool)
 
@@ -772,22 +696,7 @@ class QueueBase(Generic[T]):
 
         Cost per page: one range read and a point read per dead letter (issued together).
         """
-        wanted = check_limit(limit)
-        rank = None if after is None else self._shard_of(after).dead_letter_rank(after)
-
-        def start(shard: Shard) -> bytes | None:
-            return None if rank is None else shard.dead_letters.subspace.pack(rank)
-
-        return self._router.merged(
-            wanted,
-            lambda shard, left: read_pages(
-                tr,
-                left,
-                self._router.checked(shard.dead_letters_page, start(shard)),
-                start(shard),
-            ),
-            Shard.dead_letter_rank,
-        )
+        return self._router.dead_letters(tr, check_limit(limit), after)
 
     def purge_dead_letters(self, tr: TransactionContext, limit: int | None = None) -> int:
         """Remove up to ``limit`` dead letters (None: all of them), oldest first (over every
@@ -807,18 +716,7 @@ class QueueBase(Generic[T]):
         """
         wanted = check_limit(limit)
         self._router.check_type(tr)
-
-        def purge(shard: Shard, left: int | None) -> int:
-            purged = 0
-            while left is None or purged < left:
-                count = PAGE_SIZE if left is None else min(PAGE_SIZE, left - purged)
-                removed = shard.purge_dead_letters(tr, count)
-                purged += removed
-                if removed < count:
-                    break
-            return purged
-
-        return self._each_oldest_dead_letters(tr, wanted, purge)
+        return self._router.purge_dead_letters(tr, wanted)
 
     def requeue_dead_letters(self, tr: TransactionContext, limit: int = 1000) -> int:
         """Enqueue up to ``limit`` dead letters again, oldest first (over every shard), as new
@@ -841,20 +739,7 @@ class QueueBase(Generic[T]):
         counter: a requeued item counts as enqueued, :attr:`~fdbqueue.QueueInfo.enqueued`).
         """
         check_count(limit, "limit")
-
-        def requeue(shard: Shard, left: int | None) -> int:
-            assert left is not None
-            if not is_database(tr):
-                return shard.requeue_dead_letters(tr, left)
-            moved = 0
-            while moved < left:
-                batch = shard.requeue_dead_letters(tr, left - moved)
-                if batch == 0:
-                    break
-                moved += batch
-            return moved
-
-        return self._each_oldest_dead_letters(tr, limit, requeue)
+        return self._router.requeue_dead_letters(tr, limit)
 
     def requeue_dead_letter(self, tr: TransactionContext, letter: DeadLetter[Any]) -> bool:
         """Enqueue one dead letter (as :meth:`dead_letters` listed it) again, as a new item at
@@ -877,63 +762,14 @@ class QueueBase(Generic[T]):
         Cost: two point reads, two clears and an enqueue's snapshot read, set and two atomic
         adds; for a job, a point read of its record, a set and a clear.
         """
-        return self._shard_of(letter).requeue_dead_letter(tr, letter.key)
+        return self._router.shard_of_letter(letter).requeue_dead_letter(tr, letter.key)
 
     def purge_dead_letter(self, tr: TransactionContext, letter: DeadLetter[Any]) -> bool:
         """Remove one dead letter (as :meth:`dead_letters` listed it) with its held value, for
         good. Arguments, result and ValueError as :meth:`requeue_dead_letter` (the type
         records are not read). Cost: one point read (a read conflict on it) and two clears.
         """
-        return self._shard_of(letter).purge_dead_letter(tr, letter.key)
-
-    def _shard_of(self, letter: DeadLetter[Any]) -> Shard:
-        """The shard that stores ``letter``'s record.
-
-        Raises:
-            ValueError: none does.
-        """
-        for shard in self._router.shards:
-            if shard.dead_letters.begin <= letter.key < shard.dead_letters.end:
-                return shard
-        raise ValueError(f"dead letter {letter.id} is not one of {self!r}'s")
-
-    def _each_oldest_dead_letters(
-        self, tr: TransactionContext, limit: int | None, act: Callable[[Shard, int | None], int]
-    ) -> int:
-        """``act(shard, count)`` in each shard holding some of the ``limit`` oldest dead
-        letters over every shard (None: all of them), ``count`` how many it holds; the sum
-        of what ``act`` returned. Cost, for a limit on a queue of several shards: a snapshot
-        range read of up to ``limit`` dead letter records per shard, issued together, in a
-        transaction of its own given a Database."""
-        shards = self._router.shards
-        if limit is None or len(shards) == 1:  # every dead letter, or one shard's oldest
-            counts: list[int | None] = [limit] * len(shards)
-        else:
-            oldest = functools.partial(self._oldest_dead_letters, limit)
-            counts = list(run_in_retry_loop(tr, oldest) if is_database(tr) else oldest(tr))
-        return sum(
-            act(shard, count)
-            for shard, count in zip(shards, counts, strict=True)
-            if count is None or count > 0
-        )
-
-    def _oldest_dead_letters(self, limit: int, tr: Any) -> list[int]:
-        """How many of the ``limit`` oldest dead letters over every shard each shard holds."""
-        reader: Any = getattr(tr, "snapshot", tr)
-        shards = self._router.shards
-        reads = [
-            reader.get_range(s.dead_letters.begin, s.dead_letters.end, limit=limit) for s in shards
-        ]
-        ranked = heapq.merge(
-            *[
-                [(tuple(shard.dead_letters.subspace.unpack(kv.key)), k) for kv in read]
-                for k, (shard, read) in enumerate(zip(shards, reads, strict=True))
-            ]
-        )
-        counts = [0] * len(shards)
-        for _rank, k in itertools.islice(ranked, limit):
-            counts[k] += 1
-        return counts
+        return self._router.shard_of_letter(letter).purge_dead_letter(tr, letter.key)
 
     # -- held leases ------------------------------------------------------------------------
 
@@ -1009,13 +845,8 @@ class QueueBase(Generic[T]):
         """
         holds = self._router.shards[0].leases.holds
         batch = holds.check_many(leases, "ack_many", self._router.holds_key)
-        batches: dict[int, tuple[Shard, list[Lease[Any]]]] = {}
-        for lease in batch:  # by the shard that holds each
-            shard = self._router.for_lease(lease, "ack_many")
-            batches.setdefault(id(shard), (shard, []))[1].append(lease)
-        if batches:
-            ordered = list(batches.values())
-            ordered[0][0].ack_batches(tr, ordered)
+        if batch:
+            self._router.ack_many(tr, batch)
 
     def ack_with(self, database: Any, lease: Lease[Any], body: Callable[[Any], object]) -> None:
         """Run ``body(tr)``, then acknowledge ``lease``, in one transaction of ``database``,
@@ -1060,8 +891,7 @@ class QueueBase(Generic[T]):
         """
         plain = delay is None or (type(delay) in (int, float) and delay == 0)
         seconds = 0.0 if plain else check_lease_seconds(delay)
-        if error is not None and not isinstance(error, BaseException):
-            raise TypeError(f"error must be an exception, not {type(error).__name__}")
+        check_error(error)
         self._router.for_lease(lease, "release").release(tr, lease, seconds, error)
 
     def dead_letter(
@@ -1082,8 +912,7 @@ class QueueBase(Generic[T]):
         """
         if not isinstance(reason, str):
             raise TypeError(f"reason must be a str, not {type(reason).__name__}")
-        if error is not None and not isinstance(error, BaseException):
-            raise TypeError(f"error must be an exception, not {type(error).__name__}")
+        check_error(error)
         self._router.for_lease(lease, "dead_letter").dead_letter(tr, lease, reason, error)
 
     def extend(self, tr: TransactionContext, lease: Lease[V], seconds: float) -> Lease[V]:

@@ -10,22 +10,25 @@ Source followed: ``fdb/directory_impl.py`` for the layer's conventions (``tr`` f
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypedDict, TypeVar
+from typing import Any, NamedTuple, TypedDict, TypeVar
 
-from fdbqueue._checks import check_count, check_flag
+from fdbqueue._checks import check_count, check_flag, check_keywords, check_seconds
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, check_abandon_after
-from fdbqueue._delivery.deduplication import DEFAULT_DEDUP_WINDOW
+from fdbqueue._delivery.deduplication import DEFAULT_DEDUP_WINDOW, check_dedup_window
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, check_max_deliveries
+from fdbqueue._delivery.time_limits import check_time_limit
 from fdbqueue._storage.jobs import RESULT_TTL
 from fdbqueue._transactions.transactional import is_database, is_transaction
-from fdbqueue.codecs import Codec
+from fdbqueue.codecs import Codec, resolve_result_codec
 
 __all__ = [
     "PAGE_SIZE",
     "QUEUE_DEFAULTS",
     "QueueOptions",
     "ReadPage",
+    "Settings",
     "check_limit",
+    "check_options",
     "check_queue_arguments",
     "read_pages",
 ]
@@ -110,6 +113,50 @@ def read_pages(
             break
         after = last
     return found
+
+
+class Settings(NamedTuple):
+    """:class:`QueueOptions` checked, each left out at its :data:`QUEUE_DEFAULTS` value
+    (:func:`check_options`); ``abandon_after``, ``dedup_window``, ``result_ttl`` and
+    ``time_limit`` in seconds."""
+
+    high_contention: bool
+    abandon_after: float
+    max_deliveries: int | None
+    exactly_once: bool
+    shards: Any  # checked by the router (fdbqueue._queues.router.check_shards)
+    dedup_window: float
+    result_ttl: float
+    result_codec: Codec[Any]
+    time_limit: float | None
+
+
+def check_options(options: QueueOptions, where: str) -> Settings:
+    """The :class:`Settings` of ``options`` (a queue constructor's, named ``where``).
+
+    Raises:
+        TypeError, ValueError: an unknown option, or a bad value (see
+            :func:`check_queue_arguments`, and each option's check), before anything is
+            read or written.
+    """
+    check_keywords(options, QueueOptions, where)
+    given: QueueOptions = {**QUEUE_DEFAULTS, **options}
+    window = check_dedup_window(given["dedup_window"])
+    max_deliveries = given["max_deliveries"]
+    seconds = check_queue_arguments(
+        given["high_contention"], given["abandon_after"], max_deliveries
+    )
+    return Settings(
+        high_contention=given["high_contention"],
+        abandon_after=seconds,
+        max_deliveries=max_deliveries,
+        exactly_once=check_flag(given["exactly_once"], "exactly_once"),
+        shards=given["shards"],
+        dedup_window=window,
+        result_ttl=check_seconds(given["result_ttl"], "result_ttl", allow_zero=True),
+        result_codec=resolve_result_codec(given["result_codec"]),
+        time_limit=check_time_limit(given["time_limit"]),
+    )
 
 
 def check_queue_arguments(high_contention: Any, abandon_after: Any, max_deliveries: Any) -> float:

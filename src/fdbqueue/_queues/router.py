@@ -35,6 +35,7 @@ distribution (shards split by size and write bandwidth) for why the shards are k
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import random
@@ -46,13 +47,20 @@ import fdb.tuple
 
 from fdbqueue._consuming.ends import End
 from fdbqueue._delivery.leases import Lease
-from fdbqueue._queues.options import ReadPage
+from fdbqueue._queues.options import PAGE_SIZE, ReadPage, read_pages
 from fdbqueue._queues.shard import Shard
 from fdbqueue._queues.sharded_end import FifoShardedEnd, PriorityShardedEnd, ShardedEnd
+from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._storage.groups import check_group
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._transactions.receipts import exactly_once
-from fdbqueue._transactions.transactional import AnyContext, TransactionContext, transactional
+from fdbqueue._transactions.transactional import (
+    AnyContext,
+    TransactionContext,
+    is_database,
+    run_in_retry_loop,
+    transactional,
+)
 
 __all__ = ["MAX_SHARDS", "Router", "check_shards"]
 
@@ -283,3 +291,167 @@ class Router:
         ]
         merged = heapq.merge(*listings, key=lambda ranked: ranked[:2])
         return [found for _rank, _k, found in itertools.islice(merged, limit)]
+
+    # -- dead letters (for the queue's verbs) -------------------------------------------
+
+    def dead_letters(
+        self, tr: TransactionContext, limit: int | None, after: DeadLetter[Any] | None
+    ) -> list[Any]:
+        """Up to ``limit`` dead letters (None: all), oldest first, those younger than
+        ``after`` when given, every shard's read page by page and merged by age
+        (:meth:`fdbqueue.Queue.dead_letters`)."""
+        rank = None if after is None else self.shard_of_letter(after).dead_letter_rank(after)
+
+        def start(shard: Shard) -> bytes | None:
+            return None if rank is None else shard.dead_letters.subspace.pack(rank)
+
+        return self.merged(
+            limit,
+            lambda shard, left: read_pages(
+                tr, left, self.checked(shard.dead_letters_page, start(shard)), start(shard)
+            ),
+            Shard.dead_letter_rank,
+        )
+
+    def purge_dead_letters(self, tr: TransactionContext, limit: int | None) -> int:
+        """Remove the ``limit`` oldest dead letters over every shard (None: all), a page at a
+        time (:meth:`fdbqueue.Queue.purge_dead_letters`); how many."""
+
+        def purge(shard: Shard, left: int | None) -> int:
+            purged = 0
+            while left is None or purged < left:
+                count = PAGE_SIZE if left is None else min(PAGE_SIZE, left - purged)
+                removed = shard.purge_dead_letters(tr, count)
+                purged += removed
+                if removed < count:
+                    break
+            return purged
+
+        return self.each_oldest_dead_letters(tr, limit, purge)
+
+    def requeue_dead_letters(self, tr: TransactionContext, limit: int) -> int:
+        """Requeue the ``limit`` oldest dead letters over every shard, in transactions of the
+        bytes' size given a Database, what fits one given a Transaction
+        (:meth:`fdbqueue.Queue.requeue_dead_letters`); how many."""
+
+        def requeue(shard: Shard, left: int | None) -> int:
+            assert left is not None
+            if not is_database(tr):
+                return shard.requeue_dead_letters(tr, left)
+            moved = 0
+            while moved < left:
+                batch = shard.requeue_dead_letters(tr, left - moved)
+                if batch == 0:
+                    break
+                moved += batch
+            return moved
+
+        return self.each_oldest_dead_letters(tr, limit, requeue)
+
+    def shard_of_letter(self, letter: DeadLetter[Any]) -> Shard:
+        """The shard that stores ``letter``'s record.
+
+        Raises:
+            ValueError: none does.
+        """
+        for shard in self.shards:
+            if shard.dead_letters.begin <= letter.key < shard.dead_letters.end:
+                return shard
+        raise ValueError(f"dead letter {letter.id} is not one of {self.root.metric_name}'s")
+
+    def each_oldest_dead_letters(
+        self, tr: TransactionContext, limit: int | None, act: Callable[[Shard, int | None], int]
+    ) -> int:
+        """``act(shard, count)`` in each shard holding some of the ``limit`` oldest dead
+        letters over every shard (None: all of them), ``count`` how many it holds; the sum
+        of what ``act`` returned. Cost, for a limit on a queue of several shards: a snapshot
+        range read of up to ``limit`` dead letter records per shard, issued together, in a
+        transaction of its own given a Database."""
+        shards = self.shards
+        if limit is None or len(shards) == 1:  # every dead letter, or one shard's oldest
+            counts: list[int | None] = [limit] * len(shards)
+        else:
+            oldest = functools.partial(self.oldest_dead_letters, limit)
+            counts = list(run_in_retry_loop(tr, oldest) if is_database(tr) else oldest(tr))
+        return sum(
+            act(shard, count)
+            for shard, count in zip(shards, counts, strict=True)
+            if count is None or count > 0
+        )
+
+    def oldest_dead_letters(self, limit: int, tr: Any) -> list[int]:
+        """How many of the ``limit`` oldest dead letters over every shard each shard holds."""
+        reader: Any = getattr(tr, "snapshot", tr)
+        shards = self.shards
+        reads = [
+            reader.get_range(s.dead_letters.begin, s.dead_letters.end, limit=limit) for s in shards
+        ]
+        ranked = heapq.merge(
+            *[
+                [(tuple(shard.dead_letters.subspace.unpack(kv.key)), k) for kv in read]
+                for k, (shard, read) in enumerate(zip(shards, reads, strict=True))
+            ]
+        )
+        counts = [0] * len(shards)
+        for _rank, k in itertools.islice(ranked, limit):
+            counts[k] += 1
+        return counts
+
+    # -- jobs and leases over the shards ---------------------------------------------------
+
+    def withdraw(self, tr: AnyContext, key: bytes, job: bytes) -> bool:
+        """Remove the cancelled job ``job``'s item at ``key`` from whichever shard holds it
+        (:meth:`Shard.withdraw`, a :data:`~fdbqueue._storage.jobs.Withdraw`); whether one
+        did."""
+        return any(shard.withdraw(tr, key, job) for shard in self.shards)
+
+    def ack_many(self, tr: TransactionContext, leases: list[Lease[Any]]) -> None:
+        """Acknowledge ``leases`` (checked) in one transaction, each by the shard that holds
+        it (:meth:`Shard.ack_batches`)."""
+        batches: dict[int, tuple[Shard, list[Lease[Any]]]] = {}
+        for lease in leases:  # by the shard that holds each
+            shard = self.for_lease(lease, "ack_many")
+            batches.setdefault(id(shard), (shard, []))[1].append(lease)
+        ordered = list(batches.values())
+        ordered[0][0].ack_batches(tr, ordered)
+
+    # -- the whole queue, over the shards (for the queue's views) ---------------------------
+
+    def empty(self, tr: AnyContext) -> bool:
+        """Whether no shard holds an item a take could return (:meth:`fdbqueue.Queue.empty`):
+        none at any shard's front, no group's turn, nothing waiting in a lease or a delayed
+        record due."""
+        shards = self.shards
+        if any(shard.store.read(tr, limit=1) for shard in shards):
+            return False
+        if any(shard.store.groups.any_turn(tr) for shard in shards):
+            return False
+        reader: Any = getattr(tr, "snapshot", tr)
+        version: int = reader.get_read_version().wait()
+        return not any(shard.waiting_elsewhere(reader, version) for shard in shards)
+
+    def size(self, tr: AnyContext) -> int:
+        """The shards' size counters and what waits elsewhere in them, summed
+        (:meth:`fdbqueue.Queue.size`)."""
+        counters = [tr.get(shard.store.size_key) for shard in self.shards]
+        reader: Any = getattr(tr, "snapshot", tr)
+        version: int = reader.get_read_version().wait()
+        elsewhere = sum(shard.waiting_elsewhere(reader, version) for shard in self.shards)
+        return sum(ItemStore.counter_value(counter) for counter in counters) + elsewhere
+
+    def peeked(self, tr: TransactionContext, limit: int | None) -> list[tuple[Shard, bytes, Any]]:
+        """Up to ``limit`` of the values the next takes return (None: all), each with its
+        shard and key, every shard's merged in take order (:meth:`fdbqueue.Queue.peek_many`)."""
+        return self.merged(
+            limit,
+            lambda shard, left: [
+                (shard, key, value)
+                for key, value in read_pages(tr, left, self.checked(shard.peek_page))
+            ],
+            lambda shard, found: shard.peek_rank(found[1]),
+        )
+
+    def signal(self, tr: AnyContext) -> None:
+        """Bump every shard's signal key, so blocked takes wake (a resume)."""
+        for shard in self.shards:
+            shard.store.signal(tr)

@@ -110,8 +110,11 @@ import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import _clock, _keycodec
+from fdbqueue._transactions.transactional import run_in_retry_loop
+from fdbqueue._transactions.waiting import take_blocking
 from fdbqueue._wording import FAILURE_MESSAGE_CHARACTERS, describe_failure
 from fdbqueue.codecs import MAX_VALUE_BYTES, Codec, Undecodable, decode_or_undecodable
+from fdbqueue.errors import JobFailedError, ResultNotKeptError
 
 __all__ = [
     "FINISHED",
@@ -312,6 +315,26 @@ class JobInfo:
     def finished(self) -> bool:
         """Whether the job ended: succeeded, dead or cancelled."""
         return self.state in FINISHED
+
+    def outcome(self) -> Any:
+        """What :meth:`fdbqueue.Queue.result` returns for this finished job: its result.
+
+        Raises:
+            ResultNotKeptError: it succeeded, but its result could not be kept.
+            JobFailedError: it ended ``dead`` or ``cancelled``.
+        """
+        if self.state == "succeeded":
+            if self.result_error is not None:
+                raise ResultNotKeptError(
+                    f"job {self.id} succeeded, but {self.result_error}", self, self.result_error
+                )
+            return self.result
+        raise JobFailedError(
+            f"job {self.id} ended {self.state}"
+            + (f": {self.error[0]}: {self.error[1]}" if self.error else ""),
+            self,
+            self.error,
+        )
 
 
 def _seconds(microseconds: int) -> float | None:
@@ -600,6 +623,35 @@ class Jobs:
             return JobRecord.parse(bytes(future))
         except ValueError:
             return None
+
+    def wait_finished(
+        self, database: Any, job_id: bytes, results: ResultFormat, seconds: float | None
+    ) -> JobInfo | None:
+        """Wait until the job ``job_id`` finished, at most ``seconds`` (None: no limit), on a
+        watch of its record (:func:`~fdbqueue._transactions.waiting.take_blocking`); its
+        :class:`JobInfo` then (its results read by ``results``), or None when the time ran
+        out.
+
+        Raises:
+            KeyError: no such job (never submitted, or cleared ``result_ttl`` seconds after
+                it finished).
+
+        Cost: a snapshot point read per look, in a transaction of its own, and a watch
+        between looks."""
+
+        def look(db: Any, _deadline: float | None) -> JobInfo | None:
+            info: JobInfo | None = run_in_retry_loop(
+                db, lambda tr: self.info(tr.snapshot, job_id, results)
+            )
+            if info is None:
+                raise KeyError(
+                    f"no job {job_id.hex()} in this queue: never submitted, or cleared "
+                    "result_ttl seconds after it finished"
+                )
+            return info if info.finished else None
+
+        finished: JobInfo | None = take_blocking(database, look, self.key(job_id), seconds)
+        return finished
 
     def info(self, reader: Any, job_id: bytes, results: ResultFormat) -> JobInfo | None:
         """What :meth:`fdbqueue.Queue.job` returns (``results``: how the queue's results are

@@ -9,6 +9,7 @@ which enqueues write blind: an upper bound of the oldest item's age, less than 5
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,3 +79,23 @@ class QueueInfo:
     enqueued: int = 0
     paused: bool = False
     shards: tuple[QueueInfo, ...] = ()
+
+    @classmethod
+    def over_shards(cls, each: list[QueueInfo], oldest: Any, read_version: int) -> QueueInfo:
+        """A sharded queue's figures from ``each`` shard's (read at ``read_version``): the
+        counts summed, the oldest age the largest, ``oldest`` the value its next take
+        returns."""
+        counted = {
+            field.name: sum(getattr(one, field.name) for one in each)
+            for field in dataclasses.fields(cls)
+            if field.name not in ("oldest", "oldest_age", "read_version", "shards", "paused")
+        }
+        waited = [one.oldest_age for one in each if one.oldest_age is not None]
+        return cls(
+            **counted,
+            oldest_age=max(waited) if waited else None,
+            oldest=oldest,
+            read_version=read_version,
+            paused=each[0].paused,
+            shards=tuple(each),
+        )
