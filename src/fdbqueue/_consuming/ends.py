@@ -35,7 +35,8 @@ from fdbqueue._delivery.claims import Leases, claimed_something, leases_unexpire
 from fdbqueue._delivery.delays import DelayedItems, soonest
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
-from fdbqueue._storage.features import DELAYS, GROUPS, LEASES, PAUSE
+from fdbqueue._storage.features import DELAYS, GROUPS, JOBS, LEASES, PAUSE
+from fdbqueue._storage.jobs import job_of
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken, TakenItem
 from fdbqueue._transactions.receipts import exactly_once
@@ -191,7 +192,8 @@ class End:
         none, or :data:`~fdbqueue._storage.taking.MOVED_ASIDE` when it only moved poison
         aside. A queue whose feature record showed no feature takes by :meth:`_take_first`,
         the plan without a feature's step; any other by :meth:`take_batch_in`."""
-        if self.store.features.known == 0:
+        known = self.store.features.known  # (planned(), without its call on the hot path)
+        if known is not None and not known & ~JOBS:
             value = self._take_first(tr)
             if value is not _REPLAN:
                 return value
@@ -204,32 +206,39 @@ class End:
 
     def _take_first(self, tr: AnyContext) -> Any:
         """:meth:`take_batch_in` of one item, planned for a queue that never used a feature
-        (:mod:`fdbqueue._storage.features`): the same reads and writes, without a feature's
-        step (:meth:`_first_item`), the item counted out of the size. The value, or None
+        (:mod:`fdbqueue._storage.features`) but jobs: the same reads and writes, without a
+        feature's step (:meth:`_first_item`), the item counted out of the size (a job's
+        ``succeeded``, :meth:`~fdbqueue._storage.jobs.Jobs.taken`). The value, or None
         when the end is empty; :data:`_REPLAN` when the take needs its full plan: the caller
         then takes by :meth:`take_batch_in` in the same transaction, before anything was
         written."""
         store = self.store
         record = store.features.read(tr)
         first = self.read(tr, 1, False, False)
-        if store.features.check(record) != 0:
+        bits = store.features.check(record)
+        if bits is None or bits & ~JOBS:
             return _REPLAN
         if not first:
             return None
-        taken = self._first_item(tr, first[0])
-        if taken is not _REPLAN:
-            store.dequeued(tr, 1)
-            return taken[2]
-        return _REPLAN
+        taken = self._first_item(tr, first[0], bits)
+        if taken is _REPLAN:
+            return _REPLAN
+        _key, _encoded, value, job, job_record = taken
+        if job is not None:  # handed to the caller: done
+            store.jobs.taken(tr, job, job_record)
+        store.dequeued(tr, 1)
+        return value
 
-    def _first_item(self, tr: AnyContext, item: Any) -> Any:
+    def _first_item(self, tr: AnyContext, item: Any, bits: int) -> Any:
         """Take ``item``, the first at this end, as :func:`~fdbqueue._storage.taking.take` takes
-        an item of a queue that never used a feature: check its key
+        an item of a queue that used no feature but (in ``bits``) jobs: check its key
         (:meth:`~fdbqueue._storage.store.ItemStore.unpack_position`; a foreign key raises),
-        decode its value, clear it, and clear the ``began`` records behind it when it began a
-        bucket (:meth:`~fdbqueue._storage.ages.ItemAges.taken`). Its key, stored bytes and
-        value (not counted out of the size), or :data:`_REPLAN` for a value that does not
-        decode (the full take moves it aside), nothing written then."""
+        decode its value, read a job's record (a read conflict: a cancel at the same time
+        conflicts), clear it, and clear the ``began`` records behind it when it began a
+        bucket (:meth:`~fdbqueue._storage.ages.ItemAges.taken`). The fields of its
+        :class:`~fdbqueue._storage.taking.TakenItem` (not counted out of the size), or
+        :data:`_REPLAN` for a value that does not decode or a cancelled job's (the full take
+        moves it aside, or drops it), nothing written then."""
         store = self.store
         key = item.key
         position = store.unpack_position(key)  # a foreign key raises before any write
@@ -238,13 +247,20 @@ class End:
             value = store.decode(encoded)
         except Exception:  # a codec may raise anything on foreign bytes: the full take's
             return _REPLAN
+        job = job_of(encoded) if bits else None
+        record = None
+        if job is not None:  # a job's item: its record says whether it goes on
+            jobs = store.jobs
+            record = jobs.parsed(jobs.read(tr, job))
+            if record is not None and record.state == "cancelled":
+                return _REPLAN
         del tr[key]
         store.ages.taken(tr, position, position, lower=self.lower, higher=self.higher)
-        return key, encoded, value
+        return key, encoded, value, job, record
 
     def _claim_first(self, tr: AnyContext, seconds: float) -> Any:
         """:meth:`claim_batch` of one item, planned for a queue of one shard that used no
-        feature but leases: the feature record, the first lease (a snapshot probe) and the
+        feature but leases and jobs: the feature record, the first lease (a snapshot probe) and the
         front read together; when no lease waits (expired or released), the first item
         (:meth:`_first_item`) leased (:meth:`~fdbqueue._delivery.claims.Leases.lease_taken`).
         The leases; the reads (:data:`Reads`) when a lease waits, for the full claim to go on
@@ -256,7 +272,7 @@ class End:
         probe = self.leases.first_lease(tr.snapshot)
         first = self.read(tr, 1, False, False)
         bits = features.check(record)
-        if bits is None or bits & ~LEASES:
+        if bits is None or bits & ~(LEASES | JOBS):
             return _REPLAN
         version = tr.get_read_version().wait()
         probed = list(probe)
@@ -264,7 +280,7 @@ class End:
             return bits, None, [probed], None, first  # a lease waits: the full claim's reads
         if not first:
             return []
-        taken = self._first_item(tr, first[0])
+        taken = self._first_item(tr, first[0], bits & JOBS)
         if taken is _REPLAN:
             return _REPLAN
         return self.leases.lease_taken(tr, [TakenItem(*taken)], version, seconds, bits)
@@ -364,7 +380,8 @@ class End:
         finds one. A paused queue: ``[]``, nothing written."""
         require_writable(tr, "claim")
         reads: Any = _REPLAN
-        if n == 1 and not self.leases.others and not self.store.features.planned() & ~LEASES:
+        plain = not self.store.features.planned() & ~(LEASES | JOBS)
+        if n == 1 and plain and not self.leases.others:
             reads = self._claim_first(tr, seconds)
             if isinstance(reads, list):
                 return reads  # the leases
