@@ -40,7 +40,12 @@ from fdbqueue._storage.jobs import job_of
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken, TakenItem
 from fdbqueue._transactions.receipts import exactly_once
-from fdbqueue._transactions.transactional import AnyContext, is_database, require_writable
+from fdbqueue._transactions.transactional import (
+    AnyContext,
+    check_context,
+    is_database,
+    require_writable,
+)
 from fdbqueue._transactions.waiting import take_blocking
 
 __all__ = ["End", "ReadEnd"]
@@ -181,10 +186,11 @@ class End:
             while value is MOVED_ASIDE:  # it only moved poison aside (and committed that)
                 value = run(tr, self.take_in, wrote=_taken)
             return value
+        check_context(tr, self.action)
         require_writable(tr, self.action)
-        value = self._take(tr)
+        value = self.take_in(tr)
         while value is MOVED_ASIDE:
-            value = self._take(tr)
+            value = self.take_in(tr)
         return value
 
     def take_in(self, tr: AnyContext) -> Any:
@@ -201,8 +207,6 @@ class End:
         if values is MOVED_ASIDE:
             return MOVED_ASIDE
         return values[0] if values else None
-
-    _take = exactly_once(wrote=_taken)(take_in)
 
     def _take_first(self, tr: AnyContext) -> Any:
         """:meth:`take_batch_in` of one item, planned for a queue that never used a feature

@@ -233,8 +233,12 @@ class Shard:
         return True
 
     def put_one(self, tr: AnyContext, encoded: bytes) -> None:
-        """:meth:`put` of one value at the back, inside ``tr``."""
-        self.put(tr, [encoded], (), 0.0)
+        """:meth:`put` of one value at the back, inside ``tr``: its plain branch."""
+        store = self.store
+        self.append(
+            tr, [encoded], (), functools.partial(store.check_type, tr, store.recorded_type(tr))
+        )
+        store.add_to_enqueued(tr, 1)
 
     def put(
         self,
