@@ -74,6 +74,7 @@ from fdbqueue._queues.sharded_consumer import (
     PriorityShardedConsumer,
     SharedSessions,
 )
+from fdbqueue._storage.features import DELAYS, GROUPS, LEASES, PAUSE
 from fdbqueue._storage.taking import MOVED_ASIDE
 from fdbqueue._transactions.suspension import current_operation
 from fdbqueue._transactions.transactional import AnyContext, is_database, run_in_retry_loop
@@ -108,25 +109,29 @@ def holding_items(tr: Any, ends: list[End], *, taking: bool = True) -> list[End]
         return []
     reader = tr.snapshot
     pause = ends[0].store.pause
-    paused = pause.look(tr) if taking else None
+    plan = ends[0].store.features.planned()  # the features read for (fdbqueue._storage.features)
+    paused = pause.look(tr) if taking and plan & PAUSE else None
     records = [end.store.recorded_codec(tr) for end in ends]
     sizes = [reader.get(end.store.size_key) for end in ends]
-    hints = [reader.get(end.delays.hint_key) for end in ends]
-    counts = [reader.get(end.store.groups.count_key) for end in ends]
-    firsts = [end.leases.first_lease(reader) for end in ends]
+    hints = [reader.get(end.delays.hint_key) if plan & DELAYS else None for end in ends]
+    counts = [reader.get(end.store.groups.count_key) if plan & GROUPS else None for end in ends]
+    firsts = [end.leases.first_lease(reader) if plan & LEASES else None for end in ends]
     version = tr.get_read_version().wait()
+    bits = 0
     for end, record in zip(ends, records, strict=True):
-        end.store.check_codec(record)  # another type, shard count or codec raises here
+        bits |= end.store.check_codec(record)  # another type, shard count or codec raises here
+    if bits & ~plan:  # a feature used for the first time since the plan was made
+        return holding_items(tr, ends, taking=taking)
     if paused is not None and pause.holds(paused):
         return []
     found = []
     for end, size, hint, count, first in zip(ends, sizes, hints, counts, firsts, strict=True):
-        due = end.delays.note(hint, version)  # a blocked take wakes when one falls due
-        if end.leases.note(first, version):
+        due = hint is not None and end.delays.note(hint, version)  # a blocked take wakes then
+        if first is not None and end.leases.note(first, version):
             found.append(end)  # a lease's item waits: a take there takes it first
             continue
         held = size.present() and _COUNTER.unpack(bytes(size))[0] > 0
-        grouped = count.present() and _COUNTER.unpack(bytes(count))[0] > 0
+        grouped = count is not None and count.present() and _COUNTER.unpack(bytes(count))[0] > 0
         if due or (held and (not grouped or _takeable(reader, end))):
             found.append(end)
     return found
