@@ -1244,8 +1244,10 @@ def test_a_features_first_use_reaches_a_consumer_that_planned_without_it(
         assert other.resume(db)
         assert shape.take() == "held back"
     else:
-        job = other.submit(db, "a job", priority=0) if shape.spec.priority else other.submit(
-            db, "a job"
+        job = (
+            other.submit(db, "a job", priority=0)
+            if shape.spec.priority
+            else other.submit(db, "a job")
         )
         assert shape.take() == "a job"
         assert shape.job(job.id).state == "succeeded"

@@ -662,11 +662,11 @@ def test_a_plain_take_reads_no_feature_a_queue_never_used(kind, shards, take):
     # neither hint that says whether those features hold anything (the groups' counter
     # "groups" and the delayed items' hint "next_due"), nor any other record of
     # FEATURE_NAMES (no turn, no delayed record, no group's item). A take choosing among
-    # several shards may still read the two hints (snapshot point reads, issued with its other reads),
-    # and nothing else of them, in any shard. What such a take reads besides: its front (a
-    # range read of the items), the feature record, for a sharded queue the lease records
-    # expired by its read version and a sharded priority queue each shard's first item. The
-    # reads are recorded by wrapping the in-memory database's transactions.
+    # several shards may still read the two hints (snapshot point reads, issued with its
+    # other reads), and nothing else of them, in any shard. What such a take reads besides:
+    # its front (a range read of the items), the feature record, for a sharded queue the
+    # lease records expired by its read version and a sharded priority queue each shard's
+    # first item. The reads are recorded by wrapping the in-memory database's transactions.
     db = memory.open()
     subspace = Subspace(("shard-promises", "plain"))
     queue = kind(subspace, shards=shards)
