@@ -363,9 +363,11 @@ class Receipts:
                 operation then surely did not take effect.
             Any error of ``body``; nothing took effect then either.
         """
-        call_id, books = (
-            (os.urandom(CALL_ID_BYTES), self.books(database)) if self.enabled else (b"", None)
-        )
+        if self.enabled:
+            call_id = os.urandom(CALL_ID_BYTES)
+            books: Books | None = self.books(database)
+        else:
+            call_id, books = b"", None
         tr = database.create_transaction()
         stale_commits = 0
         while True:
@@ -386,7 +388,8 @@ class Receipts:
                 except BaseException:  # cancelled (asyncio) before its commit was sent
                     self.unfinish(attempt)
                     raise
-            self.finish(attempt)
+            if attempt is not None:  # (finish, without its call on the hot path)
+                attempt.books.finished.append(attempt.receipt)
             if counts:  # empty while nothing records and no action waits
                 metrics.committed(counts)
             if (
