@@ -399,7 +399,9 @@ class End:
             probed = self.leases.unused()
         return self.leases.claim_many(tr, take_items, seconds, n, probed=probed, seen=bits)
 
-    def _read_front(self, tr: AnyContext, n: int, claiming: bool = False) -> Reads:
+    def _read_front(
+        self, tr: AnyContext, n: int, claiming: bool = False, plan: int | None = None
+    ) -> Reads:
         """Send a take's first reads for ``n`` items, all before any is waited on (one round
         trip): the feature record's and, of the features it planned
         (:meth:`~fdbqueue._storage.features.FeatureRecord.planned`), the paused key's, the
@@ -410,7 +412,8 @@ class End:
         the probe finds an expired lease are the waiting leases read with their conflict
         range, the probed lease's held value with them (a second round trip)."""
         store = self.store
-        plan = store.features.planned()
+        if plan is None:
+            plan = store.features.planned()
         codec_record = store.recorded_codec(tr)
         paused = store.pause.look(tr) if plan & PAUSE else None
         first_lease = None
@@ -426,7 +429,7 @@ class End:
             raise
         bits = store.check_codec(codec_record)
         if bits & ~plan:  # a feature used for the first time since the plan was made
-            return self._read_front(tr, n, claiming)
+            return self._read_front(tr, n, claiming, plan | bits)
         return bits, paused, first_lease, looked, first
 
     def _take_items(

@@ -94,7 +94,9 @@ SAMPLE = 2
 _COUNTER = struct.Struct("<q")
 
 
-def holding_items(tr: Any, ends: list[End], *, taking: bool = True) -> list[End]:
+def holding_items(
+    tr: Any, ends: list[End], *, taking: bool = True, plan: int | None = None
+) -> list[End]:
     """Those of ``ends`` holding items a take may take at ``tr``'s read version (size counter
     above 0, a delayed item due, or a lease expired or released), in their order; none while
     the queue is paused, for a take (``taking``; a peek looks anyway). The size
@@ -109,7 +111,8 @@ def holding_items(tr: Any, ends: list[End], *, taking: bool = True) -> list[End]
         return []
     reader = tr.snapshot
     pause = ends[0].store.pause
-    plan = ends[0].store.features.planned()  # the features read for (fdbqueue._storage.features)
+    if plan is None:  # the features read for (fdbqueue._storage.features)
+        plan = ends[0].store.features.planned()
     paused = pause.look(tr) if taking and plan & PAUSE else None
     records = [end.store.recorded_codec(tr) for end in ends]
     sizes = [reader.get(end.store.size_key) for end in ends]
@@ -121,7 +124,7 @@ def holding_items(tr: Any, ends: list[End], *, taking: bool = True) -> list[End]
     for end, record in zip(ends, records, strict=True):
         bits |= end.store.check_codec(record)  # another type, shard count or codec raises here
     if bits & ~plan:  # a feature used for the first time since the plan was made
-        return holding_items(tr, ends, taking=taking)
+        return holding_items(tr, ends, taking=taking, plan=plan | bits)
     if paused is not None and pause.holds(paused):
         return []
     found = []
