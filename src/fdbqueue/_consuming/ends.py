@@ -36,7 +36,6 @@ from fdbqueue._delivery.delays import DelayedItems, soonest
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
 from fdbqueue._storage.features import DELAYS, GROUPS, JOBS, LEASES, PAUSE
-from fdbqueue._storage.jobs import job_of
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken, TakenItem
 from fdbqueue._transactions.receipts import exactly_once
@@ -251,12 +250,10 @@ class End:
             value = store.decode(encoded)
         except Exception:  # a codec may raise anything on foreign bytes: the full take's
             return _REPLAN
-        job = job_of(encoded) if bits else None
-        record = None
-        if job is not None:  # a job's item: its record says whether it goes on
-            jobs = store.jobs
-            record = jobs.parsed(jobs.read(tr, job))
-            if record is not None and record.state == "cancelled":
+        job = record = None
+        if bits:  # a job's item: its record says whether it goes on
+            job, record, cancelled = taking.job_of_taken(store, tr, encoded)
+            if cancelled:
                 return _REPLAN
         del tr[key]
         store.ages.taken(tr, position, position, lower=self.lower, higher=self.higher)

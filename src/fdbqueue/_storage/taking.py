@@ -220,12 +220,9 @@ def take(
                 quarantined += 1
                 spent += 0 if moving else moved
                 continue
-            job = job_of(encoded) if jobs else None
-            record = None
+            job, record, cancelled = job_of_taken(store, tr, encoded) if jobs else _NO_JOB
             if job is not None:  # a job's item: its record says whether it goes on
-                records = store.jobs
-                record = records.parsed(records.read(tr, job))
-                if record is not None and record.state == "cancelled":
+                if cancelled:
                     store.groups.taken(tr, item, holding=False)  # no lease holds it
                     store.add_to_size(tr, -1)  # dropped: it never reaches a consumer
                     quarantined += 1
@@ -235,7 +232,7 @@ def take(
                         return Taken(taken, quarantined, budget_spent=True)
                     continue
                 if not moving:  # handed to the caller: done
-                    records.taken(tr, job, record)
+                    store.jobs.taken(tr, job, record)
             if grouped:
                 store.groups.taken(tr, item, holding=moving)  # a group's item: its turn ends
             taken.append(TakenItem(item.key, encoded, value, job, record))
@@ -245,6 +242,25 @@ def take(
                 break
     _forget_ages(store, tr, ungrouped, end)
     return Taken(taken, quarantined, budget_spent=False)
+
+
+#: :func:`job_of_taken`'s answer for an item of a queue that never had a job.
+_NO_JOB: tuple[None, None, bool] = (None, None, False)
+
+
+def job_of_taken(
+    store: ItemStore, tr: AnyContext, encoded: bytes
+) -> tuple[bytes | None, JobRecord | None, bool]:
+    """The job whose item a take took (its stored bytes ``encoded``; None for a plain item),
+    the job's record (None: none found) and whether the job was cancelled: a cancelled
+    job's item never reaches a consumer. Cost: for a job's item, a point read of its record
+    (a read conflict: a cancel at the same time conflicts)."""
+    job = job_of(encoded)
+    if job is None:
+        return _NO_JOB
+    records = store.jobs
+    record = records.parsed(records.read(tr, job))
+    return job, record, record is not None and record.state == "cancelled"
 
 
 def _forget_ages(
