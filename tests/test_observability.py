@@ -275,7 +275,7 @@ def kept_by_an_attempt(db: Any, queue: Queue) -> list[Any]:
     def both(tr: Any) -> list[Any]:
         queue.enqueue(tr, "kept?")
         assert queue.dequeue(tr) == "kept?"
-        return list(metrics._pending.get() or ())
+        return list(metrics.ATTEMPT_COUNTS.get() or ())
 
     return both(db)
 

@@ -54,6 +54,11 @@ def check_flag(flag: Any, name: str) -> bool:
     return flag
 
 
+_INFINITY = math.inf
+#: The largest int below which every int is a float exactly (2**53).
+_EXACT_INTS = 2**53
+
+
 def check_seconds(
     seconds: Any, name: str, *, allow_infinity: bool = False, allow_zero: bool = False
 ) -> float:
@@ -65,7 +70,15 @@ def check_seconds(
         ValueError: NaN, not > 0 (negative with ``allow_zero``), infinite when
             ``allow_infinity`` is False, or an int too large for a float (``10**400``).
     """
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+    kind = type(seconds)
+    # The usual cases first, where every check below passes: a positive finite float, or a
+    # positive int a float holds exactly.
+    if kind is float:
+        if 0 < seconds < _INFINITY:
+            return seconds  # type: ignore[no-any-return]
+    elif kind is int and 0 < seconds <= _EXACT_INTS:
+        return float(seconds)
+    if kind is bool or not isinstance(seconds, (int, float)):
         raise TypeError(f"{name} must be a number of seconds, not {type(seconds).__name__}")
     try:
         number = float(seconds)

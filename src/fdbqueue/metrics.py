@@ -136,7 +136,10 @@ Pending = list[tuple[str, int, dict[str, Any]] | Callable[[], None]]
 _NAMED: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
 _NAMED_MOST = 4096
 
-_pending: contextvars.ContextVar[Pending | None] = contextvars.ContextVar(
+#: The counts of the attempt in progress (None outside one): set by :class:`pending`, or by a
+#: retry loop itself on its hot path (``counts = []; token = ATTEMPT_COUNTS.set(counts)``,
+#: then ``ATTEMPT_COUNTS.reset(token)`` once the attempt ended, committed or not).
+ATTEMPT_COUNTS: contextvars.ContextVar[Pending | None] = contextvars.ContextVar(
     "fdbqueue_pending_metrics", default=None
 )
 
@@ -250,7 +253,7 @@ def add(key: str, amount: int = 1, *, at_once: bool = False, **attributes: Any) 
     if amount == 0 or (amount < 0 and key not in UP_DOWN_COUNTERS):
         return
     named = attributes_of(**attributes)
-    counts = None if at_once else _pending.get()
+    counts = None if at_once else ATTEMPT_COUNTS.get()
     if counts is None:
         _record(key, amount, named)
     else:
@@ -287,7 +290,7 @@ class Count:
         Cost while nothing records (:func:`recording`): a flag read, nothing kept."""
         if not (_recording or (_look_again and _look())):
             return
-        counts = _pending.get()
+        counts = ATTEMPT_COUNTS.get()
         if counts is None:
             self()
         else:
@@ -386,11 +389,11 @@ class pending:
 
     def __enter__(self) -> Pending:
         self._counts: Pending = []
-        self._token = _pending.set(self._counts)
+        self._token = ATTEMPT_COUNTS.set(self._counts)
         return self._counts
 
     def __exit__(self, *exc_info: object) -> None:
-        _pending.reset(self._token)
+        ATTEMPT_COUNTS.reset(self._token)
 
 
 def committed(counts: Pending) -> None:
@@ -408,7 +411,7 @@ def on_commit(action: Callable[[], None]) -> None:
     """Run ``action`` (a log record, say) once the attempt in progress (:func:`pending`)
     commits, so that an event is logged once however often its transaction was retried;
     outside an attempt (a caller's own transaction), now."""
-    counts = _pending.get()
+    counts = ATTEMPT_COUNTS.get()
     if counts is None:
         action()
     else:

@@ -100,7 +100,9 @@ def leases_unexpired(claimed: Any, version: int) -> bool:
     if isinstance(claimed, Lease):
         return not claimed.expired(version + 1)
     if isinstance(claimed, (list, tuple)):
-        return all(leases_unexpired(part, version) for part in claimed)
+        for part in claimed:
+            if not leases_unexpired(part, version):
+                return False
     return True
 
 

@@ -134,7 +134,7 @@ _LEASE_RELEASED = 0x02
 T_co = TypeVar("T_co", covariant=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Lease(Generic[T_co]):
     """An item claimed for processing.
 
@@ -168,6 +168,32 @@ class Lease(Generic[T_co]):
     expiry_time: float | None = None
     released: bool = False
     job_id: str | None = None
+
+    def __init__(
+        self,
+        value: T_co,
+        id: str,  # noqa: A002 (the attribute's documented name)
+        deliveries: int,
+        expiry_version: int,
+        key: bytes,
+        group: Any = None,
+        expiry_time: float | None = None,
+        released: bool = False,
+        job_id: str | None = None,
+    ) -> None:
+        # Frozen: the fields are set through the instance's dict in one call (a claim makes
+        # one Lease per item; the generated ``__init__`` sets each field by a call of its own).
+        self.__dict__.update(
+            value=value,
+            id=id,
+            deliveries=deliveries,
+            expiry_version=expiry_version,
+            key=key,
+            group=group,
+            expiry_time=expiry_time,
+            released=released,
+            job_id=job_id,
+        )
 
     def expired(self, read_version: int, now: float | None = None) -> bool:
         """Whether the lease has expired for a transaction at ``read_version`` on a client

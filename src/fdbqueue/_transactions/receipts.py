@@ -160,8 +160,8 @@ class Attempt(NamedTuple):
     finished: list[bytes]
     #: the process's bookkeeping its receipt goes to once its call returns
     books: Books
-    #: this client's wall clock at the attempt, in microseconds
-    wall_time: int = 0
+    #: this client's wall clock at the attempt, in seconds since the epoch
+    wall_time: float = 0.0
 
 
 #: What :meth:`Receipts.settle` returns when the attempt is to run again.
@@ -247,12 +247,6 @@ def _clear_keys(keys: list[bytes], tr: Any) -> None:
         del tr[key]
 
 
-def _wall_microseconds() -> int:
-    """fdbqueue's wall clock (:func:`fdbqueue._clock.now`, seconds since the epoch)
-    in whole microseconds, as receipts record it."""
-    return round(_clock.now() * MICROSECONDS_PER_SECOND)
-
-
 #: The logger, by its documented name (docs/observability.rst), whatever the module.
 logger = logging.getLogger("fdbqueue.receipts")
 
@@ -298,6 +292,7 @@ class Receipts:
         receipts = self.subspace.range()
         self.begin: bytes = receipts.start
         self.end: bytes = receipts.stop
+        self.lifetime = lifetime
         self.lifetime_versions = int(lifetime * VERSIONS_PER_SECOND)
         self.lifetime_microseconds = int(lifetime * MICROSECONDS_PER_SECOND)
         # Books of this object's own, for a database object that cannot be referenced weakly
@@ -307,7 +302,8 @@ class Receipts:
         # in (tests replace :data:`_BOOKS`) and the books it found there.
         self._last_books: tuple[weakref.ref[Any], Any, Books] | None = None
         # The value the receipts written within one wall-clock second share: (that second,
-        # in microseconds; its value packed as the tuple layer packs it).
+        # in whole seconds since the epoch; its value, the second in microseconds packed as
+        # the tuple layer packs it).
         self._second_value: tuple[int, bytes] = (-1, b"")
 
     def books(self, database: Any) -> Books:
@@ -370,31 +366,36 @@ class Receipts:
             call_id, books = b"", None
         tr = database.create_transaction()
         stale_commits = 0
+        attempt_counts = metrics.ATTEMPT_COUNTS
         while True:
             attempt: Attempt | None = None
-            with metrics.pending() as counts:
-                try:
-                    result = body(tr)
-                    if books is not None and (wrote is _always or wrote(result)):
-                        attempt = self.write_receipt(tr, call_id, result, books)
-                    commit(tr)
-                except Exception as error:
-                    settled = self.settle(
-                        database, tr, error, attempt, counts, on_conflict, still_good
-                    )
-                    if settled is RETRY:
-                        continue
-                    return settled  # type: ignore[no-any-return]
-                except BaseException:  # cancelled (asyncio) before its commit was sent
-                    self.unfinish(attempt)
-                    raise
-            if attempt is not None:  # (finish, without its call on the hot path)
-                attempt.books.finished.append(attempt.receipt)
-            if counts:  # empty while nothing records and no action waits
+            counts: metrics.Pending = []
+            token = attempt_counts.set(counts)
+            try:
+                result = body(tr)
+                if books is not None and (wrote is _always or wrote(result)):
+                    attempt = self.write_receipt(tr, call_id, result, books)
+                commit(tr)
+            except Exception as error:
+                attempt_counts.reset(token)
+                settled = self.settle(database, tr, error, attempt, counts, on_conflict, still_good)
+                if settled is RETRY:
+                    continue
+                return settled  # type: ignore[no-any-return]
+            except BaseException:  # cancelled (asyncio) before its commit was sent
+                attempt_counts.reset(token)
+                self.unfinish(attempt)
+                raise
+            attempt_counts.reset(token)
+            if attempt is None:
+                if counts:  # empty while nothing records and no action waits
+                    metrics.committed(counts)
+                return result
+            attempt.books.finished.append(attempt.receipt)  # (finish, without its call)
+            if counts:
                 metrics.committed(counts)
             if (
                 still_good is not None
-                and attempt is not None
                 and stale_commits < STALE_RERUNS
                 and not still_good(result, tr.get_committed_version())
             ):
@@ -419,29 +420,35 @@ class Receipts:
         per finished receipt; at most once a second the sweep's snapshot range read and
         clears; the read version, fetched already by the body's reads."""
         read_version: int = tr.get_read_version().wait()
-        now = _wall_microseconds()
+        seconds = _clock.now()
         receipt = _keycodec.pack_int_bytes(self.prefix, read_version, call_id)
         # Self-conflicting, so that a resolution can fence it off. The read conflict must come
         # before the write: FoundationDB adds none for a key the transaction already wrote.
         tr.add_read_conflict_key(receipt)
-        second = now - now % MICROSECONDS_PER_SECOND
         shared = self._second_value
-        if shared[0] != second:
-            shared = self._second_value = (second, _keycodec.pack_int(b"", second))
+        if shared[0] != int(seconds):
+            second = int(seconds)
+            shared = self._second_value = (
+                second,
+                _keycodec.pack_int(b"", second * MICROSECONDS_PER_SECOND),
+            )
         tr[receipt] = shared[1]
         if read_version >= books.next_sweep:  # at most once a second of versions
             books.next_sweep = read_version + VERSIONS_PER_SECOND
-            self.sweep(tr, read_version, now)
-        finished: list[bytes] = []
+            self.sweep(tr, read_version, round(seconds * MICROSECONDS_PER_SECOND))
         waiting = books.finished
-        try:
-            while waiting and len(finished) < FINISHED_PER_ATTEMPT:
-                finished.append(waiting.popleft())
-        except IndexError:  # another thread took the last one
-            pass
-        for key in finished:
-            del tr[key]
-        return Attempt(receipt, read_version, result, finished, books, now)
+        finished: list[bytes] = []
+        if waiting:  # usually this process's last call on the queue: one receipt
+            try:
+                while len(finished) < FINISHED_PER_ATTEMPT:
+                    key = waiting.popleft()
+                    finished.append(key)
+                    del tr[key]
+                    if not waiting:
+                        break
+            except IndexError:  # another thread took the last one
+                pass
+        return Attempt(receipt, read_version, result, finished, books, seconds)
 
     def sweep(self, tr: Any, read_version: int, now: int) -> None:
         """Clear, in ``tr``, the receipts past their lifetime by both clocks at
@@ -546,7 +553,7 @@ class Receipts:
                 read_version: int = tr.get_read_version().wait()
                 if (
                     read_version - attempt.version > self.lifetime_versions
-                    and _wall_microseconds() - attempt.wall_time > self.lifetime_microseconds
+                    and _clock.now() - attempt.wall_time > self.lifetime
                 ):
                     raise UnknownResultError(
                         "an earlier attempt of this operation ended with an unknown commit "
@@ -583,6 +590,19 @@ def _written_at(value: bytes) -> int:
     except Exception:  # an empty value (an older fdbqueue's), or anything else
         return 0
     return recorded[0] if recorded and isinstance(recorded[0], int) else 0
+
+
+def _call_at(
+    method: Callable[..., R], queue: Any, rest: tuple[Any, ...], kwargs: dict[str, Any], tr: Any
+) -> R:
+    """``method(queue, tr, *rest, **kwargs)``: an attempt of a call given ``tr`` by position."""
+    return method(queue, tr, *rest, **kwargs)
+
+
+def _call_with(method: Callable[..., R], queue: Any, kwargs: dict[str, Any], tr: Any) -> R:
+    """``method(queue, **kwargs)`` with ``tr`` as the keyword ``tr``: an attempt of a call
+    given ``tr`` by keyword."""
+    return method(queue, **{**kwargs, "tr": tr})
 
 
 @overload
@@ -622,19 +642,21 @@ def exactly_once(
 
         @functools.wraps(method)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            queue, rest = args[0], args[1:]
-            by_keyword = not rest
-            context = kwargs.get("tr") if by_keyword else rest[0]
-            if not is_database(context):
-                returned: R = inside(*args, **kwargs)
-                return returned
+            if len(args) > 1:  # ``tr`` by position: the usual call
+                context = args[1]
+                if not is_database(context):
+                    returned: R = inside(*args, **kwargs)
+                    return returned
+                queue, rest = args[0], args[2:]
+                body: Callable[[Any], R] = functools.partial(_call_at, method, queue, rest, kwargs)
+            else:
+                context = kwargs.get("tr")
+                if not is_database(context):
+                    returned = inside(*args, **kwargs)
+                    return returned
+                queue = args[0]
+                body = functools.partial(_call_with, method, queue, kwargs)
             receipts: Receipts = queue.receipts  # type: ignore[attr-defined]
-
-            def body(tr: Any) -> R:
-                if by_keyword:
-                    return method(queue, **{**kwargs, "tr": tr})  # type: ignore[arg-type]
-                return method(queue, tr, *rest[1:], **kwargs)  # type: ignore[arg-type]
-
             result: R = receipts.run(context, body, wrote=wrote, still_good=still_good)
             return result
 
