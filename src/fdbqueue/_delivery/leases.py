@@ -172,7 +172,7 @@ class Lease(Generic[T_co]):
     def __init__(
         self,
         value: T_co,
-        id: str,  # noqa: A002 (the attribute's documented name)
+        id: str,
         deliveries: int,
         expiry_version: int,
         key: bytes,
