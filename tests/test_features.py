@@ -228,3 +228,42 @@ def test_a_queue_written_before_the_record_gets_every_bit_at_its_next_write() ->
     assert fresh.dequeue(db) == "old"
     fresh.enqueue(db, "new")
     assert feature_bits(db, subspace) == features.ALL
+
+
+#: A value another program could write: it begins with the bytes that mark a job's value.
+LOOKS_LIKE_A_JOB = b"\xfe\x00fdbqueue.job\x00" + bytes(range(16)) + b"the rest"
+
+
+@pytest.mark.parametrize(("kind", "shards"), KINDS, ids=IDS)
+@pytest.mark.parametrize(
+    "how", ["take", "take in a transaction", "claim", "take many", "peek", "take in line"]
+)
+def test_a_queue_that_never_had_a_job_delivers_every_value_whole(
+    kind: Any, shards: int, how: str
+) -> None:
+    """Only a queue whose feature record shows jobs has a job's header to strip: a value that
+    merely begins with those bytes reaches a consumer as it was enqueued, byte for byte."""
+    db = memory.open(seed=7)
+    queue = kind(Subspace(("whole",)), codec="raw", shards=shards)
+    put(queue, db, LOOKS_LIKE_A_JOB)
+    priority = isinstance(queue, fdbqueue.PriorityQueue)
+    if how == "take":
+        got = take(queue, db)
+    elif how == "take in a transaction":
+        tr = db.create_transaction()
+        got = queue.pop_min(tr) if priority else queue.dequeue(tr)
+        tr.commit().wait()
+    elif how == "claim":
+        lease = queue.claim(db, 30.0)
+        assert lease is not None and lease.job_id is None
+        got = lease.value
+        queue.ack(db, lease)
+    elif how == "take in line":
+        in_line = kind(Subspace(("whole",)), codec="raw", shards=shards, high_contention=True)
+        got = take(in_line, db)
+    elif how == "take many":
+        (got,) = queue.pop_many(db, 5) if priority else queue.dequeue_many(db, 5)
+    else:
+        got = queue.peek(db)
+    assert got == LOOKS_LIKE_A_JOB
+    assert feature_bits(db, queue.subspace) is not None

@@ -247,7 +247,7 @@ class End:
         position = store.unpack_position(key)  # a foreign key raises before any write
         encoded = bytes(item.value)
         try:
-            value = store.decode(encoded)
+            value = store.decode(encoded, bits)
         except Exception:  # a codec may raise anything on foreign bytes: the full take's
             return _REPLAN
         job = record = None

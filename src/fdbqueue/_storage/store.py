@@ -61,7 +61,7 @@ from fdbqueue._checks import check_flag
 from fdbqueue._keys import MAX_KEY_BYTES, describe_key
 from fdbqueue._storage.ages import ItemAges
 from fdbqueue._storage.dead_letters import DeadLetters
-from fdbqueue._storage.features import FeatureRecord
+from fdbqueue._storage.features import ALL, JOBS, FeatureRecord
 from fdbqueue._storage.groups import Groups
 from fdbqueue._storage.held import HeldValues
 from fdbqueue._storage.jobs import RESULT_TTL, Jobs, job_of, strip_job_header
@@ -319,9 +319,13 @@ class ItemStore(TypeRecords):
                 f"which {limit:,} are left for the items: enqueue it in smaller batches"
             )
 
-    def decode(self, data: Any) -> Any:
+    def decode(self, data: Any, bits: int = ALL) -> Any:
         """Decode a stored value (bytes, or the binding's bytes-like Value) for delivery:
-        every take, claim and peek decodes through here.
+        every take, claim and peek decodes through here. ``bits``: the features the queue
+        used, as its feature record showed them in this transaction
+        (:mod:`fdbqueue._storage.features`; :data:`~fdbqueue._storage.features.ALL` when
+        not read): only a queue that used jobs has a job's header to strip, so a queue that
+        never did delivers every value exactly as it was enqueued, whatever its first bytes.
 
         Raises:
             ValueError: the value decodes to None (another program's item, such as the Java
@@ -329,7 +333,8 @@ class ItemStore(TypeRecords):
                 such an item is undecodable, and moves to the dead letters as any other.
             Exception: whatever the codec raises on bytes it cannot read.
         """
-        value = self.codec.decode(strip_job_header(bytes(data)))
+        encoded = bytes(data)
+        value = self.codec.decode(strip_job_header(encoded) if bits & JOBS else encoded)
         if value is None:
             raise ValueError(
                 "the stored value decodes to None, which a take cannot return (None means "

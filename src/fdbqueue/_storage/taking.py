@@ -193,7 +193,9 @@ def take(
         if not batch:
             break
         if codec_record is not None:  # before the first clear: a wrong codec changes nothing
-            store.check_codec(codec_record)
+            bits &= store.check_codec(codec_record)  # (what the record shows, when it was read)
+            jobs = bits & JOBS
+            grouped = bits & GROUPS
         try:
             positions = [store.unpack_position(item.key) for item in batch]
         except ValueError:
@@ -212,7 +214,7 @@ def take(
                 spent += cost
             del tr[item.key]
             try:
-                value = store.decode(encoded)
+                value = store.decode(encoded, bits)
             except Exception as error:  # a codec may raise anything on foreign bytes
                 store.check_codec(store.recorded_codec(tr, again=True))  # not a wrong codec?
                 store.groups.taken(tr, item, holding=False)  # no lease holds it: turn goes on
@@ -290,11 +292,11 @@ def peek(
         return values
     codec_record = store.recorded_codec(tr)
     for item in candidates:
-        store.check_codec(codec_record)
+        bits = store.check_codec(codec_record)
         if not isinstance(item, Elsewhere):
             store.unpack_position(item.key)
         try:
-            value = store.decode(item.value)
+            value = store.decode(item.value, bits)
         except Exception:  # poison: the next take moves it aside
             continue
         values.append((bytes(item.key), value) if keyed else value)
