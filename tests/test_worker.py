@@ -623,3 +623,43 @@ def test_worker_logs_routine_deliveries_at_debug_and_only_failures_above_info(ca
     debug = [r.getMessage() for r in records if r.levelno == logging.DEBUG]
     assert len([m for m in debug if "delivered again" in m]) == 2
     assert len([m for m in debug if " done " in m]) == 2
+
+
+class _Counted:
+    """A value that counts how often it was shown (``repr``)."""
+
+    shown = 0
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __repr__(self) -> str:
+        _Counted.shown += 1
+        return f"_Counted({self.data!r})"
+
+
+class _CountingCodec:
+    name = "counting"
+
+    def encode(self, value: _Counted) -> bytes:
+        return value.data
+
+    def decode(self, data: bytes) -> _Counted:
+        return _Counted(bytes(data))
+
+
+def test_a_worker_formats_no_log_line_that_no_handler_keeps(db, subspace, caplog):
+    """The settlement's log line (the job, its value shortened, a traceback) is formatted only
+    when the ``fdbqueue.worker`` logger keeps its level: at WARNING, a job that succeeded
+    shows its value to nobody; at DEBUG, its line shows it."""
+    queue = Queue(subspace, codec=_CountingCodec())
+    queue.submit(db, _Counted(b"quiet"))
+    _Counted.shown = 0
+    with caplog.at_level(logging.WARNING, logger="fdbqueue.worker"):
+        queue.work(db, lambda value: None, lease=30, until_empty=True, handle_signals=False)
+    assert _Counted.shown == 0
+    queue.submit(db, _Counted(b"told"))
+    with caplog.at_level(logging.DEBUG, logger="fdbqueue.worker"):
+        queue.work(db, lambda value: None, lease=30, until_empty=True, handle_signals=False)
+    assert _Counted.shown == 1
+    assert any("_Counted(b'told')" in record.getMessage() for record in caplog.records)

@@ -439,7 +439,10 @@ class Settlement:
         """Log the settlement of ``lease``, a job of ``queue``: the job (:func:`describe`),
         what became of it, and its value (shortened); with the failure's traceback, if any,
         bounded as a job's record keeps it (:func:`~fdbqueue._wording.describe_failure`: a
-        handler's 200,000-character message or lone surrogates never reach a log handler)."""
+        handler's 200,000-character message or lone surrogates never reach a log handler).
+        Nothing is formatted when the logger drops records of this level."""
+        if not logger.isEnabledFor(self.level):
+            return
         logger.log(
             self.level,
             self.message + "; value %s%s",

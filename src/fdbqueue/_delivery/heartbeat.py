@@ -15,8 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from fdbqueue._delivery.leases import Lease
@@ -46,6 +45,23 @@ class Job:
         self.thread = threading.current_thread()
 
 
+class _Running:
+    """:meth:`Heartbeat.running`'s context manager (a class, not a generator's: one per job)."""
+
+    __slots__ = ("heartbeat", "job")
+
+    def __init__(self, heartbeat: Heartbeat, job: Job) -> None:
+        self.heartbeat = heartbeat
+        self.job = job
+
+    def __enter__(self) -> Job:
+        self.heartbeat.add(self.job)
+        return self.job
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.heartbeat.discard(self.job)
+
+
 class Heartbeat:
     """One thread that extends the lease of every running job every ``lease / 3`` seconds,
     and calls ``on_time_out(job)`` (in that thread) for a running job whose deadline passed,
@@ -73,16 +89,21 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._run, name="fdbqueue-heartbeat", daemon=True)
         self._thread.start()
 
-    @contextmanager
-    def running(self, job: Job) -> Iterator[Job]:
+    def running(self, job: Job) -> _Running:
+        """A context manager: ``job`` runs (its lease is kept, its time limit watched) from
+        the block's start to its end, however it ends."""
+        return _Running(self, job)
+
+    def add(self, job: Job) -> None:
+        """``job`` runs from now on (:meth:`running`'s start)."""
         with self._changed:
             self.jobs.add(job)
             self._changed.notify()  # its deadline may be the next thing to wake for
-        try:
-            yield job
-        finally:
-            with self._lock:
-                self.jobs.discard(job)
+
+    def discard(self, job: Job) -> None:
+        """``job`` runs no longer (:meth:`running`'s end)."""
+        with self._lock:
+            self.jobs.discard(job)
 
     def leases(self) -> list[Lease[Any]]:
         """The current lease of every job running (for the loop's worker record)."""
