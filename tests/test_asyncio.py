@@ -96,6 +96,11 @@ def test_every_public_method_has_a_coroutine_twin(sync_class: type, async_class:
             assert isinstance(twin, property), name
         elif name == "consumer":
             assert not inspect.iscoroutinefunction(twin)
+        elif name == "task":  # a decorator: the same registry, its submit awaited
+            assert not inspect.iscoroutinefunction(twin)
+            assert list(inspect.signature(twin).parameters) == list(
+                inspect.signature(member).parameters
+            )
         elif name == "work":  # its own loop, with tasks and an asyncio.Event for stop
             assert inspect.iscoroutinefunction(twin)
             parameters = inspect.signature(twin).parameters

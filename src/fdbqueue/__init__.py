@@ -24,6 +24,7 @@ from fdbqueue._consuming.sessions import Consumer
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._delivery.schedules import ScheduleInfo
 from fdbqueue._delivery.workers import WorkerInfo
+from fdbqueue._queues.tasks import Task
 from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._storage.jobs import Job, JobInfo
 from fdbqueue._storage.queue_info import QueueInfo
@@ -40,6 +41,7 @@ from fdbqueue.errors import (
     ResultNotKeptError,
     TimeLimitExceeded,
     UnknownResultError,
+    UnknownTaskError,
 )
 from fdbqueue.priority import PriorityQueue
 from fdbqueue.queue import Queue
@@ -74,11 +76,13 @@ __all__ = [
     "ScheduleInfo",
     "Subspace",
     "TaggedCodec",
+    "Task",
     "TimeLimitExceeded",
     "TransactionContext",
     "TupleCodec",
     "Undecodable",
     "UnknownResultError",
+    "UnknownTaskError",
     "WorkerInfo",
     "__version__",
     "memory",

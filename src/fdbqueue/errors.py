@@ -23,6 +23,9 @@ Exception                           Raised when
 :class:`TimeLimitExceeded`          not raised to you: the failure the worker loop records for a
                                     job whose handler ran past ``time_limit`` (in the log and
                                     in its dead letter's reason).
+:class:`UnknownTaskError`           not raised to you: the failure a worker without a handler
+                                    records for a job whose task it does not have, or whose
+                                    value is not a task call; the job ends dead at once.
 :class:`ClientLibraryMissingError`  opening a real cluster without ``libfdb_c``.
 :class:`BindingMismatchError`       the ``foundationdb`` binding is newer than ``libfdb_c``.
 :class:`BenchmarkError`             ``fdbqueue bench`` cannot run as asked.
@@ -43,6 +46,7 @@ __all__ = [
     "ResultNotKeptError",
     "TimeLimitExceeded",
     "UnknownResultError",
+    "UnknownTaskError",
 ]
 
 
@@ -103,6 +107,13 @@ class TimeLimitExceeded(TimeoutError):
     """A job's handler ran past the worker loop's ``time_limit``: the worker took the job
     back and released it for a retry, or moved it to the dead letters, as for a handler that
     raised (:mod:`fdbqueue.worker`). Its message starts with ``time limit exceeded``."""
+
+
+class UnknownTaskError(LookupError):
+    """A worker given no handler met a job whose task is not registered in its process, or
+    whose value is not a task call (:doc:`jobs`, "Tasks"). Retrying cannot help: the worker
+    moves the job to the dead letters on that delivery (its state ``dead``), the message, which
+    names the task, as its error."""
 
 
 class ClientLibraryMissingError(RuntimeError):

@@ -20,15 +20,18 @@ Source followed: FoundationDB's "Priority Queues" recipe (documentation
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, overload
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
 
 from fdbqueue._checks import check_count, check_flag, check_packable_int
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
 from fdbqueue._delivery.deduplication import DedupId, check_dedup_id
 from fdbqueue._delivery.delays import check_delay
 from fdbqueue._delivery.leases import Lease, check_lease_seconds
+from fdbqueue._queues import tasks
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._queues.shard import PriorityShard
+from fdbqueue._queues.tasks import Task
 from fdbqueue._storage.groups import Group
 from fdbqueue._storage.jobs import Job, Submission, wrap
 from fdbqueue._transactions.transactional import TransactionContext, transactional
@@ -39,6 +42,9 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["PriorityQueue", "check_priority"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 #: The end's name by ``max``.
 _END = {False: "min", True: "max"}
@@ -192,6 +198,47 @@ class PriorityQueue(QueueBase[T]):
         job = self._submission(group, priority)
         written = self._push(tr, value, priority, delay, dedup_id, group, job)
         return Job(job.id.hex()) if written else None
+
+    @overload
+    def task(self, function: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self, function: None = None, /, *, name: str | None = None, priority: int = 0
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(self, function: Any = None, /, *, name: str | None = None, priority: int = 0) -> Any:
+        """Register ``function`` as a task of this queue, as :meth:`fdbqueue.Queue.task`;
+        ``task.submit(tr, ...)`` submits its jobs at ``priority`` (default 0).
+
+        Raises:
+            As :meth:`fdbqueue.Queue.task`; TypeError or ValueError for a bad ``priority``.
+
+        Cost: nothing in the database.
+        """
+        check_priority(priority)
+        return tasks.decorate(self, function, name, {"priority": priority})
+
+    def submit_task(
+        self,
+        tr: TransactionContext,
+        name: str,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        priority: int,
+        delay: float | None = None,
+        group: Group | None = None,
+        dedup_id: DedupId | None = None,
+    ) -> Job | None:
+        """Submit a job that runs the task ``name`` with ``args`` and ``kwargs`` at
+        ``priority``, by its name alone, as :meth:`fdbqueue.Queue.submit_task`.
+
+        Returns and raises as :meth:`submit` and :meth:`fdbqueue.Queue.submit_task`.
+        Cost: :meth:`submit`'s.
+        """
+        call = tasks.task_call(self, name, args, kwargs)
+        return self.submit(tr, call, priority=priority, delay=delay, group=group, dedup_id=dedup_id)
 
     def _push(
         self,

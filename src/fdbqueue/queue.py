@@ -21,16 +21,18 @@ Source followed: FoundationDB's "Queues" recipe (documentation ``queues.rst`` an
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Literal, overload
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
 
 from fdbqueue._checks import check_count
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, Consumer
 from fdbqueue._delivery.deduplication import DedupId, check_dedup_id
 from fdbqueue._delivery.delays import check_delay
 from fdbqueue._delivery.leases import Lease, check_lease_seconds
+from fdbqueue._queues import tasks
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._queues.shard import FifoShard, Shard
+from fdbqueue._queues.tasks import Task
 from fdbqueue._storage.groups import Group
 from fdbqueue._storage.jobs import Job, Submission, wrap
 from fdbqueue._transactions.transactional import TransactionContext, transactional
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["Queue"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class Queue(QueueBase[T]):
@@ -197,6 +202,53 @@ class Queue(QueueBase[T]):
         job = self._submission(group, None)
         written = self._enqueue(tr, value, delay, dedup_id, group, job)
         return Job(job.id.hex()) if written else None
+
+    @overload
+    def task(self, function: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self, function: None = None, /, *, name: str | None = None
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(self, function: Any = None, /, *, name: str | None = None) -> Any:
+        """Register ``function`` as a task of this queue, by ``name`` (its ``__name__`` when
+        None), in this process: ``@queue.task`` or ``@queue.task(name="emails.send")``. The
+        :class:`~fdbqueue.Task` it returns runs the function when called, and submits a job
+        that runs it with ``task.submit(tr, *args, **kwargs)``; a worker given no handler
+        (:meth:`work`) runs each job's task by its name (:doc:`jobs`, "Tasks").
+
+        Raises:
+            TypeError: not a function, a name that is not a str, or a queue whose codec
+                holds bytes (``"raw"``): tasks need one that encodes a task call (``"json"``,
+                ``"tuple"``).
+            ValueError: an empty name, or one another function has on this queue.
+
+        Cost: nothing in the database.
+        """
+        return tasks.decorate(self, function, name, {})
+
+    def submit_task(
+        self,
+        tr: TransactionContext,
+        name: str,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        delay: float | None = None,
+        group: Group | None = None,
+        dedup_id: DedupId | None = None,
+    ) -> Job | None:
+        """Submit a job that runs the task ``name`` with ``args`` and ``kwargs``, by its name
+        alone (a program that cannot import the task): :meth:`submit` of the task call
+        (:doc:`jobs`, "Tasks"; the arguments must be values the codec encodes).
+
+        Returns and raises as :meth:`submit`; TypeError also for a codec that holds bytes, or
+        ``args`` and ``kwargs`` that are not a list or tuple and a mapping of str keys.
+        Cost: :meth:`submit`'s.
+        """
+        call = tasks.task_call(self, name, args, kwargs)
+        return self.submit(tr, call, delay=delay, group=group, dedup_id=dedup_id)
 
     def _enqueue(
         self,
@@ -375,11 +427,12 @@ class Queue(QueueBase[T]):
         that fell due join the back of the queue first (:doc:`delayed-delivery`). Given a
         Database, it takes effect exactly once (:doc:`guarantees`).
 
-        Cost (plain, or any Transaction): one range read (``limit=1``), one clear and one
-        atomic add; the hints of delayed items and message groups and the paused key
-        (:meth:`pause`; snapshot point reads issued alongside: no conflict) and a range read
-        of the lease records expired by the read version (empty on a queue without leases),
-        at every call; its read
+        Cost (plain, or any Transaction): one range read (``limit=1``) sent together with a
+        snapshot point read of the queue's feature record (no conflict), one clear and one
+        atomic add, and once per 64 items a range clear of the ``began`` records behind
+        them. A queue that used a feature reads for it too, in the same round trip: the
+        paused key (:meth:`pause`), the delayed items' hint, the groups' count, a snapshot
+        probe of the first lease, and the expired leases when the probe finds one. Its read
         conflict range runs from the start of the queue to just past the item taken, so
         concurrent dequeues conflict (one retries) and enqueues do not. With
         ``high_contention=True`` and a Database: one transaction while nobody else is in

@@ -88,7 +88,7 @@ import reprlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
@@ -100,10 +100,17 @@ from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seco
 from fdbqueue._delivery.schedules import check_until_stopped
 from fdbqueue._delivery.time_limits import Abandoned, Timing, check_time_limit, in_time
 from fdbqueue._delivery.workers import Registration, RegistrationThread, WorkerRegistry, job_id
+from fdbqueue._queues.tasks import check_codec_holds_tasks, task_runner
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import is_database
 from fdbqueue._wording import describe_error, describe_failure
-from fdbqueue.errors import LeaseError, QueueTypeError, TimeLimitExceeded, UnknownResultError
+from fdbqueue.errors import (
+    LeaseError,
+    QueueTypeError,
+    TimeLimitExceeded,
+    UnknownResultError,
+    UnknownTaskError,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -392,6 +399,17 @@ def check_work_options(
     return given
 
 
+def tasks_handler(queue: Any, options: Mapping[str, Any]) -> Callable[..., Any]:
+    """The handler of a worker loop given none: it runs each job's task by its name
+    (:func:`~fdbqueue._queues.tasks.task_runner`; ``handler(tr, value)`` with
+    ``transactional=True``).
+
+    Raises:
+        TypeError: ``queue``'s codec holds bytes, not task calls."""
+    check_codec_holds_tasks(queue)
+    return task_runner(queue, options.get("transactional", False) is True)
+
+
 def retry_delay(deliveries: int, backoff: float, max_backoff: float) -> float:
     """Seconds to wait before the next delivery of an item that failed on its
     ``deliveries``-th: ``backoff * 2 ** (deliveries - 1)``, at most ``max_backoff`` and at
@@ -473,7 +491,9 @@ def settlement(
     """What to do with ``lease`` once its handler returned ``result`` (``failure`` None) or
     raised: acknowledge it (a job keeps ``result``); on its last delivery
     (``max_deliveries``), move it to the dead letters with ``"Type: message (delivery n of
-    max)"`` as the reason (``"Type: message"`` bounded:
+    max)"`` as the reason, and at once for a job whose task it does not have
+    (:class:`~fdbqueue.errors.UnknownTaskError`: ``"... (delivery n not retried)"``)
+    (``"Type: message"`` bounded:
     :func:`~fdbqueue._wording.describe_error`); else release it with :func:`retry_delay`.
     Never raises for what ``failure``'s ``__str__`` does."""
     if failure is None:
@@ -481,9 +501,12 @@ def settlement(
         kept = {} if lease.job_id is None else {"result": result}  # a plain item keeps none
         return Settlement("ack", (), kept, "succeeded", logging.DEBUG, message)
     error = describe_error(failure)  # bounded, and never raising (docs/worker.rst)
-    if max_deliveries is not None and lease.deliveries >= max_deliveries:
-        reason = f"{error} (delivery {lease.deliveries} of {max_deliveries})"
-        message = "%s failed on its last delivery, now a dead letter: "
+    final = isinstance(failure, UnknownTaskError)  # no retry can find the task
+    if final or (max_deliveries is not None and lease.deliveries >= max_deliveries):
+        of = "not retried" if final else f"of {max_deliveries}"
+        reason = f"{error} (delivery {lease.deliveries} {of})"
+        ended = "cannot run" if final else "failed on its last delivery"
+        message = f"%s {ended}, now a dead letter: "
         message += reason.replace("%", "%%")
         return Settlement(
             "dead_letter", (reason,), {"error": failure}, "dead_lettered", logging.ERROR, message
@@ -906,17 +929,20 @@ def registration(
 def work(
     queue: Any,
     database: Any,
-    handler: Callable[..., Any],
+    handler: Callable[..., Any] | None = None,
     *,
     stop: threading.Event | None = None,
     **options: Unpack[WorkOptions],
 ) -> WorkSummary:
     """Run the worker loop on ``queue`` (see the module docstring) until ``stop`` is set.
 
-    Arguments are those of :meth:`fdbqueue.Queue.work`, which documents them. Raises
-    TypeError or ValueError for a bad argument (a coroutine function as ``handler``
-    included: :func:`refuse_coroutine_handler`), before anything is read or written.
+    Arguments are those of :meth:`fdbqueue.Queue.work`, which documents them; no
+    ``handler``: each job's task, by its name (:func:`tasks_handler`). Raises TypeError or
+    ValueError for a bad argument (a coroutine function as ``handler`` included:
+    :func:`refuse_coroutine_handler`), before anything is read or written.
     """
+    if handler is None:
+        handler = tasks_handler(queue, options)
     given = check_work_options(queue, database, handler, options)
     refuse_coroutine_handler(queue, handler)
     if stop is not None and not isinstance(stop, threading.Event):

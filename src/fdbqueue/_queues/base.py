@@ -1097,7 +1097,7 @@ class QueueBase(Generic[T]):
     def work(
         self,
         database: Any,
-        handler: Callable[[T], object] | Callable[[Any, T], object],
+        handler: Callable[[T], object] | Callable[[Any, T], object] | None = None,
         *,
         stop: threading.Event | None = None,
         **options: Unpack[worker.WorkOptions],
@@ -1112,7 +1112,8 @@ class QueueBase(Generic[T]):
                 done (the lease is acknowledged), raising means failed (whatever it raises,
                 the failure is recorded bounded and the loop goes on: :doc:`worker`, "A
                 failing handler"). Not a coroutine function: that is
-                :meth:`fdbqueue.asyncio.Queue.work`'s.
+                :meth:`fdbqueue.asyncio.Queue.work`'s. None: each job's task, by its name
+                (:meth:`task`; a job without a known task ends dead at once).
             stop: a ``threading.Event``; once set, no new item is claimed, running jobs
                 finish, and ``work`` returns. None: run until SIGINT or SIGTERM.
             lease: (required) seconds each claim's lease lasts (> 0, at most 12 hours); a
@@ -1164,9 +1165,8 @@ class QueueBase(Generic[T]):
         At least once (make ``handler`` idempotent): a job whose worker dies, or whose
         lease is lost, runs again. While it runs, the loop keeps a record that
         :meth:`workers` lists (written at its start, every 5 seconds, cleared at its end).
-        Cost per job: the claim, the ack (or release), and per heartbeat an extend; an
-        idle worker renews its watch every second to look at ``stop``; per loop, its
-        record's set every 5 seconds.
+        Cost per job: the claim, the ack (or release), and per heartbeat an extend; an idle
+        worker renews its watch every second to look at ``stop``; its record's set every 5 s.
         """
         return worker.work(self, database, handler, stop=stop, **options)
 

@@ -62,6 +62,7 @@ import fdbqueue.priority
 import fdbqueue.queue
 from fdbqueue import worker
 from fdbqueue._consuming.sessions import Consumer as SyncConsumer
+from fdbqueue._queues import tasks
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._transactions import suspension
 from fdbqueue._transactions.transactional import (
@@ -77,6 +78,7 @@ from fdbqueue.asyncio import _bridge as bridge
 from fdbqueue.asyncio import _worker as async_worker
 from fdbqueue.asyncio._bridge import wait_future
 from fdbqueue.codecs import Codec
+from fdbqueue.priority import check_priority
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -256,7 +258,7 @@ class _StoredQueue(Generic[S, T]):
     async def work(
         self,
         database: Any,
-        handler: Callable[[Any], Any],
+        handler: Callable[[Any], Any] | None = None,
         *,
         stop: asyncio.Event | None = None,
         **options: Unpack[worker.WorkOptions],
@@ -326,6 +328,14 @@ class Queue(_StoredQueue[fdbqueue.queue.Queue[T], T]):
     peek = _twin(fdbqueue.queue.Queue[T].peek, "Queue")
     schedule = _twin(fdbqueue.queue.Queue[T].schedule, "Queue")
     submit = _twin(fdbqueue.queue.Queue[T].submit, "Queue")
+    submit_task = _twin(fdbqueue.queue.Queue[T].submit_task, "Queue")
+
+    def task(self, function: Any = None, /, *, name: str | None = None) -> Any:
+        """:meth:`fdbqueue.Queue.task` for this queue: the same registry (the subspace's);
+        ``await task.submit(tr, *args, **kwargs)``. The asyncio worker awaits a coroutine
+        function's task on the loop, and runs a plain one in a thread
+        (``asyncio.to_thread``)."""
+        return tasks.decorate(self, function, name, {})
 
     def consumer(self, *args: Any, **kwargs: Any) -> Consumer:
         """Open a consumer session with coroutine calls: the arguments and errors of
@@ -396,6 +406,13 @@ class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue[T], T]):
     peek_max = _twin(fdbqueue.priority.PriorityQueue[T].peek_max, "PriorityQueue")
     schedule = _twin(fdbqueue.priority.PriorityQueue[T].schedule, "PriorityQueue")
     submit = _twin(fdbqueue.priority.PriorityQueue[T].submit, "PriorityQueue")
+    submit_task = _twin(fdbqueue.priority.PriorityQueue[T].submit_task, "PriorityQueue")
+
+    def task(self, function: Any = None, /, *, name: str | None = None, priority: int = 0) -> Any:
+        """:meth:`fdbqueue.PriorityQueue.task` for this queue (see :meth:`Queue.task`)."""
+        check_priority(priority)
+        return tasks.decorate(self, function, name, {"priority": priority})
+
     peek_many_with_priorities = _twin(
         fdbqueue.priority.PriorityQueue[T].peek_many_with_priorities, "PriorityQueue"
     )

@@ -65,6 +65,7 @@ from fdbqueue._delivery import schedules
 from fdbqueue._delivery import workers as registry
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._delivery.time_limits import Abandoned, Timing, in_time
+from fdbqueue._queues.tasks import coroutine_task_runner
 from fdbqueue.asyncio import _bridge as bridge
 from fdbqueue.errors import LeaseError, QueueTypeError
 from fdbqueue.worker import (
@@ -77,6 +78,7 @@ from fdbqueue.worker import (
     ended_paused,
     is_coroutine_handler,
     registration,
+    tasks_handler,
 )
 
 if TYPE_CHECKING:
@@ -603,18 +605,26 @@ async def stop_on_signals(stop: asyncio.Event, enabled: bool) -> AsyncIterator[N
 async def work(
     queue: Any,
     database: Any,
-    handler: Callable[..., Any],
+    handler: Callable[..., Any] | None = None,
     *,
     stop: asyncio.Event | None = None,
     **options: Unpack[WorkOptions],
 ) -> WorkSummary:
     """Run the worker loop on the asynchronous ``queue`` until ``stop`` is set (see the
     module docstring); arguments as :meth:`fdbqueue.Queue.work`, with ``stop`` an
-    ``asyncio.Event``.
+    ``asyncio.Event``; no ``handler``: each job's task by its name, a coroutine function's
+    awaited, a plain one's run in a thread (``asyncio.to_thread``; with ``transactional``,
+    every task is called inside the acknowledging transaction, as a plain handler is).
 
     Raises:
         TypeError, ValueError: a bad argument, before anything is read or written.
     """
+    if handler is None:
+        handler = (
+            tasks_handler(queue, options)
+            if options.get("transactional", False) is True
+            else coroutine_task_runner(queue)
+        )
     given = check_work_options(queue, database, handler, options)
     if stop is not None and not isinstance(stop, asyncio.Event):
         raise TypeError(f"stop must be an asyncio.Event or None, not {type(stop).__name__}")

@@ -44,7 +44,7 @@ def write_options(verb: str, takers: str) -> Callable[[F], F]:
     VALUE itself, ``--priority``, ``--int``, ``--delay``, ``--dedup-id`` and ``--group``,
     their help naming the command's ``verb`` and who takes what it writes (``takers``)."""
     options = [
-        click.argument("value"),
+        click.argument("value", required=verb != "submit"),
         click.option(
             "--priority",
             type=TupleInt(),
@@ -162,8 +162,25 @@ def checked_item(
             "queue gives null): give another value",
             param_hint="VALUE",
         )
+    return checked_write(queue, item, "VALUE", delay, dedup_id, group)
+
+
+def checked_write(
+    queue: Queue[Any] | PriorityQueue[Any],
+    item: Any,
+    item_hint: str,
+    delay: float | None,
+    dedup_id: str | None,
+    group: str | None,
+) -> Any:
+    """``item``, checked as :func:`checked_item` checks VALUE's (``item_hint``: the option
+    that gave it), with ``--delay``, ``--dedup-id`` and ``--group``.
+
+    Raises:
+        click.BadParameter: one of them is refused (exit status 2).
+    """
     for check, what in (
-        (lambda: encode_value(queue.codec, item), "VALUE"),
+        (lambda: encode_value(queue.codec, item), item_hint),
         (lambda: check_delay(delay), "--delay"),
         (lambda: dedup_id is None or check_dedup_id(dedup_id), "--dedup-id"),
         (lambda: group is None or check_group(group), "--group"),

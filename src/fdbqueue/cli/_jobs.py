@@ -24,9 +24,15 @@ from typing import Any, TypeVar
 import click
 
 from fdbqueue import _clock
+from fdbqueue._queues.tasks import task_call
 from fdbqueue._storage.jobs import STATES, JobInfo
 from fdbqueue.cli._arguments import Count, NumberArguments, Seconds
-from fdbqueue.cli._changing import check_priority_option, checked_item, write_options
+from fdbqueue.cli._changing import (
+    check_priority_option,
+    checked_item,
+    checked_write,
+    write_options,
+)
 from fdbqueue.cli._context import EVERYTHING, TAIL_WAIT, Context, first_line, guarded
 from fdbqueue.cli._group import cli, shared_options
 from fdbqueue.cli._looking import note_more
@@ -162,25 +168,66 @@ def job_row(info: JobInfo, now: float) -> str:
 # -- the commands ----------------------------------------------------------------------------
 
 
-@cli.command(cls=NumberArguments, short_help="Add a value as a job; print its id.")
+def task_call_of(queue: Any, task: str, args: str | None, kwargs: str | None) -> Any:
+    """The task call of ``--task``, ``--args`` (a JSON array) and ``--kwargs`` (a JSON
+    object), in the form the queue's codec holds (:func:`fdbqueue._queues.tasks.task_call`).
+
+    Raises:
+        click.BadParameter: not JSON of that kind, or a codec that holds bytes.
+    """
+    given: dict[str, Any] = {}
+    for name, text, kind in (("--args", args, list), ("--kwargs", kwargs, dict)):
+        try:
+            given[name] = kind() if text is None else json.loads(text)
+        except ValueError as error:
+            raise click.BadParameter(f"not JSON: {error}", param_hint=name) from None
+        if not isinstance(given[name], kind):
+            wanted = "array" if kind is list else "object"
+            raise click.BadParameter(f"must be a JSON {wanted}", param_hint=name)
+    try:
+        return task_call(queue, task, given["--args"], given["--kwargs"])
+    except (TypeError, ValueError) as error:
+        raise click.BadParameter(first_line(error), param_hint="--task") from None
+
+
+@cli.command(cls=NumberArguments, short_help="Add a value, or a task call, as a job.")
 @write_options("submit", "workers")
+@click.option("--task", default=None, help="Submit a call of the task NAME (no VALUE).")
+@click.option("--args", "task_args", default=None, help="The task's arguments: a JSON array.")
+@click.option(
+    "--kwargs", "task_kwargs", default=None, help="The task's keyword arguments: a JSON object."
+)
 @shared_options()
 @click.pass_obj
 def submit(
     context: Context,
-    value: str,
+    value: str | None,
     priority: int | None,
     as_int: bool,
     delay: float | None,
     dedup_id: str | None,
     group: str | None,
+    task: str | None,
+    task_args: str | None,
+    task_kwargs: str | None,
 ) -> None:
     """Add VALUE as a job (VALUE, --int, --priority, --delay, --dedup-id and --group as
-    push reads them) and print its id, for job, cancel and a program's queue.result().
-    Creates the queue. With --dedup-id, a submit whose id was seen within the window submits
-    nothing and says so (exit status 0; with --json, {"id": null, "submitted": false})."""
+    push reads them), or with --task NAME a call of that task (--args, --kwargs: JSON; run by
+    a worker with --tasks), and print its id, for job, cancel and a program's
+    queue.result(). Creates the queue. With --dedup-id, a submit whose id was seen within the
+    window submits nothing and says so (exit status 0; with --json, {"id": null,
+    "submitted": false})."""
+    if (value is None) == (task is None):
+        raise click.UsageError("give a VALUE or --task NAME, not both")
+    if task is None and (task_args is not None or task_kwargs is not None):
+        raise click.UsageError("--args and --kwargs go with --task")
     queue = context.existing_queue(context.queue(), must_exist=False)
-    item = checked_item(queue, value, as_int, context.codec, delay, dedup_id, group)
+    if value is not None:
+        item = checked_item(queue, value, as_int, context.codec, delay, dedup_id, group)
+    else:
+        assert task is not None  # (one of the two)
+        call = task_call_of(queue, task, task_args, task_kwargs)
+        item = checked_write(queue, call, "--task", delay, dedup_id, group)
     check_priority_option(queue, priority)
     database = context.database()
     if isinstance(queue, PriorityQueue):

@@ -18,6 +18,7 @@ import click
 from fdbqueue import benchmark, memory, worker
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS
 from fdbqueue._delivery.time_limits import MAX_TIME_LIMIT, check_time_limit
+from fdbqueue._queues.tasks import registered_tasks
 from fdbqueue.cli._arguments import Count, Seconds, argparse_help
 from fdbqueue.cli._context import (
     Context,
@@ -78,8 +79,40 @@ def option_names(message: str) -> str:
     return re.sub(pattern, lambda found: WORK_OPTIONS[found.group(1)], message)
 
 
-@cli.command(short_help="Run the worker loop with a handler.")
-@click.argument("handler")
+def _run_task(*_values: Any) -> None:
+    """What the worker's argument check is given for ``--tasks``: the worker's task runner
+    takes the value (and the transaction, with --transactional) as any handler does."""
+
+
+def import_task_modules(modules: tuple[str, ...]) -> None:
+    """Import each of ``modules`` (dotted names), with the current directory on
+    ``sys.path`` as ``python -m`` would have it: their ``@queue.task`` decorators register
+    their tasks in this process.
+
+    Raises:
+        click.BadParameter: a module cannot be imported.
+    """
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as error:
+            raise click.BadParameter(
+                f"cannot import {name!r}: {first_line(error)}", param_hint="--tasks"
+            ) from None
+
+
+@cli.command(short_help="Run the worker loop with a handler, or the queue's tasks.")
+@click.argument("handler", required=False)
+@click.option(
+    "--tasks",
+    "task_modules",
+    multiple=True,
+    metavar="MODULE",
+    help="Import MODULE (again for more), whose @queue.task functions register the queue's "
+    "tasks, and run each job's task by its name (instead of a HANDLER).",
+)
 @click.option(
     "--lease",
     type=Seconds(f"above 0, up to {MAX_LEASE_SECONDS:,}"),
@@ -144,7 +177,8 @@ def option_names(message: str) -> str:
 @click.pass_obj
 def work(
     context: Context,
-    handler: str,
+    handler: str | None,
+    task_modules: tuple[str, ...],
     lease: float,
     concurrency: int,
     backoff: float,
@@ -156,20 +190,34 @@ def work(
     log_level: str,
 ) -> None:
     """Run the worker loop: claim items and call HANDLER (module:function) with each value
-    (with --transactional, HANDLER(tr, value) in the acknowledging transaction);
-    acknowledge on success, retry with backoff on an exception, dead-letter on the last
-    delivery (fdbqueue.worker); with --time-limit, a job whose handler runs longer fails.
+    (with --transactional, HANDLER(tr, value) in the acknowledging transaction), or with
+    --tasks MODULE each job's task by its name (a job whose task is not registered ends dead
+    at once); acknowledge on success, retry with backoff on an exception, dead-letter on the
+    last delivery (fdbqueue.worker); with --time-limit, a job whose handler runs longer fails.
     Stops on SIGINT or SIGTERM after running jobs finish (in fdbqueue shell it runs in the
     background: its stop command ends it)."""
-    function = import_handler(handler)
+    if (handler is None) == (not task_modules):
+        raise click.UsageError("give a HANDLER (module:function) or --tasks MODULE, not both")
+    function = None if handler is None else import_handler(handler)
+    import_task_modules(task_modules)
     try:
         worker.check_work_arguments(
-            function, lease, concurrency, backoff, max_backoff, transactional=transactional
+            _run_task if function is None else function,
+            lease,
+            concurrency,
+            backoff,
+            max_backoff,
+            transactional=transactional,
         )
         check_time_limit(time_limit)
     except (TypeError, ValueError) as error:
         raise click.UsageError(option_names(first_line(error))) from None
     queue = context.existing_queue(context.queue(max_deliveries=max_deliveries), must_exist=False)
+    if function is None and not registered_tasks(queue):
+        raise click.UsageError(
+            f"{', '.join(task_modules)} registered no task on {context.queue_name()}: its "
+            "@queue.task must decorate functions on a queue of that subspace"
+        )
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     summary = guarded(
         lambda: queue.work(
