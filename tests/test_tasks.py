@@ -132,7 +132,7 @@ def test_the_task_call_is_a_documented_value_another_program_can_write():
     as_json = fresh(False, 1)
     as_json.submit_task(db, "send", ["ada@example.com"], {"subject": "hi"})
     ((_key, stored),) = [kv for kv in all_keys(db, as_json.subspace) if b"ada" in kv[1]]
-    assert json.loads(stored[stored.index(b"{") :]) == {
+    assert json.loads(stored[31:]) == {  # after the job's header (docs/jobs.rst)
         "task": "send",
         "args": ["ada@example.com"],
         "kwargs": {"subject": "hi"},
@@ -330,3 +330,123 @@ def test_the_command_line_refuses_a_bad_task_command_and_writes_nothing(
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
     assert all_keys(db, subspace) == []
+
+
+# -- options per job ----------------------------------------------------------------------------
+
+
+def options_queue(priority: bool, shards: int, api: str) -> Any:
+    return fresh(priority, shards, api)
+
+
+def submit_with(queue: Any, db: Any, value: Any, **options: Any) -> Any:
+    if isinstance(queue, (PriorityQueue, fa.PriorityQueue)):
+        options.setdefault("priority", 0)
+    return call(queue.submit(db, value, **options))
+
+
+@pytest.mark.parametrize("api", ["sync", "asyncio"])
+@pytest.mark.parametrize(("priority", "shards"), KINDS, ids=KIND_IDS)
+def test_a_jobs_own_max_deliveries_and_time_limit_beat_the_queues_and_the_workers(
+    priority: bool, shards: int, api: str
+):
+    """``submit(..., max_deliveries=1)`` makes that job dead at its first failure on a queue
+    that allows 5; ``time_limit=`` takes back that job's hung handler while the worker has
+    none; the record and the lease carry the options."""
+    db = memory.open()
+    queue = options_queue(priority, shards, api)
+    release = threading.Event()
+    seen: dict[str, Any] = {}
+
+    def handle(value: dict[str, Any]) -> None:
+        seen.setdefault(value["name"], 0)
+        seen[value["name"]] += 1
+        if value["name"] == "hangs":
+            release.wait(5)
+        elif seen[value["name"]] == 1:  # every other job fails its first delivery
+            raise RuntimeError(f"{value['name']} failed")
+
+    strict = submit_with(queue, db, {"name": "strict"}, max_deliveries=1)
+    lenient = submit_with(queue, db, {"name": "lenient"})
+    hangs = submit_with(queue, db, {"name": "hangs"}, time_limit=0.2, max_deliveries=1)
+    options = {"lease": 30, "until_empty": True, "handle_signals": False, "backoff": 0.01}
+    try:
+        if api == "asyncio":
+            summary = asyncio.run(queue.work(db, handle, **options))
+        else:
+            summary = queue.work(db, handle, **options)
+    finally:
+        release.set()
+    info = call(queue.job(db, strict.id))
+    assert (info.state, info.deliveries) == ("dead", 1)
+    assert info.options == fdbqueue.JobOptions(max_deliveries=1)
+    info = call(queue.job(db, lenient.id))
+    assert (info.state, info.deliveries, info.options) == ("succeeded", 2, None)
+    info = call(queue.job(db, hangs.id))
+    assert (info.state, info.error[0]) == ("dead", "TimeLimitExceeded")
+    assert summary.timed_out == 1
+
+
+def test_a_jobs_own_backoff_sets_its_retry_delay():
+    """The worker's backoff is 0.01 s; a job submitted with ``backoff=30`` waits 15 to 30 s
+    (jittered) before its second delivery."""
+    db = memory.open()
+    queue = options_queue(False, 1, "sync")
+    slow = queue.submit(db, {"n": 1}, backoff=30)
+    quick = queue.submit(db, {"n": 2})
+    stop = threading.Event()
+    failed = threading.Semaphore(0)
+
+    def handle(value: Any) -> None:
+        failed.release()
+        raise RuntimeError("fails")
+
+    worker = threading.Thread(
+        target=queue.work,
+        args=(db, handle),
+        kwargs={"lease": 30, "backoff": 0.01, "max_backoff": 60, "stop": stop,
+                "handle_signals": False},
+    )  # fmt: skip
+    worker.start()
+    try:
+        assert failed.acquire(timeout=10) and failed.acquire(timeout=10)
+    finally:
+        stop.set()
+        worker.join(10)
+    now = fdbqueue._clock.now()
+    slow_due = queue.job(db, slow.id).due_at
+    assert slow_due is not None and 14 < slow_due - now <= 30
+    quick_info = queue.job(db, quick.id)
+    assert quick_info.due_at is None or quick_info.due_at - now < 1
+
+
+def test_options_per_job_are_checked_before_anything_is_written():
+    db = memory.open()
+    queue = options_queue(False, 1, "sync")
+    for bad, error in [
+        ({"max_deliveries": 0}, ValueError),
+        ({"max_deliveries": True}, TypeError),
+        ({"time_limit": -1}, ValueError),
+        ({"time_limit": "1"}, TypeError),
+        ({"backoff": float("nan")}, ValueError),
+    ]:
+        with pytest.raises(error):
+            queue.submit(db, {"x": 1}, **bad)
+        with pytest.raises(error):
+            queue.task(lambda: None, name="t", **bad)
+    assert all_keys(db, queue.subspace) == []
+
+
+def test_a_tasks_options_are_its_jobs_own():
+    db = memory.open()
+    queue = options_queue(True, 1, "sync")
+
+    @queue.task(priority=3, max_deliveries=2, time_limit=60.0)
+    def ping() -> str:
+        return "pong"
+
+    job = ping.submit(db)
+    info = queue.job(db, job.id)
+    assert (info.priority, info.options) == (3, fdbqueue.JobOptions(2, 60.0, None))
+    assert queue.work(db, lease=30, until_empty=True, handle_signals=False).succeeded == 1
+    assert queue.result(db, job.id) == "pong"

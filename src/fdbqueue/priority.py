@@ -30,6 +30,7 @@ from fdbqueue._delivery.delays import check_delay
 from fdbqueue._delivery.leases import Lease, check_lease_seconds
 from fdbqueue._queues import tasks
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
+from fdbqueue._queues.options import job_options
 from fdbqueue._queues.shard import PriorityShard
 from fdbqueue._queues.tasks import Task
 from fdbqueue._storage.groups import Group
@@ -182,11 +183,15 @@ class PriorityQueue(QueueBase[T]):
         delay: float | None = None,
         group: Group | None = None,
         dedup_id: DedupId | None = None,
+        max_deliveries: int | None = None,
+        time_limit: float | None = None,
+        backoff: float | None = None,
     ) -> Job | None:
         """Push ``value`` at ``priority`` as a *job*: an item with an id, a state, and a
         result once a worker ran it (:doc:`jobs`).
 
-        Args and errors as :meth:`push`.
+        Args and errors as :meth:`push`; ``max_deliveries``, ``time_limit`` and ``backoff``,
+        the job's own settings, as :meth:`fdbqueue.Queue.submit`'s.
 
         Returns:
             The :class:`~fdbqueue.Job` (its id chosen before the commit), or None when
@@ -195,7 +200,8 @@ class PriorityQueue(QueueBase[T]):
         Cost: :meth:`push`'s, and one set (the job's record).
         """
         check_priority(priority)
-        job = self._submission(group, priority)
+        options = job_options(max_deliveries, time_limit, backoff)
+        job = self._submission(group, priority, options)
         written = self._push(tr, value, priority, delay, dedup_id, group, job)
         return Job(job.id.hex()) if written else None
 
@@ -204,12 +210,31 @@ class PriorityQueue(QueueBase[T]):
 
     @overload
     def task(
-        self, function: None = None, /, *, name: str | None = None, priority: int = 0
+        self,
+        function: None = None,
+        /,
+        *,
+        name: str | None = None,
+        priority: int = 0,
+        max_deliveries: int | None = None,
+        time_limit: float | None = None,
+        backoff: float | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
-    def task(self, function: Any = None, /, *, name: str | None = None, priority: int = 0) -> Any:
+    def task(
+        self,
+        function: Any = None,
+        /,
+        *,
+        name: str | None = None,
+        priority: int = 0,
+        max_deliveries: int | None = None,
+        time_limit: float | None = None,
+        backoff: float | None = None,
+    ) -> Any:
         """Register ``function`` as a task of this queue, as :meth:`fdbqueue.Queue.task`;
-        ``task.submit(tr, ...)`` submits its jobs at ``priority`` (default 0).
+        ``task.submit(tr, ...)`` submits its jobs at ``priority`` (default 0), with the
+        options given here.
 
         Raises:
             As :meth:`fdbqueue.Queue.task`; TypeError or ValueError for a bad ``priority``.
@@ -217,7 +242,9 @@ class PriorityQueue(QueueBase[T]):
         Cost: nothing in the database.
         """
         check_priority(priority)
-        return tasks.decorate(self, function, name, {"priority": priority})
+        job_options(max_deliveries, time_limit, backoff)  # checked now: nothing is written
+        settings = {"max_deliveries": max_deliveries, "time_limit": time_limit, "backoff": backoff}
+        return tasks.decorate(self, function, name, {"priority": priority, **settings})
 
     def submit_task(
         self,
@@ -230,6 +257,9 @@ class PriorityQueue(QueueBase[T]):
         delay: float | None = None,
         group: Group | None = None,
         dedup_id: DedupId | None = None,
+        max_deliveries: int | None = None,
+        time_limit: float | None = None,
+        backoff: float | None = None,
     ) -> Job | None:
         """Submit a job that runs the task ``name`` with ``args`` and ``kwargs`` at
         ``priority``, by its name alone, as :meth:`fdbqueue.Queue.submit_task`.
@@ -238,7 +268,17 @@ class PriorityQueue(QueueBase[T]):
         Cost: :meth:`submit`'s.
         """
         call = tasks.task_call(self, name, args, kwargs)
-        return self.submit(tr, call, priority=priority, delay=delay, group=group, dedup_id=dedup_id)
+        return self.submit(
+            tr,
+            call,
+            priority=priority,
+            delay=delay,
+            group=group,
+            dedup_id=dedup_id,
+            max_deliveries=max_deliveries,
+            time_limit=time_limit,
+            backoff=backoff,
+        )
 
     def _push(
         self,
@@ -303,7 +343,7 @@ class PriorityQueue(QueueBase[T]):
         shard = (
             self._router.for_write() if group is None else self._router.for_group(group, priority)
         )
-        job = self._submission(group, priority)  # each run is a job (:meth:`job` follows it)
+        job = self._submission(group, priority, None)  # each run is a job (:meth:`job` follows it)
         return self._write(tr, [(shard, [wrap(job.id, encoded)])], where, 0.0, None, job)
 
     # -- taking and looking -----------------------------------------------------------------

@@ -31,6 +31,7 @@ from fdbqueue._delivery.delays import check_delay
 from fdbqueue._delivery.leases import Lease, check_lease_seconds
 from fdbqueue._queues import tasks
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
+from fdbqueue._queues.options import job_options
 from fdbqueue._queues.shard import FifoShard, Shard
 from fdbqueue._queues.tasks import Task
 from fdbqueue._storage.groups import Group
@@ -185,12 +186,24 @@ class Queue(QueueBase[T]):
         delay: float | None = None,
         group: Group | None = None,
         dedup_id: DedupId | None = None,
+        max_deliveries: int | None = None,
+        time_limit: float | None = None,
+        backoff: float | None = None,
     ) -> Job | None:
         """Enqueue ``value`` as a *job*: an item with an id, a state, and a result once a
         worker ran it (:doc:`jobs`).
 
         Args and errors as :meth:`enqueue` (the encoded value must be 31 bytes shorter: the
-        job's header shares FoundationDB's 100,000-byte value limit).
+        job's header shares FoundationDB's 100,000-byte value limit), and the job's own
+        settings, kept in its record, which every worker honours instead of the queue's or
+        its own (None: theirs; :doc:`jobs`, "Options per job"):
+
+        Args:
+            max_deliveries: deliveries after which the job, failing, becomes a dead letter
+                (an int >= 1).
+            time_limit: seconds its handler may run per delivery (> 0, at most 12 hours).
+            backoff: seconds before its first retry (> 0), doubled per delivery up to the
+                worker's ``max_backoff``.
 
         Returns:
             The :class:`~fdbqueue.Job`, whose id is chosen before the transaction commits:
@@ -199,7 +212,8 @@ class Queue(QueueBase[T]):
 
         Cost: :meth:`enqueue`'s, and one set (the job's record, in the queue's metadata).
         """
-        job = self._submission(group, None)
+        options = job_options(max_deliveries, time_limit, backoff)
+        job = self._submission(group, None, options)
         written = self._enqueue(tr, value, delay, dedup_id, group, job)
         return Job(job.id.hex()) if written else None
 
@@ -208,25 +222,46 @@ class Queue(QueueBase[T]):
 
     @overload
     def task(
-        self, function: None = None, /, *, name: str | None = None
+        self,
+        function: None = None,
+        /,
+        *,
+        name: str | None = None,
+        max_deliveries: int | None = None,
+        time_limit: float | None = None,
+        backoff: float | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
-    def task(self, function: Any = None, /, *, name: str | None = None) -> Any:
+    def task(
+        self,
+        function: Any = None,
+        /,
+        *,
+        name: str | None = None,
+        max_deliveries: int | None = None,
+        time_limit: float | None = None,
+        backoff: float | None = None,
+    ) -> Any:
         """Register ``function`` as a task of this queue, by ``name`` (its ``__name__`` when
         None), in this process: ``@queue.task`` or ``@queue.task(name="emails.send")``. The
         :class:`~fdbqueue.Task` it returns runs the function when called, and submits a job
         that runs it with ``task.submit(tr, *args, **kwargs)``; a worker given no handler
-        (:meth:`work`) runs each job's task by its name (:doc:`jobs`, "Tasks").
+        (:meth:`work`) runs each job's task by its name (:doc:`jobs`, "Tasks"). The
+        options (``max_deliveries``, ``time_limit``, ``backoff``: :meth:`submit`'s) are the
+        task's jobs' own.
 
         Raises:
             TypeError: not a function, a name that is not a str, or a queue whose codec
                 holds bytes (``"raw"``): tasks need one that encodes a task call (``"json"``,
                 ``"tuple"``).
-            ValueError: an empty name, or one another function has on this queue.
+            ValueError: an empty name, or one another function has on this queue; an option
+                out of range.
 
         Cost: nothing in the database.
         """
-        return tasks.decorate(self, function, name, {})
+        job_options(max_deliveries, time_limit, backoff)  # checked now: nothing is written
+        settings = {"max_deliveries": max_deliveries, "time_limit": time_limit, "backoff": backoff}
+        return tasks.decorate(self, function, name, settings)
 
     def submit_task(
         self,
@@ -238,17 +273,29 @@ class Queue(QueueBase[T]):
         delay: float | None = None,
         group: Group | None = None,
         dedup_id: DedupId | None = None,
+        max_deliveries: int | None = None,
+        time_limit: float | None = None,
+        backoff: float | None = None,
     ) -> Job | None:
         """Submit a job that runs the task ``name`` with ``args`` and ``kwargs``, by its name
-        alone (a program that cannot import the task): :meth:`submit` of the task call
-        (:doc:`jobs`, "Tasks"; the arguments must be values the codec encodes).
+        alone (a program that cannot import the task): :meth:`submit` of the task call, with
+        its options (:doc:`jobs`, "Tasks"; the arguments must be values the codec encodes).
 
         Returns and raises as :meth:`submit`; TypeError also for a codec that holds bytes, or
         ``args`` and ``kwargs`` that are not a list or tuple and a mapping of str keys.
         Cost: :meth:`submit`'s.
         """
         call = tasks.task_call(self, name, args, kwargs)
-        return self.submit(tr, call, delay=delay, group=group, dedup_id=dedup_id)
+        return self.submit(
+            tr,
+            call,
+            delay=delay,
+            group=group,
+            dedup_id=dedup_id,
+            max_deliveries=max_deliveries,
+            time_limit=time_limit,
+            backoff=backoff,
+        )
 
     def _enqueue(
         self,
@@ -392,7 +439,7 @@ class Queue(QueueBase[T]):
     def _write_run(
         self, tr: Any, encoded: bytes, priority: int | None, group: Group | None
     ) -> object:
-        job = self._submission(group, None)  # each run is a job (:meth:`job` follows it)
+        job = self._submission(group, None, None)  # each run is a job (:meth:`job` follows it)
         stored = [wrap(job.id, encoded)]
         if group is None:
             return self._write(tr, self._router.runs(stored), (), 0.0, None, job)

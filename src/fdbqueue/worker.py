@@ -410,6 +410,15 @@ def tasks_handler(queue: Any, options: Mapping[str, Any]) -> Callable[..., Any]:
     return task_runner(queue, options.get("transactional", False) is True)
 
 
+def own_setting(lease: Lease[Any], name: str, default: Any) -> Any:
+    """The job's own setting ``name`` (``max_deliveries``, ``time_limit`` or ``backoff``, of
+    its :attr:`Lease.job_options <fdbqueue.Lease>`, given to ``submit``), else ``default``
+    (the queue's or the loop's). No database access."""
+    options = lease.job_options
+    value = None if options is None else getattr(options, name)
+    return default if value is None else value
+
+
 def retry_delay(deliveries: int, backoff: float, max_backoff: float) -> float:
     """Seconds to wait before the next delivery of an item that failed on its
     ``deliveries``-th: ``backoff * 2 ** (deliveries - 1)``, at most ``max_backoff`` and at
@@ -608,8 +617,9 @@ class Settler:
         ``result``, what its handler returned); release or dead-letter one that failed
         (:func:`settlement`); log it, and count it (as lost when the lease was not held).
         Cost: one ack, release or dead_letter, tried again after a timeout."""
-        max_deliveries = self.queue.max_deliveries
-        plan = settlement(lease, failure, max_deliveries, *self.backoff, result)
+        max_deliveries = own_setting(lease, "max_deliveries", self.queue.max_deliveries)
+        backoff = own_setting(lease, "backoff", self.backoff[0])
+        plan = settlement(lease, failure, max_deliveries, backoff, self.backoff[1], result)
         call = getattr(self.queue, plan.call)
         done = holder_call(
             lambda: call(self.database, lease, *plan.arguments, **plan.keywords), plan.call
@@ -776,7 +786,8 @@ class Loop:
                 self.settler.give_back(lease)
                 return
             transactional = self.options["transactional"]
-            job = Job(lease, self.options["time_limit"], extend=not transactional)
+            time_limit = own_setting(lease, "time_limit", self.options["time_limit"])
+            job = Job(lease, time_limit, extend=not transactional)
             if not (self.process_in_transaction(job) if transactional else self.process(job)):
                 return  # abandoned at the time limit: another thread holds the slot now
 

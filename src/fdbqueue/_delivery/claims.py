@@ -45,7 +45,7 @@ from fdbqueue._delivery.leases import (
     wall_microseconds,
 )
 from fdbqueue._storage.features import LEASES
-from fdbqueue._storage.jobs import JobRecord, job_of, strip_job_header
+from fdbqueue._storage.jobs import JobOptions, JobRecord, job_of, strip_job_header
 from fdbqueue._storage.store import COUNT_PAGE_SIZE, ItemStore, count_keys
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken, TakenItem
 from fdbqueue._storage.transaction_bytes import (
@@ -308,10 +308,14 @@ class Leases:
         for item in items:
             held_id = os.urandom(LEASE_ID_BYTES)
             self.store.held.put(tr, held_id, item.encoded)
+            record = item.job_record
             if item.job is not None:
-                self.store.jobs.started(tr, item.job, 1, item.job_record)
+                self.store.jobs.started(tr, item.job, 1, record)
+            options = None if record is None else record.options
             leases.append(
-                self._grant(tr, item.key, item.value, 1, held_id, read_version, seconds, item.job)
+                self._grant(
+                    tr, item.key, item.value, 1, held_id, read_version, seconds, item.job, options
+                )
             )
         return leases
 
@@ -662,13 +666,15 @@ class Leases:
             )
             return None, written + self._dead_letter(tr, item_key, deliveries, held_id, reason)
         job = job_of(bytes(stored))
+        options = None
         if job is not None:
             goes_on, job_record = self._job_goes_on(tr, job, item_key, held_id)
             if not goes_on:
                 return None, written
             self.store.jobs.started(tr, job, deliveries + 1, job_record)
+            options = None if job_record is None else job_record.options
         lease = self._grant(
-            tr, item_key, value, deliveries + 1, held_id, read_version, seconds, job
+            tr, item_key, value, deliveries + 1, held_id, read_version, seconds, job, options
         )
         metrics.on_commit(
             functools.partial(
@@ -748,6 +754,7 @@ class Leases:
         read_version: int,
         seconds: float,
         job: bytes | None = None,
+        options: JobOptions | None = None,
     ) -> Lease[Any]:
         lease_id = os.urandom(LEASE_ID_BYTES)
         expiry_version = read_version + lease_versions(seconds)
@@ -767,6 +774,7 @@ class Leases:
             group,
             record.expiry_seconds(),
             job_id=None if job is None else job.hex(),
+            job_options=options,
         )
 
     def _lease_of(self, kv: Any, value: Any, job: bytes | None = None) -> Lease[Any]:

@@ -84,6 +84,7 @@ from fdb.subspace_impl import Subspace
 
 from fdbqueue import _clock, _keycodec, metrics
 from fdbqueue._checks import check_seconds
+from fdbqueue._storage.jobs import JobOptions
 from fdbqueue._storage.store import RESERVED_TRANSACTION_BYTES, ItemStore
 from fdbqueue._storage.transaction_bytes import (
     MAX_TRANSACTION_BYTES,
@@ -157,6 +158,9 @@ class Lease(Generic[T_co]):
             expired lease's item does (``info().expired_leases``).
         job_id: the id of the job the item is (:meth:`~fdbqueue.Queue.submit`), or None for
             an item enqueued as a plain item.
+        job_options: the job's own settings (``submit``'s ``max_deliveries``,
+            ``time_limit``, ``backoff``: :class:`~fdbqueue.JobOptions`), which the worker
+            loop honours instead of the queue's and its own; None for none.
     """
 
     value: T_co
@@ -168,6 +172,7 @@ class Lease(Generic[T_co]):
     expiry_time: float | None = None
     released: bool = False
     job_id: str | None = None
+    job_options: JobOptions | None = field(default=None, repr=False)
 
     def __init__(
         self,
@@ -180,6 +185,7 @@ class Lease(Generic[T_co]):
         expiry_time: float | None = None,
         released: bool = False,
         job_id: str | None = None,
+        job_options: JobOptions | None = None,
     ) -> None:
         # Frozen: the fields are set through the instance's dict in one call (a claim makes
         # one Lease per item; the generated ``__init__`` sets each field by a call of its own).
@@ -193,6 +199,7 @@ class Lease(Generic[T_co]):
             expiry_time=expiry_time,
             released=released,
             job_id=job_id,
+            job_options=job_options,
         )
 
     def expired(self, read_version: int, now: float | None = None) -> bool:
@@ -665,4 +672,5 @@ class LeaseHolds:
             lease.group,
             extended.expiry_seconds(),
             job_id=lease.job_id,
+            job_options=lease.job_options,
         )

@@ -56,6 +56,7 @@ from fdbqueue._storage.groups import Group, check_weight
 from fdbqueue._storage.jobs import (
     STATES,
     JobInfo,
+    JobOptions,
     Jobs,
     ResultFormat,
     Submission,
@@ -90,6 +91,7 @@ __all__ = [
 ]  # (the options and checks live in fdbqueue._queues.options, whose names these are)
 
 T = TypeVar("T")
+Opt = JobOptions | None  # a job's own settings (submit's), None: the queue's and the worker's
 #: The value type of a lease given to :meth:`QueueBase.extend` (and of the one returned).
 V = TypeVar("V")
 R = TypeVar("R")
@@ -222,9 +224,9 @@ class QueueBase(Generic[T]):
 
     # -- jobs (fdbqueue._storage.jobs) -------------------------------------------------------
 
-    def _submission(self, group: Group | None, priority: int | None) -> Submission:
+    def _submission(self, group: Group | None, priority: int | None, options: Opt) -> Submission:
         """A new job of this queue (its id chosen now, before any transaction)."""
-        return Submission(self._jobs, new_job_id(self._jobs.tag), group, priority)
+        return Submission(self._jobs, new_job_id(self._jobs.tag), group, priority, options)
 
     def _stored(self, value: T, job: Submission | None) -> bytes:
         """``value`` encoded and checked as an item's (:meth:`ItemStore.encode`), with the

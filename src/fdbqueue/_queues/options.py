@@ -17,7 +17,7 @@ from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, check_abandon_af
 from fdbqueue._delivery.deduplication import DEFAULT_DEDUP_WINDOW, check_dedup_window
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, check_max_deliveries
 from fdbqueue._delivery.time_limits import check_time_limit
-from fdbqueue._storage.jobs import RESULT_TTL
+from fdbqueue._storage.jobs import RESULT_TTL, JobOptions
 from fdbqueue._transactions.transactional import is_database, is_transaction
 from fdbqueue.codecs import Codec, resolve_result_codec
 
@@ -30,6 +30,7 @@ __all__ = [
     "check_limit",
     "check_options",
     "check_queue_arguments",
+    "job_options",
     "read_pages",
 ]
 
@@ -156,6 +157,26 @@ def check_options(options: QueueOptions, where: str) -> Settings:
         result_ttl=check_seconds(given["result_ttl"], "result_ttl", allow_zero=True),
         result_codec=resolve_result_codec(given["result_codec"]),
         time_limit=check_time_limit(given["time_limit"]),
+    )
+
+
+def job_options(
+    max_deliveries: Any = None, time_limit: Any = None, backoff: Any = None
+) -> JobOptions | None:
+    """The :class:`~fdbqueue.JobOptions` of ``submit``'s keywords, checked as the queue's and
+    the worker's own settings are; None when all are None (theirs apply).
+
+    Raises:
+        TypeError: a value of the wrong type (a bool, a str...).
+        ValueError: ``max_deliveries`` < 1, a ``time_limit`` that is not > 0 or over 12
+            hours, a ``backoff`` that is not a finite number > 0.
+    """
+    if max_deliveries is None and time_limit is None and backoff is None:
+        return None
+    return JobOptions(
+        check_max_deliveries(max_deliveries),
+        check_time_limit(time_limit),
+        None if backoff is None else check_seconds(backoff, "backoff"),
     )
 
 

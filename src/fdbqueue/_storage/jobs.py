@@ -28,14 +28,16 @@ The job record, byte for byte (version 3, :data:`RECORD_VERSION`; integers littl
     1       1      the state: 0 waiting, 1 delayed, 2 running, 3 retrying, 4 succeeded,
                    5 dead, 6 cancelled
     2       1      flags: 0x01 cancel requested; the optional fields present: 0x02 the
-                   group, 0x04 the priority, 0x08 the error
+                   group, 0x04 the priority, 0x08 the error, 0x10 the job's options
     3       8      deliveries, unsigned
     11      8      enqueued_at  (the times: signed wall-clock microseconds, 0: none)
     19      8      started_at
     27      8      finished_at
     35      8      due_at
-    43      rest   only with a flag 0x02, 0x04 or 0x08: pack((the optional fields present, in
-                   this order: group, priority, error type, error message, error traceback))
+    43      rest   only with a flag 0x02, 0x04, 0x08 or 0x10: pack((the optional fields
+                   present, in this order: group, priority, error type, error message,
+                   error traceback, and the options: max_deliveries, time_limit, backoff,
+                   each None when not given))
 
 So a plain job's record (no group, no priority, no error yet) is its 43 fixed bytes, packed
 without the tuple layer. A record of versions 1 and 2 (an older fdbqueue's) is a tuple::
@@ -127,6 +129,7 @@ __all__ = [
     "SWEEP_LIMIT",
     "Job",
     "JobInfo",
+    "JobOptions",
     "JobRecord",
     "Jobs",
     "ResultFormat",
@@ -188,7 +191,8 @@ _CANCEL_REQUESTED = 0x01
 _HAS_GROUP = 0x02
 _HAS_PRIORITY = 0x04
 _HAS_ERROR = 0x08
-_HAS_OPTIONAL = _HAS_GROUP | _HAS_PRIORITY | _HAS_ERROR
+_HAS_OPTIONS = 0x10
+_HAS_OPTIONAL = _HAS_GROUP | _HAS_PRIORITY | _HAS_ERROR | _HAS_OPTIONS
 #: A record's error when it has none.
 _NO_ERROR = ("", "", "")
 _END = object()
@@ -294,6 +298,8 @@ class JobInfo:
         priority: its priority (a PriorityQueue's), or None.
         cancel_requested: :meth:`~fdbqueue.Queue.cancel` was called while it ran: it is not
             retried.
+        options: its own settings (``submit``'s ``max_deliveries``, ``time_limit``,
+            ``backoff``: :class:`~fdbqueue.JobOptions`), or None.
     """
 
     id: str
@@ -310,6 +316,7 @@ class JobInfo:
     group: Any
     priority: int | None
     cancel_requested: bool
+    options: JobOptions | None = None
 
     @property
     def finished(self) -> bool:
@@ -345,6 +352,28 @@ def _now() -> int:
     return round(_clock.now() * _MICROSECONDS)
 
 
+@dataclass(frozen=True)
+class JobOptions:
+    """A job's own settings, given to ``submit`` (or a task's decorator) for that job: each
+    overrides the setting of the queue or of the worker loop that runs it; None leaves that
+    one's.
+
+    Attributes:
+        max_deliveries: deliveries after which a failing job becomes a dead letter (>= 1).
+        time_limit: seconds its handler may run per delivery (> 0, at most 12 hours).
+        backoff: seconds before its first retry, doubled per delivery (jittered) up to the
+            worker's ``max_backoff`` (> 0).
+    """
+
+    max_deliveries: int | None = None
+    time_limit: float | None = None
+    backoff: float | None = None
+
+    def fields(self) -> tuple[int | None, float | None, float | None]:
+        """The fields as a job record stores them, in order."""
+        return (self.max_deliveries, self.time_limit, self.backoff)
+
+
 @dataclass
 class JobRecord:
     """A job record's fields (see the module docstring); times in microseconds, 0: none.
@@ -363,6 +392,8 @@ class JobRecord:
     group: Any = None
     priority: int | None = None
     error: tuple[str, str, str] = _NO_ERROR
+    #: its own settings (``submit``'s), None: the queue's and the worker's
+    options: JobOptions | None = None
     #: the version it was read with (:data:`RECORD_VERSION` when made here): tells how its
     #: result is stored (see the module docstring); :meth:`pack` writes RECORD_VERSION
     version: int = RECORD_VERSION
@@ -387,6 +418,9 @@ class JobRecord:
         if error != _NO_ERROR:
             flags |= _HAS_ERROR
             optional += error
+        if self.options is not None:
+            flags |= _HAS_OPTIONS
+            optional += self.options.fields()
         fixed = _RECORD.pack(
             RECORD_VERSION,
             _STATE_CODES[self.state],
@@ -434,6 +468,8 @@ class JobRecord:
                     record.priority = next(optional)
                 if flags & _HAS_ERROR:
                     record.error = (str(next(optional)), str(next(optional)), str(next(optional)))
+                if flags & _HAS_OPTIONS:
+                    record.options = JobOptions(next(optional), next(optional), next(optional))
                 if next(optional, _END) is not _END:
                     raise ValueError("more optional fields than its flags say")
             elif len(value) != _RECORD.size:
@@ -463,7 +499,7 @@ class JobRecord:
             group,
             priority,
             (str(error_type), str(message), str(trace)),
-            version,
+            version=version,
         )
 
 
@@ -547,10 +583,11 @@ class Submission:
     id: bytes
     group: Any
     priority: int | None
+    options: JobOptions | None = None
 
     def record(self, tr: Any, delay: float) -> None:
         """Write its record in ``tr`` (``delay``: seconds before its item falls due)."""
-        self.jobs.submitted(tr, self.id, delay, self.group, self.priority)
+        self.jobs.submitted(tr, self.id, delay, self.group, self.priority, self.options)
 
 
 #: Removes a cancelled job's item: ``withdraw(tr, item key, job id)``; whether it did.
@@ -682,6 +719,7 @@ class Jobs:
             record.group,
             record.priority,
             record.cancel_requested,
+            record.options,
         )
 
     def listing(
@@ -716,13 +754,21 @@ class Jobs:
     # -- state changes (each in the transaction that moves the job's item) ---------------
 
     def submitted(
-        self, tr: Any, job_id: bytes, delay: float, group: Any, priority: int | None
+        self,
+        tr: Any,
+        job_id: bytes,
+        delay: float,
+        group: Any,
+        priority: int | None,
+        options: JobOptions | None = None,
     ) -> None:
         """A job was submitted in ``tr``: its record, ``waiting`` (``delay`` seconds ahead:
-        reported ``delayed`` until then). Cost: one set."""
+        reported ``delayed`` until then), with its own ``options``. Cost: one set."""
         now = _now()
         due = now + round(delay * _MICROSECONDS) if delay else 0
-        record = JobRecord("waiting", enqueued_at=now, due_at=due, group=group, priority=priority)
+        record = JobRecord(
+            "waiting", enqueued_at=now, due_at=due, group=group, priority=priority, options=options
+        )
         tr[self.key(job_id)] = record.pack()
 
     def _change(self, tr: Any, job_id: bytes, record: JobRecord | None) -> JobRecord | None:

@@ -62,7 +62,6 @@ import fdbqueue.priority
 import fdbqueue.queue
 from fdbqueue import worker
 from fdbqueue._consuming.sessions import Consumer as SyncConsumer
-from fdbqueue._queues import tasks
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._transactions import suspension
 from fdbqueue._transactions.transactional import (
@@ -78,7 +77,6 @@ from fdbqueue.asyncio import _bridge as bridge
 from fdbqueue.asyncio import _worker as async_worker
 from fdbqueue.asyncio._bridge import wait_future
 from fdbqueue.codecs import Codec
-from fdbqueue.priority import check_priority
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -330,12 +328,10 @@ class Queue(_StoredQueue[fdbqueue.queue.Queue[T], T]):
     submit = _twin(fdbqueue.queue.Queue[T].submit, "Queue")
     submit_task = _twin(fdbqueue.queue.Queue[T].submit_task, "Queue")
 
-    def task(self, function: Any = None, /, *, name: str | None = None) -> Any:
-        """:meth:`fdbqueue.Queue.task` for this queue: the same registry (the subspace's);
-        ``await task.submit(tr, *args, **kwargs)``. The asyncio worker awaits a coroutine
-        function's task on the loop, and runs a plain one in a thread
-        (``asyncio.to_thread``)."""
-        return tasks.decorate(self, function, name, {})
+    #: :meth:`fdbqueue.Queue.task` itself, on this queue: the same registry (the subspace's),
+    #: ``await task.submit(tr, *args, **kwargs)``. The asyncio worker awaits a coroutine
+    #: function's task on the loop, and runs a plain one in a thread (``asyncio.to_thread``).
+    task = fdbqueue.queue.Queue.task
 
     def consumer(self, *args: Any, **kwargs: Any) -> Consumer:
         """Open a consumer session with coroutine calls: the arguments and errors of
@@ -408,10 +404,8 @@ class PriorityQueue(_StoredQueue[fdbqueue.priority.PriorityQueue[T], T]):
     submit = _twin(fdbqueue.priority.PriorityQueue[T].submit, "PriorityQueue")
     submit_task = _twin(fdbqueue.priority.PriorityQueue[T].submit_task, "PriorityQueue")
 
-    def task(self, function: Any = None, /, *, name: str | None = None, priority: int = 0) -> Any:
-        """:meth:`fdbqueue.PriorityQueue.task` for this queue (see :meth:`Queue.task`)."""
-        check_priority(priority)
-        return tasks.decorate(self, function, name, {"priority": priority})
+    #: :meth:`fdbqueue.PriorityQueue.task` itself, on this queue (see :attr:`Queue.task`).
+    task = fdbqueue.priority.PriorityQueue.task
 
     peek_many_with_priorities = _twin(
         fdbqueue.priority.PriorityQueue[T].peek_many_with_priorities, "PriorityQueue"

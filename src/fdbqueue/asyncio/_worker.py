@@ -77,6 +77,7 @@ from fdbqueue.worker import (
     check_work_options,
     ended_paused,
     is_coroutine_handler,
+    own_setting,
     registration,
     tasks_handler,
 )
@@ -278,7 +279,7 @@ class AsyncLoop:
             if self.stop.is_set():
                 await self.give_back(lease)
                 return
-            job = AsyncJob(lease, self.time_limit)
+            job = AsyncJob(lease, own_setting(lease, "time_limit", self.time_limit))
             self.running.add(job)
             try:
                 goes_on = await self.process(job)
