@@ -23,6 +23,8 @@ Exception                           Raised when
 :class:`TimeLimitExceeded`          not raised to you: the failure the worker loop records for a
                                     job whose handler ran past ``time_limit`` (in the log and
                                     in its dead letter's reason).
+:class:`HandlerError`               not raised to you: a handler's exception from its child
+                                    process that could not be sent back as it was.
 :class:`UnknownTaskError`           not raised to you: the failure a worker without a handler
                                     records for a job whose task it does not have, or whose
                                     value is not a task call; the job ends dead at once.
@@ -38,6 +40,7 @@ __all__ = [
     "BenchmarkError",
     "BindingMismatchError",
     "ClientLibraryMissingError",
+    "HandlerError",
     "JobFailedError",
     "LeaseError",
     "LeaseExpiredError",
@@ -114,6 +117,18 @@ class UnknownTaskError(LookupError):
     whose value is not a task call (:doc:`jobs`, "Tasks"). Retrying cannot help: the worker
     moves the job to the dead letters on that delivery (its state ``dead``), the message, which
     names the task, as its error."""
+
+
+class HandlerError(Exception):
+    """Not raised to you: what a handler raised in its child process (``work(...,
+    processes=N)``) when that exception could not be sent back as it was (it does not
+    pickle): its type's name and message (``kind``, the message), with the child's
+    traceback (``trace``)."""
+
+    def __init__(self, kind: str, message: str, trace: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.trace = trace
 
 
 class ClientLibraryMissingError(RuntimeError):

@@ -97,10 +97,11 @@ from fdbqueue import metrics
 from fdbqueue._checks import check_flag, check_keywords, check_seconds, spell_out
 from fdbqueue._delivery.heartbeat import Heartbeat, Job
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seconds
+from fdbqueue._delivery.processes import ChildCall, ChildProcesses, FunctionReference
 from fdbqueue._delivery.schedules import check_until_stopped
 from fdbqueue._delivery.time_limits import Abandoned, Timing, check_time_limit, in_time
 from fdbqueue._delivery.workers import Registration, RegistrationThread, WorkerRegistry, job_id
-from fdbqueue._queues.tasks import check_codec_holds_tasks, task_runner
+from fdbqueue._queues.tasks import check_codec_holds_tasks, child_call, task_runner
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import is_database
 from fdbqueue._wording import describe_error, describe_failure
@@ -199,6 +200,7 @@ class OptionalWorkOptions(TypedDict, total=False):
     until_empty: bool
     transactional: bool
     time_limit: float | None
+    processes: int | None
 
 
 class WorkOptions(OptionalWorkOptions):
@@ -233,6 +235,7 @@ WORK_DEFAULTS: OptionalWorkOptions = {
     "until_empty": False,
     "transactional": False,
     "time_limit": QUEUE_TIME_LIMIT,
+    "processes": None,
 }
 
 Method = TypeVar("Method", bound=Callable[..., Any])
@@ -396,6 +399,20 @@ def check_work_options(
     check_flag(given["handle_signals"], "handle_signals")
     check_flag(given["until_empty"], "until_empty")
     given["time_limit"] = check_time_limit(given["time_limit"])
+    processes = given["processes"]
+    if processes is not None:
+        if type(processes) is not int:
+            raise TypeError(f"processes must be an int or None, not {type(processes).__name__}")
+        if not 1 <= processes <= MAX_PROCESSES:
+            raise ValueError(f"processes must be from 1 to {MAX_PROCESSES}, not {processes}")
+        if given["transactional"]:
+            raise ValueError(
+                "a transactional handler runs inside the acknowledging transaction, in this "
+                "process: processes= cannot run it"
+            )
+        if "concurrency" in options and given["concurrency"] != processes:
+            raise ValueError("processes=N runs N threads, one per child: leave concurrency out")
+        given["concurrency"] = processes
     return given
 
 
@@ -417,6 +434,63 @@ def own_setting(lease: Lease[Any], name: str, default: Any) -> Any:
     options = lease.job_options
     value = None if options is None else getattr(options, name)
     return default if value is None else value
+
+
+#: The most child processes ``work(processes=N)`` starts.
+MAX_PROCESSES = 256
+
+
+class HandlerRun:
+    """How a worker thread runs its handler on a job's value: here, in the thread (the
+    heartbeat enforces the time limit by abandoning the thread: :class:`Job`)."""
+
+    def __init__(self, handler: Callable[..., Any]) -> None:
+        self.handler = handler
+
+    def time_limit_of_thread(self, time_limit: float | None) -> float | None:
+        """The time limit the heartbeat enforces on the job's thread."""
+        return time_limit
+
+    def __call__(self, value: Any, time_limit: float | None) -> Any:
+        return self.handler(value)
+
+    def close(self) -> None:
+        """Nothing to end."""
+
+
+class ChildRun(HandlerRun):
+    """:class:`HandlerRun` in the thread's child process (``processes=N``): the child is
+    killed at the time limit (:mod:`fdbqueue._delivery.processes`)."""
+
+    def __init__(self, make_call: Callable[[Any], ChildCall]) -> None:
+        self.make_call = make_call
+        self.children = ChildProcesses()
+
+    def time_limit_of_thread(self, time_limit: float | None) -> float | None:
+        return None  # the child is killed instead: the thread never runs late
+
+    def __call__(self, value: Any, time_limit: float | None) -> Any:
+        return self.children.run(self.make_call(value), time_limit)
+
+    def close(self) -> None:
+        """Stop every child: none is left."""
+        self.children.close()
+
+
+def handler_run(queue: Any, handler: Callable[..., Any] | None, processes: int | None) -> Any:
+    """The :class:`HandlerRun` of a loop: ``handler`` (None: the queue's tasks) in its
+    threads, or in child processes with ``processes``.
+
+    Raises:
+        TypeError: with ``processes``, a handler a child cannot import by its name.
+    """
+    if processes is None:
+        return HandlerRun(tasks_handler(queue, {}) if handler is None else handler)
+    if handler is None:
+        check_codec_holds_tasks(queue)
+        return ChildRun(lambda value: child_call(queue, value))
+    reference = FunctionReference.of(handler)
+    return ChildRun(lambda value: ChildCall(reference, (value,), {}))
 
 
 def retry_delay(deliveries: int, backoff: float, max_backoff: float) -> float:
@@ -706,6 +780,8 @@ class Loop:
     stop: threading.Event
     heartbeat: Heartbeat
     settler: Settler
+    #: How the handler runs: in the threads, or in child processes (:class:`HandlerRun`).
+    runs: HandlerRun
     failures: list[BaseException] = field(default_factory=list)
     #: The threads started to hold a slot (an abandoned one leaves the list).
     threads: list[threading.Thread] = field(default_factory=list)
@@ -787,18 +863,21 @@ class Loop:
                 return
             transactional = self.options["transactional"]
             time_limit = own_setting(lease, "time_limit", self.options["time_limit"])
-            job = Job(lease, time_limit, extend=not transactional)
-            if not (self.process_in_transaction(job) if transactional else self.process(job)):
+            on_thread = self.runs.time_limit_of_thread(time_limit)
+            job = Job(lease, on_thread, extend=not transactional)
+            if not (
+                self.process_in_transaction(job) if transactional else self.process(job, time_limit)
+            ):
                 return  # abandoned at the time limit: another thread holds the slot now
 
-    def process(self, job: Job) -> bool:
-        """Run the handler on one job, then acknowledge, release or dead-letter it. Returns
-        False when the job was taken back at its time limit meanwhile (this thread was
-        abandoned: it ends)."""
+    def process(self, job: Job, time_limit: float | None) -> bool:
+        """Run the handler on one job (:attr:`runs`: ``time_limit`` is the job's), then
+        acknowledge, release or dead-letter it. Returns False when the job was taken back at
+        its time limit meanwhile (this thread was abandoned: it ends)."""
         result = None
         with self.heartbeat.running(job):
             try:
-                result = self.handler(job.lease.value)
+                result = self.runs(job.lease.value, time_limit)
             except Exception as error:
                 failure: BaseException | None = error
             except BaseException as error:  # SystemExit or the like: give the item back
@@ -952,27 +1031,31 @@ def work(
     ValueError for a bad argument (a coroutine function as ``handler`` included:
     :func:`refuse_coroutine_handler`), before anything is read or written.
     """
+    given_handler = handler
     if handler is None:
         handler = tasks_handler(queue, options)
     given = check_work_options(queue, database, handler, options)
     refuse_coroutine_handler(queue, handler)
     if stop is not None and not isinstance(stop, threading.Event):
         raise TypeError(f"stop must be a threading.Event or None, not {type(stop).__name__}")
+    handler = awaiting_refused(queue, handler)
+    processes = given["processes"]
+    runs = handler_run(queue, given_handler, processes) if processes else HandlerRun(handler)
     stop = stop if stop is not None else threading.Event()
     settler = Settler(queue, database, given)
     heartbeat = Heartbeat(queue, database, given["lease"])
-    handler = awaiting_refused(queue, handler)
-    loop = Loop(queue, database, handler, given, stop, heartbeat, settler)
+    loop = Loop(queue, database, handler, given, stop, heartbeat, settler, runs)
     registered = RegistrationThread(
         registration(queue, database, settler, heartbeat.leases, loop.abandoned)
     )
     heartbeat.on_time_out = loop.time_out
     concurrency, seconds, summary = given["concurrency"], given["lease"], settler.summary
     logger.info(
-        "worker started on %s: %d thread%s, leases of %.1fs",
+        "worker started on %s: %d thread%s%s, leases of %.1fs",
         metrics.queue_name(queue.subspace.key()),
         concurrency,
         "" if concurrency == 1 else "s",
+        "" if processes is None else ", each with a child process",
         seconds,
     )
     # the queue's periodic jobs: one more thread enqueues their due runs (docs/schedules.rst)
@@ -996,6 +1079,7 @@ def work(
             heartbeat.close()
             schedules.join()
             registered.close()
+            runs.close()
     logger.info("worker stopped on %s: %s", metrics.queue_name(queue.subspace.key()), summary)
     loop.abandoned.at_stop()
     if loop.failures:

@@ -29,11 +29,13 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from fdbqueue._delivery.processes import ChildCall, FunctionReference
 from fdbqueue.errors import UnknownTaskError
 
 __all__ = [
     "TUPLE_MARKER",
     "Task",
+    "child_call",
     "parse_task_call",
     "registered_tasks",
     "task_call",
@@ -233,6 +235,19 @@ def find_task(queue: Any, name: str) -> Task[Any, Any]:
             f"{listed}); import the module that defines it (fdbqueue work --tasks MODULE)"
         )
     return task
+
+
+def child_call(queue: Any, value: Any) -> ChildCall:
+    """The call a child process makes for a job whose value is ``value`` (``work(...,
+    processes=N)`` without a handler): its task's function, by module and name, with the
+    task call's arguments.
+
+    Raises:
+        UnknownTaskError: the value is not a task call, or its task is not registered here.
+        TypeError: the task's function cannot be imported by a child (a nested function).
+    """
+    name, args, kwargs = parse_task_call(value)
+    return ChildCall(FunctionReference.of(find_task(queue, name).function), args, kwargs)
 
 
 def task_runner(queue: Any, transactional: bool) -> Callable[..., Any]:

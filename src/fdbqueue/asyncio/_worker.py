@@ -627,6 +627,11 @@ async def work(
             else coroutine_task_runner(queue)
         )
     given = check_work_options(queue, database, handler, options)
+    if given["processes"] is not None:
+        raise TypeError(
+            "processes= runs handlers in child processes from the thread worker: use "
+            f"fdbqueue.{type(queue).__name__}.work (the synchronous queue's)"
+        )
     if stop is not None and not isinstance(stop, asyncio.Event):
         raise TypeError(f"stop must be an asyncio.Event or None, not {type(stop).__name__}")
     transactional = given["transactional"]

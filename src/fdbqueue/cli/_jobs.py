@@ -13,6 +13,7 @@ submitted, or cleared ``result_ttl`` seconds after it finished) is exit status 1
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -25,7 +26,7 @@ import click
 
 from fdbqueue import _clock
 from fdbqueue._queues.tasks import task_call
-from fdbqueue._storage.jobs import STATES, JobInfo
+from fdbqueue._storage.jobs import STATES, JobInfo, JobOptions
 from fdbqueue.cli._arguments import Count, NumberArguments, Seconds
 from fdbqueue.cli._changing import (
     check_priority_option,
@@ -131,7 +132,20 @@ def job_document(info: JobInfo) -> dict[str, Any]:
         "group": info.group,
         "priority": info.priority,
         "cancel_requested": info.cancel_requested,
+        "options": None if info.options is None else dataclasses.asdict(info.options),
     }
+
+
+def options_text(options: JobOptions | None) -> str:
+    """A job's own options as ``job`` prints them: ``max_deliveries=1, time_limit=30s``."""
+    if options is None:
+        return "-"
+    given = [
+        f"{name}={value:g}s" if isinstance(value, float) else f"{name}={value}"
+        for name, value in dataclasses.asdict(options).items()
+        if value is not None
+    ]
+    return ", ".join(given)
 
 
 def job_lines(info: JobInfo, now: float) -> list[str]:
@@ -146,6 +160,7 @@ def job_lines(info: JobInfo, now: float) -> list[str]:
         ("due", moment(info.due_at, now)),
         ("group", "-" if info.group is None else repr(info.group)),
         ("priority", "-" if info.priority is None else str(info.priority)),
+        ("options", options_text(info.options)),
         ("result", as_json_text(info.result) if info.has_result else info.result_error or "-"),
         ("error", error_line(info.error)),
     ]
@@ -282,8 +297,8 @@ def job(context: Context, job_id: str, wait: bool, wait_timeout: float | None) -
     priority, result (as JSON when it is JSON) and last error with its traceback's last
     lines. With --json: {id, state, deliveries, enqueued_at, started_at, finished_at,
     due_at, error: {type, message, traceback} or null, result, has_result, result_error
-    (why a result was not kept, or null), group, priority, cancel_requested}, times in seconds
-    since the epoch.
+    (why a result was not kept, or null), group, priority, cancel_requested, options}, times in
+    seconds since the epoch.
 
     With --wait, wait until the job ends (a watch, no polling) and print its result (with
     --json: {id, state, result}); a job that ended dead or cancelled is one line on stderr,

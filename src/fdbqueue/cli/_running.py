@@ -68,6 +68,7 @@ WORK_OPTIONS = {
     "lease": "--lease",
     "concurrency": "--concurrency",
     "time_limit": "--time-limit",
+    "processes": "--processes",
 }
 
 
@@ -128,6 +129,13 @@ def import_task_modules(modules: tuple[str, ...]) -> None:
     help=f"Jobs run at once (threads, at most {MAX_CONCURRENCY:,}).",
 )
 @click.option(
+    "--processes",
+    type=Count(1, 256),
+    default=None,
+    help="Run handlers in N child processes (one per thread; --concurrency is then N): a "
+    "job past --time-limit has its process killed. HANDLER and tasks must be importable.",
+)
+@click.option(
     "--backoff",
     type=Seconds(),
     default=1.0,
@@ -181,6 +189,7 @@ def work(
     task_modules: tuple[str, ...],
     lease: float,
     concurrency: int,
+    processes: int | None,
     backoff: float,
     max_backoff: float,
     max_deliveries: int,
@@ -196,6 +205,10 @@ def work(
     last delivery (fdbqueue.worker); with --time-limit, a job whose handler runs longer fails.
     Stops on SIGINT or SIGTERM after running jobs finish (in fdbqueue shell it runs in the
     background: its stop command ends it)."""
+    if processes is not None and concurrency != 1:
+        raise click.UsageError(
+            "--processes N runs N threads, one per child: leave --concurrency out"
+        )
     if (handler is None) == (not task_modules):
         raise click.UsageError("give a HANDLER (module:function) or --tasks MODULE, not both")
     function = None if handler is None else import_handler(handler)
@@ -224,7 +237,7 @@ def work(
             context.database(),
             function,
             lease=lease,
-            concurrency=concurrency,
+            **({"concurrency": concurrency} if processes is None else {}),
             backoff=backoff,
             max_backoff=max_backoff,
             until_empty=until_empty,
@@ -232,6 +245,7 @@ def work(
             handle_signals=context.stop is None,
             transactional=transactional,
             time_limit=time_limit,
+            processes=processes,
         )
     )
     facts = dataclasses.asdict(summary)
