@@ -35,6 +35,7 @@ def run_example(name: str, *args: str) -> subprocess.CompletedProcess[str]:
         ("worker.py", "--concurrency"),
         ("tenants.py", "--tenants"),
         ("jobs.py", "--runs"),
+        ("tasks.py", "--processes"),
     ],
 )
 @pytest.mark.parametrize(
@@ -80,4 +81,16 @@ def test_the_jobs_example_runs():
         "jobs by state: {'cancelled': 1, 'dead': 1, 'succeeded': " in result.stdout
     )  # and the ticks
     assert lines[-1] == "OK"
+    assert result.stderr == ""
+
+
+@pytest.mark.slow("a few seconds: two child processes, and a task killed at its 1 s limit")
+def test_the_tasks_example_runs():
+    """examples/tasks.py: tasks by function and by name run in child processes; the endless
+    one is killed at its own time limit."""
+    result = run_example("tasks.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "word_count('the quick brown fox') -> 4" in result.stdout
+    assert "spin: dead, TimeLimitExceeded: time limit exceeded" in result.stdout
+    assert "jobs by state: {'succeeded': 4}" in result.stdout
     assert result.stderr == ""

@@ -26,13 +26,8 @@ from fdb.subspace_impl import Subspace
 
 from fdbqueue import worker
 from fdbqueue._checks import check_count, check_error
-from fdbqueue._delivery.deduplication import (
-    Deduplication,
-)
-from fdbqueue._delivery.leases import (
-    Lease,
-    check_lease_seconds,
-)
+from fdbqueue._delivery.deduplication import Deduplication
+from fdbqueue._delivery.leases import Lease, check_lease_seconds
 from fdbqueue._delivery.schedules import (
     ScheduleInfo,
     Schedules,
