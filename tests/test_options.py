@@ -118,7 +118,10 @@ def test_work_lists_its_options_with_their_defaults(queue_type, _name):
     for work in (queue_type.work, queue_type(Subspace(("Q",))).work):
         parameters = inspect.signature(work).parameters
         names = [name for name in parameters if name not in ("self", "database", "handler")]
-        assert names == ["stop"] + [name for name, _ in WORK_SIGNATURE] + ["time_limit"]
+        assert names == ["stop"] + [name for name, _ in WORK_SIGNATURE] + [
+            "time_limit",
+            "processes",
+        ]
         for name, default in WORK_SIGNATURE:
             assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
             assert parameters[name].default == default, name
@@ -127,6 +130,7 @@ def test_work_lists_its_options_with_their_defaults(queue_type, _name):
     text = pydoc.render_doc(queue_type.work, renderer=pydoc.plaintext)
     assert "lease: 'float', concurrency: 'int' = 1" in text
     assert "time_limit: 'float | None' = <the queue's time_limit>" in text
+    assert "processes: 'int | None' = None" in text
 
 
 @pytest.mark.parametrize("queue_type", [Queue, fa.Queue])

@@ -70,7 +70,8 @@ class PriorityQueue(QueueBase[T]):
         codec: as for :class:`~fdbqueue.Queue` (``"tuple"``, the default, is the Java
             recipe's value layout).
         options: ``high_contention``, ``abandon_after``, ``max_deliveries``,
-            ``exactly_once``, ``shards``, ``dedup_window`` and ``time_limit``, as
+            ``exactly_once``, ``shards``, ``dedup_window``, ``time_limit`` and
+            ``rate_limit``, as
             :class:`~fdbqueue.Queue` documents them, with these differences:
             ``high_contention`` keeps one line of requests per end (pops and claims at that
             end take in line); on a queue of several shards, a pop takes from the shard

@@ -92,6 +92,12 @@ class Queue(QueueBase[T]):
             takes the job back, when ``work`` is given no ``time_limit`` (a finite number
             > 0, at most 12 hours; default None: no limit). Not stored: each process that
             opens the queue says it.
+        rate_limit: ``(jobs, seconds)``: at most ``jobs`` jobs start in any window of
+            ``seconds`` (at most 12 hours), counted over every worker loop that opens the
+            queue with it, in every process; exact, by the commit versions of the start
+            slots the loops take before each claim, and without conflicts (:doc:`jobs`, "A
+            rate limit"). Jobs it holds back wait in the queue. Default None: no limit.
+            Not stored: give every worker's queue the same.
 
     Every queue type takes the keywords after ``codec`` (:class:`~fdbqueue.PriorityQueue`
     and the :mod:`fdbqueue.asyncio` twins too): they are documented here, once.

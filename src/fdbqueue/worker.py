@@ -98,6 +98,7 @@ from fdbqueue._checks import check_flag, check_keywords, check_seconds, spell_ou
 from fdbqueue._delivery.heartbeat import Heartbeat, Job
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seconds
 from fdbqueue._delivery.processes import ChildCall, ChildProcesses, FunctionReference
+from fdbqueue._delivery.rate_limit import IDLE_POLL_SECONDS, RateLimit
 from fdbqueue._delivery.schedules import check_until_stopped
 from fdbqueue._delivery.time_limits import Abandoned, Timing, check_time_limit, in_time
 from fdbqueue._delivery.workers import Registration, RegistrationThread, WorkerRegistry, job_id
@@ -493,6 +494,22 @@ def handler_run(queue: Any, handler: Callable[..., Any] | None, processes: int |
     return ChildRun(lambda value: ChildCall(reference, (value,), {}))
 
 
+def rate_limit_of(queue: Any) -> RateLimit | None:
+    """The start slots of ``queue``'s ``rate_limit`` (:mod:`fdbqueue._delivery.rate_limit`),
+    which a worker loop takes before each claim; None without a rate limit."""
+    limit = queue.rate_limit
+    return None if limit is None else RateLimit(metadata_subspace(queue.subspace), *limit)
+
+
+def unused_slot(rate: Any, database: Any, slot: bytes) -> None:
+    """Give back a start slot whose claim found nothing; one that cannot be cleared now is
+    left to the window (it only makes others wait, never start more)."""
+    try:
+        rate.give_back(database, slot)
+    except Exception:
+        logger.debug("a start slot could not be given back", exc_info=True)
+
+
 def retry_delay(deliveries: int, backoff: float, max_backoff: float) -> float:
     """Seconds to wait before the next delivery of an item that failed on its
     ``deliveries``-th: ``backoff * 2 ** (deliveries - 1)``, at most ``max_backoff`` and at
@@ -788,11 +805,14 @@ class Loop:
     #: Abandoned threads whose handler has not returned yet, and slots left vacant
     #: (changed under ``slots``).
     abandoned: Abandoned = field(init=False)
+    #: The queue's start slots when it has a ``rate_limit`` (None: none).
+    rate: RateLimit | None = field(init=False)
     slots: threading.Lock = field(default_factory=threading.Lock)
     started: int = 0  # threads started, to number them
 
     def __post_init__(self) -> None:
         self.abandoned = Abandoned(self.queue, self.options["concurrency"], logger)
+        self.rate = rate_limit_of(self.queue)
 
     def start_thread(self) -> None:
         """Start a worker thread (:meth:`run_thread`) holding a slot; the caller holds
@@ -832,11 +852,17 @@ class Loop:
     def run_worker(self) -> None:
         """Claim and process items until ``stop`` is set (or this thread is abandoned)."""
         pause = CLAIM_ERROR_BACKOFF[0]
-        seconds, until_empty = self.options["lease"], self.options["until_empty"]
+        seconds, until_empty, rate = self.options["lease"], self.options["until_empty"], self.rate
         while not self.stop.is_set():
+            slot = None
             try:
                 due_in = self.settler.retries.seconds_left() if until_empty else 0.0
-                if until_empty and not due_in:
+                if rate is not None:  # a start slot first (fdbqueue._delivery.rate_limit)
+                    slot, held_for = rate.take(self.database)
+                    if slot is None:
+                        self.stop.wait(min(held_for, STOP_CHECK_SECONDS))
+                        continue
+                if (until_empty and not due_in) or rate is not None:
                     lease = self.queue.claim(self.database, seconds)
                 else:  # blocking; with until_empty, for the items this run released
                     wait = min(due_in, STOP_CHECK_SECONDS) if due_in else STOP_CHECK_SECONDS
@@ -855,8 +881,12 @@ class Loop:
                 pause = min(pause * 2, CLAIM_ERROR_BACKOFF[1])
                 continue
             if lease is None:
+                if slot is not None:
+                    unused_slot(rate, self.database, slot)
                 if until_empty and not due_in:
                     return
+                if rate is not None:  # no watch while holding no slot: look again soon
+                    self.stop.wait(min(due_in or IDLE_POLL_SECONDS, IDLE_POLL_SECONDS))
                 continue
             if self.stop.is_set():
                 self.settler.give_back(lease)

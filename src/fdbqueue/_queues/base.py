@@ -16,6 +16,7 @@ queues' visibility timeouts for the leases (:doc:`guarantees`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
@@ -28,6 +29,7 @@ from fdbqueue import worker
 from fdbqueue._checks import check_count, check_error
 from fdbqueue._delivery.deduplication import Deduplication
 from fdbqueue._delivery.leases import Lease, check_lease_seconds
+from fdbqueue._delivery.rate_limit import RateLimit
 from fdbqueue._delivery.schedules import (
     ScheduleInfo,
     Schedules,
@@ -87,8 +89,7 @@ __all__ = [
 
 T = TypeVar("T")
 Opt = JobOptions | None  # a job's own settings (submit's), None: the queue's and the worker's
-#: The value type of a lease given to :meth:`QueueBase.extend` (and of the one returned).
-V = TypeVar("V")
+V = TypeVar("V")  # the value type of a lease given to QueueBase.extend (and of the one returned)
 R = TypeVar("R")
 
 
@@ -117,7 +118,7 @@ class QueueBase(Generic[T]):
         """Check ``options`` (each left out takes its :data:`QUEUE_DEFAULTS` value) and
         build the shards; raise TypeError or ValueError first, reading and writing nothing."""
         given = check_options(options, f"{type(self).__name__}.__init__")
-        self._time_limit = given.time_limit
+        self._time_limit, self._rate_limit = given.time_limit, given.rate_limit
         self._high_contention = given.high_contention
         self._max_deliveries = given.max_deliveries
         self._router = Router.build(
@@ -139,23 +140,20 @@ class QueueBase(Generic[T]):
         #: The queue's job records: in its own store's metadata, shared by its shards.
         self._jobs: Jobs = self._store.jobs
         self._jobs.result_ttl = given.result_ttl
-        #: How its results are stored and read: by the result codec; those an older
-        #: fdbqueue kept (record version 1), by the codec it used (the result codec given,
-        #: unless it is the tagged codec that fdbqueue did not have, else the queue's).
+        #: How its results are read: by the result codec; those an older fdbqueue kept (record
+        #: version 1), by the result codec given (unless tagged: it had none), else the queue's.
         result_codec = given.result_codec
         legacy = self._store.codec if isinstance(result_codec, TaggedCodec) else result_codec
         self._results = ResultFormat(result_codec, legacy)
         self._next_job_clearing = 0.0  # time.monotonic() of maintain's next clearing
-        #: The records of the worker loops working on the queue (:meth:`workers`), in its
-        #: own metadata; the worker loops keep theirs through it.
+        #: The records of the worker loops working on the queue (:meth:`workers`).
         self._worker_registry = WorkerRegistry(self._store.metadata)
 
     # -- properties -------------------------------------------------------------------------
 
     @property
     def high_contention(self) -> bool:
-        """Whether takes and claims given a Database take in line
-        (:doc:`high-contention`)."""
+        """Whether takes and claims given a Database take in line (:doc:`high-contention`)."""
         return self._high_contention
 
     @property
@@ -181,9 +179,15 @@ class QueueBase(Generic[T]):
 
     @property
     def max_deliveries(self) -> int | None:
-        """Deliveries after which an item whose leases keep expiring (or that is released
-        each time) becomes a dead letter; None: no limit."""
+        """Deliveries after which an item (its leases expiring, or released) is a dead
+        letter; None: no limit."""
         return self._max_deliveries
+
+    @property
+    def rate_limit(self) -> tuple[int, float] | None:
+        """``(jobs, seconds)``: at most so many jobs start in any such window, over all workers
+        (None: no limit; :doc:`jobs`, "A rate limit")."""
+        return self._rate_limit
 
     @property
     def time_limit(self) -> float | None:
@@ -231,10 +235,8 @@ class QueueBase(Generic[T]):
 
     def _encode_result(self, result: object, job_id: str | None = None) -> bytes:
         """What the result key of the job ``job_id`` holds for a handler's ``result``
-        (:meth:`~fdbqueue._storage.jobs.ResultFormat.stored`): the result codec's bytes, or,
-        when it cannot be kept (it cannot encode it, or it is over FoundationDB's value
-        limit), why, which :meth:`result` raises as :class:`~fdbqueue.ResultNotKeptError`
-        (and a warning says so)."""
+        (:meth:`~fdbqueue._storage.jobs.ResultFormat.stored`): the result codec's bytes, or
+        why it cannot be kept (:meth:`result` raises it as ResultNotKeptError; logged)."""
         stored, reason = self._results.stored(result)
         if reason is not None:
             worker.logger.warning("fdbqueue: job %s succeeded, but %s", job_id, reason)
@@ -514,24 +516,25 @@ class QueueBase(Generic[T]):
                 something else).
             QueueTypeError: the queue records another type, number of shards or codec.
 
-        Cost: a read version, a point read of the paused key, and per shard a point read
-        (the size), a range read of the
-        front item, and range reads that count every request in line, lease record, dead
-        letter record, delayed record and group's turn (10,000 keys each; the binding
-        returns the small records with their keys; held values are not read), and for
-        ``oldest_age`` what :meth:`oldest_age` reads (the ``began`` and ``began_grouped``
-        records: one per 5-second slot and bucket of 64 positions of the waiting items). The counts
-        are exact and uncapped, so the cost grows with those records, and FoundationDB's
-        five-second transaction limit bounds how many one call can count (then it raises
-        error 1007, ``transaction_too_old``).
+        Cost: a read version, a point read of the paused key, and per shard a point read (the
+        size), a range read of the front item, and range reads that count every request in
+        line, lease record, dead letter record, delayed record and group's turn (10,000 keys
+        each; held values are not read), and for ``oldest_age`` what :meth:`oldest_age` reads
+        (the ``began`` and ``began_grouped`` records: one per 5-second slot and bucket of 64
+        positions of the waiting items); with a ``rate_limit``, a range read of its last
+        start slots. The counts are exact and uncapped, so the cost grows with those records,
+        and FoundationDB's five-second transaction limit bounds how many one call can count
+        (then it raises error 1007, ``transaction_too_old``).
         """
         context: Any = tr
         self._router.check_type(context)
         read_version: int = context.get_read_version().wait()
         each = [shard.info(context, read_version) for shard in self._router.shards]
+        limit = self._rate_limit and RateLimit(self._store.metadata, *self._rate_limit)
+        held = bool(limit and limit.holding(context))
         if len(each) == 1:  # QueueInfo.shards is empty for a queue of one shard
-            return each[0]
-        return QueueInfo.over_shards(each, self._oldest(context), read_version)
+            return dataclasses.replace(each[0], rate_limited=held)
+        return QueueInfo.over_shards(each, self._oldest(context), read_version, held)
 
     @transactional
     def oldest_age(self, tr: TransactionContext) -> float | None:
@@ -1135,15 +1138,14 @@ class QueueBase(Generic[T]):
                 the job fails with :class:`~fdbqueue.errors.TimeLimitExceeded` ("time limit
                 exceeded"): released with the backoff, or dead-lettered on its last
                 delivery, so its message group moves on. A thread cannot be killed: the
-                handler's thread is abandoned, its slot taken by a new thread (at most
-                ``concurrency`` abandoned threads at once; beyond that the slot waits for
-                one to return), and what it returns later is discarded (logged, never
-                acknowledged); with ``transactional``, nothing of it commits. Each
-                abandoned handler is logged (WARNING) and listed in the loop's record
-                (:attr:`WorkerInfo.abandoned <fdbqueue.WorkerInfo.abandoned>`) while it
-                runs; a loop whose every slot waits says so (WARNING) at once and every 5
-                seconds. An asyncio handler is cancelled instead (:doc:`worker`, "Time
-                limits").
+                handler's thread is abandoned (logged, listed in :attr:`WorkerInfo.abandoned
+                <fdbqueue.WorkerInfo.abandoned>`), its slot taken by a new thread (at most
+                ``concurrency`` abandoned ones at once), what it returns later discarded;
+                with ``transactional``, nothing of it commits. An asyncio handler is
+                cancelled instead; with ``processes``, its child is killed (:doc:`worker`).
+            processes: run handlers in this many child processes (1 to 256; one per thread:
+                ``concurrency`` is then this), killed at the time limit (:doc:`worker`,
+                "Handlers in child processes"); default None: in the threads.
 
         The keywords after ``stop`` are the same for every queue type and its asyncio twin
         (:class:`~fdbqueue.worker.WorkOptions`): they are documented here, once.

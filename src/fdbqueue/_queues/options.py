@@ -16,6 +16,7 @@ from fdbqueue._checks import check_count, check_flag, check_keywords, check_seco
 from fdbqueue._consuming.sessions import DEFAULT_ABANDON_AFTER, check_abandon_after
 from fdbqueue._delivery.deduplication import DEFAULT_DEDUP_WINDOW, check_dedup_window
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, check_max_deliveries
+from fdbqueue._delivery.rate_limit import check_rate_limit
 from fdbqueue._delivery.time_limits import check_time_limit
 from fdbqueue._storage.jobs import RESULT_TTL, JobOptions
 from fdbqueue._transactions.transactional import is_database, is_transaction
@@ -57,6 +58,7 @@ class QueueOptions(TypedDict, total=False):
     result_ttl: float
     result_codec: str | Codec[Any] | None
     time_limit: float | None
+    rate_limit: tuple[int, float] | None
 
 
 #: What each of :class:`QueueOptions` is when left out.
@@ -70,6 +72,7 @@ QUEUE_DEFAULTS: QueueOptions = {
     "result_ttl": RESULT_TTL,
     "result_codec": None,
     "time_limit": None,
+    "rate_limit": None,
 }
 
 
@@ -130,6 +133,7 @@ class Settings(NamedTuple):
     result_ttl: float
     result_codec: Codec[Any]
     time_limit: float | None
+    rate_limit: tuple[int, float] | None
 
 
 def check_options(options: QueueOptions, where: str) -> Settings:
@@ -157,6 +161,7 @@ def check_options(options: QueueOptions, where: str) -> Settings:
         result_ttl=check_seconds(given["result_ttl"], "result_ttl", allow_zero=True),
         result_codec=resolve_result_codec(given["result_codec"]),
         time_limit=check_time_limit(given["time_limit"]),
+        rate_limit=check_rate_limit(given["rate_limit"]),
     )
 
 

@@ -63,6 +63,9 @@ class QueueInfo:
         shards: a sharded queue's figures per shard, shard 0 first (the fields above are
             their sums, ``oldest_age`` their largest, ``paused`` the queue's); empty for a
             queue of one shard.
+        rate_limited: whether the queue's ``rate_limit`` holds starts back now: as many
+            jobs as it allows started within its window (the queue's, not a shard's; False
+            without a ``rate_limit``).
     """
 
     size: int
@@ -79,16 +82,20 @@ class QueueInfo:
     enqueued: int = 0
     paused: bool = False
     shards: tuple[QueueInfo, ...] = ()
+    rate_limited: bool = False
 
     @classmethod
-    def over_shards(cls, each: list[QueueInfo], oldest: Any, read_version: int) -> QueueInfo:
+    def over_shards(
+        cls, each: list[QueueInfo], oldest: Any, read_version: int, rate_limited: bool = False
+    ) -> QueueInfo:
         """A sharded queue's figures from ``each`` shard's (read at ``read_version``): the
         counts summed, the oldest age the largest, ``oldest`` the value its next take
         returns."""
         counted = {
             field.name: sum(getattr(one, field.name) for one in each)
             for field in dataclasses.fields(cls)
-            if field.name not in ("oldest", "oldest_age", "read_version", "shards", "paused")
+            if field.name
+            not in ("oldest", "oldest_age", "read_version", "shards", "paused", "rate_limited")
         }
         waited = [one.oldest_age for one in each if one.oldest_age is not None]
         return cls(
@@ -98,4 +105,5 @@ class QueueInfo:
             read_version=read_version,
             paused=each[0].paused,
             shards=tuple(each),
+            rate_limited=rate_limited,
         )

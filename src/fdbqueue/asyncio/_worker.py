@@ -64,12 +64,14 @@ from fdbqueue import metrics
 from fdbqueue._delivery import schedules
 from fdbqueue._delivery import workers as registry
 from fdbqueue._delivery.leases import Lease
+from fdbqueue._delivery.rate_limit import IDLE_POLL_SECONDS
 from fdbqueue._delivery.time_limits import Abandoned, Timing, in_time
 from fdbqueue._queues.tasks import coroutine_task_runner
 from fdbqueue.asyncio import _bridge as bridge
 from fdbqueue.errors import LeaseError, QueueTypeError
 from fdbqueue.worker import (
     CLAIM_ERROR_BACKOFF,
+    STOP_CHECK_SECONDS,
     Settler,
     WorkOptions,
     WorkSummary,
@@ -78,8 +80,10 @@ from fdbqueue.worker import (
     ended_paused,
     is_coroutine_handler,
     own_setting,
+    rate_limit_of,
     registration,
     tasks_handler,
+    unused_slot,
 )
 
 if TYPE_CHECKING:
@@ -250,14 +254,25 @@ class AsyncLoop:
         #: (:meth:`vacant_slot`), and its wake-up.
         self.freed = 0
         self.slot_freed = asyncio.Event()
+        #: The queue's start slots when it has a ``rate_limit`` (None: none).
+        self.rate = rate_limit_of(queue.sync)
 
     async def run_worker(self) -> None:
         """Claim and process items until ``stop`` is set."""
         pause = CLAIM_ERROR_BACKOFF[0]
+        rate = self.rate
         while not self.stop.is_set():
             due_in = self.settler.retries.seconds_left() if self.until_empty else 0.0
+            slot = None
             try:
-                lease = await self.claim(due_in)
+                if rate is not None:  # a start slot first (fdbqueue._delivery.rate_limit)
+                    slot, held_for = await bridge.run(rate.take, self.database)
+                    if slot is None:
+                        await self.pause(min(held_for, STOP_CHECK_SECONDS))  # (a clock may jump)
+                        continue
+                    lease = await self.queue.claim(self.database, self.seconds)
+                else:
+                    lease = await self.claim(due_in)
                 pause = CLAIM_ERROR_BACKOFF[0]
             except QueueTypeError:
                 raise  # the wrong queue type or codec: no retry can help; work() raises it
@@ -268,13 +283,16 @@ class AsyncLoop:
                     pause,
                     exc_info=True,
                 )
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self.stop.wait(), pause)
+                await self.pause(pause)
                 pause = min(pause * 2, CLAIM_ERROR_BACKOFF[1])
                 continue
             if lease is None:
+                if slot is not None:
+                    await bridge.run(unused_slot, rate, self.database, slot)
                 if self.until_empty and not due_in:
                     return
+                if rate is not None:  # no watch while holding no slot: look again soon
+                    await self.pause(min(due_in or IDLE_POLL_SECONDS, IDLE_POLL_SECONDS))
                 continue
             if self.stop.is_set():
                 await self.give_back(lease)
@@ -287,6 +305,11 @@ class AsyncLoop:
                 self.running.discard(job)
             if not goes_on and not await self.vacant_slot():
                 return
+
+    async def pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or less once ``stop`` is set."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), seconds)
 
     async def vacant_slot(self) -> bool:
         """Wait, this task's slot vacant (its handler abandoned, past ``concurrency``
