@@ -1,8 +1,9 @@
-"""Tasks by name, with options per job, run in child processes.
+"""Tasks by name, with options per job and a shared rate limit, run in child processes.
 
 The module registers two tasks on its queue (``@queue.task``): ``word_count`` and ``spin``, a
 pure-Python busy loop whose jobs may run 1 second at most (``time_limit=1``, the task's own
-option). The main program submits jobs of both, by the function (``task.submit``) and by name
+option). The queue starts at most 4 jobs in any second (``rate_limit=(4, 1.0)``), over every
+worker: the fifth job waits for the window. The main program submits jobs of both, by the function (``task.submit``) and by name
 (``queue.submit_task``, as another program would), then runs the worker loop with no handler
 in ``--processes`` child processes (``work(processes=N)``): each job's task runs in a child,
 and the child running the endless ``spin`` is killed at its time limit, its job ``dead``
@@ -27,7 +28,7 @@ from _database import add_database_arguments, describe, open_database, positive
 
 from fdbqueue import Queue, Subspace
 
-queue: Queue[Any] = Queue(Subspace(("tasks-example",)), codec="json")
+queue: Queue[Any] = Queue(Subspace(("tasks-example",)), codec="json", rate_limit=(4, 1.0))
 
 
 @queue.task
@@ -63,6 +64,7 @@ def main() -> None:
     summary = queue.work(db, lease=30, processes=arguments.processes, until_empty=True)
     print(f"worker: {summary} in {time.monotonic() - started:.1f}s")
 
+    print(f"rate limit {queue.rate_limit}: at most 4 of the 5 jobs started in any second")
     pids = set()
     for text, job in zip(texts, jobs, strict=True):
         assert job is not None
