@@ -3,11 +3,12 @@
 The module registers two tasks on its queue (``@queue.task``): ``word_count`` and ``spin``, a
 pure-Python busy loop whose jobs may run 1 second at most (``time_limit=1``, the task's own
 option). The queue starts at most 4 jobs in any second (``rate_limit=(4, 1.0)``), over every
-worker: the fifth job waits for the window. The main program submits jobs of both, by the function (``task.submit``) and by name
-(``queue.submit_task``, as another program would), then runs the worker loop with no handler
-in ``--processes`` child processes (``work(processes=N)``): each job's task runs in a child,
-and the child running the endless ``spin`` is killed at its time limit, its job ``dead``
-(``max_deliveries=1``) with ``TimeLimitExceeded``, while the other jobs go on.
+worker: the fifth job waits for the window. The main program submits jobs of both, by the
+function (``task.submit``) and by name (``queue.submit_task``, as another program would),
+then runs the worker loop with no handler in ``--processes`` child processes
+(``work(processes=N)``): each job's task runs in a child, and the child running the endless
+``spin`` is killed at its time limit, its job ``dead`` (``max_deliveries=1``) with
+``TimeLimitExceeded``, while the other jobs go on.
 
 Run it with ``python examples/tasks.py`` (in-memory database; about two seconds), or add
 ``--cluster-file PATH`` for a real cluster. The children import this module again to find
