@@ -1003,3 +1003,25 @@ def test_job_times_are_told_by_fdbqueues_clock(db: Any) -> None:
     assert moment(None) == ago(None) == "-"
     assert ago(100.0, now=400.0) == "5.0 min ago" and ago(100.0, now=40.0) == "in 60.0 s"
     assert moment(0.0, now=259_200.0) == "1970-01-01 00:00:00 UTC (3.0 days ago)"
+
+
+def test_a_queue_page_shows_its_schedules_with_next_due_last_run_and_runs(db: Any) -> None:
+    """Issue 45: the schedules view: each schedule, its timing, its next due time (ahead),
+    its last run (none before the first) and how many runs were enqueued."""
+    queue: Queue[Any] = Queue(Subspace(("scheduled",)), codec="json")
+    queue.schedule(db, "hourly", {"report": "sales"}, every=3600)
+    queue.schedule(db, "nightly", {"report": "backup"}, cron="0 3 * * *")
+    with local(create_app(db, {"scheduled": queue})) as client:
+        page = client.get("/queue", params={"name": "scheduled"}).text
+        fragment = client.get("/fragments/jobs", params={"name": "scheduled"}).text
+    for shown in (page, fragment):
+        table = shown.split('id="schedules"')[1].split("</table>")[0]
+        rows = table.split('<tr class="schedule"')[1:]
+        assert [row.split('data-name="')[1].split('"')[0] for row in rows] == ["hourly", "nightly"]
+        assert "3600 s" in rows[0] and "<code>0 3 * * *</code> (UTC)" in rows[1]
+        assert all('<td class="when">in ' in row for row in rows)  # due ahead
+        assert all('<td class="when">-</td><td class="n">0</td>' in row for row in rows)
+        assert "sales" in rows[0] and "backup" in rows[1]
+    empty: Queue[Any] = Queue(Subspace(("unscheduled",)), codec="json")
+    with local(create_app(db, {"unscheduled": empty})) as client:
+        assert "(no schedule)" in client.get("/fragments/jobs", params={"name": "unscheduled"}).text

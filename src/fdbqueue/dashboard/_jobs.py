@@ -129,11 +129,13 @@ def job_lists(database: Any, queue: AnyQueue) -> dict[str, Any]:
     """What a queue's page lists of its jobs: ``running``, ``waiting`` (retrying, then
     delayed; :data:`JOBS_SHOWN` of each at most), ``finished`` (up to :data:`FINISHED_SHOWN`
     of each finished state read, the most recent first, :data:`FINISHED_SHOWN` shown) and
-    ``workers`` (:meth:`~fdbqueue.Queue.workers`); ``error`` when reading failed.
+    ``workers`` (:meth:`~fdbqueue.Queue.workers`) and ``schedules``
+    (:meth:`~fdbqueue.Queue.schedules`: each with its next due time, last run and runs);
+    ``error`` when reading failed.
 
     Cost: one :meth:`~fdbqueue.Queue.jobs` call per state (each its own transaction: each
     reads the job records until it found its jobs, all of them for a state few jobs are in)
-    and one of :meth:`~fdbqueue.Queue.workers`."""
+    and one each of :meth:`~fdbqueue.Queue.workers` and :meth:`~fdbqueue.Queue.schedules`."""
     try:
 
         def listed(state: str, limit: int) -> list[JobInfo]:
@@ -149,12 +151,14 @@ def job_lists(database: Any, queue: AnyQueue) -> dict[str, Any]:
         ]
         finished.sort(key=lambda job: job.finished_at or 0.0, reverse=True)
         workers = queue.workers(database)
+        schedules = queue.schedules(database)
     except Exception as error:  # a database error, a queue of another type: said on the page
         return {
             "running": [],
             "waiting": [],
             "finished": [],
             "workers": [],
+            "schedules": [],
             "jobs_error": f"{type(error).__name__}: {error}",
         }
     return {
@@ -162,6 +166,7 @@ def job_lists(database: Any, queue: AnyQueue) -> dict[str, Any]:
         "waiting": waiting,
         "finished": finished[:FINISHED_SHOWN],
         "workers": workers,
+        "schedules": schedules,
         "jobs_error": None,
     }
 
