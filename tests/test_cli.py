@@ -81,6 +81,7 @@ def test_info_reports_size_oldest_requests_leases_and_dead_letters(db, subspace)
         "oldest_age": None,
         "enqueued": 4,  # "later" counts when enqueued, not when it falls due
         "paused": False,
+        "rate_limited": False,  # (no rate_limit: the command line opens the queue without)
         "codec": "tuple",
     }
     text = ok(db, "--queue", jobs, "info")

@@ -184,6 +184,11 @@ class _StoredQueue(Generic[S, T]):
         return self._sync.max_deliveries
 
     @property
+    def rate_limit(self) -> tuple[int, float] | None:
+        """``(jobs, seconds)``: at most so many jobs start in any such window (None: none)."""
+        return self._sync.rate_limit
+
+    @property
     def time_limit(self) -> float | None:
         """Seconds a handler of :meth:`work` may run on a job (None: no limit) when ``work``
         is given no ``time_limit``."""

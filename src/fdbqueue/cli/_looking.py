@@ -138,10 +138,11 @@ SHARD_FIGURES = (
 
 def shown_fact(name: str, fact: Any) -> str:
     """A fact of ``info`` as text (:func:`shown`); the age of the oldest item in seconds,
-    to a tenth (``12.3 s``); whether the queue is paused as ``yes`` or ``no``."""
+    to a tenth (``12.3 s``); whether the queue is paused, or rate-limited, as ``yes`` or
+    ``no``."""
     if name == "oldest_age" and isinstance(fact, float):
         return f"{fact:.1f} s"
-    if name == "paused":
+    if name in ("paused", "rate_limited"):
         return "yes" if fact else "no"
     return shown(fact)
 
