@@ -708,8 +708,10 @@ class Settler:
         ``result``, what its handler returned); release or dead-letter one that failed
         (:func:`settlement`); log it, and count it (as lost when the lease was not held).
         Cost: one ack, release or dead_letter, tried again after a timeout."""
-        max_deliveries = own_setting(lease, "max_deliveries", self.queue.max_deliveries)
-        backoff = own_setting(lease, "backoff", self.backoff[0])
+        max_deliveries, backoff = self.queue.max_deliveries, self.backoff[0]
+        if lease.job_options is not None:  # the job's own settings first
+            max_deliveries = own_setting(lease, "max_deliveries", max_deliveries)
+            backoff = own_setting(lease, "backoff", backoff)
         plan = settlement(lease, failure, max_deliveries, backoff, self.backoff[1], result)
         call = getattr(self.queue, plan.call)
         done = holder_call(
@@ -892,7 +894,9 @@ class Loop:
                 self.settler.give_back(lease)
                 return
             transactional = self.options["transactional"]
-            time_limit = own_setting(lease, "time_limit", self.options["time_limit"])
+            time_limit = self.options["time_limit"]
+            if lease.job_options is not None:  # the job's own first
+                time_limit = own_setting(lease, "time_limit", time_limit)
             on_thread = self.runs.time_limit_of_thread(time_limit)
             job = Job(lease, on_thread, extend=not transactional)
             if not (
