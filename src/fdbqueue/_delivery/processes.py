@@ -23,9 +23,10 @@ acknowledgement, the job's record.
   ``if __name__ == "__main__":``.
 * When the loop ends, every child is stopped and joined: none is left.
 
-Cost per job: two pickles each way and a pipe round trip (about 0.1 ms here), on top of the
-thread loop's claim and acknowledgement; a child's start-up (an interpreter and the handler's
-imports, about 0.1 to 0.5 s) once per thread, and again after a child was killed or died.
+Cost per job: two pickles each way and a pipe round trip (about 0.5 ms of the parent's time
+here), on top of the thread loop's claim and acknowledgement; a child's start-up (an
+interpreter and the handler's imports, about 0.2 to 0.4 s) once per thread, and again after
+a child was killed or died.
 """
 
 from __future__ import annotations
