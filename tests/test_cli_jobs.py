@@ -409,10 +409,10 @@ def test_the_job_commands_in_the_shell(priority):
     out = result.stdout.splitlines()
     submitted = out[0]
     assert jobs.queue.job(db, submitted).state == "waiting"
-    assert fields("\n".join(out[1:13]))["state"] == "waiting"  # one field a line
-    assert out[13:15] == ["cancelled", "not cancelled: finished or unknown"]
-    assert out[16].split()[:2] == [first, "cancelled"]
-    assert [d["id"] for d in json.loads(out[17])] == [submitted]
+    assert fields("\n".join(out[1:14]))["state"] == "waiting"  # one field a line
+    assert out[14:16] == ["cancelled", "not cancelled: finished or unknown"]
+    assert out[17].split()[:2] == [first, "cancelled"]
+    assert [d["id"] for d in json.loads(out[18])] == [submitted]
     assert result.stderr.splitlines() == [
         "fdbqueue: error: Invalid value for ID: a job id is 32 hexadecimal digits, not '123'"
     ]

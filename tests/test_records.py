@@ -180,6 +180,7 @@ def test_a_job_record_is_laid_out_as_documented_byte_for_byte():
         "succeeded": 4,
         "dead": 5,
         "cancelled": 6,
+        "deferred": 7,
     }
 
 
@@ -188,7 +189,7 @@ def test_a_job_record_is_laid_out_as_documented_byte_for_byte():
     [
         b"",
         b"\x03",
-        struct.pack("<BBBQqqqq", 3, 7, 0, 0, 0, 0, 0, 0),  # no state 7
+        struct.pack("<BBBQqqqq", 3, 8, 0, 0, 0, 0, 0, 0),  # no state 8
         struct.pack("<BBBQqqqq", 3, 0, 0x02, 0, 0, 0, 0, 0),  # a group said, none follows
         struct.pack("<BBBQqqqq", 3, 0, 0x02, 0, 0, 0, 0, 0) + fdb.tuple.pack(("g", 1)),
         struct.pack("<BBBQqqqq", 3, 0, 0, 0, 0, 0, 0, 0) + b"\x00",  # bytes after, no flag

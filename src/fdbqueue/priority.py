@@ -30,8 +30,8 @@ from fdbqueue._delivery.delays import check_delay
 from fdbqueue._delivery.leases import Lease, check_lease_seconds
 from fdbqueue._queues import tasks
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
-from fdbqueue._queues.options import job_options
-from fdbqueue._queues.shard import PriorityShard
+from fdbqueue._queues.options import check_after, job_options
+from fdbqueue._queues.shard import PriorityShard, Shard
 from fdbqueue._queues.tasks import Task
 from fdbqueue._storage.groups import Group
 from fdbqueue._storage.jobs import Job, Submission, wrap
@@ -187,12 +187,14 @@ class PriorityQueue(QueueBase[T]):
         max_deliveries: int | None = None,
         time_limit: float | None = None,
         backoff: float | None = None,
+        after: Sequence[Job | str] | None = None,
     ) -> Job | None:
         """Push ``value`` at ``priority`` as a *job*: an item with an id, a state, and a
         result once a worker ran it (:doc:`jobs`).
 
-        Args and errors as :meth:`push`; ``max_deliveries``, ``time_limit`` and ``backoff``,
-        the job's own settings, as :meth:`fdbqueue.Queue.submit`'s.
+        Args and errors as :meth:`push`; ``max_deliveries``, ``time_limit``, ``backoff``
+        (the job's own settings) and ``after`` (the jobs it waits for) as
+        :meth:`fdbqueue.Queue.submit`'s.
 
         Returns:
             The :class:`~fdbqueue.Job` (its id chosen before the commit), or None when
@@ -203,6 +205,10 @@ class PriorityQueue(QueueBase[T]):
         check_priority(priority)
         options = job_options(max_deliveries, time_limit, backoff)
         job = self._submission(group, priority, options)
+        if after is not None:
+            check_after(after, delay, dedup_id)
+            self._store.item_key((priority, 0))  # the priority packs: before any write
+            return self._submit_after(tr, value, job, after)
         written = self._push(tr, value, priority, delay, dedup_id, group, job)
         return Job(job.id.hex()) if written else None
 
@@ -261,6 +267,7 @@ class PriorityQueue(QueueBase[T]):
         max_deliveries: int | None = None,
         time_limit: float | None = None,
         backoff: float | None = None,
+        after: Sequence[Job | str] | None = None,
     ) -> Job | None:
         """Submit a job that runs the task ``name`` with ``args`` and ``kwargs`` at
         ``priority``, by its name alone, as :meth:`fdbqueue.Queue.submit_task`.
@@ -279,6 +286,7 @@ class PriorityQueue(QueueBase[T]):
             max_deliveries=max_deliveries,
             time_limit=time_limit,
             backoff=backoff,
+            after=after,
         )
 
     def _push(
@@ -340,12 +348,14 @@ class PriorityQueue(QueueBase[T]):
     def _write_run(
         self, tr: Any, encoded: bytes, priority: int | None, group: Group | None
     ) -> object:
-        where: tuple[Any, ...] = (priority,) if group is None else (priority, group)
-        shard = (
-            self._router.for_write() if group is None else self._router.for_group(group, priority)
-        )
+        shard, where = self._place(group, priority)
         job = self._submission(group, priority, None)  # each run is a job (:meth:`job` follows it)
         return self._write(tr, [(shard, [wrap(job.id, encoded)])], where, 0.0, None, job)
+
+    def _place(self, group: Group | None, priority: int | None) -> tuple[Shard, tuple[Any, ...]]:
+        if group is None:
+            return self._router.for_write(), (priority,)
+        return self._router.for_group(group, priority), (priority, group)
 
     # -- taking and looking -----------------------------------------------------------------
 

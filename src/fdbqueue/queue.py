@@ -31,7 +31,7 @@ from fdbqueue._delivery.delays import check_delay
 from fdbqueue._delivery.leases import Lease, check_lease_seconds
 from fdbqueue._queues import tasks
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
-from fdbqueue._queues.options import job_options
+from fdbqueue._queues.options import check_after, job_options
 from fdbqueue._queues.shard import FifoShard, Shard
 from fdbqueue._queues.tasks import Task
 from fdbqueue._storage.groups import Group
@@ -195,6 +195,7 @@ class Queue(QueueBase[T]):
         max_deliveries: int | None = None,
         time_limit: float | None = None,
         backoff: float | None = None,
+        after: Sequence[Job | str] | None = None,
     ) -> Job | None:
         """Enqueue ``value`` as a *job*: an item with an id, a state, and a result once a
         worker ran it (:doc:`jobs`).
@@ -210,6 +211,12 @@ class Queue(QueueBase[T]):
             time_limit: seconds its handler may run per delivery (> 0, at most 12 hours).
             backoff: seconds before its first retry (> 0), doubled per delivery up to the
                 worker's ``max_backoff``.
+            after: jobs (or their ids) this one waits for (:doc:`jobs`, "Jobs after jobs"):
+                it is ``deferred`` (not taken, not counted by :meth:`size`) until every one
+                of them succeeded, then waiting, in the transaction of the last one's
+                acknowledgement, exactly once; ``cancelled`` if one ends dead or cancelled.
+                They may be jobs submitted in the same transaction. Not with ``delay`` or
+                ``dedup_id`` (ValueError); an unknown job: ValueError, nothing written.
 
         Returns:
             The :class:`~fdbqueue.Job`, whose id is chosen before the transaction commits:
@@ -220,6 +227,11 @@ class Queue(QueueBase[T]):
         """
         options = job_options(max_deliveries, time_limit, backoff)
         job = self._submission(group, None, options)
+        if after is not None:
+            check_after(after, delay, dedup_id)
+            if group is not None:
+                self._group_shard(group, 0.0)  # a group that cannot be one: before any write
+            return self._submit_after(tr, value, job, after)
         written = self._enqueue(tr, value, delay, dedup_id, group, job)
         return Job(job.id.hex()) if written else None
 
@@ -282,6 +294,7 @@ class Queue(QueueBase[T]):
         max_deliveries: int | None = None,
         time_limit: float | None = None,
         backoff: float | None = None,
+        after: Sequence[Job | str] | None = None,
     ) -> Job | None:
         """Submit a job that runs the task ``name`` with ``args`` and ``kwargs``, by its name
         alone (a program that cannot import the task): :meth:`submit` of the task call, with
@@ -301,6 +314,7 @@ class Queue(QueueBase[T]):
             max_deliveries=max_deliveries,
             time_limit=time_limit,
             backoff=backoff,
+            after=after,
         )
 
     def _enqueue(
@@ -446,10 +460,13 @@ class Queue(QueueBase[T]):
         self, tr: Any, encoded: bytes, priority: int | None, group: Group | None
     ) -> object:
         job = self._submission(group, None, None)  # each run is a job (:meth:`job` follows it)
-        stored = [wrap(job.id, encoded)]
+        shard, where = self._place(group, None)
+        return self._write(tr, [(shard, [wrap(job.id, encoded)])], where, 0.0, None, job)
+
+    def _place(self, group: Group | None, priority: int | None) -> tuple[Shard, tuple[Any, ...]]:
         if group is None:
-            return self._write(tr, self._router.runs(stored), (), 0.0, None, job)
-        return self._write(tr, [(self._group_shard(group, 0.0), stored)], (group,), 0.0, None, job)
+            return self._router.for_write(), ()
+        return self._group_shard(group, 0.0), (group,)
 
     # -- taking -----------------------------------------------------------------------------
 

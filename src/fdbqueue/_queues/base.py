@@ -49,9 +49,11 @@ from fdbqueue._queues.options import (
 from fdbqueue._queues.router import Router, check_shards
 from fdbqueue._queues.shard import Shard
 from fdbqueue._storage.dead_letters import DeadLetter
+from fdbqueue._storage.features import JOBS
 from fdbqueue._storage.groups import Group, check_weight
 from fdbqueue._storage.jobs import (
     STATES,
+    Job,
     JobInfo,
     JobOptions,
     Jobs,
@@ -59,6 +61,7 @@ from fdbqueue._storage.jobs import (
     Submission,
     check_job_id,
     new_job_id,
+    parent_ids,
     wrap,
 )
 from fdbqueue._storage.queue_info import QueueInfo
@@ -119,8 +122,7 @@ class QueueBase(Generic[T]):
         build the shards; raise TypeError or ValueError first, reading and writing nothing."""
         given = check_options(options, f"{type(self).__name__}.__init__")
         self._time_limit, self._rate_limit = given.time_limit, given.rate_limit
-        self._high_contention = given.high_contention
-        self._max_deliveries = given.max_deliveries
+        self._high_contention, self._max_deliveries = given.high_contention, given.max_deliveries
         self._router = Router.build(
             self._SHARD_CLASS,
             subspace,
@@ -132,12 +134,10 @@ class QueueBase(Generic[T]):
             max_deliveries=given.max_deliveries,
         )
         self._store: ItemStore = self._router.root
-        #: The queue's deduplication records: one set for all its shards (an id is the
-        #: queue's, whatever its shard or priority).
+        #: The queue's deduplication records, schedules and job records: one of each for all
+        #: its shards, in its own store's metadata (an id is the queue's, whatever its shard).
         self._deduplication = Deduplication(self._store, given.dedup_window)
-        #: The queue's schedules (periodic jobs): in its own store's metadata.
         self._schedules = Schedules(self._store)
-        #: The queue's job records: in its own store's metadata, shared by its shards.
         self._jobs: Jobs = self._store.jobs
         self._jobs.result_ttl = given.result_ttl
         #: How its results are read: by the result codec; those an older fdbqueue kept (record
@@ -148,6 +148,7 @@ class QueueBase(Generic[T]):
         self._next_job_clearing = 0.0  # time.monotonic() of maintain's next clearing
         #: The records of the worker loops working on the queue (:meth:`workers`).
         self._worker_registry = WorkerRegistry(self._store.metadata)
+        self._jobs.release = self._put_item
 
     # -- properties -------------------------------------------------------------------------
 
@@ -168,8 +169,7 @@ class QueueBase(Generic[T]):
 
     @property
     def result_codec(self) -> Codec[Any]:
-        """The codec that encodes and decodes job results (``result_codec=``; by default a
-        :class:`~fdbqueue.TaggedCodec`, whatever the queue's codec)."""
+        """The codec of job results (``result_codec=``; default: a ``TaggedCodec``)."""
         return self._results.codec
 
     @property
@@ -179,20 +179,18 @@ class QueueBase(Generic[T]):
 
     @property
     def max_deliveries(self) -> int | None:
-        """Deliveries after which an item (its leases expiring, or released) is a dead
-        letter; None: no limit."""
+        """Deliveries after which an item (its leases expired or released) is a dead letter."""
         return self._max_deliveries
 
     @property
     def rate_limit(self) -> tuple[int, float] | None:
-        """``(jobs, seconds)``: at most so many jobs start in any such window, over all workers
-        (None: no limit; :doc:`jobs`, "A rate limit")."""
+        """``(jobs, seconds)``: at most so many jobs start in such a window (:doc:`jobs`)."""
         return self._rate_limit
 
     @property
     def time_limit(self) -> float | None:
-        """Seconds a handler of :meth:`work` may run on a job before the worker takes the job
-        back, when ``work`` is given no ``time_limit`` of its own; None: no limit."""
+        """Seconds a handler of :meth:`work` may run on a job, unless ``work`` says (None: no
+        limit)."""
         return self._time_limit
 
     def __repr__(self) -> str:
@@ -209,14 +207,10 @@ class QueueBase(Generic[T]):
         ids: list[bytes] | None,
         job: Submission | None = None,
     ) -> list[bool]:
-        """Write ``runs`` (encoded values, each run into its shard) in one transaction, exactly
-        once by the first run's shard's receipts (:meth:`Shard.write`), at ``where`` (the
-        shard's :meth:`Shard.append` place: ``()``, a priority, a group), delayed by
-        ``delay`` seconds (0: at once); with ``ids`` (packed by
-        :func:`~fdbqueue._delivery.deduplication.check_dedup_id`, one per value), only the
-        values whose id the queue's deduplication records admit; with ``job``, the one value
-        is that job's (its record written with it). Returns, per value (runs in order),
-        whether it was written. Cost: :meth:`Shard.write`'s."""
+        """:meth:`Shard.write` of ``runs`` (encoded values, each run into its shard), by the
+        first run's shard, at ``where`` (``()``, a priority, a group), ``delay`` seconds
+        ahead; with ``ids``, the values the deduplication records admit; with ``job``, the one
+        value's job. Per value (runs in order), whether it was written."""
         dedup = None if ids is None else (self._deduplication, ids)
         admitted: list[bool] = runs[0][0].write(tr, runs, where, delay, dedup, job)
         return admitted
@@ -226,6 +220,21 @@ class QueueBase(Generic[T]):
     def _submission(self, group: Group | None, priority: int | None, options: Opt) -> Submission:
         """A new job of this queue (its id chosen now, before any transaction)."""
         return Submission(self._jobs, new_job_id(self._jobs.tag), group, priority, options)
+
+    def _submit_after(self, tr: TransactionContext, value: T, job: Submission, after: Any) -> Job:
+        """:meth:`submit` with ``after`` (:meth:`~fdbqueue._storage.jobs.Jobs.submitted_after`)."""
+        parents, stored = parent_ids(after, self._jobs.tag), self._stored(value, job)
+        self._in_transaction(tr, lambda inner: job.submit_after(inner, stored, parents), bool)
+        return Job(job.id.hex())
+
+    def _put_item(self, tr: Any, _job: bytes, stored: bytes, group: Any, priority: Any) -> None:
+        """Enqueue a job's ``stored`` item where its group and priority put (``Jobs.release``)."""
+        shard, where = self._place(group, priority)
+        shard.put(tr, [stored], where, 0.0, JOBS)
+
+    def _place(self, group: Group | None, priority: int | None) -> tuple[Shard, tuple[Any, ...]]:
+        """The shard and the ``where`` (:meth:`Shard.append`) of an item of ``group``."""
+        raise NotImplementedError
 
     def _stored(self, value: T, job: Submission | None) -> bytes:
         """``value`` encoded and checked as an item's (:meth:`ItemStore.encode`), with the
@@ -347,11 +356,8 @@ class QueueBase(Generic[T]):
         once a minute per queue object, clear the jobs finished more than ``result_ttl``
         seconds ago (:meth:`clear_finished_jobs`).
 
-        Raises:
-            FDBError: a FoundationDB error a retry loop does not absorb (the loops log it
-                and try again a second later).
-
-        Cost: :meth:`enqueue_due_runs`'s, and once a minute :meth:`clear_finished_jobs`'s.
+        Raises FDBError for what a retry loop does not absorb (the loops log it, and try again
+        a second later). Cost: those two calls'.
         """
         self.enqueue_due_runs(database)
         now = time.monotonic()
@@ -424,8 +430,7 @@ class QueueBase(Generic[T]):
         in key order. On a queue of several shards, a PriorityQueue's shards merged by
         priority, then count (the next ``n`` of ``pop_min`` over every shard); a Queue's
         shard after shard (shard 0 first), each in its order: its shards number their items
-        apart, so no order holds across them
-        (:doc:`sharding`).
+        apart, so no order holds across them (:doc:`sharding`).
 
         Poison items (values the codec cannot decode) are skipped, as a take would move them
         to the dead letters.
@@ -977,9 +982,8 @@ class QueueBase(Generic[T]):
         group: Group | None,
         priority: int | None,
     ) -> float:
-        """What ``schedule`` does for every queue type: check everything (the queue type's
-        own checks: :meth:`_check_run`), then write the record, exactly once given a
-        Database. Raises and costs as :meth:`fdbqueue.Queue.schedule`."""
+        """``schedule`` for every queue type (its own checks: :meth:`_check_run`); raises and
+        costs as :meth:`fdbqueue.Queue.schedule`."""
         checked = check_name(name)
         timing = check_timing(every, cron)
         encoded = self._store.encode(value)
@@ -1176,13 +1180,10 @@ class QueueBase(Generic[T]):
         their time limit), oldest start first.
 
         Every loop of :meth:`work` (and of its asyncio twin, in any process) keeps a record in
-        the queue's metadata while it runs: written when it starts, rewritten every
-        :data:`~fdbqueue._delivery.workers.HEARTBEAT_SECONDS` (5) seconds with its jobs done
-        and running, cleared when it stops. A loop that died without clearing it (its process
-        killed) is not listed once its last beat is more than
-        :data:`~fdbqueue._delivery.workers.LAPSE_SECONDS` (15) seconds old, by this
-        process's clock; the next loop that starts on the queue clears such records.
-        ``jobs_done``, ``running`` and ``abandoned`` are as of each loop's last beat. A
+        the queue's metadata while it runs: written at its start, rewritten every 5 seconds
+        with its jobs done and running (as of that beat), cleared when it stops. A loop that
+        died without clearing it is not listed once its last beat is more than 15 seconds old
+        (:mod:`fdbqueue._delivery.workers`), and the next loop to start clears its record. A
         :meth:`clear` clears the records too: each live loop's comes back at its next beat.
 
         Args:

@@ -28,6 +28,7 @@ __all__ = [
     "QueueOptions",
     "ReadPage",
     "Settings",
+    "check_after",
     "check_limit",
     "check_options",
     "check_queue_arguments",
@@ -183,6 +184,17 @@ def job_options(
         check_time_limit(time_limit),
         None if backoff is None else check_seconds(backoff, "backoff"),
     )
+
+
+def check_after(after: Any, delay: Any, dedup_id: Any) -> None:
+    """Refuse ``submit(..., after=...)`` with a ``delay`` or a ``dedup_id``, which it does
+    not take (yet).
+
+    Raises:
+        ValueError: either is given.
+    """
+    if delay is not None or dedup_id is not None:
+        raise ValueError("submit(after=...) takes no delay or dedup_id")
 
 
 def check_queue_arguments(high_contention: Any, abandon_after: Any, max_deliveries: Any) -> float:

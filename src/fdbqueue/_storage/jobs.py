@@ -26,9 +26,10 @@ The job record, byte for byte (version 3, :data:`RECORD_VERSION`; integers littl
     offset  bytes  field
     0       1      0x03: the version
     1       1      the state: 0 waiting, 1 delayed, 2 running, 3 retrying, 4 succeeded,
-                   5 dead, 6 cancelled
+                   5 dead, 6 cancelled, 7 deferred
     2       1      flags: 0x01 cancel requested; the optional fields present: 0x02 the
-                   group, 0x04 the priority, 0x08 the error, 0x10 the job's options
+                   group, 0x04 the priority, 0x08 the error, 0x10 the job's options;
+                   0x20 jobs wait for it (``job_after`` edges)
     3       8      deliveries, unsigned
     11      8      enqueued_at  (the times: signed wall-clock microseconds, 0: none)
     19      8      started_at
@@ -147,7 +148,16 @@ JOB_ID_BYTES = 16
 _PREFIX_LENGTH = _HEADER_LENGTH + JOB_ID_BYTES
 _TAG_BYTES = 4
 #: Every state :attr:`JobInfo.state` takes.
-STATES = ("waiting", "delayed", "running", "retrying", "succeeded", "dead", "cancelled")
+STATES = (
+    "waiting",
+    "delayed",
+    "running",
+    "retrying",
+    "succeeded",
+    "dead",
+    "cancelled",
+    "deferred",
+)
 #: The states of a job that ended.
 FINISHED = frozenset({"succeeded", "dead", "cancelled"})
 #: Seconds a finished job's record and result are kept, unless the queue says otherwise
@@ -184,6 +194,7 @@ _STATE_CODES = {
     "succeeded": 4,
     "dead": 5,
     "cancelled": 6,
+    "deferred": 7,
 }
 _STATE_NAMES = tuple(sorted(_STATE_CODES, key=_STATE_CODES.__getitem__))
 #: The flags of a version-3 record: cancel requested, and which optional fields follow.
@@ -192,6 +203,8 @@ _HAS_GROUP = 0x02
 _HAS_PRIORITY = 0x04
 _HAS_ERROR = 0x08
 _HAS_OPTIONS = 0x10
+#: A flag of a version-3 record: jobs submitted ``after=`` it wait for it (``job_after``).
+_HAS_DEPENDENTS = 0x20
 _HAS_OPTIONAL = _HAS_GROUP | _HAS_PRIORITY | _HAS_ERROR | _HAS_OPTIONS
 #: A record's error when it has none.
 _NO_ERROR = ("", "", "")
@@ -238,6 +251,19 @@ def check_job_id(job_id: Any, tag: bytes) -> bytes:
     if raw[:_TAG_BYTES] != tag:
         raise ValueError(f"job {job_id} is a job of another queue, not of this one")
     return raw
+
+
+def parent_ids(after: Any, tag: bytes) -> list[bytes]:
+    """The ids (16 bytes each) of ``after``, a non-empty list or tuple of
+    :class:`Job` objects or job ids of the queue whose tag is ``tag`` (:func:`check_job_id`).
+
+    Raises:
+        TypeError: not such a list (a str alone, say).
+        ValueError: an id that is not one, or of another queue.
+    """
+    if not isinstance(after, (list, tuple)) or not after:
+        raise TypeError(f"after must be a non-empty list of jobs or job ids, not {after!r}")
+    return [check_job_id(job.id if isinstance(job, Job) else job, tag) for job in after]
 
 
 def new_job_id(tag: bytes) -> bytes:
@@ -300,6 +326,8 @@ class JobInfo:
             retried.
         options: its own settings (``submit``'s ``max_deliveries``, ``time_limit``,
             ``backoff``: :class:`~fdbqueue.JobOptions`), or None.
+        waiting_for: for a ``deferred`` job (``submit(..., after=...)``), the ids of the jobs
+            it still waits for; else empty.
     """
 
     id: str
@@ -317,6 +345,7 @@ class JobInfo:
     priority: int | None
     cancel_requested: bool
     options: JobOptions | None = None
+    waiting_for: tuple[str, ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -394,6 +423,8 @@ class JobRecord:
     error: tuple[str, str, str] = _NO_ERROR
     #: its own settings (``submit``'s), None: the queue's and the worker's
     options: JobOptions | None = None
+    #: whether jobs submitted ``after=`` it wait for it (read their edges when it ends)
+    has_dependents: bool = False
     #: the version it was read with (:data:`RECORD_VERSION` when made here): tells how its
     #: result is stored (see the module docstring); :meth:`pack` writes RECORD_VERSION
     version: int = RECORD_VERSION
@@ -408,6 +439,8 @@ class JobRecord:
         """
         group, priority, error = self.group, self.priority, self.error
         flags = _CANCEL_REQUESTED if self.cancel_requested else 0
+        if self.has_dependents:
+            flags |= _HAS_DEPENDENTS
         optional: list[Any] = []
         if group is not None:
             flags |= _HAS_GROUP
@@ -459,6 +492,7 @@ class JobRecord:
                 finished,
                 due,
                 bool(flags & _CANCEL_REQUESTED),
+                has_dependents=bool(flags & _HAS_DEPENDENTS),
             )
             if flags & _HAS_OPTIONAL:
                 optional = iter(fdb.tuple.unpack(value, _RECORD.size))
@@ -589,6 +623,13 @@ class Submission:
         """Write its record in ``tr`` (``delay``: seconds before its item falls due)."""
         self.jobs.submitted(tr, self.id, delay, self.group, self.priority, self.options)
 
+    def submit_after(self, tr: Any, stored: bytes, parents: list[bytes]) -> bool:
+        """Submit it in ``tr`` to run after ``parents`` (:meth:`Jobs.submitted_after`), its
+        ``stored`` item ready. Returns True (it wrote)."""
+        jobs = self.jobs
+        jobs.submitted_after(tr, self.id, stored, parents, self.group, self.priority, self.options)
+        return True
+
 
 #: Removes a cancelled job's item: ``withdraw(tr, item key, job id)``; whether it did.
 Withdraw = Callable[[Any, bytes, bytes], bool]
@@ -611,6 +652,15 @@ class Jobs:
         self.results = metadata.subspace(("job_results",))
         self.finished = metadata.subspace(("jobs_finished",))
         self.locations = metadata.subspace(("job_items",))
+        #: ``(parent, child)``: the child was submitted ``after=`` the parent, which has not
+        #: succeeded yet; and the same edge the other way, ``(child, parent)``
+        self.after = metadata.subspace(("job_after",))
+        self.before = metadata.subspace(("job_before",))
+        #: ``(child,)``: a deferred job's stored item, enqueued when its last parent succeeds
+        self.deferred = metadata.subspace(("job_deferred",))
+        #: Enqueues a job's stored item in ``tr`` (set by the queue, which knows where its
+        #: items go): ``release(tr, job id, stored item, group, priority)``.
+        self.release: Callable[[Any, bytes, bytes, Any, int | None], None] | None = None
         self._records_prefix: bytes = self.records.key()
         self._results_prefix: bytes = self.results.key()
         self._locations_prefix: bytes = self.locations.key()
@@ -720,6 +770,7 @@ class Jobs:
             record.priority,
             record.cancel_requested,
             record.options,
+            self.waiting_for(reader, job_id) if state == "deferred" else (),
         )
 
     def listing(
@@ -855,6 +906,8 @@ class Jobs:
         del tr[self.location_key(job_id)]
         if result is not None and self.result_ttl > 0:
             tr[self.result_key(job_id)] = result
+        if record.has_dependents:
+            self._parent_ended(tr, job_id, state)
         if now / _MICROSECONDS >= self._next_sweep:
             self._next_sweep = now / _MICROSECONDS + 1.0
             self.sweep(tr, now)
@@ -901,6 +954,9 @@ class Jobs:
         record = self._change(tr, job_id, None)
         if record is None or record.state in FINISHED:
             return False
+        if record.state == "deferred":
+            self._drop_deferred(tr, job_id, record, None)
+            return True
         if record.state == "running":
             if record.cancel_requested:
                 return False
@@ -911,6 +967,125 @@ class Jobs:
             withdraw(tr, bytes(location), job_id)
         self.finish(tr, job_id, "cancelled", record)
         return True
+
+    # -- jobs after jobs (submit(..., after=...)) ----------------------------------------------
+
+    def submitted_after(
+        self,
+        tr: Any,
+        job_id: bytes,
+        stored: bytes,
+        parents: list[bytes],
+        group: Any,
+        priority: int | None,
+        options: JobOptions | None,
+    ) -> tuple[str, bytes | None]:
+        """Submit, in ``tr``, the job ``job_id`` (its ``stored`` item) to run once every job
+        of ``parents`` succeeded: ``("deferred", None)`` when one has not ended yet (its
+        record ``deferred``, its item kept aside, an edge per parent still running, each such
+        parent's record flagged); ``("waiting", None)`` when all succeeded already (enqueued
+        at once: :attr:`release`, and its record written as ``submit`` writes it);
+        ``("cancelled", parent)`` when one ended dead or cancelled (its record ``cancelled``
+        at once, naming that parent).
+
+        Raises:
+            ValueError: a parent is unknown (never submitted, or its record was cleared
+                after its ``result_ttl``), or is the job itself; nothing is written.
+
+        Cost: a point read per parent, issued together (read conflicts: a parent that ends
+        meanwhile makes this submit retry); for a deferred job, a set per parent that has
+        not succeeded (twice: both edges) and its record's set, the item's set and the
+        record's; for a job all of whose parents succeeded, nothing here."""
+        reads = [self.read(tr, parent) for parent in parents]
+        pending: list[tuple[bytes, JobRecord]] = []
+        for parent, read in zip(parents, reads, strict=True):
+            record = self.parsed(read)
+            if record is None or parent == job_id:
+                raise ValueError(f"after: job {parent.hex()} is not a job of this queue")
+            if record.state in ("dead", "cancelled"):
+                now = _now()
+                error = describe_failure(f"job {parent.hex()} it waited for ended {record.state}")
+                cancelled = JobRecord(
+                    "cancelled",
+                    enqueued_at=now,
+                    finished_at=now,
+                    group=group,
+                    priority=priority,
+                    error=error,
+                    options=options,
+                )
+                tr[self.key(job_id)] = cancelled.pack()
+                tr[self.finished_key(now, job_id)] = b""
+                return "cancelled", parent
+            if record.state != "succeeded":
+                pending.append((parent, record))
+        if not pending:
+            if self.release is not None:
+                self.release(tr, job_id, stored, group, priority)
+            self.submitted(tr, job_id, 0.0, group, priority, options)
+            return "waiting", None
+        for parent, record in pending:
+            tr[self.after.pack((parent, job_id))] = b""
+            tr[self.before.pack((job_id, parent))] = b""
+            if not record.has_dependents:
+                record.has_dependents = True
+                tr[self.key(parent)] = record.pack()
+        deferred = JobRecord(
+            "deferred", enqueued_at=_now(), group=group, priority=priority, options=options
+        )
+        tr[self.key(job_id)] = deferred.pack()
+        tr[self.deferred.pack((job_id,))] = stored
+        return "deferred", None
+
+    def waiting_for(self, reader: Any, job_id: bytes) -> tuple[str, ...]:
+        """The ids of the jobs a deferred job still waits for. Cost: a range read."""
+        return tuple(
+            self.before.unpack(bytes(kv.key))[1].hex()
+            for kv in reader.get_range(*self._before_range(job_id))
+        )
+
+    def _before_range(self, job_id: bytes) -> tuple[bytes, bytes]:
+        edges = self.before.range((job_id,))
+        return edges.start, edges.stop
+
+    def _parent_ended(self, tr: Any, parent: bytes, state: str) -> None:
+        """The job ``parent``, which jobs wait for, ended in ``state`` in ``tr``: each job
+        waiting for it no longer does; one that waits for nothing more is enqueued
+        (``waiting``: :attr:`release`), once, in this transaction; after a ``dead`` or
+        ``cancelled`` parent, each is ``cancelled`` (and so are the jobs that wait for it).
+        Cost: a range read of its edges (a read conflict), and per waiting job a point read
+        of its record and, when it may go on, a range read of its other edges."""
+        edges = self.after.range((parent,))
+        for edge in list(tr.get_range(edges.start, edges.stop)):
+            child = self.after.unpack(bytes(edge.key))[1]
+            del tr[edge.key]
+            del tr[self.before.pack((child, parent))]
+            record = self.parsed(self.read(tr, child))
+            if record is None or record.state != "deferred":
+                continue
+            if state != "succeeded":
+                reason = f"job {parent.hex()} it waited for ended {state}"
+                self._drop_deferred(tr, child, record, reason)
+                continue
+            if list(tr.get_range(*self._before_range(child), limit=1)):
+                continue  # another parent has not succeeded yet
+            stored = tr.get(self.deferred.pack((child,)))
+            del tr[self.deferred.pack((child,))]
+            record.state = "waiting"
+            tr[self.key(child)] = record.pack()
+            if stored.present() and self.release is not None:
+                self.release(tr, child, bytes(stored), record.group, record.priority)
+
+    def _drop_deferred(self, tr: Any, job_id: bytes, record: JobRecord, reason: str | None) -> None:
+        """End the deferred job ``job_id`` ``cancelled`` in ``tr`` (``reason``: its error,
+        None for a cancel): its edges and its kept item cleared, the jobs waiting for it
+        cancelled in turn (:meth:`finish`)."""
+        for edge in list(tr.get_range(*self._before_range(job_id))):
+            parent = self.before.unpack(bytes(edge.key))[1]
+            del tr[edge.key]
+            del tr[self.after.pack((parent, job_id))]
+        del tr[self.deferred.pack((job_id,))]
+        self.finish(tr, job_id, "cancelled", record, error=reason)
 
     # -- storage bound ---------------------------------------------------------------------
 

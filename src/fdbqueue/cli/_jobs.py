@@ -133,6 +133,7 @@ def job_document(info: JobInfo) -> dict[str, Any]:
         "priority": info.priority,
         "cancel_requested": info.cancel_requested,
         "options": None if info.options is None else dataclasses.asdict(info.options),
+        "waiting_for": list(info.waiting_for),
     }
 
 
@@ -161,6 +162,7 @@ def job_lines(info: JobInfo, now: float) -> list[str]:
         ("group", "-" if info.group is None else repr(info.group)),
         ("priority", "-" if info.priority is None else str(info.priority)),
         ("options", options_text(info.options)),
+        ("waits for", " ".join(info.waiting_for) or "-"),
         ("result", as_json_text(info.result) if info.has_result else info.result_error or "-"),
         ("error", error_line(info.error)),
     ]
@@ -297,8 +299,8 @@ def job(context: Context, job_id: str, wait: bool, wait_timeout: float | None) -
     priority, result (as JSON when it is JSON) and last error with its traceback's last
     lines. With --json: {id, state, deliveries, enqueued_at, started_at, finished_at,
     due_at, error: {type, message, traceback} or null, result, has_result, result_error
-    (why a result was not kept, or null), group, priority, cancel_requested, options}, times in
-    seconds since the epoch.
+    (why a result was not kept, or null), group, priority, cancel_requested, options,
+    waiting_for}, times in seconds since the epoch.
 
     With --wait, wait until the job ends (a watch, no polling) and print its result (with
     --json: {id, state, result}); a job that ended dead or cancelled is one line on stderr,
