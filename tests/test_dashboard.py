@@ -1025,3 +1025,21 @@ def test_a_queue_page_shows_its_schedules_with_next_due_last_run_and_runs(db: An
     empty: Queue[Any] = Queue(Subspace(("unscheduled",)), codec="json")
     with local(create_app(db, {"unscheduled": empty})) as client:
         assert "(no schedule)" in client.get("/fragments/jobs", params={"name": "unscheduled"}).text
+
+
+def test_a_deferred_job_shows_what_it_waits_for(db: Any) -> None:
+    """Issue 45: a job submitted ``after=`` another is listed as deferred, with the job it
+    waits for, on the queue's page and on its own."""
+    queue: Queue[Any] = Queue(Subspace(("chained",)), codec="json")
+    first = queue.submit(db, {"n": 1})
+    assert first is not None
+    child = queue.submit(db, {"n": 2}, after=[first])
+    assert child is not None
+    with local(create_app(db, {"chained": queue})) as client:
+        fragment = client.get("/fragments/jobs", params={"name": "chained"}).text
+        job_page = client.get("/job", params={"name": "chained", "id": child.id}).text
+    waiting = fragment.split('id="waiting-jobs"')[1].split("</table>")[0]
+    row = waiting.split(f'data-id="{child.id}"')[1].split("</tr>")[0]
+    assert "deferred" in row and "waits for" in row and f"id={first.id}" in row
+    facts = job_page.split('id="job-waiting-for"')[1].split("</td>")[0]
+    assert f"id={first.id}" in facts

@@ -127,7 +127,7 @@ def job_value(database: Any, queue: AnyQueue, job_id: str) -> tuple[bool, Any]:
 
 def job_lists(database: Any, queue: AnyQueue) -> dict[str, Any]:
     """What a queue's page lists of its jobs: ``running``, ``waiting`` (retrying, then
-    delayed; :data:`JOBS_SHOWN` of each at most), ``finished`` (up to :data:`FINISHED_SHOWN`
+    delayed, then deferred: waiting for other jobs; :data:`JOBS_SHOWN` of each at most), ``finished`` (up to :data:`FINISHED_SHOWN`
     of each finished state read, the most recent first, :data:`FINISHED_SHOWN` shown) and
     ``workers`` (:meth:`~fdbqueue.Queue.workers`) and ``schedules``
     (:meth:`~fdbqueue.Queue.schedules`: each with its next due time, last run and runs);
@@ -143,7 +143,9 @@ def job_lists(database: Any, queue: AnyQueue) -> dict[str, Any]:
             return found
 
         running = listed("running", JOBS_SHOWN)
-        waiting = listed("retrying", JOBS_SHOWN) + listed("delayed", JOBS_SHOWN)
+        waiting = [
+            job for state in ("retrying", "delayed", "deferred") for job in listed(state, JOBS_SHOWN)
+        ]
         finished = [
             job
             for state in ("succeeded", "dead", "cancelled")
