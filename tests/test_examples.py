@@ -93,4 +93,5 @@ def test_the_tasks_example_runs():
     assert "word_count('the quick brown fox') -> 4" in result.stdout
     assert "spin: dead, TimeLimitExceeded: time limit exceeded" in result.stdout
     assert "jobs by state: {'succeeded': 4}" in result.stdout
+    assert "report (after the counts): 'report after 4 counts'" in result.stdout
     assert result.stderr == ""
