@@ -35,10 +35,11 @@ The job record, byte for byte (version 3, :data:`RECORD_VERSION`; integers littl
     19      8      started_at
     27      8      finished_at
     35      8      due_at
-    43      rest   only with a flag 0x02, 0x04, 0x08 or 0x10: pack((the optional fields
-                   present, in this order: group, priority, error type, error message,
-                   error traceback, and the options: max_deliveries, time_limit, backoff,
-                   each None when not given))
+    43      20     only with the flag 0x10, the job's options: max_deliveries (unsigned,
+                   4 bytes), time_limit and backoff (doubles, 8 bytes each); 0: not given
+    43/63   rest   only with a flag 0x02, 0x04 or 0x08: pack((the optional fields present,
+                   in this order: group, priority, error type, error message, error
+                   traceback))
 
 So a plain job's record (no group, no priority, no error yet) is its 43 fixed bytes, packed
 without the tuple layer. A record of versions 1 and 2 (an older fdbqueue's) is a tuple::
@@ -205,7 +206,10 @@ _HAS_ERROR = 0x08
 _HAS_OPTIONS = 0x10
 #: A flag of a version-3 record: jobs submitted ``after=`` it wait for it (``job_after``).
 _HAS_DEPENDENTS = 0x20
-_HAS_OPTIONAL = _HAS_GROUP | _HAS_PRIORITY | _HAS_ERROR | _HAS_OPTIONS
+_HAS_TUPLE_FIELDS = _HAS_GROUP | _HAS_PRIORITY | _HAS_ERROR
+#: A job's options after the fixed fields (flag 0x10): max_deliveries (unsigned 32 bits; 0:
+#: none), time_limit and backoff (doubles; 0: none), little-endian: 20 bytes.
+_OPTIONS = struct.Struct("<Idd")
 #: A record's error when it has none.
 _NO_ERROR = ("", "", "")
 _END = object()
@@ -398,9 +402,15 @@ class JobOptions:
     time_limit: float | None = None
     backoff: float | None = None
 
-    def fields(self) -> tuple[int | None, float | None, float | None]:
-        """The fields as a job record stores them, in order."""
-        return (self.max_deliveries, self.time_limit, self.backoff)
+    def pack(self) -> bytes:
+        """The 20 bytes a job record keeps them in (flag ``0x10``; 0 for none)."""
+        return _OPTIONS.pack(self.max_deliveries or 0, self.time_limit or 0.0, self.backoff or 0.0)
+
+    @classmethod
+    def unpack_from(cls, value: bytes, offset: int) -> JobOptions:
+        """The options :meth:`pack` wrote at ``offset`` of ``value``."""
+        deliveries, time_limit, backoff = _OPTIONS.unpack_from(value, offset)
+        return cls(deliveries or None, time_limit or None, backoff or None)
 
 
 @dataclass
@@ -451,9 +461,10 @@ class JobRecord:
         if error != _NO_ERROR:
             flags |= _HAS_ERROR
             optional += error
+        options = b""
         if self.options is not None:
             flags |= _HAS_OPTIONS
-            optional += self.options.fields()
+            options = self.options.pack()
         fixed = _RECORD.pack(
             RECORD_VERSION,
             _STATE_CODES[self.state],
@@ -466,8 +477,8 @@ class JobRecord:
         )
         if optional:
             packed: bytes = fdb.tuple.pack(tuple(optional))
-            return fixed + packed
-        return fixed
+            return fixed + options + packed
+        return fixed + options
 
     @classmethod
     def parse(cls, value: bytes) -> JobRecord:
@@ -494,19 +505,21 @@ class JobRecord:
                 bool(flags & _CANCEL_REQUESTED),
                 has_dependents=bool(flags & _HAS_DEPENDENTS),
             )
-            if flags & _HAS_OPTIONAL:
-                optional = iter(fdb.tuple.unpack(value, _RECORD.size))
+            start = _RECORD.size
+            if flags & _HAS_OPTIONS:
+                record.options = JobOptions.unpack_from(value, start)
+                start += _OPTIONS.size
+            if flags & _HAS_TUPLE_FIELDS:
+                optional = iter(fdb.tuple.unpack(value, start))
                 if flags & _HAS_GROUP:
                     record.group = next(optional)
                 if flags & _HAS_PRIORITY:
                     record.priority = next(optional)
                 if flags & _HAS_ERROR:
                     record.error = (str(next(optional)), str(next(optional)), str(next(optional)))
-                if flags & _HAS_OPTIONS:
-                    record.options = JobOptions(next(optional), next(optional), next(optional))
                 if next(optional, _END) is not _END:
                     raise ValueError("more optional fields than its flags say")
-            elif len(value) != _RECORD.size:
+            elif len(value) != start:
                 raise ValueError("bytes after its fixed fields, and no optional field")
         except (IndexError, ValueError, StopIteration, struct.error) as error:
             raise ValueError(f"not a job record ({error})") from None

@@ -127,10 +127,11 @@ def job_value(database: Any, queue: AnyQueue, job_id: str) -> tuple[bool, Any]:
 
 def job_lists(database: Any, queue: AnyQueue) -> dict[str, Any]:
     """What a queue's page lists of its jobs: ``running``, ``waiting`` (retrying, then
-    delayed, then deferred: waiting for other jobs; :data:`JOBS_SHOWN` of each at most), ``finished`` (up to :data:`FINISHED_SHOWN`
-    of each finished state read, the most recent first, :data:`FINISHED_SHOWN` shown) and
-    ``workers`` (:meth:`~fdbqueue.Queue.workers`) and ``schedules``
-    (:meth:`~fdbqueue.Queue.schedules`: each with its next due time, last run and runs);
+    delayed, then deferred: waiting for other jobs; :data:`JOBS_SHOWN` of each at most),
+    ``finished`` (up to :data:`FINISHED_SHOWN` of each finished state read, the most recent
+    first, :data:`FINISHED_SHOWN` shown), ``workers`` (:meth:`~fdbqueue.Queue.workers`) and
+    ``schedules`` (:meth:`~fdbqueue.Queue.schedules`: each with its next due time, last run
+    and runs);
     ``error`` when reading failed.
 
     Cost: one :meth:`~fdbqueue.Queue.jobs` call per state (each its own transaction: each
@@ -144,7 +145,9 @@ def job_lists(database: Any, queue: AnyQueue) -> dict[str, Any]:
 
         running = listed("running", JOBS_SHOWN)
         waiting = [
-            job for state in ("retrying", "delayed", "deferred") for job in listed(state, JOBS_SHOWN)
+            job
+            for state in ("retrying", "delayed", "deferred")
+            for job in listed(state, JOBS_SHOWN)
         ]
         finished = [
             job
