@@ -60,7 +60,14 @@ def test_handlers_run_in_child_processes_and_their_results_come_back(priority: b
     assert multiprocessing.active_children() == []
 
 
-@pytest.mark.parametrize("how", ["busy", "sleep", "socket"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "busy",
+        pytest.param("sleep", marks=pytest.mark.slow("a child killed after a real second")),
+        pytest.param("socket", marks=pytest.mark.slow("a child killed after a real second")),
+    ],
+)
 def test_a_job_past_its_time_limit_has_its_child_killed_whatever_it_is_stuck_in(
     how: str, tmp_path: Any
 ):

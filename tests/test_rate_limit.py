@@ -71,8 +71,23 @@ def run_worker(queue: Any, db: Any, handler: Any, **options: Any) -> Any:
     return queue.work(db, handler, **options)
 
 
-@pytest.mark.parametrize("api", ["sync", "asyncio"])
-@pytest.mark.parametrize(("priority", "shards"), KINDS, ids=KIND_IDS)
+#: Every shape, most of them slow (a second of real time each, the worker's look-again).
+SHAPES = [
+    pytest.param(
+        priority,
+        shards,
+        api,
+        id=f"{name}-{api}",
+        marks=()
+        if (name, api) in (("Queue-1", "sync"), ("PriorityQueue-4", "asyncio"))
+        else pytest.mark.slow("a second of real time: the worker looks again every second"),
+    )
+    for (priority, shards), name in zip(KINDS, KIND_IDS, strict=True)
+    for api in ("sync", "asyncio")
+]
+
+
+@pytest.mark.parametrize(("priority", "shards", "api"), SHAPES)
 def test_jobs_held_back_wait_and_until_empty_waits_for_them(priority: bool, shards: int, api: str):
     """Three starts an hour: of five jobs, three run and two wait (``info().rate_limited``);
     ``work(until_empty=True)`` does not return while they are left, and runs them once the
