@@ -1066,23 +1066,35 @@ class Jobs:
         waiting for it no longer does; one that waits for nothing more is enqueued
         (``waiting``: :attr:`release`), once, in this transaction; after a ``dead`` or
         ``cancelled`` parent, each is ``cancelled`` (and so are the jobs that wait for it).
-        Cost: a range read of its edges (a read conflict), and per waiting job a point read
-        of its record and, when it may go on, a range read of its other edges."""
+        Cost: a range read of its edges (a read conflict), then, for every job waiting for
+        it at once (one round trip), a point read of its record and of its kept item and a
+        range read of its other edges."""
         edges = self.after.range((parent,))
+        children = []
         for edge in list(tr.get_range(edges.start, edges.stop)):
             child = self.after.unpack(bytes(edge.key))[1]
             del tr[edge.key]
             del tr[self.before.pack((child, parent))]
-            record = self.parsed(self.read(tr, child))
+            children.append(child)
+        reads = [  # issued together, after the clears (the edge range reads see them)
+            (
+                child,
+                self.read(tr, child),
+                tr.get_range(*self._before_range(child), limit=1),
+                tr.get(self.deferred.pack((child,))),
+            )
+            for child in children
+        ]
+        for child, record_read, others, stored in reads:
+            record = self.parsed(record_read)
             if record is None or record.state != "deferred":
                 continue
             if state != "succeeded":
                 reason = f"job {parent.hex()} it waited for ended {state}"
                 self._drop_deferred(tr, child, record, reason)
                 continue
-            if list(tr.get_range(*self._before_range(child), limit=1)):
+            if list(others):
                 continue  # another parent has not succeeded yet
-            stored = tr.get(self.deferred.pack((child,)))
             del tr[self.deferred.pack((child,))]
             record.state = "waiting"
             tr[self.key(child)] = record.pack()
