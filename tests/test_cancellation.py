@@ -343,6 +343,27 @@ def check_submit(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
         assert remaining(queue, db) == ["x"] and queue.sync.job(db, outcome.id).state == "waiting"
 
 
+def check_submit_after(queue: Any, db: Any, parent: Any, outcome: Any) -> None:
+    """A cancelled ``submit(after=...)`` left no job but its parent; one that returned left a
+    deferred job waiting for it, whose item no take meets."""
+    jobs = queue.sync.jobs(db)
+    if outcome is asyncio.CancelledError:
+        assert [job.id for job in jobs] == [parent.id]
+    else:
+        info = queue.sync.job(db, outcome.id)
+        assert info.state == "deferred" and info.waiting_for == (parent.id,)
+    assert remaining(queue, db) == ["a"]
+
+
+def check_submit_task(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None:
+    """A cancelled ``submit_task`` left nothing; one that returned left its task call."""
+    if outcome is asyncio.CancelledError:
+        assert remaining(queue, db) == [] and queue.sync.jobs(db) == []
+    else:
+        assert remaining(queue, db) == [("fdbqueue.task", "t", (1,), ())]
+        assert queue.sync.job(db, outcome.id).state == "waiting"
+
+
 def a_job_then_b(group: str | None) -> Callable[[Any, Any], Any]:
     """A job ``a`` then an item ``b`` (in ``group``, when given): the job to cancel."""
 
@@ -368,6 +389,14 @@ def check_cancel(queue: Any, db: Any, job: Any, outcome: Any) -> None:
 
 CASES: dict[str, Case] = {
     "submit": Case(lambda q, db: None, lambda q, db, _: q.submit(db, "x"), check_submit),
+    "submit after a job": Case(
+        lambda q, db: q.sync.submit(db, "a"),
+        lambda q, db, parent: q.submit(db, "x", after=[parent]),
+        check_submit_after,
+    ),
+    "submit_task": Case(
+        lambda q, db: None, lambda q, db, _: q.submit_task(db, "t", [1]), check_submit_task
+    ),
     "cancel of a waiting job": Case(
         a_job_then_b(None), lambda q, db, job: q.cancel(db, job.id), check_cancel
     ),
