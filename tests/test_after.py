@@ -163,3 +163,30 @@ def test_bad_after_changes_nothing():
         shape.submit({"n": 2}, after=[first, ghost])
     assert len(all_keys(shape.db, shape.sync.subspace)) > len(before)  # only `first`
     assert shape.sync.size(shape.db) == 1
+
+
+@pytest.mark.parametrize(("priority", "shards"), KINDS, ids=KIND_IDS)
+def test_chains_submitted_and_run_under_unknown_results_run_each_job_once(
+    priority: bool, shards: int
+):
+    """Commits that end 1021 (half of them applied) and recoveries, while chains are
+    submitted and worked: every job runs exactly once, each after the one before it."""
+    shape = Shape(priority, shards)
+    shape.db = memory.open(seed=11)  # the same faults at every run
+    shape.db.faults = memory.Faults(commit_unknown_result=0.3, recovery=0.05)
+    runs: list[tuple[int, int]] = []
+    try:
+        for chain in range(3):
+            previous = None
+            for step in range(4):
+                after = None if previous is None else [previous]
+                previous = shape.submit({"chain": chain, "step": step}, after=after)
+        shape.work(lambda value: runs.append((value["chain"], value["step"])))
+    finally:
+        shape.db.faults = memory.Faults()
+    stats = shape.db.stats()
+    assert stats["injected_commit_unknown_result_applied"] + stats["injected_recovery_applied"] > 0
+    assert sorted(runs) == [(chain, step) for chain in range(3) for step in range(4)]
+    for chain in range(3):
+        assert [step for c, step in runs if c == chain] == [0, 1, 2, 3]
+    assert shape.sync.size(shape.db) == 0
