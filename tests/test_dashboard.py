@@ -354,7 +354,7 @@ def test_oldest_age_is_shown_when_queue_info_has_it() -> None:
 
     class ShardWithAge:
         size, leases_in_flight, delayed, dead_letters, groups, shards = 1, 0, 0, 0, 0, ()
-        paused = False
+        paused = rate_limited = False
         oldest_age, enqueued = 3.0, 1
 
     class WithAge(ShardWithAge):
@@ -1043,3 +1043,19 @@ def test_a_deferred_job_shows_what_it_waits_for(db: Any) -> None:
     assert "deferred" in row and "waits for" in row and f"id={first.id}" in row
     facts = job_page.split('id="job-waiting-for"')[1].split("</td>")[0]
     assert f"id={first.id}" in facts
+
+
+def test_a_queue_page_says_when_its_rate_limit_holds_jobs_back(db: Any) -> None:
+    """Issue 45: the rate-limited state, on a queue the dashboard opened without the limit."""
+    from test_rate_limit import hold_back
+
+    subspace = Subspace(("limited",))
+    hold_back(db, subspace)
+    viewer: Queue[Any] = Queue(subspace, codec="json")
+    with local(create_app(db, {"limited": viewer})) as client:
+        page = client.get("/queue", params={"name": "limited"}).text
+    assert 'id="rate-limited"' in page
+    free: Queue[Any] = Queue(Subspace(("free",)), codec="json")
+    free.enqueue(db, {"n": 1})
+    with local(create_app(db, {"free": free})) as client:
+        assert 'id="rate-limited"' not in client.get("/queue", params={"name": "free"}).text

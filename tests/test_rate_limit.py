@@ -174,3 +174,47 @@ def test_two_worker_loops_share_the_limit():
 def test_a_bad_rate_limit_is_refused(rate_limit: Any, error: type):
     with pytest.raises(error):
         Queue(Subspace(("rate",)), rate_limit=rate_limit)
+
+
+def hold_back(db: Any, subspace: Subspace) -> None:
+    """Four items on a queue limited to two starts an hour; a worker starts two."""
+    queue = Queue(subspace, codec="json", rate_limit=(2, HOUR))
+    for n in range(4):
+        queue.enqueue(db, {"n": n})
+    started: list[int] = []
+    stop = threading.Event()
+    worker = threading.Thread(
+        target=queue.work,
+        args=(db, lambda value: started.append(value["n"])),
+        kwargs={"lease": 30, "stop": stop, "handle_signals": False},
+    )
+    worker.start()
+    deadline = time.monotonic() + 10
+    while len(started) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    worker.join(10)
+    assert len(started) == 2
+
+
+def test_any_queue_object_sees_a_limit_holding_jobs_back():
+    """``info().rate_limited`` on a queue object opened without the limit (the dashboard's,
+    the command line's) judges by the limit its last start slot was taken under, which the
+    feature record says was used; a queue that never had a limit reads nothing for it."""
+    from test_features import feature_bits
+
+    from fdbqueue._storage import features
+
+    db = memory.open()
+    subspace = Subspace(("rate", uuid.uuid4().hex))
+    hold_back(db, subspace)
+    viewer = Queue(subspace, codec="json")
+    assert viewer.rate_limit is None and viewer.info(db).rate_limited
+    plain = Queue(Subspace(("rate", uuid.uuid4().hex)), codec="json")
+    plain.enqueue(db, {"n": 0})
+    assert not plain.info(db).rate_limited
+    # the bit that makes info read the slots: set by the first slot, absent elsewhere
+    assert feature_bits(db, subspace) & features.RATE
+    assert not feature_bits(db, plain.subspace) & features.RATE
+    pass_time(db, HOUR + 1)
+    assert not viewer.info(db).rate_limited

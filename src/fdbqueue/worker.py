@@ -497,8 +497,8 @@ def handler_run(queue: Any, handler: Callable[..., Any] | None, processes: int |
 def rate_limit_of(queue: Any) -> RateLimit | None:
     """The start slots of ``queue``'s ``rate_limit`` (:mod:`fdbqueue._delivery.rate_limit`),
     which a worker loop takes before each claim; None without a rate limit."""
-    limit = queue.rate_limit
-    return None if limit is None else RateLimit(metadata_subspace(queue.subspace), *limit)
+    slots: RateLimit | None = queue.start_slots
+    return slots
 
 
 def unused_slot(rate: Any, database: Any, slot: bytes) -> None:

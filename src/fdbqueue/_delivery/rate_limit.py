@@ -5,7 +5,9 @@ Before each claim, a worker loop takes a *start slot*: a key written with
 ``set_versionstamped_key`` (no read: it never conflicts), which sorts the slots in the order
 their transactions committed and carries the commit version::
 
-    P + b"\\xff" + pack(("rate_starts",)) + versionstamp (10 bytes) + 8 random bytes  ->  b""
+    P + b"\\xff" + pack(("rate_starts",)) + versionstamp (10 bytes) + 8 random bytes
+        ->  the limit it was taken under: jobs (4 bytes) and window in versions (8 bytes),
+            unsigned, little-endian
 
 It then reads, by snapshot (no conflict), the ``jobs`` slots just before its own. The slot
 *may start a job* when fewer than ``jobs`` slots precede it, or when the ``jobs``-th before it
@@ -43,9 +45,10 @@ from typing import Any
 from fdb.subspace_impl import Subspace
 
 from fdbqueue._checks import check_seconds
+from fdbqueue._storage.features import RATE
 from fdbqueue._transactions.transactional import run_in_retry_loop
 
-__all__ = ["IDLE_POLL_SECONDS", "RateLimit", "check_rate_limit"]
+__all__ = ["IDLE_POLL_SECONDS", "RateLimit", "check_rate_limit", "holding"]
 
 #: Versions per second (FoundationDB's, about).
 VERSIONS_PER_SECOND = 1_000_000
@@ -58,6 +61,8 @@ MAX_WINDOW_SECONDS = 43_200.0
 #: being checked can still need (5 s: a transaction's longest life).
 STALE_VERSIONS = 5 * VERSIONS_PER_SECOND
 _STAMP_BYTES = 10
+#: A slot's value: the limit it was taken under (jobs, window in versions).
+_LIMIT = struct.Struct("<IQ")
 _OWNER_BYTES = 8
 
 
@@ -83,6 +88,18 @@ def check_rate_limit(rate_limit: Any) -> tuple[int, float] | None:
     return jobs, window
 
 
+def holding(slots: RateLimit | None, metadata: Subspace, known: int | None, tr: Any) -> bool:
+    """Whether a rate limit holds starts back now (``info().rate_limited``), judged by
+    ``slots`` (the queue object's limit) or, for a queue object opened without one, by the
+    limit its last slot was taken under, when its feature record (``known``, its bits as
+    ``tr`` read them) shows that a limit was used. Cost: nothing for a queue that never had
+    one; else a snapshot range read of at most its ``jobs`` slots (and one before it, of the
+    last slot, without the queue object's limit)."""
+    if slots is None and known is not None and known & RATE:
+        slots = RateLimit.recorded(metadata, tr)
+    return slots is not None and slots.holding(tr)
+
+
 class RateLimit:
     """The start slots of one queue (see the module docstring).
 
@@ -91,8 +108,11 @@ class RateLimit:
         jobs, seconds: at most ``jobs`` starts in any window of ``seconds``.
     """
 
-    def __init__(self, metadata: Subspace, jobs: int, seconds: float) -> None:
+    def __init__(self, metadata: Subspace, jobs: int, seconds: float, features: Any = None) -> None:
         self.prefix: bytes = metadata.subspace(("rate_starts",)).key()
+        #: the queue's feature record (:mod:`fdbqueue._storage.features`): a slot's write
+        #: records the rate limit's bit there (None: not recorded)
+        self.features = features
         self.end = self.prefix + b"\xff"
         self.jobs = jobs
         self.seconds = seconds
@@ -112,7 +132,9 @@ class RateLimit:
 
         def write(tr: Any) -> Any:
             key = self.prefix + b"\x00" * _STAMP_BYTES + owner
-            tr.set_versionstamped_key(key + self._offset, b"")
+            tr.set_versionstamped_key(key + self._offset, _LIMIT.pack(self.jobs, self.window))
+            if self.features is not None:  # (a bit_or: no read, no conflict)
+                self.features.use(tr, RATE, self.features.known)
             return tr.get_versionstamp()
 
         stamp = bytes(run_in_retry_loop(database, write).wait())
@@ -157,3 +179,15 @@ class RateLimit:
             return False
         read_version: int = tr.get_read_version().wait()
         return self._version(bytes(latest[-1].key)) >= read_version - self.window
+
+    @classmethod
+    def recorded(cls, metadata: Subspace, tr: Any) -> RateLimit | None:
+        """The limit the last slot taken on the queue was taken under (what a queue object
+        opened without ``rate_limit``, the dashboard's, judges :meth:`holding` by), or
+        None when no slot is kept. Cost: a snapshot range read of one slot."""
+        limit = cls(metadata, 1, 1.0)
+        last = list(tr.snapshot.get_range(limit.prefix, limit.end, limit=1, reverse=True))
+        if not last or len(bytes(last[0].value)) != _LIMIT.size:
+            return None
+        jobs, window = _LIMIT.unpack(bytes(last[0].value))
+        return cls(metadata, max(jobs, 1), window / VERSIONS_PER_SECOND)

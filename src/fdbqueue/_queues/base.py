@@ -29,7 +29,7 @@ from fdbqueue import worker
 from fdbqueue._checks import check_count, check_error
 from fdbqueue._delivery.deduplication import Deduplication
 from fdbqueue._delivery.leases import Lease, check_lease_seconds
-from fdbqueue._delivery.rate_limit import RateLimit
+from fdbqueue._delivery.rate_limit import RateLimit, holding
 from fdbqueue._delivery.schedules import (
     ScheduleInfo,
     Schedules,
@@ -121,7 +121,7 @@ class QueueBase(Generic[T]):
         """Check ``options`` (each left out takes its :data:`QUEUE_DEFAULTS` value) and
         build the shards; raise TypeError or ValueError first, reading and writing nothing."""
         given = check_options(options, f"{type(self).__name__}.__init__")
-        self._time_limit, self._rate_limit = given.time_limit, given.rate_limit
+        self._time_limit, rate_limit = given.time_limit, given.rate_limit
         self._high_contention, self._max_deliveries = given.high_contention, given.max_deliveries
         self._router = Router.build(
             self._SHARD_CLASS,
@@ -147,7 +147,9 @@ class QueueBase(Generic[T]):
         self._results = ResultFormat(result_codec, legacy)
         self._next_job_clearing = 0.0  # time.monotonic() of maintain's next clearing
         #: The records of the worker loops working on the queue (:meth:`workers`).
-        self._worker_registry = WorkerRegistry(self._store.metadata)
+        self._worker_registry = WorkerRegistry(metadata := self._store.metadata)
+        #: The start slots of its rate limit, which worker loops take (None: no limit).
+        self.start_slots = rate_limit and RateLimit(metadata, *rate_limit, self._store.features)
         self._jobs.release = self._put_item
 
     # -- properties -------------------------------------------------------------------------
@@ -185,7 +187,8 @@ class QueueBase(Generic[T]):
     @property
     def rate_limit(self) -> tuple[int, float] | None:
         """``(jobs, seconds)``: at most so many jobs start in such a window (:doc:`jobs`)."""
-        return self._rate_limit
+        slots = self.start_slots
+        return None if slots is None else (slots.jobs, slots.seconds)
 
     @property
     def time_limit(self) -> float | None:
@@ -366,11 +369,10 @@ class QueueBase(Generic[T]):
             self.clear_finished_jobs(database)
 
     def clear_finished_jobs(self, database: Any) -> int:
-        """Clear the records and results of every job that finished more than
-        ``result_ttl`` seconds ago, in transactions of their own; return how many. The
-        worker loops call it once a minute; finishing jobs also clear up to 100 at a time,
-        at most once a second (:meth:`maintain`). Cost: per 100 jobs, a transaction with a
-        snapshot range read and three clears each (no conflicts)."""
+        """Clear the records and results of every job that finished more than ``result_ttl``
+        seconds ago, in transactions of their own; return how many (the worker loops call it
+        once a minute: :meth:`maintain`; finishing jobs clear up to 100 a second too). Cost:
+        per 100 jobs, a transaction with a snapshot range read and three clears each."""
         return self._jobs.clear_expired(lambda body: run_in_retry_loop(database, body))
 
     # -- looking at the whole queue ---------------------------------------------------------
@@ -535,8 +537,7 @@ class QueueBase(Generic[T]):
         self._router.check_type(context)
         read_version: int = context.get_read_version().wait()
         each = [shard.info(context, read_version) for shard in self._router.shards]
-        limit = self._rate_limit and RateLimit(self._store.metadata, *self._rate_limit)
-        held = bool(limit and limit.holding(context))
+        held = holding(self.start_slots, self._store.metadata, self._store.features.known, context)
         if len(each) == 1:  # QueueInfo.shards is empty for a queue of one shard
             return dataclasses.replace(each[0], rate_limited=held)
         return QueueInfo.over_shards(each, self._oldest(context), read_version, held)
@@ -967,8 +968,7 @@ class QueueBase(Generic[T]):
     def group_weight(self, tr: TransactionContext, group: Group) -> int:
         """Return ``group``'s weight (1 unless set). Raises TypeError or ValueError for a bad
         ``group``. Cost: a snapshot point read."""
-        weight: int = self._router.for_group(group).groups.weight(tr, group)
-        return weight
+        return int(self._router.for_group(group).groups.weight(tr, group))
 
     # -- periodic jobs (fdbqueue._delivery.schedules) ----------------------------------------
 

@@ -52,6 +52,7 @@ __all__ = [
     "KEY",
     "LEASES",
     "PAUSE",
+    "RATE",
     "FeatureRecord",
     "recorded_type",
 ]
@@ -69,6 +70,9 @@ GROUPS = 4
 LEASES = 8
 #: Jobs were submitted (takes read a job's record, :mod:`fdbqueue._storage.jobs`).
 JOBS = 16
+#: A worker loop took start slots of a rate limit (``info`` reads the last ones,
+#: :mod:`fdbqueue._delivery.rate_limit`).
+RATE = 32
 #: Every bit: what a queue without a record (or written before records existed) may use.
 ALL = 0xFFFF
 #: The record's key under a queue's metadata subspace: ``metadata.pack(KEY)``.

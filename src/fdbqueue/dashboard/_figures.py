@@ -58,6 +58,8 @@ class Sample:
     exists: bool = True
     #: whether the queue's consumers are paused (:attr:`fdbqueue.QueueInfo.paused`)
     paused: bool = False
+    #: whether its rate limit holds jobs back (:attr:`fdbqueue.QueueInfo.rate_limited`)
+    rate_limited: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +114,7 @@ def sample_of(info: Any, at: float, exists: bool = True) -> Sample:
         enqueued=info.enqueued,
         exists=exists,
         paused=info.paused,
+        rate_limited=info.rate_limited,
     )
 
 
