@@ -311,17 +311,19 @@ def test_a_damaged_job_record_reads_as_no_job():
 
 
 def test_a_jobs_options_and_its_dependents_flag_are_laid_out_as_documented():
-    """Flag 0x10: the options' 20 fixed bytes after the 43 (0 for none), before the tuple
+    """Flag 0x10: the options' 28 fixed bytes after the 43 (0 for none), before the tuple
     layer's optional fields; flag 0x20: jobs wait for it. Both read back as written."""
     from fdbqueue._storage.jobs import JobOptions
 
     record = JobRecord("waiting", group="g", options=JobOptions(3, 30.0, None))
     record.has_dependents = True
     fixed = struct.pack("<BBBQqqqq", 3, 0, 0x02 | 0x10 | 0x20, 0, 0, 0, 0, 0)
-    options = struct.pack("<Idd", 3, 30.0, 0.0)
+    options = struct.pack("<Iddd", 3, 30.0, 0.0, -1.0)
     assert record.pack() == fixed + options + fdb.tuple.pack(("g",))
     back = JobRecord.parse(record.pack())
     assert (back.options, back.group, back.has_dependents) == (JobOptions(3, 30.0), "g", True)
     alone = JobRecord("deferred", options=JobOptions(backoff=2.5)).pack()
-    assert alone[1] == 7 and len(alone) == 43 + 20
+    assert alone[1] == 7 and len(alone) == 43 + 28
     assert JobRecord.parse(alone).options == JobOptions(None, None, 2.5)
+    kept = JobRecord("waiting", options=JobOptions(result_ttl=0.0)).pack()
+    assert JobRecord.parse(kept).options == JobOptions(result_ttl=0.0)  # 0 is not "none"

@@ -131,7 +131,7 @@ def test_the_task_call_is_a_documented_value_another_program_can_write():
     db = memory.open()
     as_json = fresh(False, 1)
     as_json.submit_task(db, "send", ["ada@example.com"], {"subject": "hi"})
-    ((_key, stored),) = [kv for kv in all_keys(db, as_json.subspace) if b"ada" in kv[1]]
+    ((_key, stored),) = [kv for kv in all_keys(db, as_json.subspace) if b"ada@ex" in kv[1]]
     assert json.loads(stored[31:]) == {  # after the job's header (docs/jobs.rst)
         "task": "send",
         "args": ["ada@example.com"],
@@ -139,7 +139,9 @@ def test_the_task_call_is_a_documented_value_another_program_can_write():
     }
     as_tuple = fresh(False, 1, codec="tuple")
     as_tuple.submit_task(db, "send", ("ada@example.com",), {"subject": "hi"})
-    ((_key, stored),) = [kv for kv in all_keys(db, as_tuple.subspace) if b"ada" in kv[1]]
+    ((_key, stored),) = [
+        kv for kv in all_keys(db, as_tuple.subspace) if b"ada@example.com" in kv[1]
+    ]
     call_tuple = ("fdbqueue.task", "send", ("ada@example.com",), (("subject", "hi"),))
     assert stored.endswith(fdb.tuple.pack((call_tuple,)))  # the tuple codec's one element
 
@@ -450,3 +452,28 @@ def test_a_tasks_options_are_its_jobs_own():
     assert (info.priority, info.options) == (3, fdbqueue.JobOptions(2, 60.0, None))
     assert queue.work(db, lease=30, until_empty=True, handle_signals=False).succeeded == 1
     assert queue.result(db, job.id) == "pong"
+
+
+def test_a_jobs_own_result_ttl_outlives_or_undercuts_the_queues():
+    """``result_ttl`` per job: a job kept 10 s is swept 10 s after it finished, while one
+    kept the queue's day stays; one kept 0 s keeps no result (its record goes at the first
+    sweep, as for a queue whose ``result_ttl`` is 0)."""
+    from helpers import pass_time
+
+    db = memory.open()
+    queue = options_queue(False, 1, "sync")
+    short = queue.submit(db, {"n": 1}, result_ttl=10.0)
+    none = queue.submit(db, {"n": 2}, result_ttl=0)
+    usual = queue.submit(db, {"n": 3})
+    assert queue.work(db, lambda value: value["n"], **RUN_ONCE).succeeded == 3
+    assert queue.result(db, short.id) == 1 and queue.result(db, usual.id) == 3
+    kept = queue.job(db, none.id)  # gone at the first sweep after its finish, or kept bare
+    assert kept is None or not kept.has_result
+    pass_time(db, 11)
+    queue.clear_finished_jobs(db)
+    assert queue.job(db, short.id) is None and queue.job(db, none.id) is None
+    assert queue.job(db, usual.id).state == "succeeded"
+    assert queue.job(db, usual.id).options is None
+
+
+RUN_ONCE = {"lease": 30, "until_empty": True, "handle_signals": False}

@@ -187,13 +187,14 @@ class PriorityQueue(QueueBase[T]):
         max_deliveries: int | None = None,
         time_limit: float | None = None,
         backoff: float | None = None,
+        result_ttl: float | None = None,
         after: Sequence[Job | str] | None = None,
     ) -> Job | None:
         """Push ``value`` at ``priority`` as a *job*: an item with an id, a state, and a
         result once a worker ran it (:doc:`jobs`).
 
-        Args and errors as :meth:`push`; ``max_deliveries``, ``time_limit``, ``backoff``
-        (the job's own settings) and ``after`` (the jobs it waits for) as
+        Args and errors as :meth:`push`; ``max_deliveries``, ``time_limit``, ``backoff``,
+        ``result_ttl`` (the job's own settings) and ``after`` (the jobs it waits for) as
         :meth:`fdbqueue.Queue.submit`'s.
 
         Returns:
@@ -203,7 +204,7 @@ class PriorityQueue(QueueBase[T]):
         Cost: :meth:`push`'s, and one set (the job's record).
         """
         check_priority(priority)
-        options = job_options(max_deliveries, time_limit, backoff)
+        options = job_options(max_deliveries, time_limit, backoff, result_ttl)
         job = self._submission(group, priority, options)
         if after is not None:
             check_after(after, delay, dedup_id)
@@ -226,6 +227,7 @@ class PriorityQueue(QueueBase[T]):
         max_deliveries: int | None = None,
         time_limit: float | None = None,
         backoff: float | None = None,
+        result_ttl: float | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -238,6 +240,7 @@ class PriorityQueue(QueueBase[T]):
         max_deliveries: int | None = None,
         time_limit: float | None = None,
         backoff: float | None = None,
+        result_ttl: float | None = None,
     ) -> Any:
         """Register ``function`` as a task of this queue, as :meth:`fdbqueue.Queue.task`;
         ``task.submit(tr, ...)`` submits its jobs at ``priority`` (default 0), with the
@@ -249,8 +252,13 @@ class PriorityQueue(QueueBase[T]):
         Cost: nothing in the database.
         """
         check_priority(priority)
-        job_options(max_deliveries, time_limit, backoff)  # checked now: nothing is written
-        settings = {"max_deliveries": max_deliveries, "time_limit": time_limit, "backoff": backoff}
+        job_options(max_deliveries, time_limit, backoff, result_ttl)  # checked: nothing written
+        settings = {
+            "max_deliveries": max_deliveries,
+            "time_limit": time_limit,
+            "backoff": backoff,
+            "result_ttl": result_ttl,
+        }
         return tasks.decorate(self, function, name, {"priority": priority, **settings})
 
     def submit_task(
@@ -267,6 +275,7 @@ class PriorityQueue(QueueBase[T]):
         max_deliveries: int | None = None,
         time_limit: float | None = None,
         backoff: float | None = None,
+        result_ttl: float | None = None,
         after: Sequence[Job | str] | None = None,
     ) -> Job | None:
         """Submit a job that runs the task ``name`` with ``args`` and ``kwargs`` at
@@ -286,6 +295,7 @@ class PriorityQueue(QueueBase[T]):
             max_deliveries=max_deliveries,
             time_limit=time_limit,
             backoff=backoff,
+            result_ttl=result_ttl,
             after=after,
         )
 

@@ -195,6 +195,7 @@ class Queue(QueueBase[T]):
         max_deliveries: int | None = None,
         time_limit: float | None = None,
         backoff: float | None = None,
+        result_ttl: float | None = None,
         after: Sequence[Job | str] | None = None,
     ) -> Job | None:
         """Enqueue ``value`` as a *job*: an item with an id, a state, and a result once a
@@ -211,6 +212,8 @@ class Queue(QueueBase[T]):
             time_limit: seconds its handler may run per delivery (> 0, at most 12 hours).
             backoff: seconds before its first retry (> 0), doubled per delivery up to the
                 worker's ``max_backoff``.
+            result_ttl: seconds its record and result are kept once it finished (>= 0; 0:
+                no result is kept), instead of the queue's ``result_ttl``.
             after: jobs (or their ids) this one waits for (:doc:`jobs`, "Jobs after jobs"):
                 it is ``deferred`` (not taken, not counted by :meth:`size`) until every one
                 of them succeeded, then waiting, in the transaction of the last one's
@@ -225,7 +228,7 @@ class Queue(QueueBase[T]):
 
         Cost: :meth:`enqueue`'s, and one set (the job's record, in the queue's metadata).
         """
-        options = job_options(max_deliveries, time_limit, backoff)
+        options = job_options(max_deliveries, time_limit, backoff, result_ttl)
         job = self._submission(group, None, options)
         if after is not None:
             check_after(after, delay, dedup_id)
@@ -248,6 +251,7 @@ class Queue(QueueBase[T]):
         max_deliveries: int | None = None,
         time_limit: float | None = None,
         backoff: float | None = None,
+        result_ttl: float | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -259,14 +263,15 @@ class Queue(QueueBase[T]):
         max_deliveries: int | None = None,
         time_limit: float | None = None,
         backoff: float | None = None,
+        result_ttl: float | None = None,
     ) -> Any:
         """Register ``function`` as a task of this queue, by ``name`` (its ``__name__`` when
         None), in this process: ``@queue.task`` or ``@queue.task(name="emails.send")``. The
         :class:`~fdbqueue.Task` it returns runs the function when called, and submits a job
         that runs it with ``task.submit(tr, *args, **kwargs)``; a worker given no handler
         (:meth:`work`) runs each job's task by its name (:doc:`jobs`, "Tasks"). The
-        options (``max_deliveries``, ``time_limit``, ``backoff``: :meth:`submit`'s) are the
-        task's jobs' own.
+        options (``max_deliveries``, ``time_limit``, ``backoff``, ``result_ttl``:
+        :meth:`submit`'s) are the task's jobs' own.
 
         Raises:
             TypeError: not a function, a name that is not a str, or a queue whose codec
@@ -277,8 +282,13 @@ class Queue(QueueBase[T]):
 
         Cost: nothing in the database.
         """
-        job_options(max_deliveries, time_limit, backoff)  # checked now: nothing is written
-        settings = {"max_deliveries": max_deliveries, "time_limit": time_limit, "backoff": backoff}
+        job_options(max_deliveries, time_limit, backoff, result_ttl)  # checked: nothing written
+        settings = {
+            "max_deliveries": max_deliveries,
+            "time_limit": time_limit,
+            "backoff": backoff,
+            "result_ttl": result_ttl,
+        }
         return tasks.decorate(self, function, name, settings)
 
     def submit_task(
@@ -294,6 +304,7 @@ class Queue(QueueBase[T]):
         max_deliveries: int | None = None,
         time_limit: float | None = None,
         backoff: float | None = None,
+        result_ttl: float | None = None,
         after: Sequence[Job | str] | None = None,
     ) -> Job | None:
         """Submit a job that runs the task ``name`` with ``args`` and ``kwargs``, by its name
@@ -314,6 +325,7 @@ class Queue(QueueBase[T]):
             max_deliveries=max_deliveries,
             time_limit=time_limit,
             backoff=backoff,
+            result_ttl=result_ttl,
             after=after,
         )
 

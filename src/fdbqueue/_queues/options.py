@@ -167,7 +167,7 @@ def check_options(options: QueueOptions, where: str) -> Settings:
 
 
 def job_options(
-    max_deliveries: Any = None, time_limit: Any = None, backoff: Any = None
+    max_deliveries: Any = None, time_limit: Any = None, backoff: Any = None, result_ttl: Any = None
 ) -> JobOptions | None:
     """The :class:`~fdbqueue.JobOptions` of ``submit``'s keywords, checked as the queue's and
     the worker's own settings are; None when all are None (theirs apply).
@@ -175,14 +175,15 @@ def job_options(
     Raises:
         TypeError: a value of the wrong type (a bool, a str...).
         ValueError: ``max_deliveries`` < 1, a ``time_limit`` that is not > 0 or over 12
-            hours, a ``backoff`` that is not a finite number > 0.
+            hours, a ``backoff`` that is not a finite number > 0, a ``result_ttl`` < 0.
     """
-    if max_deliveries is None and time_limit is None and backoff is None:
+    if max_deliveries is None and time_limit is None and backoff is None and result_ttl is None:
         return None
     return JobOptions(
         check_max_deliveries(max_deliveries),
         check_time_limit(time_limit),
         None if backoff is None else check_seconds(backoff, "backoff"),
+        None if result_ttl is None else check_seconds(result_ttl, "result_ttl", allow_zero=True),
     )
 
 

@@ -578,7 +578,9 @@ class Shard:
             if lease.job_id is not None and encode_result is not None and returned is not None:
                 result = encode_result(returned)
                 if result is not None:
-                    self.store.jobs.keep_result(tr, bytes.fromhex(lease.job_id), result)
+                    jobs = self.store.jobs
+                    if jobs.ttl_of(lease.job_options) > 0:
+                        jobs.keep_result(tr, bytes.fromhex(lease.job_id), result)
 
         self.receipts.run(database, body_then_ack)
 

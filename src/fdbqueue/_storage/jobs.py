@@ -35,9 +35,10 @@ The job record, byte for byte (version 3, :data:`RECORD_VERSION`; integers littl
     19      8      started_at
     27      8      finished_at
     35      8      due_at
-    43      20     only with the flag 0x10, the job's options: max_deliveries (unsigned,
-                   4 bytes), time_limit and backoff (doubles, 8 bytes each); 0: not given
-    43/63   rest   only with a flag 0x02, 0x04 or 0x08: pack((the optional fields present,
+    43      28     only with the flag 0x10, the job's options: max_deliveries (unsigned,
+                   4 bytes), time_limit, backoff and result_ttl (doubles, 8 bytes each);
+                   0 (-1 for result_ttl): not given
+    43/71   rest   only with a flag 0x02, 0x04 or 0x08: pack((the optional fields present,
                    in this order: group, priority, error type, error message, error
                    traceback))
 
@@ -208,8 +209,9 @@ _HAS_OPTIONS = 0x10
 _HAS_DEPENDENTS = 0x20
 _HAS_TUPLE_FIELDS = _HAS_GROUP | _HAS_PRIORITY | _HAS_ERROR
 #: A job's options after the fixed fields (flag 0x10): max_deliveries (unsigned 32 bits; 0:
-#: none), time_limit and backoff (doubles; 0: none), little-endian: 20 bytes.
-_OPTIONS = struct.Struct("<Idd")
+#: none), time_limit and backoff (doubles; 0: none), result_ttl (a double; -1: none),
+#: little-endian: 28 bytes.
+_OPTIONS = struct.Struct("<Iddd")
 #: A record's error when it has none.
 _NO_ERROR = ("", "", "")
 _END = object()
@@ -396,21 +398,30 @@ class JobOptions:
         time_limit: seconds its handler may run per delivery (> 0, at most 12 hours).
         backoff: seconds before its first retry, doubled per delivery (jittered) up to the
             worker's ``max_backoff`` (> 0).
+        result_ttl: seconds its record and result are kept once it finished (>= 0; 0: no
+            result is kept), instead of the queue's ``result_ttl``.
     """
 
     max_deliveries: int | None = None
     time_limit: float | None = None
     backoff: float | None = None
+    result_ttl: float | None = None
 
     def pack(self) -> bytes:
-        """The 20 bytes a job record keeps them in (flag ``0x10``; 0 for none)."""
-        return _OPTIONS.pack(self.max_deliveries or 0, self.time_limit or 0.0, self.backoff or 0.0)
+        """The 28 bytes a job record keeps them in (flag ``0x10``; 0 for none, -1 for a
+        ``result_ttl`` of none)."""
+        ttl = -1.0 if self.result_ttl is None else self.result_ttl
+        return _OPTIONS.pack(
+            self.max_deliveries or 0, self.time_limit or 0.0, self.backoff or 0.0, ttl
+        )
 
     @classmethod
     def unpack_from(cls, value: bytes, offset: int) -> JobOptions:
         """The options :meth:`pack` wrote at ``offset`` of ``value``."""
-        deliveries, time_limit, backoff = _OPTIONS.unpack_from(value, offset)
-        return cls(deliveries or None, time_limit or None, backoff or None)
+        deliveries, time_limit, backoff, ttl = _OPTIONS.unpack_from(value, offset)
+        return cls(
+            deliveries or None, time_limit or None, backoff or None, None if ttl < 0 else ttl
+        )
 
 
 @dataclass
@@ -664,6 +675,9 @@ class Jobs:
         self.records = metadata.subspace(("jobs",))
         self.results = metadata.subspace(("job_results",))
         self.finished = metadata.subspace(("jobs_finished",))
+        #: ``(expires_at, job)``: the sweep's entry of a finished job with a ``result_ttl``
+        #: of its own, by when it expires (microseconds)
+        self.expiring = metadata.subspace(("jobs_expiring",))
         self.locations = metadata.subspace(("job_items",))
         #: ``(parent, child)``: the child was submitted ``after=`` the parent, which has not
         #: succeeded yet; and the same edge the other way, ``(child, parent)``
@@ -915,9 +929,9 @@ class Jobs:
         if error is not None:
             record.error = describe_failure(error)
         tr[self.key(job_id)] = record.pack()
-        tr[self.finished_key(now, job_id)] = b""
+        tr[self._entry_key(record, job_id)] = b""
         del tr[self.location_key(job_id)]
-        if result is not None and self.result_ttl > 0:
+        if result is not None and self.ttl_of(record.options) > 0:
             tr[self.result_key(job_id)] = result
         if record.has_dependents:
             self._parent_ended(tr, job_id, state)
@@ -943,8 +957,23 @@ class Jobs:
         finish (none: nothing), before the job waits again or finishes again. Cost: one
         blind clear."""
         if record.finished_at:
-            del tr[self.finished_key(record.finished_at, job_id)]
+            del tr[self._entry_key(record, job_id)]
             record.finished_at = 0
+
+    def ttl_of(self, options: JobOptions | None) -> float:
+        """Seconds a finished job's record and result are kept: its own ``result_ttl``, else
+        the queue's."""
+        own = None if options is None else options.result_ttl
+        return self.result_ttl if own is None else own
+
+    def _entry_key(self, record: JobRecord, job_id: bytes) -> bytes:
+        """The sweep's entry of the job's latest finish: by its finish time (the queue's
+        ``result_ttl``), or, with a ``result_ttl`` of its own, by when it expires."""
+        own = None if record.options is None else record.options.result_ttl
+        if own is None:
+            return self.finished_key(record.finished_at, job_id)
+        key: bytes = self.expiring.pack((record.finished_at + round(own * _MICROSECONDS), job_id))
+        return key
 
     def keep_result(self, tr: Any, job_id: bytes, result: bytes) -> None:
         """Keep ``result`` (as :meth:`ResultFormat.stored` gives it) as the result of a job
@@ -1122,17 +1151,22 @@ class Jobs:
         transactions retry, so a record is never cleared for a finish it no longer has.
         Cost: a snapshot range read, a conflict key and three blind clears per job."""
         horizon = now - round(self.result_ttl * _MICROSECONDS)
-        begin = self.finished.range().start
-        end = self.finished.pack((horizon,))  # finished before the horizon: not this instant
-        expired = list(tr.snapshot.get_range(begin, end, limit=limit))
-        for entry in expired:
-            _finished_at, job_id = self.finished.unpack(bytes(entry.key))
-            tr.add_read_conflict_key(entry.key)
-            del tr[entry.key]
-            del tr[self.key(job_id)]
-            del tr[self.result_key(job_id)]
-            del tr[self.location_key(job_id)]
-        return len(expired)
+        by_finish = self.finished.range().start, self.finished.pack((horizon,))
+        by_expiry = self.expiring.range().start, self.expiring.pack((now,))
+        cleared = 0
+        for entries, (begin, end) in ((self.finished, by_finish), (self.expiring, by_expiry)):
+            expired = list(tr.snapshot.get_range(begin, end, limit=limit - cleared))
+            for entry in expired:
+                _when, job_id = entries.unpack(bytes(entry.key))
+                tr.add_read_conflict_key(entry.key)
+                del tr[entry.key]
+                del tr[self.key(job_id)]
+                del tr[self.result_key(job_id)]
+                del tr[self.location_key(job_id)]
+            cleared += len(expired)
+            if cleared >= limit:
+                break
+        return cleared
 
     def clear_expired(self, run: Any) -> int:
         """Clear every finished job whose ``result_ttl`` passed, :data:`SWEEP_LIMIT` at a
