@@ -267,3 +267,33 @@ def test_a_queue_that_never_had_a_job_delivers_every_value_whole(
         got = queue.peek(db)
     assert got == LOOKS_LIKE_A_JOB
     assert feature_bits(db, queue.subspace) is not None
+
+
+@pytest.mark.parametrize(("kind", "shards"), KINDS, ids=IDS)
+@pytest.mark.parametrize("how", ["plain", "in a transaction", "many", "group"])
+def test_a_queue_that_never_had_a_job_notes_no_job_for_a_value_that_looks_like_one(
+    kind: Any, shards: int, how: str
+) -> None:
+    """A value that merely begins with a job's header, enqueued on a queue without jobs, is
+    no job's: its write notes no job's location (a cancel of the job whose id it carries
+    would otherwise remove it), and nothing is left behind once it is taken."""
+    db = memory.open(seed=7)
+    queue = kind(Subspace(("whole",)), codec="raw", shards=shards)
+    priority = isinstance(queue, fdbqueue.PriorityQueue)
+    if how == "plain":
+        put(queue, db, LOOKS_LIKE_A_JOB)
+    elif how == "in a transaction":
+        tr = db.create_transaction()
+        put(queue, tr, LOOKS_LIKE_A_JOB)
+        tr.commit().wait()
+    elif how == "many":
+        if priority:
+            pytest.skip("a PriorityQueue pushes one value at a time")
+        queue.enqueue_many(db, [LOOKS_LIKE_A_JOB])
+    else:
+        put(queue, db, LOOKS_LIKE_A_JOB, group="g")
+    metadata = queue.subspace.key() + b"\xff"
+    located = metadata + fdb.tuple.pack(("job_items",))
+    assert db.get_range_startswith(located) == []
+    assert take(queue, db) == LOOKS_LIKE_A_JOB
+    assert db.get_range_startswith(located) == []

@@ -182,6 +182,8 @@ class Queue(QueueBase[T]):
         only with the take that empties the group), and, when it makes the group active, a
         snapshot range read, two sets and an atomic add (:doc:`groups`).
         """
+        if dedup_id is None and delay is None and group is None:  # plain: none of their steps
+            return self._router.for_write().write_one(tr, self._store.encode(value))
         return self._enqueue(tr, value, delay, dedup_id, group, None)
 
     def submit(
@@ -338,9 +340,8 @@ class Queue(QueueBase[T]):
         group: Group | None,
         job: Submission | None,
     ) -> bool:
-        """:meth:`enqueue`, of a job's value with ``job``."""
-        if dedup_id is None and delay is None and group is None and job is None:
-            return self._router.for_write().write_one(tr, self._store.encode(value))
+        """:meth:`enqueue`, of a job's value with ``job`` (a plain enqueue, with none of
+        the options, writes by :meth:`~fdbqueue._queues.shard.Shard.write_one`)."""
         ids = None if dedup_id is None else [check_dedup_id(dedup_id)]
         encoded = [self._stored(value, job)]
         seconds = check_delay(delay)

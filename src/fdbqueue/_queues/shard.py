@@ -137,11 +137,15 @@ class Shard:
         tr: AnyContext,
         encoded: list[bytes],
         where: tuple[Any, ...],
-        check_type: Callable[[bool], None] = lambda record: None,
+        recorded: Any = None,
+        uses: int = 0,
     ) -> None:
         """Write ``encoded`` at the back, in order: of the queue, of a priority, or of a group,
-        as ``where`` says (:meth:`where_of`); ``check_type(record)``
-        (:meth:`~fdbqueue._storage.store.ItemStore.check_type`) runs before the first write."""
+        as ``where`` says (:meth:`where_of`). With ``recorded`` (the feature record's read,
+        :meth:`~fdbqueue._storage.store.ItemStore.recorded_type`), the queue's type is checked
+        before the first write, and the features ``uses`` recorded
+        (:meth:`~fdbqueue._storage.store.ItemStore.check_type`); a foreign key at the back
+        raises the type's error first when the record names another type."""
         raise NotImplementedError
 
     def read_end(
@@ -235,9 +239,7 @@ class Shard:
     def put_one(self, tr: AnyContext, encoded: bytes) -> None:
         """:meth:`put` of one value at the back, inside ``tr``: its plain branch."""
         store = self.store
-        self.append(
-            tr, [encoded], (), functools.partial(store.check_type, tr, store.recorded_type(tr))
-        )
+        self.append(tr, [encoded], (), store.recorded_type(tr))
         store.add_to_enqueued(tr, 1)
 
     def put(
@@ -261,9 +263,7 @@ class Shard:
             self.store.check_type(tr, self.store.recorded_type(tr), True, uses | DELAYS)
             self.delays.put(tr, encoded, delay, where)
         else:
-            recorded = self.store.recorded_type(tr)
-            check = functools.partial(self.store.check_type, tr, recorded, uses=uses)
-            self.append(tr, encoded, where, check)
+            self.append(tr, encoded, where, self.store.recorded_type(tr), uses)
         self.store.add_to_enqueued(tr, len(encoded))
 
     def requeue(self, tr: AnyContext, letters: list[TakenDeadLetter]) -> None:
@@ -606,27 +606,28 @@ class FifoShard(Shard):
         tr: AnyContext,
         encoded: list[bytes],
         where: tuple[Any, ...],
-        check_type: Callable[[bool], None] = lambda record: None,
+        recorded: Any = None,
+        uses: int = 0,
     ) -> None:
         """After the last index (a snapshot reverse range read, ``limit=1``: enqueues never
         conflict), or after the last item of the group ``where[0]`` when given. Cost: that
         read, a set per value and two atomic adds (a group's: :mod:`fdbqueue._storage.groups`)."""
         store = self.store
         if where:
-            check_type(True)
-            store.groups.append(tr, where[0], encoded)
+            bits = store.check_type(tr, recorded, True, uses)
+            store.groups.append(tr, where[0], encoded, bits=bits)
             return
         try:
             last = store.read(tr, limit=1, reverse=True, snapshot=True)
             index: int = store.unpack_position(last[0].key)[0] if last else 0
         except ValueError:  # a foreign key: say first if a queue of another type is stored here
-            check_type(False)
+            store.check_type(tr, recorded, False)
             raise
-        check_type(True)
+        bits = store.check_type(tr, recorded, True, uses)
         store.ages.appended(tr, (), index + 1, len(encoded), found_empty=not last)
         for value in encoded:
             index += 1
-            store.write(tr, store.item_key((index,)), value)
+            store.write(tr, store.item_key((index,)), value, bits)
 
     def read_end(
         self, name: str, tr: AnyContext, n: int, snapshot: bool, groups: bool = True
@@ -723,7 +724,8 @@ class PriorityShard(Shard):
         tr: AnyContext,
         encoded: list[bytes],
         where: tuple[Any, ...],
-        check_type: Callable[[bool], None] = lambda record: None,
+        recorded: Any = None,
+        uses: int = 0,
     ) -> None:
         """After the last count of the priority ``where[0]`` (a snapshot reverse range read
         inside the priority, ``limit=1``: pushes never conflict), or after the last item of
@@ -732,20 +734,20 @@ class PriorityShard(Shard):
         store = self.store
         priority = where[0]
         if len(where) > 1:
-            check_type(True)
-            store.groups.append(tr, where[1], encoded, priority)
+            bits = store.check_type(tr, recorded, True, uses)
+            store.groups.append(tr, where[1], encoded, priority, bits)
             return
         within = store.subspace.range((priority,))
         try:
             last = store.read(tr, within.start, within.stop, reverse=True, snapshot=True)
             count: int = store.unpack_position(last[0].key)[1] + 1 if last else 0
         except ValueError:  # a foreign key: say first if a queue of another type is here
-            check_type(False)
+            store.check_type(tr, recorded, False)
             raise
-        check_type(True)
+        bits = store.check_type(tr, recorded, True, uses)
         store.ages.appended(tr, (priority,), count, len(encoded), found_empty=not last)
         for value in encoded:
-            store.write(tr, store.item_key((priority, count)), value)
+            store.write(tr, store.item_key((priority, count)), value, bits)
             count += 1
 
     def read_end(

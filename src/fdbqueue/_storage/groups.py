@@ -69,6 +69,7 @@ from fdbqueue import metrics
 from fdbqueue._checks import check_packable_int
 from fdbqueue._keys import MAX_KEY_BYTES
 from fdbqueue._storage.ages import ItemAges
+from fdbqueue._storage.features import ALL
 from fdbqueue._transactions.transactional import AnyContext
 
 __all__ = [
@@ -200,7 +201,7 @@ class GroupsStore(Protocol):
 
     def item_key(self, position: tuple[Any, ...], subspace: Subspace | None = None) -> bytes: ...
 
-    def write(self, tr: AnyContext, key: bytes, encoded: bytes) -> None: ...
+    def write(self, tr: AnyContext, key: bytes, encoded: bytes, bits: int = ...) -> None: ...
 
     def unpack_position(self, key: bytes) -> tuple[Any, ...]: ...
 
@@ -261,11 +262,17 @@ class Groups:
     # -- writing ----------------------------------------------------------------------------
 
     def append(
-        self, tr: AnyContext, group: Group, encoded: list[bytes], priority: int | None = None
+        self,
+        tr: AnyContext,
+        group: Group,
+        encoded: list[bytes],
+        priority: int | None = None,
+        bits: int = ALL,
     ) -> None:
         """Write ``encoded`` values after the group's last item, in order (with ``priority``,
         a PriorityQueue's, each of that priority); make the group active with a turn when it
-        was not.
+        was not. ``bits``: the features the queue used, for
+        :meth:`~fdbqueue._storage.store.ItemStore.write`.
 
         Cost: a point read of the active record (a read conflict on that key) and a snapshot
         point read of the group's weight, issued together, a range read of the group's last
@@ -290,7 +297,7 @@ class Groups:
             index += 1
             position = (group, index) if priority is None else (group, index, priority)
             key = self._store.item_key(position, self.items)
-            self._store.write(tr, key, value)
+            self._store.write(tr, key, value, bits)
             keys.append(key)
         if not active.present():
             tr[self.active.pack((group,))] = b""

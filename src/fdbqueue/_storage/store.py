@@ -435,8 +435,13 @@ class ItemStore(TypeRecords):
         if add is not None:
             add(begin, end)
 
-    def write(self, tr: AnyContext, key: bytes, encoded: bytes) -> None:
-        """Write one item, count it and signal blocked consumers.
+    def write(self, tr: AnyContext, key: bytes, encoded: bytes, bits: int = ALL) -> None:
+        """Write one item, count it and signal blocked consumers. ``bits``: the features the
+        queue used (:mod:`fdbqueue._storage.features`, as :meth:`check_type` returned them;
+        :data:`~fdbqueue._storage.features.ALL` when not known): a value carrying a job's
+        header is a job's only on a queue that used jobs, as :meth:`decode` reads it, so
+        a ``raw`` value of a queue without jobs that happens to begin with the header is
+        written as it is, and notes no job's location.
 
         Cost: one set and two atomic adds (size counter, signal key); no reads; a job's item
         one set more, where its cancel finds it
@@ -445,7 +450,7 @@ class ItemStore(TypeRecords):
         (:meth:`add_to_enqueued`), as a delayed item falling due is written here again.
         """
         tr[key] = encoded
-        job = job_of(encoded)
+        job = job_of(encoded) if bits & JOBS else None
         if job is not None:  # a job's item: its record's cancel finds it here
             self.jobs.located(tr, job, key)
         self.add_to_size(tr, 1)

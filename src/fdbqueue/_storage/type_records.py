@@ -86,13 +86,22 @@ class TypeRecords:
         return reader.get(features.key), (reader.get(self.type_key), reader.get(self.codec_key))
 
     def check_type(
-        self, tr: AnyContext, recorded: tuple[Any, Any], record: bool = True, uses: int = 0
-    ) -> None:
-        """Raise :class:`QueueTypeError` when ``recorded`` (:meth:`recorded_type`) names
-        another queue type or another codec; record this type and codec when the queue has
-        none yet (the first write; not when ``record`` is False), and the features ``uses``
-        (:mod:`fdbqueue._storage.features` bits) the write uses first. Call it before the
-        first write of an operation, so that nothing changes when it raises.
+        self,
+        tr: AnyContext,
+        recorded: tuple[Any, Any] | None,
+        record: bool = True,
+        uses: int = 0,
+    ) -> int:
+        """Raise :class:`QueueTypeError` when ``recorded`` (:meth:`recorded_type`; None: no
+        check, for a write of items already checked) names another queue type or another
+        codec; record this type and codec when the queue has none yet (the first write; not
+        when ``record`` is False), and the features ``uses`` (:mod:`fdbqueue._storage.features`
+        bits) the write uses first. Call it before the first write of an operation, so that
+        nothing changes when it raises. Returns the features the queue has used, this write's
+        included (:data:`~fdbqueue._storage.features.ALL` when unknown: no ``recorded``, or a
+        queue of the older records), which the write goes by: only on a queue that used jobs
+        is a value carrying a job's header a job's
+        (:meth:`~fdbqueue._storage.store.ItemStore.write`).
 
         A queue whose type was recorded before codecs were (fdbqueue 0.x before issue 21) has
         no codec record: it is never checked, and none is recorded later (a wrong codec's
@@ -104,28 +113,31 @@ class TypeRecords:
         blind ``bit_or``, so that concurrent first enqueues still never conflict (two first
         writes of different types racing each other could both commit).
         """
+        if recorded is None:  # nothing to check (a move of items already checked)
+            return ALL
         record_future, legacy = recorded
         bits = self.features.check(record_future)
         if bits is not None:
             self._codec_verified = True
             if uses & ~bits and record:
                 self.features.use(tr, uses, bits)
-            return
+            return bits | uses
         found = self.features.found(record_future)
         if found is not None and found[1] is not None:
             self._check_tag(found[1], "nothing was written")
             if record:
                 self.features.use(tr, uses, found[0])
-            return
+            return found[0] | uses
         if legacy is None:
             reader: Any = getattr(tr, "snapshot", tr)
             legacy = reader.get(self.type_key), reader.get(self.codec_key)
         older = self.check_older_type(tr, legacy)
+        bits = found[0] if found is not None else ALL if older else 0
         if record:  # a queue of older records may have used anything
-            bits = found[0] if found is not None else ALL if older else 0
             codec_unchecked = older and not legacy[1].present()  # and keeps no codec
             untagged = self.features.untagged if codec_unchecked else None
             self.features.use(tr, bits | uses, tag=untagged)
+        return bits | uses
 
     def check_older_type(self, tr: AnyContext, recorded: tuple[Any, Any]) -> bool:
         """:meth:`check_type` by the older type and codec records (never written now):
