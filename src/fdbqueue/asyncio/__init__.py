@@ -140,6 +140,11 @@ class Consumer:
         await self.close()
 
 
+#: The first argument with which :meth:`_StoredQueue.from_sync` makes a twin around an
+#: existing synchronous queue (no user passes it: it is private to this module).
+_SHARING = object()
+
+
 class _StoredQueue(Generic[S, T]):
     """What both async queues share: the synchronous queue, its properties and the coroutine
     twins of the operations of :class:`~fdbqueue._queues.base.QueueBase`, and the worker
@@ -157,7 +162,10 @@ class _StoredQueue(Generic[S, T]):
     _sync_class: type[Any]  # S's class (a type variable cannot type a class variable)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._sync = self._sync_class(*args, **kwargs)
+        if len(args) == 2 and args[0] is _SHARING and not kwargs:  # from_sync's
+            self._sync = args[1]
+        else:
+            self._sync = self._sync_class(*args, **kwargs)
 
     @classmethod
     def from_sync(cls: type[Twin], queue: Any) -> Twin:
@@ -169,9 +177,7 @@ class _StoredQueue(Generic[S, T]):
         expected = cls._sync_class
         if not isinstance(queue, expected):
             raise TypeError(f"from_sync needs a {expected.__name__}, not {queue!r}")
-        twin = cls.__new__(cls)
-        twin._sync = queue  # a new object of this very class, made without __init__
-        return twin
+        return cls(_SHARING, queue)
 
     @property
     def high_contention(self) -> bool:
