@@ -159,13 +159,15 @@ class ItemAges:
         seconds = _clock.now() if at is None else at
         slot = int(seconds // SLOT_SECONDS)
         microseconds = max(0, round(seconds * 1_000_000))
-        first_bucket = first // BUCKET
+        first_bucket, offset = divmod(first, BUCKET)
         if found_empty:
             tr.clear_range(self.records.pack((*prefix, first_bucket)), self._prefix_end(prefix))
-        offset = first % BUCKET
-        for bucket in range(first_bucket, (first + n - 1) // BUCKET + 1):
-            tr.byte_min(self._record_key(prefix, bucket, slot), _RECORD.pack(offset, microseconds))
-            offset = 0
+        tr.byte_min(
+            self._record_key(prefix, first_bucket, slot), _RECORD.pack(offset, microseconds)
+        )
+        if offset + n > BUCKET:  # the items enter later buckets too, each from its start
+            for bucket in range(first_bucket + 1, (first + n - 1) // BUCKET + 1):
+                tr.byte_min(self._record_key(prefix, bucket, slot), _RECORD.pack(0, microseconds))
 
     def _record_key(self, prefix: tuple[Any, ...], bucket: int, slot: int) -> bytes:
         """The key of the record of ``bucket`` (under ``prefix``) for ``slot``: the last
@@ -203,7 +205,7 @@ class ItemAges:
         length = self.prefix_length
         position = last[length]
         began = (
-            self.begins_bucket(position)
+            position % BUCKET == 0  # (begins_bucket, without its call: every take asks)
             or (first is not last and first[length] // BUCKET != position // BUCKET)
             or (length and first[:length] != last[:length])
         )

@@ -109,7 +109,7 @@ RESERVED_TRANSACTION_BYTES = 64_000
 COUNTER = struct.Struct("<q")
 _ONE = COUNTER.pack(1)
 
-_Unpack = Callable[[bytes, bytes], tuple[Any, ...]]
+_Unpack = Callable[[bytes, bytes, _keycodec.Other], tuple[Any, ...]]
 #: How the item keys of a queue type are packed and read, by its ``leading_integers``: its
 #: position's integers, then the random element (a Queue's ``(index, random)``, a
 #: PriorityQueue's ``(priority, count, random)``), by the key codec, byte for byte as the tuple
@@ -380,8 +380,16 @@ class ItemStore(TypeRecords):
         if key.startswith(self._grouped):  # a group's item (fdbqueue._storage.groups)
             grouped: tuple[Any, ...] = self.groups.items.unpack(key)
             return grouped
+        # the key codec reads the item keys of this queue type (only such keys), and passes
+        # any other key to _other_position, which checks it
+        position: tuple[Any, ...] = self._unpack_item(key, self.prefix, self._other_position)
+        return position
+
+    def _other_position(self, key: bytes, prefix: bytes) -> tuple[Any, ...]:
+        """:meth:`unpack_position` of a key that is not of this queue type's item shape
+        (read by the tuple layer: an item with a huge index, or a foreign key)."""
         try:
-            position: tuple[Any, ...] = self._unpack_item(key, self.prefix)
+            position: tuple[Any, ...] = Subspace(rawPrefix=prefix).unpack(key)
         except Exception as error:  # the tuple layer raises several types on bad input
             raise ValueError(
                 f"key {describe_key(key)} in the queue's subspace is not one of its items "

@@ -164,6 +164,20 @@ class Attempt(NamedTuple):
     wall_time: float = 0.0
 
 
+#: What :meth:`Receipts.write_receipt` wrote, as the fields of an :class:`Attempt` without its
+#: result and books: the receipt key, the read version, the finished receipts cleared, the
+#: wall-clock seconds. (A plain tuple: one is made per writing call, on the hot path.)
+Written = tuple[bytes, int, list[bytes], float]
+#: The finished receipts of an attempt that cleared none (never appended to).
+_NONE_FINISHED: list[bytes] = []
+
+
+def _attempt(written: Written, result: Any, books: Books) -> Attempt:
+    """The :class:`Attempt` of a receipt written (:meth:`Receipts.write_receipt`)."""
+    receipt, version, finished, wall_time = written
+    return Attempt(receipt, version, result, finished, books, wall_time)
+
+
 #: What :meth:`Receipts.settle` returns when the attempt is to run again.
 RETRY: Any = object()
 
@@ -359,39 +373,42 @@ class Receipts:
                 operation then surely did not take effect.
             Any error of ``body``; nothing took effect then either.
         """
-        if self.enabled:
+        receipted = self.enabled
+        if receipted:
             call_id = os.urandom(CALL_ID_BYTES)
-            books: Books | None = self.books(database)
+            books = self.books(database)
         else:
-            call_id, books = b"", None
+            call_id, books = b"", self._own_books  # (no receipt: never used)
         tr = database.create_transaction()
         stale_commits = 0
         attempt_counts = metrics.ATTEMPT_COUNTS
         while True:
-            attempt: Attempt | None = None
+            written: Written | None = None
             counts: metrics.Pending = []
             token = attempt_counts.set(counts)
             try:
                 result = body(tr)
-                if books is not None and (wrote is _always or wrote(result)):
-                    attempt = self.write_receipt(tr, call_id, result, books)
+                if receipted and (wrote is _always or wrote(result)):
+                    written = self.write_receipt(tr, call_id, books)
                 commit(tr)
             except Exception as error:
                 attempt_counts.reset(token)
+                attempt = None if written is None else _attempt(written, result, books)
                 settled = self.settle(database, tr, error, attempt, counts, on_conflict, still_good)
                 if settled is RETRY:
                     continue
                 return settled  # type: ignore[no-any-return]
             except BaseException:  # cancelled (asyncio) before its commit was sent
                 attempt_counts.reset(token)
-                self.unfinish(attempt)
+                if written is not None:
+                    self.unfinish(_attempt(written, None, books))
                 raise
             attempt_counts.reset(token)
-            if attempt is None:
+            if written is None:
                 if counts:  # empty while nothing records and no action waits
                     metrics.committed(counts)
                 return result
-            attempt.books.finished.append(attempt.receipt)  # (finish, without its call)
+            books.finished.append(written[0])  # (finish, without its call)
             if counts:
                 metrics.committed(counts)
             if (
@@ -405,14 +422,15 @@ class Receipts:
                 continue
             return result
 
-    def write_receipt(self, tr: Any, call_id: bytes, result: Any, books: Books) -> Attempt:
-        """Write the receipt of an attempt of the call ``call_id`` that wrote and would return
-        ``result``, and clear the receipts of calls that returned (``books``', up to
-        :data:`FINISHED_PER_ATTEMPT`) and, once a second of versions per ``books``, sweep
-        those past their lifetime (:meth:`sweep`); the :class:`Attempt` for :meth:`settle`
-        and :meth:`finish`. The receipt key is ``self.subspace.pack((read_version,
-        call_id))``, packed by the key codec (:mod:`fdbqueue._keycodec`: the tuple layer's
-        bytes) under the subspace's prefix. Its value is the tuple ``(microseconds,)``
+    def write_receipt(self, tr: Any, call_id: bytes, books: Books) -> Written:
+        """Write the receipt of an attempt of the call ``call_id`` that wrote, and clear the
+        receipts of calls that returned (``books``', up to :data:`FINISHED_PER_ATTEMPT`) and,
+        once a second of versions per ``books``, sweep those past their lifetime
+        (:meth:`sweep`); what :class:`Attempt` holds of it (:data:`Written`: the
+        :class:`Attempt` is made only for :meth:`settle`, when the commit fails). The receipt
+        key is ``self.subspace.pack((read_version, call_id))``, packed by the key codec
+        (:mod:`fdbqueue._keycodec`: the tuple layer's bytes) under the subspace's prefix. Its
+        value is the tuple ``(microseconds,)``
         of this client's wall clock, floored to the whole second: the receipts of one second
         share one packed value (a sweep waits :data:`CLOCK_SKEW` beyond the lifetime, so a
         time up to a second early never lets one clear a receipt a resolution still trusts,
@@ -437,18 +455,19 @@ class Receipts:
             books.next_sweep = read_version + VERSIONS_PER_SECOND
             self.sweep(tr, read_version, round(seconds * MICROSECONDS_PER_SECOND))
         waiting = books.finished
+        if not waiting:
+            return receipt, read_version, _NONE_FINISHED, seconds
         finished: list[bytes] = []
-        if waiting:  # usually this process's last call on the queue: one receipt
-            try:
-                while len(finished) < FINISHED_PER_ATTEMPT:
-                    key = waiting.popleft()
-                    finished.append(key)
-                    del tr[key]
-                    if not waiting:
-                        break
-            except IndexError:  # another thread took the last one
-                pass
-        return Attempt(receipt, read_version, result, finished, books, seconds)
+        try:  # usually this process's last call on the queue: one receipt
+            while True:
+                key = waiting.popleft()
+                finished.append(key)
+                del tr[key]
+                if not waiting or len(finished) == FINISHED_PER_ATTEMPT:
+                    break
+        except IndexError:  # another thread took the last one
+            pass
+        return receipt, read_version, finished, seconds
 
     def sweep(self, tr: Any, read_version: int, now: int) -> None:
         """Clear, in ``tr``, the receipts past their lifetime by both clocks at
