@@ -50,7 +50,7 @@ from fdbqueue._transactions.waiting import take_blocking
 __all__ = ["End", "ReadEnd"]
 
 
-#: :meth:`End._take_first`'s answer when the take needs the full plan.
+#: :meth:`End._first_item`'s answer when the take needs the full plan.
 _REPLAN = object()
 
 
@@ -195,42 +195,36 @@ class End:
     def take_in(self, tr: AnyContext) -> Any:
         """One take inside ``tr`` (a writable Transaction): the value taken, None when there is
         none, or :data:`~fdbqueue._storage.taking.MOVED_ASIDE` when it only moved poison
-        aside. A queue whose feature record showed no feature takes by :meth:`_take_first`,
-        the plan without a feature's step; any other by :meth:`take_batch_in`."""
-        known = self.store.features.known  # (planned(), without its call on the hot path)
+        aside.
+
+        A queue whose feature record showed no feature but jobs
+        (:mod:`fdbqueue._storage.features`) takes by the plan without a feature's step: the
+        same reads and writes as :meth:`take_batch_in` of one item, without its steps (the
+        first item by :meth:`_first_item`, counted out of the size; a job's ``succeeded``,
+        :meth:`~fdbqueue._storage.jobs.Jobs.taken`). When that take needs its full plan (the
+        record shows a feature now, or the item does not decode, or is a cancelled job's),
+        nothing was written, and :meth:`take_batch_in` takes in the same transaction."""
+        store = self.store
+        known = store.features.known  # (planned(), without its call on the hot path)
         if known is not None and not known & ~JOBS:
-            value = self._take_first(tr)
-            if value is not _REPLAN:
-                return value
+            features = store.features
+            record = features.read(tr)
+            first = self.read(tr, 1, False, False)
+            bits = features.check(record)
+            if bits is not None and not bits & ~JOBS:
+                if not first:
+                    return None
+                taken = self._first_item(tr, first[0], bits)
+                if taken is not _REPLAN:
+                    _key, _encoded, value, job, job_record = taken
+                    if job is not None:  # handed to the caller: done
+                        store.jobs.taken(tr, job, job_record)
+                    store.dequeued(tr, 1)
+                    return value
         values = self.take_batch_in(tr, 1)
         if values is MOVED_ASIDE:
             return MOVED_ASIDE
         return values[0] if values else None
-
-    def _take_first(self, tr: AnyContext) -> Any:
-        """:meth:`take_batch_in` of one item, planned for a queue that never used a feature
-        (:mod:`fdbqueue._storage.features`) but jobs: the same reads and writes, without a
-        feature's step (:meth:`_first_item`), the item counted out of the size (a job's
-        ``succeeded``, :meth:`~fdbqueue._storage.jobs.Jobs.taken`). The value, or None
-        when the end is empty; :data:`_REPLAN` when the take needs its full plan: the caller
-        then takes by :meth:`take_batch_in` in the same transaction, before anything was
-        written."""
-        store = self.store
-        record = store.features.read(tr)
-        first = self.read(tr, 1, False, False)
-        bits = store.features.check(record)
-        if bits is None or bits & ~JOBS:
-            return _REPLAN
-        if not first:
-            return None
-        taken = self._first_item(tr, first[0], bits)
-        if taken is _REPLAN:
-            return _REPLAN
-        _key, _encoded, value, job, job_record = taken
-        if job is not None:  # handed to the caller: done
-            store.jobs.taken(tr, job, job_record)
-        store.dequeued(tr, 1)
-        return value
 
     def _first_item(self, tr: AnyContext, item: Any, bits: int) -> Any:
         """Take ``item``, the first at this end, as :func:`~fdbqueue._storage.taking.take` takes
@@ -265,7 +259,7 @@ class End:
         front read together; when no lease waits (expired or released), the first item
         (:meth:`_first_item`) leased (:meth:`~fdbqueue._delivery.claims.Leases.lease_taken`).
         The leases; the reads (:data:`Reads`) when a lease waits, for the full claim to go on
-        with; or :data:`_REPLAN` when the claim needs its full plan (as :meth:`_take_first`);
+        with; or :data:`_REPLAN` when the claim needs its full plan (as a take's, :meth:`take_in`);
         nothing written but for the leases."""
         store = self.store
         features = store.features

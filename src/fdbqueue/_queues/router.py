@@ -106,6 +106,8 @@ class Router:
         self._by_prefix = {shard.store.subspace.key(): shard for shard in shards}
         self._prefix_length = len(root.subspace.key())
         self._turn = itertools.count(random.randrange(len(shards)))
+        #: the one shard of a queue of one shard, where every write goes (None: several)
+        self._only: Shard | None = shards[0] if len(shards) == 1 else None
         for shard in shards:  # a claim redelivers the other shards' expired leases too
             shard.leases.others = [other.leases for other in shards if other is not shard]
 
@@ -154,6 +156,9 @@ class Router:
     def for_write(self) -> Shard:
         """The shard the next write goes to: the shards in turn (thread-safe: ``next`` on a
         count is atomic in CPython)."""
+        only = self._only
+        if only is not None:
+            return only
         return self.shards[next(self._turn) % len(self.shards)]
 
     def runs(self, encoded: list[bytes]) -> list[tuple[Shard, list[bytes]]]:

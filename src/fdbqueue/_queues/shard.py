@@ -617,8 +617,8 @@ class FifoShard(Shard):
             bits = store.check_type(tr, recorded, True, uses)
             store.groups.append(tr, where[0], encoded, bits=bits)
             return
-        try:
-            last = store.read(tr, limit=1, reverse=True, snapshot=True)
+        try:  # (tr is writable, never a snapshot view: it has one)
+            last = list(tr.snapshot.get_range(store.begin, store.end, limit=1, reverse=True))
             index: int = store.unpack_position(last[0].key)[0] if last else 0
         except ValueError:  # a foreign key: say first if a queue of another type is stored here
             store.check_type(tr, recorded, False)
@@ -633,8 +633,9 @@ class FifoShard(Shard):
         self, name: str, tr: AnyContext, n: int, snapshot: bool, groups: bool = True
     ) -> list[Any]:
         store = self.store
-        if not groups:
-            return store.read(tr, limit=n, snapshot=snapshot)
+        if not groups:  # (the plain take's read, on the hot path: store.read without its call)
+            reader: Any = getattr(tr, "snapshot", tr) if snapshot else tr
+            return list(reader.get_range(store.begin, store.end, limit=n))
         return store.groups.front(
             tr, n, snapshot, lambda: store.read(tr, limit=n, snapshot=snapshot)
         )
