@@ -56,6 +56,8 @@ __all__ = [
 #: 2**63 in magnitude) finds no entry, and goes to the tuple layer (which packs ints from
 #: 2**64 - 1 in magnitude with the length-prefixed codes 0x1d and 0x0b).
 _LENGTH = tuple((bits + 7) >> 3 for bits in range(64))
+#: The ints :data:`_LENGTH` has an entry for are below this.
+_POSITIVE_LIMIT = 1 << 63
 #: The type code of a positive int of n bytes, by n (0x14 + n; 0x14 is zero).
 _POSITIVE = tuple(bytes([0x14 + n]) for n in range(9))
 #: The type code of a negative int of n bytes, by n (0x14 - n).
@@ -101,7 +103,21 @@ def _bytes(data: Any) -> bytes:
 def pack_int_bytes(prefix: bytes, number: int, data: bytes) -> bytes:
     """``fdb.tuple.pack((number, data), prefix=prefix)``. Raises what the tuple layer raises
     (ValueError for an unsupported type, OverflowError or struct.error for an int of more
-    than 255 bytes). Cost: about 60 bytecode instructions (the tuple layer's: 217)."""
+    than 255 bytes). Cost: about 45 bytecode instructions for a positive int (the tuple
+    layer's: 217)."""
+    if type(number) is int and type(data) is bytes and 0 <= number < _POSITIVE_LIMIT:
+        # the hot path's case (an index, a version): _int and _bytes without their calls
+        length = _LENGTH[number.bit_length()]
+        return b"".join(
+            (
+                prefix,
+                _POSITIVE[length],
+                number.to_bytes(length, "big"),
+                b"\x01",
+                data.replace(b"\x00", b"\x00\xff"),
+                b"\x00",
+            )
+        )
     try:
         return prefix + _int(number) + _bytes(data)
     except IndexError:
@@ -195,7 +211,16 @@ def unpack_int_bytes(key: bytes, prefix: bytes, other: Other | None = None) -> t
     instructions for an ``(int, bytes)`` key (the tuple layer's: 201)."""
     try:
         if key.startswith(prefix):
-            number, after = _int_at(key, len(prefix))
+            position = len(prefix)
+            code = key[position]
+            if 0x14 <= code < 0x1D and key[-1] == 0:  # a positive int, then (maybe) bytes
+                # _int_at and _bytes_at without their calls: the hot path's case
+                after = position + code - 0x13
+                if key[after] == _BYTES:
+                    data = key[after + 1 : -1]
+                    if b"\x00" not in data:
+                        return int.from_bytes(key[position + 1 : after], "big"), data
+            number, after = _int_at(key, position)
             return number, _bytes_at(key, after)
     except IndexError:
         pass
