@@ -149,8 +149,11 @@ from fdbqueue.memory._faults import Faults
 from fdbqueue.memory._futures import Future, Key, Value
 from fdbqueue.memory._installation import cluster, install, installed
 from fdbqueue.memory._keys import KeySelector, KeyValue
+from fdbqueue.memory._remote import Connection, RemoteServer, ServerRefused, ServerUnavailable
+from fdbqueue.memory._serving import MemoryServer
 from fdbqueue.memory._transaction import RangeResult, Snapshot, Transaction
 from fdbqueue.memory._wall_clock import time_passed, wall_clock
+from fdbqueue.memory._wire import DEFAULT_PORT, parse_address
 
 __all__ = [
     "Database",
@@ -161,15 +164,20 @@ __all__ = [
     "KeySelector",
     "KeyValue",
     "Latency",
+    "MemoryServer",
     "RangeResult",
+    "ServerRefused",
+    "ServerUnavailable",
     "Snapshot",
     "Transaction",
     "Value",
     "cluster",
+    "connect",
     "install",
     "installed",
     "is_retryable",
     "open",
+    "serve",
     "time_passed",
     "wall_clock",
 ]
@@ -199,3 +207,79 @@ def open(
     if latency is not None and not isinstance(latency, Latency):
         raise TypeError(f"latency must be a memory.Latency, not {type(latency).__name__}")
     return Database(latency=latency, seed=seed, faults=faults)
+
+
+def connect(address: str, *, token: str | None = None, timeout: float = 10.0) -> Database:
+    """Connect to an in-memory database served by another process (``fdbqueue memory serve``
+    or :func:`serve`): a :class:`Database` with :func:`open`'s API whose transactions' database
+    side (read versions, reads, commits with their conflict checks, atomic operations,
+    versionstamps, watches, the five-second window, faults) runs at the server, so that
+    several processes share one database. The client side (read-your-writes, conflict
+    ranges, sizes, options, retries) runs here, the same code as :func:`open`'s.
+
+    ``db.faults``, ``db.latency``, ``db.stats()``, ``db.reset_stats()``, ``db.advance_time()``,
+    ``db.pass_time()``, ``db.settle()`` and ``db.in_flight`` act on the server, for every
+    client of it (``pass_time`` moves every client process's wall clock at its next read
+    version); the watch limit (``db.options.set_max_watches``) and the retry backoff's seed
+    are this client's.
+
+    Args:
+        address: ``memory://HOST:PORT``, as the server prints it.
+        token: the server's token, when it asks for one.
+        timeout: seconds to connect, and the most any call waits for the server's answer
+            (> 0). A longer wait ends the connection: the call fails as below.
+
+    Returns:
+        A thread-safe :class:`Database` (connected once before it is returned; after the
+        connection ends, the next call connects again).
+
+    Raises:
+        ValueError: ``address`` is not ``memory://HOST:PORT``, or ``timeout`` is not > 0.
+        ServerUnavailable: nothing answers at ``address`` within ``timeout`` (a
+            ``ConnectionError`` naming it; not retried by retry loops).
+        ServerRefused: the server refused ``token`` (a :class:`ServerUnavailable`).
+
+    Later calls raise :class:`ServerUnavailable` when the server stopped or cannot be reached,
+    within ``timeout``; a commit whose answer is lost with the connection fails with
+    ``FDBError(1021)`` (``commit_unknown_result``), as on a real cluster; watches of a lost
+    connection fail with :class:`ServerUnavailable`.
+
+    Cost: one TCP connection and a reader thread per Database; per transaction a round trip
+    for the read version, one per read that reaches the database (a range read: one per
+    page) and one for a commit that writes.
+    """
+    host, port = parse_address(address)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a number of seconds > 0, not {timeout!r}")
+    if token is not None and not isinstance(token, str):
+        raise TypeError(f"token must be a str, not {type(token).__name__}")
+    connection = Connection(host, port, token, float(timeout))
+    connection.link()
+    return Database(server=RemoteServer(connection))
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    *,
+    latency: Latency | None = None,
+    faults: Faults | None = None,
+    seed: int | None = None,
+) -> MemoryServer:
+    """A new, empty in-memory database served over TCP to :func:`connect` clients: a
+    :class:`MemoryServer`, bound and listening; run its ``serve_forever()`` (or ``start()``,
+    in a thread) and ``close()`` it at the end (it is a context manager). Its ``address``
+    (``memory://HOST:PORT``) is what clients connect to.
+
+    Args:
+        host: the address to listen on (default loopback); any other needs ``token``.
+        port: the TCP port (default 4690); 0 picks a free one.
+        token: a secret clients must give (compared in constant time), or None.
+        latency, faults, seed: as :func:`open`'s (settable later from any client).
+
+    Raises:
+        ValueError: ``host`` is not loopback and there is no ``token``.
+        OSError: the address cannot be bound (the port is in use, say).
+    """
+    return MemoryServer(host, port, token, latency=latency, faults=faults, seed=seed)

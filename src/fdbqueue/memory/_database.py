@@ -68,8 +68,8 @@ class Database(AtomicOperations):
         client of a server process (:func:`fdbqueue.memory.connect` passes its
         :class:`~fdbqueue.memory._remote.RemoteServer`): every transaction's database side
         is then served there, and ``latency``, ``seed`` and ``faults`` are not used."""
-        self._watch_limit = WatchLimit(MAX_WATCHES)  # the client's, as upstream's
         if server is None:
+            self._watch_limit = WatchLimit(MAX_WATCHES)  # the client's, as upstream's
             self._lock = threading.RLock()
             self._stats: Counter[str] = Counter({name: 0 for name in STAT_NAMES})
             self._random = random.Random(seed)
@@ -92,8 +92,17 @@ class Database(AtomicOperations):
                 self._watch_limit,
             )
             server.faults = faults or Faults()
+        else:
+            self._watch_limit = server.watch_limit
         self._server = server
         self.options = DatabaseOptions(self._watch_limit.set_max_watches)
+
+    def server_side(self) -> Any:
+        """The database side of this database's transactions: its
+        :class:`~fdbqueue.memory._server.Server` (what a server process serves connected
+        clients from, :class:`fdbqueue.memory.MemoryServer`), or, for a connected database,
+        the client's stand-in for the server's."""
+        return self._server
 
     @property
     def latency(self) -> Latency:

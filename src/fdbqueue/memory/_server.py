@@ -122,7 +122,7 @@ class Server:
         self._injector = injector
         self._random = draws
         self._stats = stats
-        self._limit = limit
+        self.watch_limit = limit
 
     # -- statistics and test hooks ----------------------------------------------------------
 
@@ -275,4 +275,4 @@ class Server:
 
     def open_watch(self, future: Future) -> bool:
         """Count a new watch among the client's outstanding ones; False at the limit (1032)."""
-        return self._limit.open(future)
+        return self.watch_limit.open(future)
