@@ -143,17 +143,17 @@ Known differences from a real cluster:
 
 from __future__ import annotations
 
-from fdbqueue.memory._database import Database, Latency
+from fdbqueue.memory._database import Database, Latency, check_settings
 from fdbqueue.memory._errors import FDBError, is_retryable
 from fdbqueue.memory._faults import Faults
 from fdbqueue.memory._futures import Future, Key, Value
 from fdbqueue.memory._installation import cluster, install, installed
 from fdbqueue.memory._keys import KeySelector, KeyValue
-from fdbqueue.memory._remote import Connection, RemoteServer, ServerRefused, ServerUnavailable
+from fdbqueue.memory._remote import ServerRefused, ServerUnavailable, connect
 from fdbqueue.memory._serving import MemoryServer
 from fdbqueue.memory._transaction import RangeResult, Snapshot, Transaction
 from fdbqueue.memory._wall_clock import time_passed, wall_clock
-from fdbqueue.memory._wire import DEFAULT_PORT, parse_address
+from fdbqueue.memory._wire import DEFAULT_PORT
 
 __all__ = [
     "Database",
@@ -202,60 +202,8 @@ def open(
     Raises:
         TypeError: ``latency`` is not a :class:`Latency`, or ``faults`` not a :class:`Faults`.
     """
-    if faults is not None and not isinstance(faults, Faults):
-        raise TypeError(f"faults must be a memory.Faults, not {type(faults).__name__}")
-    if latency is not None and not isinstance(latency, Latency):
-        raise TypeError(f"latency must be a memory.Latency, not {type(latency).__name__}")
+    check_settings(latency, faults)
     return Database(latency=latency, seed=seed, faults=faults)
-
-
-def connect(address: str, *, token: str | None = None, timeout: float = 10.0) -> Database:
-    """Connect to an in-memory database served by another process (``fdbqueue memory serve``
-    or :func:`serve`): a :class:`Database` with :func:`open`'s API whose transactions' database
-    side (read versions, reads, commits with their conflict checks, atomic operations,
-    versionstamps, watches, the five-second window, faults) runs at the server, so that
-    several processes share one database. The client side (read-your-writes, conflict
-    ranges, sizes, options, retries) runs here, the same code as :func:`open`'s.
-
-    ``db.faults``, ``db.latency``, ``db.stats()``, ``db.reset_stats()``, ``db.advance_time()``,
-    ``db.pass_time()``, ``db.settle()`` and ``db.in_flight`` act on the server, for every
-    client of it (``pass_time`` moves every client process's wall clock at its next read
-    version); the watch limit (``db.options.set_max_watches``) and the retry backoff's seed
-    are this client's.
-
-    Args:
-        address: ``memory://HOST:PORT``, as the server prints it.
-        token: the server's token, when it asks for one.
-        timeout: seconds to connect, and the most any call waits for the server's answer
-            (> 0). A longer wait ends the connection: the call fails as below.
-
-    Returns:
-        A thread-safe :class:`Database` (connected once before it is returned; after the
-        connection ends, the next call connects again).
-
-    Raises:
-        ValueError: ``address`` is not ``memory://HOST:PORT``, or ``timeout`` is not > 0.
-        ServerUnavailable: nothing answers at ``address`` within ``timeout`` (a
-            ``ConnectionError`` naming it; not retried by retry loops).
-        ServerRefused: the server refused ``token`` (a :class:`ServerUnavailable`).
-
-    Later calls raise :class:`ServerUnavailable` when the server stopped or cannot be reached,
-    within ``timeout``; a commit whose answer is lost with the connection fails with
-    ``FDBError(1021)`` (``commit_unknown_result``), as on a real cluster; watches of a lost
-    connection fail with :class:`ServerUnavailable`.
-
-    Cost: one TCP connection and a reader thread per Database; per transaction a round trip
-    for the read version, one per read that reaches the database (a range read: one per
-    page) and one for a commit that writes.
-    """
-    host, port = parse_address(address)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"timeout must be a number of seconds > 0, not {timeout!r}")
-    if token is not None and not isinstance(token, str):
-        raise TypeError(f"token must be a str, not {type(token).__name__}")
-    connection = Connection(host, port, token, float(timeout))
-    connection.link()
-    return Database(server=RemoteServer(connection))
 
 
 def serve(

@@ -42,16 +42,31 @@ from fdbqueue.memory._watch_registry import WatchLimit, WatchRegistry
 
 __all__ = [
     "MAX_VERSIONS_IN_FLIGHT",
-    "STAT_NAMES",
     "READ_WINDOW_VERSIONS",
+    "STAT_NAMES",
     "VERSIONS_PER_SECOND",
     "Database",
     "Latency",
+    "check_settings",
 ]
 
 T = TypeVar("T")
 
 MAX_WATCHES = DEFAULT_MAX_WATCHES  # the default of db.options.set_max_watches
+
+
+def check_settings(latency: Latency | None, faults: Faults | None) -> None:
+    """Refuse a ``latency`` that is not a :class:`Latency` or ``faults`` not a :class:`Faults`
+    (None is allowed: none).
+
+    Raises:
+        TypeError: either has the wrong type.
+    """
+    if faults is not None and not isinstance(faults, Faults):
+        raise TypeError(f"faults must be a memory.Faults, not {type(faults).__name__}")
+    if latency is not None and not isinstance(latency, Latency):
+        raise TypeError(f"latency must be a memory.Latency, not {type(latency).__name__}")
+
 
 class Database(AtomicOperations):
     """An in-memory FoundationDB database; see :mod:`fdbqueue.memory`. Thread-safe."""
@@ -69,6 +84,7 @@ class Database(AtomicOperations):
         :class:`~fdbqueue.memory._remote.RemoteServer`): every transaction's database side
         is then served there, and ``latency``, ``seed`` and ``faults`` are not used."""
         if server is None:
+            check_settings(latency, faults)
             self._watch_limit = WatchLimit(MAX_WATCHES)  # the client's, as upstream's
             self._lock = threading.RLock()
             self._stats: Counter[str] = Counter({name: 0 for name in STAT_NAMES})

@@ -33,6 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from fdbqueue.memory._database import Database
 from fdbqueue.memory._errors import FDBError
 from fdbqueue.memory._faults import Faults
 from fdbqueue.memory._futures import Future
@@ -51,10 +52,11 @@ from fdbqueue.memory._wire import (
     decode,
     encode,
     format_address,
+    parse_address,
     receive_exactly,
 )
 
-__all__ = ["RemoteServer", "RemoteView", "ServerRefused", "ServerUnavailable"]
+__all__ = ["RemoteServer", "RemoteView", "ServerRefused", "ServerUnavailable", "connect"]
 
 T = TypeVar("T")
 
@@ -401,7 +403,7 @@ class RemoteServer:
         self.watch_limit = WatchLimit(MAX_WATCHES)
         self._random = random.Random(seed)
         self._random_lock = threading.Lock()
-        self._latency = Latency()
+        self._latency = Latency(*connection.call("latency"))
 
     @property
     def address(self) -> str:
@@ -539,3 +541,53 @@ class RemoteServer:
     def open_watch(self, future: Future) -> bool:
         """Count a new watch among this client's outstanding ones; False at the limit."""
         return self.watch_limit.open(future)
+
+
+def connect(address: str, *, token: str | None = None, timeout: float = 10.0) -> Database:
+    """Connect to an in-memory database served by another process (``fdbqueue memory serve``
+    or :func:`serve`): a :class:`Database` with :func:`open`'s API whose transactions' database
+    side (read versions, reads, commits with their conflict checks, atomic operations,
+    versionstamps, watches, the five-second window, faults) runs at the server, so that
+    several processes share one database. The client side (read-your-writes, conflict
+    ranges, sizes, options, retries) runs here, the same code as :func:`open`'s.
+
+    ``db.faults``, ``db.latency``, ``db.stats()``, ``db.reset_stats()``, ``db.advance_time()``,
+    ``db.pass_time()``, ``db.settle()`` and ``db.in_flight`` act on the server, for every
+    client of it (``pass_time`` moves every client process's wall clock at its next read
+    version); the watch limit (``db.options.set_max_watches``) and the retry backoff's seed
+    are this client's.
+
+    Args:
+        address: ``memory://HOST:PORT``, as the server prints it.
+        token: the server's token, when it asks for one.
+        timeout: seconds to connect, and the most any call waits for the server's answer
+            (> 0). A longer wait ends the connection: the call fails as below.
+
+    Returns:
+        A thread-safe :class:`Database` (connected once before it is returned; after the
+        connection ends, the next call connects again).
+
+    Raises:
+        ValueError: ``address`` is not ``memory://HOST:PORT``, or ``timeout`` is not > 0.
+        TypeError: ``token`` is not a str.
+        ServerUnavailable: nothing answers at ``address`` within ``timeout`` (a
+            ``ConnectionError`` naming it; not retried by retry loops).
+        ServerRefused: the server refused ``token`` (a :class:`ServerUnavailable`).
+
+    Later calls raise :class:`ServerUnavailable` when the server stopped or cannot be reached,
+    within ``timeout``; a commit whose answer is lost with the connection fails with
+    ``FDBError(1021)`` (``commit_unknown_result``), as on a real cluster; watches of a lost
+    connection fail with :class:`ServerUnavailable`.
+
+    Cost: one TCP connection and a reader thread per Database; per transaction a round trip
+    for the read version, one per read that reaches the database (a range read: one per
+    page) and one for a commit that writes.
+    """
+    host, port = parse_address(address)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a number of seconds > 0, not {timeout!r}")
+    if token is not None and not isinstance(token, str):
+        raise TypeError(f"token must be a str, not {type(token).__name__}")
+    connection = Connection(host, port, token, float(timeout))
+    connection.link()
+    return Database(server=RemoteServer(connection))

@@ -306,7 +306,9 @@ class _Session:
         else:
             work()
 
-    def _answer(self, request_id: int, handler: Callable[..., Any], arguments: tuple[Any, ...]) -> None:
+    def _answer(
+        self, request_id: int, handler: Callable[..., Any], arguments: tuple[Any, ...]
+    ) -> None:
         try:
             result = handler(*arguments)
         except FDBError as error:

@@ -54,7 +54,9 @@ HELLO_BYTES = 4096
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 SCHEME = "memory://"
 
-_ADDRESS = re.compile(r"memory://(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9.\-_]+)):(?P<port>\d{1,5})")
+_ADDRESS = re.compile(
+    r"memory://(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9.\-_]+)):(?P<port>\d{1,5})"
+)
 
 
 def parse_address(address: str) -> tuple[str, int]:
