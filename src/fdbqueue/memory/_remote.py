@@ -21,6 +21,7 @@ names the address and is not retried; watches fail with it too. The next call co
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -241,10 +242,8 @@ class Link:
             watches, self._watches = self._watches, {}
         if first:
             self._connection.forget(self)
-            try:
+            with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             self._sock.close()
         for request in pending.values():
             if request.commit:

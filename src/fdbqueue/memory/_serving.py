@@ -14,6 +14,7 @@ other requests. A watch that fires is told to its connection by the thread that 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import hmac
@@ -190,10 +191,8 @@ class MemoryServer:
 
     def submit(self, work: Callable[[], None]) -> None:
         """Run ``work`` on the pool (a request that may wait)."""
-        try:
+        with contextlib.suppress(RuntimeError):  # shut down: its connection is closing
             self._pool.submit(work)
-        except RuntimeError:  # shut down: the connection is being closed anyway
-            pass
 
     def pass_time(self, seconds: float) -> float:
         """A client's ``pass_time``: versions move here, and the seconds are kept for the
@@ -262,10 +261,8 @@ class _Session:
         if self._closed:
             return
         self._closed = True
-        try:
+        with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._sock.close()
         self._server.forget(self)
         with self._watch_lock:

@@ -95,7 +95,7 @@ def is_loopback(host: str) -> bool:
 
 def encode(message: tuple[Any, ...]) -> bytes:
     """A frame of ``message``: its length, then its tuple encoding."""
-    payload = fdb.tuple.pack(message)
+    payload: bytes = fdb.tuple.pack(message)
     return len(payload).to_bytes(4, "big") + payload
 
 
