@@ -110,3 +110,31 @@ def test_serve_push_and_pop_in_separate_processes() -> None:
         _out, err = serving.communicate(timeout=10)
     assert serving.returncode == 0, err
     assert "stopped" in err
+
+
+def test_the_schedules_page_block_runs_as_written_against_a_server(
+    server: memory.MemoryServer,
+) -> None:
+    """docs/schedules.rst's command block: each command a separate invocation (no shared
+    database object), sharing the server's database through FDBQUEUE_MEMORY as the block
+    exports it."""
+    import shlex
+
+    from doc_blocks import page_blocks
+
+    blocks = [
+        block
+        for block in page_blocks("docs/schedules.rst")
+        if block.language == "shell" and "memory serve" in block.source
+    ]
+    assert len(blocks) == 1
+    lines = [line.strip() for line in blocks[0].source.splitlines() if line.strip()]
+    assert lines[0].startswith("fdbqueue memory serve")
+    assert lines[1] == "export FDBQUEUE_MEMORY=memory://127.0.0.1:4690"
+    env = {"FDBQUEUE_MEMORY": server.address}  # the port this test's server got
+    outputs = []
+    for line in lines[2:]:
+        result = invoke(*shlex.split(line)[1:], env=env)
+        assert result.exit_code == 0, (line, result.output)  # type: ignore[attr-defined]
+        outputs.append(result.output)  # type: ignore[attr-defined]
+    assert "nightly" in outputs[2] and "ping" in outputs[2]
