@@ -13,7 +13,7 @@ from fdbqueue import memory
 from fdbqueue.cli._group import cli
 
 
-@cli.group("memory")
+@cli.group("memory", short_help="Serve an in-memory database to other processes.")
 def memory_group() -> None:
     """The in-memory database as a server, for trying workers, producers, the command line
     and the dashboard as separate programs with no cluster."""
