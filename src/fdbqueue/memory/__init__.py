@@ -156,6 +156,7 @@ from fdbqueue.memory._wall_clock import time_passed, wall_clock
 from fdbqueue.memory._wire import DEFAULT_PORT
 
 __all__ = [
+    "DEFAULT_PORT",
     "Database",
     "FDBError",
     "Faults",
