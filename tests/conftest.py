@@ -53,6 +53,9 @@ CLUSTER_FILE = pytest.StashKey[str]()
 #: The environment variable that runs the slow tests, like ``--run-slow``.
 SLOW_VARIABLE = "FDBQUEUE_SLOW"
 SLOW_HINT = f"--run-slow or {SLOW_VARIABLE}=1 runs it (CI does)"
+#: The environment variable that runs the in-memory database through a server, like
+#: ``--memory-server``.
+MEMORY_SERVER_VARIABLE = "FDBQUEUE_MEMORY_SERVER"
 
 
 def run_slow_from_env(environ: Mapping[str, str]) -> bool:
@@ -72,6 +75,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         ),
     )
     group.addoption(
+        "--memory-server",
+        action="store_true",
+        default=os.environ.get(MEMORY_SERVER_VARIABLE, "") not in ("", "0"),
+        help=(
+            "run the in-memory database through a server: every fdbqueue.memory.open() (the "
+            "memory backend's db included) returns a database connected with memory.connect "
+            "to a fresh memory.serve() in a thread of this process; tests marked "
+            f"memory_internals are skipped; {MEMORY_SERVER_VARIABLE}=1 does the same"
+        ),
+    )
+    group.addoption(
         "--run-slow",
         action="store_true",
         default=run_slow_from_env(os.environ),
@@ -86,6 +100,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "memory_only(reason): the test needs fdbqueue.memory features; skipped on the fdb backend",
+    )
+    config.addinivalue_line(
+        "markers",
+        "memory_internals(reason): the test reads the in-process engine's internals; skipped "
+        "under --memory-server",
     )
     config.addinivalue_line(
         "markers",
@@ -151,6 +170,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     plan = config.stash[PLAN]
     run_slow = config.getoption("run_slow")
     for item in items:
+        internals = item.get_closest_marker("memory_internals")
+        if internals is not None and config.getoption("memory_server"):
+            why = internals.args[0] if internals.args else ""
+            item.add_marker(pytest.mark.skip(reason=f"in-process engine only: {why}"))
+            continue
         if not run_slow:
             why = is_slow(item, plan)
             if why is not None:
@@ -166,6 +190,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if marker is not None:
             why = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
             item.add_marker(pytest.mark.skip(reason=f"memory backend only: {why}".rstrip(": ")))
+
+
+@pytest.fixture(autouse=True)
+def memory_through_a_server(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Under ``--memory-server``: ``fdbqueue.memory.open()`` returns a database connected to
+    a fresh server in a thread of this process (closed after the test), so the tests of the
+    in-memory database run through the wire."""
+    if not request.config.getoption("memory_server"):
+        yield
+        return
+    from fdbqueue import memory
+
+    servers: list[Any] = []
+
+    def open_connected(**settings: Any) -> memory.Database:
+        server = memory.serve(port=0, **settings).start()
+        servers.append(server)
+        return memory.connect(server.address)
+
+    monkeypatch.setattr(memory, "open", open_connected)
+    yield
+    for server in servers:
+        server.close()
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ class Backend:
 
     def outstanding_watches(self) -> int:
         """Watches created and not yet ready (fired, failed or cancelled)."""
-        return self.engine._watches._outstanding
+        return self.engine._watch_limit.outstanding
 
 
 @pytest.fixture(params=["memory", "binding"])

@@ -55,6 +55,11 @@ UNRUNNABLE_COMMANDS = [
     (r"\swork\s", "the worker loop runs until SIGINT and imports the reader's handler"),
     (r"\stail\b", "tail follows the queue until Ctrl-C"),
     (
+        r"\smemory serve\b",
+        "the server runs until SIGINT (tests/test_cli_memory_server.py runs it, and the "
+        "schedules page's block against it)",
+    ),
+    (
         r"\sdashboard\b",
         "the dashboard serves until Ctrl-C (tests/test_dashboard.py runs the command with "
         "uvicorn.run replaced, tests/test_dashboard_browser.py serves it to Chromium)",

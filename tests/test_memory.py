@@ -147,6 +147,7 @@ def test_pass_time_refuses_what_is_not_a_time_to_pass_and_moves_nothing(seconds,
     assert memory.time_passed() == before_passed
 
 
+@pytest.mark.memory_internals("reads the engine's commit log")
 def test_commit_log_is_pruned_after_the_window():
     db = memory.open()
     for n in range(50):

@@ -6,7 +6,7 @@ and run them all at a prompt (shell).
 Shared options go before or after the command (``fdbqueue --queue app,jobs info --json`` is
 ``fdbqueue --json info --queue app,jobs``; given in both places, the command's wins)::
 
-    fdbqueue [--cluster-file PATH] [--api-version N] [--memory] [--timeout S] [--json]
+    fdbqueue [--cluster-file PATH] [--api-version N] [--memory[=ADDRESS]] [--timeout S] [--json]
              (--queue PREFIX | --directory PATH) [--priority-queue] [--codec tuple|raw|json]
              COMMAND ...
 
@@ -25,7 +25,8 @@ for the session (:mod:`fdbqueue.cli._shell`).
 The commands live in one module per group: :mod:`fdbqueue.cli._looking` (info, peek,
 leases, dead-letters), :mod:`fdbqueue.cli._changing` (push, pop, tail, clear, pause, resume),
 :mod:`fdbqueue.cli._running` (work, bench), :mod:`fdbqueue.cli._jobs` (submit, job, jobs,
-cancel), :mod:`fdbqueue.cli._scheduling` (schedule add, list and remove) and
+cancel), :mod:`fdbqueue.cli._scheduling` (schedule add, list and remove),
+:mod:`fdbqueue.cli._memory` (memory serve) and
 :mod:`fdbqueue.cli._shell` (shell); what they share is in :mod:`fdbqueue.cli._context` and
 :mod:`fdbqueue.cli._group`.
 
@@ -43,6 +44,7 @@ from fdbqueue.cli import (  # noqa: F401 - they add the commands
     _dashboard,
     _jobs,
     _looking,
+    _memory,
     _running,
     _scheduling,
     _shell,

@@ -168,9 +168,32 @@ class NumberArguments(click.Command):
         return [*kept, "--", *numbers, *words]
 
 
+#: The option ``--memory=ADDRESS`` becomes (``--memory`` alone stays a flag).
+MEMORY_ADDRESS_OPTION = "--memory-address"
+
+
+def memory_addresses(args: list[str]) -> list[str]:
+    """``args`` with each ``--memory=ADDRESS`` (before a ``--``) written as
+    ``--memory-address ADDRESS``: a bare ``--memory`` is a flag (a private database), so that
+    ``fdbqueue --memory shell`` keeps its meaning, and only ``=`` gives it an address."""
+    rewritten: list[str] = []
+    for index, arg in enumerate(args):
+        if arg == "--":
+            return rewritten + args[index:]
+        if arg.startswith("--memory="):
+            rewritten += [MEMORY_ADDRESS_OPTION, arg.removeprefix("--memory=")]
+        else:
+            rewritten.append(arg)
+    return rewritten
+
+
 class CommandLine(click.Group):
     """A click group whose errors are one line on stderr, ``fdbqueue: error: MESSAGE``, with
-    click's exit status (2 for a usage error, 1 otherwise), instead of click's usage block."""
+    click's exit status (2 for a usage error, 1 otherwise), instead of click's usage block;
+    ``--memory=ADDRESS`` is read as :func:`memory_addresses` says."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, memory_addresses(list(args)))
 
     def main(
         self,

@@ -9,6 +9,7 @@ import dataclasses
 import importlib
 import importlib.metadata
 import json
+import os
 import sys
 import threading
 from typing import Any
@@ -103,6 +104,11 @@ class Context:
                 "--memory and --cluster-file exclude each other: --memory uses a fresh "
                 "in-memory database, --cluster-file a cluster"
             )
+        if self.options.get("memory_address") and self.options.get("cluster_file") is not None:
+            raise click.UsageError(
+                "--memory=ADDRESS (or FDBQUEUE_MEMORY) and --cluster-file exclude each other: "
+                "one names an in-memory database's server, the other a cluster"
+            )
 
     @property
     def given_database(self) -> Any:
@@ -117,6 +123,7 @@ class Context:
                 self.options["api_version"],
                 self.options["use_memory"],
                 self.options["timeout"],
+                memory_address=self.options.get("memory_address"),
             )
         if not self._clears_receipts and not self.in_shell:
             self._clears_receipts = True
@@ -254,18 +261,38 @@ class Context:
 
 
 def open_database(
-    cluster_file: str | None, api_version: int | None, use_memory: bool, timeout: float
+    cluster_file: str | None,
+    api_version: int | None,
+    use_memory: bool,
+    timeout: float,
+    memory_address: str | None = None,
 ) -> Any:
     """Open the in-memory database, or a cluster through the ``fdb`` binding.
 
-    ``api_version`` None lets :func:`fdbqueue.binding.choose_api_version` choose.
+    ``use_memory`` (a bare ``--memory``): a fresh in-memory database, whatever
+    ``memory_address`` says; else ``memory_address`` (``--memory=ADDRESS``, or
+    ``FDBQUEUE_MEMORY``): the in-memory database a server holds there
+    (:func:`fdbqueue.memory.connect`, with the token ``FDBQUEUE_MEMORY_TOKEN`` and ``timeout``
+    seconds for each call). ``api_version`` None lets
+    :func:`fdbqueue.binding.choose_api_version` choose.
 
     Raises:
-        click.ClickException: libfdb_c is missing, the binding does not suit it, the API
-            version is out of range, or the cluster file cannot be used.
+        click.UsageError: ``memory_address`` is not ``memory://HOST:PORT``.
+        click.ClickException: the server cannot be reached or refuses the token; libfdb_c is
+            missing, the binding does not suit it, the API version is out of range, or the
+            cluster file cannot be used.
     """
     if use_memory:
         return memory.open()
+    if memory_address:
+        try:
+            return memory.connect(
+                memory_address, token=os.environ.get("FDBQUEUE_MEMORY_TOKEN"), timeout=timeout
+            )
+        except ValueError as error:
+            raise click.UsageError(f"--memory={memory_address}: {error}") from None
+        except memory.ServerUnavailable as error:
+            raise click.ClickException(str(error)) from None
     try:
         database = open_cluster(cluster_file, api_version)
         database.options.set_transaction_timeout(int(timeout * 1000))

@@ -203,7 +203,12 @@ def dashboard(
         )
     if token is not None and not token:
         raise click.UsageError("--token must not be empty")
-    if demo and context.given_database is None and not context.options["use_memory"]:
+    if (
+        demo
+        and context.given_database is None
+        and not context.options["use_memory"]
+        and not context.options.get("memory_address")
+    ):
         if context.options["cluster_file"] is not None:
             raise click.UsageError(
                 "--demo runs its workload on the in-memory database: drop --cluster-file "

@@ -12,7 +12,7 @@ import click
 from click.core import ParameterSource
 
 from fdbqueue._queues.router import MAX_SHARDS
-from fdbqueue.cli._arguments import CommandLine, Count, Seconds
+from fdbqueue.cli._arguments import MEMORY_ADDRESS_OPTION, CommandLine, Count, Seconds
 from fdbqueue.cli._context import (
     CODECS,
     Context,
@@ -49,7 +49,17 @@ CONNECTION_OPTIONS: list[Callable[[Any], Any]] = [
         is_flag=True,
         help="Use a fresh in-memory database for trying commands out: each command starts "
         "with an empty one, gone when it ends; `fdbqueue --memory shell` keeps one for a "
-        "whole session of commands. Not with --cluster-file.",
+        "whole session of commands. --memory=memory://HOST:PORT (with the =) uses the "
+        "in-memory database that `fdbqueue memory serve` holds there, shared by every "
+        "command and process; default: FDBQUEUE_MEMORY (its token: FDBQUEUE_MEMORY_TOKEN). "
+        "Not with --cluster-file.",
+    ),
+    click.option(
+        MEMORY_ADDRESS_OPTION,
+        "memory_address",
+        envvar="FDBQUEUE_MEMORY",
+        hidden=True,
+        help="What --memory=ADDRESS gives.",
     ),
     click.option(
         "--timeout",
@@ -80,11 +90,23 @@ QUEUE_OPTIONS: list[Callable[[Any], Any]] = [
         "read from its record.",
     ),
 ]
-CONNECTION_NAMES = ("cluster_file", "api_version", "use_memory", "timeout", "as_json")
+CONNECTION_NAMES = (
+    "cluster_file",
+    "api_version",
+    "use_memory",
+    "memory_address",
+    "timeout",
+    "as_json",
+)
 QUEUE_NAMES = ("queue", "directory", "priority_queue", "codec", "shards")
 #: The options that choose the database: ``fdbqueue shell`` opens it once, so its lines
 #: refuse them (:func:`refuse_in_shell`); the others (--json, the queue's) apply per line.
-DATABASE_NAMES = ("cluster_file", "api_version", "use_memory", "timeout")
+DATABASE_NAMES = ("cluster_file", "api_version", "use_memory", "memory_address", "timeout")
+
+
+#: Where an option's value comes from when the command's own command line did not give it:
+#: the group's value stands (an environment variable gave the group the same).
+GIVEN_ELSEWHERE = (None, ParameterSource.DEFAULT, ParameterSource.ENVIRONMENT)
 
 
 def refuse_in_shell(ctx: click.Context, in_shell: bool) -> None:
@@ -97,6 +119,7 @@ def refuse_in_shell(ctx: click.Context, in_shell: bool) -> None:
         if param.name in DATABASE_NAMES and ctx.get_parameter_source(param.name) not in (
             None,
             ParameterSource.DEFAULT,
+            ParameterSource.ENVIRONMENT,  # FDBQUEUE_MEMORY: the session's default too
         ):
             raise click.UsageError(
                 f"{param.opts[0]} chooses the database, which the shell opened once for the "
@@ -134,7 +157,7 @@ def shared_options(*, queue: bool = True) -> Callable[[Callable[..., Any]], Call
             refuse_in_shell(ctx, context.in_shell)
             for name in names:
                 value = kwargs.pop(name)
-                if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT):
+                if ctx.get_parameter_source(name) not in GIVEN_ELSEWHERE:
                     context.options[name] = value
             context.check()
             return function(*args, **kwargs)

@@ -143,16 +143,20 @@ Known differences from a real cluster:
 
 from __future__ import annotations
 
-from fdbqueue.memory._database import Database, Latency
+from fdbqueue.memory._database import Database, Latency, check_settings
 from fdbqueue.memory._errors import FDBError, is_retryable
 from fdbqueue.memory._faults import Faults
 from fdbqueue.memory._futures import Future, Key, Value
 from fdbqueue.memory._installation import cluster, install, installed
 from fdbqueue.memory._keys import KeySelector, KeyValue
+from fdbqueue.memory._remote import ServerRefused, ServerUnavailable, connect
+from fdbqueue.memory._serving import MemoryServer
 from fdbqueue.memory._transaction import RangeResult, Snapshot, Transaction
 from fdbqueue.memory._wall_clock import time_passed, wall_clock
+from fdbqueue.memory._wire import DEFAULT_PORT
 
 __all__ = [
+    "DEFAULT_PORT",
     "Database",
     "FDBError",
     "Faults",
@@ -161,15 +165,20 @@ __all__ = [
     "KeySelector",
     "KeyValue",
     "Latency",
+    "MemoryServer",
     "RangeResult",
+    "ServerRefused",
+    "ServerUnavailable",
     "Snapshot",
     "Transaction",
     "Value",
     "cluster",
+    "connect",
     "install",
     "installed",
     "is_retryable",
     "open",
+    "serve",
     "time_passed",
     "wall_clock",
 ]
@@ -194,8 +203,32 @@ def open(
     Raises:
         TypeError: ``latency`` is not a :class:`Latency`, or ``faults`` not a :class:`Faults`.
     """
-    if faults is not None and not isinstance(faults, Faults):
-        raise TypeError(f"faults must be a memory.Faults, not {type(faults).__name__}")
-    if latency is not None and not isinstance(latency, Latency):
-        raise TypeError(f"latency must be a memory.Latency, not {type(latency).__name__}")
+    check_settings(latency, faults)
     return Database(latency=latency, seed=seed, faults=faults)
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    *,
+    latency: Latency | None = None,
+    faults: Faults | None = None,
+    seed: int | None = None,
+) -> MemoryServer:
+    """A new, empty in-memory database served over TCP to :func:`connect` clients: a
+    :class:`MemoryServer`, bound and listening; run its ``serve_forever()`` (or ``start()``,
+    in a thread) and ``close()`` it at the end (it is a context manager). Its ``address``
+    (``memory://HOST:PORT``) is what clients connect to.
+
+    Args:
+        host: the address to listen on (default loopback); any other needs ``token``.
+        port: the TCP port (default 4690); 0 picks a free one.
+        token: a secret clients must give (compared in constant time), or None.
+        latency, faults, seed: as :func:`open`'s (settable later from any client).
+
+    Raises:
+        ValueError: ``host`` is not loopback and there is no ``token``.
+        OSError: the address cannot be bound (the port is in use, say).
+    """
+    return MemoryServer(host, port, token, latency=latency, faults=faults, seed=seed)

@@ -34,6 +34,7 @@ from fdbqueue.memory._client_transactions import (
 from fdbqueue.memory._database import Database, Latency
 from fdbqueue.memory._errors import FDBError, describe, is_retryable
 from fdbqueue.memory._faults import Faults
+from fdbqueue.memory._remote import connect
 
 __all__ = ["ClientLibrary"]
 
@@ -202,6 +203,9 @@ class ClientLibrary:
         self.latency = latency
         self.faults = faults
         self.seed = seed
+        #: a server's address (``memory.install(address=...)``): clusters connect to it
+        self.address: str | None = None
+        self.token: str | None = None
         self._functions: dict[str, _Function] = {}
         self._lock = threading.Lock()
         self._clusters: dict[str, Database] = {}
@@ -230,6 +234,8 @@ class ClientLibrary:
         name = self.cluster_name(cluster_file)
         with self._lock:
             database = self._clusters.get(name)
+            if database is None and self.address is not None:
+                database = connect(self.address, token=self.token)
             if database is None:
                 database = Database(latency=self.latency, faults=self.faults, seed=self.seed)
                 self._clusters[name] = database

@@ -29,7 +29,7 @@ from fdbqueue.memory._injection import FaultInjector
 from fdbqueue.memory._keys import KeySelector, KeyValue
 from fdbqueue.memory._options import DEFAULT_MAX_WATCHES, DatabaseOptions
 from fdbqueue.memory._resolver import Resolver
-from fdbqueue.memory._server import Latency, Server
+from fdbqueue.memory._server import STAT_NAMES, Latency, Server
 from fdbqueue.memory._storage import Storage
 from fdbqueue.memory._transaction import Transaction
 from fdbqueue.memory._versions import (
@@ -38,82 +38,103 @@ from fdbqueue.memory._versions import (
     VERSIONS_PER_SECOND,
     VersionClock,
 )
-from fdbqueue.memory._wall_clock import let_pass
-from fdbqueue.memory._watch_registry import WatchRegistry
+from fdbqueue.memory._watch_registry import WatchLimit, WatchRegistry
 
 __all__ = [
     "MAX_VERSIONS_IN_FLIGHT",
     "READ_WINDOW_VERSIONS",
+    "STAT_NAMES",
     "VERSIONS_PER_SECOND",
     "Database",
     "Latency",
+    "check_settings",
 ]
 
 T = TypeVar("T")
 
 MAX_WATCHES = DEFAULT_MAX_WATCHES  # the default of db.options.set_max_watches
 
-STAT_NAMES = (
-    "transactions",
-    "read_versions",
-    "reads",
-    "commits",
-    "conflicts",
-    "too_old",
-    "retries",
-    "watches",
-    "keys_read",
-    "bytes_read",
-    "keys_written",
-    "bytes_written",
-    "injected_not_committed",
-    "injected_commit_unknown_result",
-    "injected_commit_unknown_result_applied",
-    "injected_transaction_too_old",
-    "injected_timed_out",
-    "injected_timed_out_applied",
-    "injected_recovery",
-    "injected_recovery_applied",
-    "commits_lost_to_recovery",
-)
+
+def check_settings(latency: Latency | None, faults: Faults | None) -> None:
+    """Refuse a ``latency`` that is not a :class:`Latency` or ``faults`` not a :class:`Faults`
+    (None is allowed: none).
+
+    Raises:
+        TypeError: either has the wrong type.
+    """
+    if faults is not None and not isinstance(faults, Faults):
+        raise TypeError(f"faults must be a memory.Faults, not {type(faults).__name__}")
+    if latency is not None and not isinstance(latency, Latency):
+        raise TypeError(f"latency must be a memory.Latency, not {type(latency).__name__}")
 
 
 class Database(AtomicOperations):
     """An in-memory FoundationDB database; see :mod:`fdbqueue.memory`. Thread-safe."""
 
     def __init__(
-        self, latency: Latency | None = None, seed: int | None = None, faults: Faults | None = None
+        self,
+        latency: Latency | None = None,
+        seed: int | None = None,
+        faults: Faults | None = None,
+        *,
+        server: Any = None,
     ) -> None:
-        self._lock = threading.RLock()
-        self._stats: Counter[str] = Counter({name: 0 for name in STAT_NAMES})
-        self._random = random.Random(seed)
-        self._storage = Storage()
-        self._clock = VersionClock()
-        self._watches = WatchRegistry(self._lock, self._storage, self._stats, MAX_WATCHES)
-        resolver = Resolver(self._storage, self._clock, self._watches, self._stats)
-        self._injector = FaultInjector(
-            resolver, self._clock, self._watches, self._random, self._stats
-        )
-        self._server = Server(
-            self._lock,
-            latency or Latency(),
-            self._storage,
-            self._clock,
-            self._watches,
-            self._injector,
-            self._random,
-            self._stats,
-        )
-        self.faults = faults or Faults()
-        self.options = DatabaseOptions(self._watches.set_max_watches)
+        """A new in-memory database (:func:`fdbqueue.memory.open`); with ``server``, the
+        client of a server process (:func:`fdbqueue.memory.connect` passes its
+        :class:`~fdbqueue.memory._remote.RemoteServer`): every transaction's database side
+        is then served there, and ``latency``, ``seed`` and ``faults`` are not used."""
+        if server is None:
+            check_settings(latency, faults)
+            self._watch_limit = WatchLimit(MAX_WATCHES)  # the client's, as upstream's
+            self._lock = threading.RLock()
+            self._stats: Counter[str] = Counter({name: 0 for name in STAT_NAMES})
+            self._random = random.Random(seed)
+            self._storage = Storage()
+            self._clock = VersionClock()
+            self._watches = WatchRegistry(self._lock, self._storage, self._stats)
+            resolver = Resolver(self._storage, self._clock, self._watches, self._stats)
+            self._injector = FaultInjector(
+                resolver, self._clock, self._watches, self._random, self._stats
+            )
+            server = Server(
+                self._lock,
+                latency or Latency(),
+                self._storage,
+                self._clock,
+                self._watches,
+                self._injector,
+                self._random,
+                self._stats,
+                self._watch_limit,
+            )
+            server.faults = faults or Faults()
+        else:
+            self._watch_limit = server.watch_limit
+        self._server = server
+        self.options = DatabaseOptions(self._watch_limit.set_max_watches)
+
+    def server_side(self) -> Any:
+        """The database side of this database's transactions: its
+        :class:`~fdbqueue.memory._server.Server` (what a server process serves connected
+        clients from, :class:`fdbqueue.memory.MemoryServer`), or, for a connected database,
+        the client's stand-in for the server's."""
+        return self._server
 
     @property
     def latency(self) -> Latency:
-        """The simulated latency (settable)."""
-        return self._server.latency
+        """The simulated latency (settable; on a connected database, the server's, for
+        every client of it).
+
+        Raises:
+            TypeError: on setting anything but a :class:`Latency`.
+        """
+        latency: Latency = self._server.latency
+        return latency
 
     @latency.setter
     def latency(self, latency: Latency) -> None:
+        if not isinstance(latency, Latency):
+            raise TypeError(f"latency must be a memory.Latency, not {type(latency).__name__}")
         self._server.latency = latency
 
     # -- transactions -----------------------------------------------------------------------
@@ -136,14 +157,14 @@ class Database(AtomicOperations):
         Raises:
             TypeError: on setting anything but a :class:`Faults`.
         """
-        return self._injector.faults
+        faults: Faults = self._server.faults
+        return faults
 
     @faults.setter
     def faults(self, faults: Faults) -> None:
         if not isinstance(faults, Faults):
             raise TypeError(f"faults must be a memory.Faults, not {type(faults).__name__}")
-        with self._lock:
-            self._injector.faults = faults
+        self._server.faults = faults
 
     def stats(self) -> dict[str, int]:
         """Counters since the database opened (or :meth:`reset_stats`).
@@ -187,15 +208,12 @@ class Database(AtomicOperations):
         ``too_old`` count only genuine ones reported to a caller (not the faults, nor commits in
         flight dropped when resolved).
         """
-        with self._lock:
-            return dict(self._stats)
+        stats: dict[str, int] = self._server.stats()
+        return stats
 
     def reset_stats(self) -> None:
         """Set every counter back to zero."""
-        with self._lock:
-            self._stats.clear()
-            for name in STAT_NAMES:
-                self._stats[name] = 0
+        self._server.reset_stats()
 
     def advance_time(self, seconds: float) -> None:
         """Move this database's version clock forward (tests of the five-second window), as a
@@ -203,8 +221,7 @@ class Database(AtomicOperations):
 
         Versions advance about 1,000,000 per second of monotonic time plus the time added here.
         """
-        with self._lock:
-            self._clock.advance(seconds)
+        self._server.advance_time(seconds)
 
     def pass_time(self, seconds: float) -> None:
         """Let ``seconds`` pass without sleeping, as time passes for a real cluster: the
@@ -224,15 +241,14 @@ class Database(AtomicOperations):
             raise TypeError(f"seconds must be a number, not {type(seconds).__name__}")
         if not math.isfinite(seconds) or seconds < 0:
             raise ValueError(f"seconds must be a finite number >= 0, not {seconds}")
-        self.advance_time(seconds)
-        let_pass(seconds)
+        self._server.pass_time(seconds)
 
     @property
     def in_flight(self) -> int:
         """How many commits an injected ``timed_out`` fault left in flight, not yet resolved
         (see :class:`Faults` and :meth:`settle`)."""
-        with self._lock:
-            return self._injector.in_flight()
+        in_flight: int = self._server.in_flight()
+        return in_flight
 
     def get_client_status(self, connection_record: str | None = None) -> Key:
         """The client's status report, as the binding's ``Database.get_client_status()``: a
@@ -256,11 +272,7 @@ class Database(AtomicOperations):
         Returns:
             How many of them were applied.
         """
-        fired: list[Future] = []
-        with self._lock:
-            applied = self._injector.settle(fired)
-        for future in fired:
-            future.set_result(None)
+        applied: int = self._server.settle()
         return applied
 
     # -- the binding's Database conveniences (each in its own transaction) ------------------

@@ -16,8 +16,9 @@ import threading
 from typing import Any
 
 from fdbqueue.memory._client_library import ClientLibrary
-from fdbqueue.memory._database import Database, Latency
+from fdbqueue.memory._database import Database, Latency, check_settings
 from fdbqueue.memory._faults import Faults
+from fdbqueue.memory._wire import parse_address
 
 __all__ = ["cluster", "install", "installed"]
 
@@ -26,7 +27,12 @@ _LIBRARY: ClientLibrary | None = None
 
 
 def install(
-    *, latency: Latency | None = None, faults: Faults | None = None, seed: int | None = None
+    *,
+    latency: Latency | None = None,
+    faults: Faults | None = None,
+    seed: int | None = None,
+    address: str | None = None,
+    token: str | None = None,
 ) -> None:
     """Make the ``fdb`` binding load the in-memory client library instead of libfdb_c.
 
@@ -41,17 +47,22 @@ def install(
         latency: simulated latency of clusters opened from now on; None for none.
         faults: fault probabilities of clusters opened from now on; None for none.
         seed: seeds the random choices of clusters opened from now on.
+        address: ``memory://HOST:PORT`` of a server (``fdbqueue memory serve``): clusters
+            opened from now on are connected to it (:func:`fdbqueue.memory.connect`), so the
+            binding's code in several processes shares one database; None: in-process
+            clusters. ``latency``, ``faults`` and ``seed`` are then the server's own.
+        token: the server's token, with ``address``.
 
     Raises:
         RuntimeError: the binding already loaded the real libfdb_c in this process.
         TypeError: ``latency`` or ``faults`` has the wrong type.
+        ValueError: ``address`` is not ``memory://HOST:PORT``.
 
     Cost: loads ``fdb.impl`` (no I/O); nothing per call afterwards beyond the engine's own.
     """
-    if latency is not None and not isinstance(latency, Latency):
-        raise TypeError(f"latency must be a memory.Latency, not {type(latency).__name__}")
-    if faults is not None and not isinstance(faults, Faults):
-        raise TypeError(f"faults must be a memory.Faults, not {type(faults).__name__}")
+    check_settings(latency, faults)
+    if address is not None:
+        parse_address(address)
     global _LIBRARY
     with _LOCK:
         impl = sys.modules.get("fdb.impl")
@@ -64,6 +75,7 @@ def install(
             _LIBRARY = ClientLibrary()
             _load_binding(_LIBRARY)
         _LIBRARY.latency, _LIBRARY.faults, _LIBRARY.seed = latency, faults, seed
+        _LIBRARY.address, _LIBRARY.token = address, token
 
 
 def _load_binding(library: ClientLibrary) -> None:

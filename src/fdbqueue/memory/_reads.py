@@ -186,9 +186,17 @@ class Reads:
         return value
 
     def _scan(
-        self, view: VersionView, begin: bytes, end: bytes, reverse: bool
+        self,
+        view: VersionView,
+        begin: bytes,
+        end: bytes,
+        reverse: bool,
+        rows: int = 0,
+        byte_target: int = 0,
     ) -> Iterator[tuple[bytes, bytes]]:
         """What this transaction sees in ``[begin, end)``: the database plus its writes.
+        ``rows`` and ``byte_target``: how much the caller means to take (0: no idea), the
+        view's hint (:meth:`VersionView.scan`).
 
         Raises 1036 when the scan reaches a range its versionstamped writes made unreadable
         (upstream ``RYWIterator``: only a read that gets there fails, so a scan the caller
@@ -198,9 +206,15 @@ class Reads:
         entries = writes.entries_in(begin, end, reverse)
         if not entries and not writes.clears(begin, end):
             # Nothing this transaction wrote is in the range: the database's pairs as they are.
-            merged: Iterator[tuple[bytes, bytes]] = view.scan(begin, end, reverse)
+            merged: Iterator[tuple[bytes, bytes]] = view.scan(
+                begin, end, reverse, rows, byte_target
+            )
         else:
-            database = ((k, v) for k, v in view.scan(begin, end, reverse) if not writes.hides(k))
+            database = (
+                (k, v)
+                for k, v in view.scan(begin, end, reverse, rows, byte_target)
+                if not writes.hides(k)
+            )
             own: list[tuple[bytes, bytes]] = []
             for key, entry in entries:
                 value = entry.resolve(None if entry.independent else view.get(key))
@@ -223,14 +237,14 @@ class Reads:
         if selector.offset >= 1:
             start = key_after(key) if selector.or_equal else key
             remaining = selector.offset
-            for found, _ in self._scan(view, min(start, top), top, reverse=False):
+            for found, _ in self._scan(view, min(start, top), top, False, remaining):
                 remaining -= 1
                 if remaining == 0:
                     return found
             return top
         stop = key_after(key) if selector.or_equal else key
         remaining = 1 - selector.offset
-        for found, _ in self._scan(view, b"", min(stop, top), reverse=True):
+        for found, _ in self._scan(view, b"", min(stop, top), True, remaining):
             remaining -= 1
             if remaining == 0:
                 return found
@@ -335,7 +349,7 @@ class Reads:
             found: list[tuple[bytes, bytes]] = []
             spent = 0
             full = False
-            for key, value in self._scan(view, begin, end, reverse):
+            for key, value in self._scan(view, begin, end, reverse, limit, byte_target):
                 found.append((key, value))
                 spent += ROW_OVERHEAD_BYTES + len(key) + len(value)
                 if len(found) == limit or (byte_target and spent >= byte_target):

@@ -23,17 +23,44 @@ from typing import TypeVar
 
 from fdbqueue.memory._atomic import versionstamp_bytes
 from fdbqueue.memory._errors import FDBError
+from fdbqueue.memory._faults import Faults
 from fdbqueue.memory._futures import Future, sleep_until
 from fdbqueue.memory._injection import FaultInjector
 from fdbqueue.memory._resolver import CommitRequest
 from fdbqueue.memory._storage import Storage, VersionView
 from fdbqueue.memory._versions import VersionClock
-from fdbqueue.memory._watch_registry import WatchRegistry
-from fdbqueue.memory._watches import PendingWatches
+from fdbqueue.memory._wall_clock import let_pass
+from fdbqueue.memory._watch_registry import WatchLimit, WatchRegistry
+from fdbqueue.memory._watches import PendingWatches, Watch
 
-__all__ = ["Latency", "Server"]
+__all__ = ["STAT_NAMES", "Latency", "Server"]
 
 T = TypeVar("T")
+
+#: The statistics of :meth:`fdbqueue.memory.Database.stats`, each 0 from the start.
+STAT_NAMES = (
+    "transactions",
+    "read_versions",
+    "reads",
+    "commits",
+    "conflicts",
+    "too_old",
+    "retries",
+    "watches",
+    "keys_read",
+    "bytes_read",
+    "keys_written",
+    "bytes_written",
+    "injected_not_committed",
+    "injected_commit_unknown_result",
+    "injected_commit_unknown_result_applied",
+    "injected_transaction_too_old",
+    "injected_timed_out",
+    "injected_timed_out_applied",
+    "injected_recovery",
+    "injected_recovery_applied",
+    "commits_lost_to_recovery",
+)
 
 
 @dataclass(frozen=True)
@@ -66,7 +93,14 @@ class Latency:
 
 
 class Server:
-    """The database side of every transaction of one database. Thread-safe."""
+    """The database side of every transaction of one in-process database, and its test hooks
+    (statistics, time, faults). Thread-safe.
+
+    :class:`fdbqueue.memory._remote.RemoteServer` has the same methods and serves them from a
+    server process (:func:`fdbqueue.memory.connect`); the transactions' client code
+    (:mod:`fdbqueue.memory._reads`, :mod:`fdbqueue.memory._transaction`) runs unchanged on
+    either.
+    """
 
     def __init__(
         self,
@@ -78,6 +112,7 @@ class Server:
         injector: FaultInjector,
         draws: random.Random,
         stats: Counter[str],
+        limit: WatchLimit,
     ) -> None:
         self.latency = latency
         self._lock = lock
@@ -87,6 +122,9 @@ class Server:
         self._injector = injector
         self._random = draws
         self._stats = stats
+        self.watch_limit = limit
+
+    # -- statistics and test hooks ----------------------------------------------------------
 
     def count(self, name: str, amount: int = 1) -> None:
         """Add ``amount`` to the statistic ``name``."""
@@ -100,10 +138,64 @@ class Server:
         stats["keys_read"] += pairs
         stats["bytes_read"] += size
 
+    def stats(self) -> dict[str, int]:
+        """The counters (see :meth:`fdbqueue.memory.Database.stats`)."""
+        with self._lock:
+            return dict(self._stats)
+
+    def reset_stats(self) -> None:
+        """Set every counter back to zero."""
+        with self._lock:
+            self._stats.clear()
+            for name in STAT_NAMES:
+                self._stats[name] = 0
+
+    @property
+    def faults(self) -> Faults:
+        """The faults injected into writing commits (settable)."""
+        return self._injector.faults
+
+    @faults.setter
+    def faults(self, faults: Faults) -> None:
+        with self._lock:
+            self._injector.faults = faults
+
+    def advance_time(self, seconds: float) -> None:
+        """Move the version clock ``seconds`` forward (checked by the caller)."""
+        with self._lock:
+            self._clock.advance(seconds)
+
+    def pass_time(self, seconds: float) -> None:
+        """Let ``seconds`` pass: the version clock and this process's wall clock
+        (:func:`fdbqueue.memory.wall_clock`) move forward."""
+        self.advance_time(seconds)
+        let_pass(seconds)
+
+    def in_flight(self) -> int:
+        """How many commits an injected ``timed_out`` fault left in flight."""
+        with self._lock:
+            return self._injector.in_flight()
+
+    def settle(self) -> int:
+        """Resolve every commit in flight now (see :meth:`fdbqueue.memory.Database.settle`);
+        returns how many were applied."""
+        fired: list[Future] = []
+        with self._lock:
+            applied = self._injector.settle(fired)
+        for future in fired:
+            future.set_result(None)
+        return applied
+
     def random_fraction(self) -> float:
         """A seeded draw in ``[0, 1)`` (``on_error``'s backoff jitter)."""
         with self._lock:
             return self._random.random()
+
+    # -- what transactions reach ------------------------------------------------------------
+
+    def recovering(self) -> bool:
+        """Whether a recovery is under way (read versions and commits wait for its end)."""
+        return time.monotonic() < self._injector.recovered_at
 
     def wait_for_recovery(self) -> None:
         """Wait until a recovery under way has ended (at once when none is): read version
@@ -125,11 +217,13 @@ class Server:
         """A view of the key space as of ``read_version``, for :meth:`read`."""
         return VersionView(self._storage, read_version)
 
-    def read(self, view: VersionView, read: Callable[[VersionView], T]) -> T:
+    def read(self, view: VersionView, read: Callable[[VersionView], T], counted: bool = True) -> T:
         """Run ``read`` on ``view`` brought up to date, now; 1007 when its version is more than
         five seconds old, 1009 when it is ahead of every version handed out. The read latency
         is not slept here: the read's future becomes ready once it has run from the read's
-        issue (see :class:`fdbqueue.memory._reads.Reads`)."""
+        issue (see :class:`fdbqueue.memory._reads.Reads`). ``counted``: count it in the
+        ``reads`` statistic (a server process serving a connected client does not: the client
+        counts its reads, each of which may take several requests)."""
         with self._lock:
             if self._clock.too_old(view.version):
                 self._stats["too_old"] += 1
@@ -137,10 +231,13 @@ class Server:
             if view.version > max(self._clock.last_version, self._clock.now()):
                 raise FDBError(1009)  # future_version: no storage server has it
             view.refresh()
-            self._stats["reads"] += 1
+            if counted:
+                self._stats["reads"] += 1
             return read(view)
 
-    def commit(self, request: CommitRequest, watches: PendingWatches) -> tuple[int, bytes | None]:
+    def commit(
+        self, request: CommitRequest, watches: PendingWatches | list[Watch]
+    ) -> tuple[int, bytes | None]:
         """Commit ``request``: its version and versionstamp (-1 and None when read-only),
         its ``watches`` made active; or the error raised. Either way the watches the commit
         fired (its own and others', by what did land) are ready before it returns."""
@@ -166,7 +263,8 @@ class Server:
                     # Upstream counts a commit's mutations once its client hears it succeeded.
                     self._stats["keys_written"] += request.keys_written
                     self._stats["bytes_written"] += request.bytes_written
-                self._watches.register(watches.take_all(), fired)
+                taken = watches if isinstance(watches, list) else watches.take_all()
+                self._watches.register(taken, fired)
         except FDBError:
             for future in fired:  # other transactions' watches, fired by what did land
                 future.set_result(None)
@@ -176,5 +274,5 @@ class Server:
         return version, versionstamp
 
     def open_watch(self, future: Future) -> bool:
-        """Count a new watch among the outstanding ones; False at the limit (1032)."""
-        return self._watches.open(future)
+        """Count a new watch among the client's outstanding ones; False at the limit (1032)."""
+        return self.watch_limit.open(future)

@@ -166,9 +166,13 @@ class VersionView:
         return value
 
     def scan(
-        self, begin: bytes, end: bytes, reverse: bool = False
+        self, begin: bytes, end: bytes, reverse: bool = False, rows: int = 0, byte_target: int = 0
     ) -> Iterator[tuple[bytes, bytes]]:
-        """Key-value pairs in ``[begin, end)`` at this version, lazily, in key order."""
+        """Key-value pairs in ``[begin, end)`` at this version, lazily, in key order.
+
+        ``rows`` and ``byte_target`` hint how much the caller means to take (0: no idea):
+        unused here, where pairs cost nothing to fetch; a connected client's view
+        (:class:`fdbqueue.memory._remote.RemoteView`) sizes its first request by them."""
         if begin >= end:
             return
         overlay = self.overlay

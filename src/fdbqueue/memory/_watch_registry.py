@@ -20,46 +20,54 @@ from fdbqueue.memory._futures import Future
 from fdbqueue.memory._storage import Storage
 from fdbqueue.memory._watches import Watch
 
-__all__ = ["WatchRegistry"]
+__all__ = ["WatchLimit", "WatchRegistry"]
 
 Waiting = list[tuple[bytes | None, Future]]  # the value each watch read, its future
 
 
-class WatchRegistry:
-    """Outstanding and active watches of one database; ``lock`` is the database's."""
+class WatchLimit:
+    """The count of a client's outstanding watches and its limit (``db.options.
+    set_max_watches``). Upstream keeps it in the client's ``DatabaseContext``: each client
+    process (each :class:`~fdbqueue.memory.Database` object, in-process or connected to a
+    server) counts its own. Thread-safe."""
 
-    def __init__(
-        self, lock: threading.RLock, storage: Storage, stats: Counter[str], max_watches: int
-    ) -> None:
-        self._lock = lock
-        self._storage = storage
-        self._stats = stats
-        self._waiting: dict[bytes, Waiting] = {}
-        self._outstanding = 0
-        self.max_watches = max_watches  # db.options.set_max_watches
+    def __init__(self, max_watches: int) -> None:
+        self._lock = threading.Lock()
+        self.outstanding = 0
+        self.max_watches = max_watches
 
     def set_max_watches(self, watches: int) -> None:
         """The most watches outstanding at once."""
         self.max_watches = watches
-
-    def values(self) -> ValuesView[Waiting]:
-        """The active watches, one list per key."""
-        return self._waiting.values()
 
     def open(self, future: Future) -> bool:
         """A transaction made a watch: count it among the outstanding watches until it is
         ready, whatever becomes of it. False, counting nothing, when the limit is reached
         (error 1032)."""
         with self._lock:
-            if self._outstanding >= self.max_watches:
+            if self.outstanding >= self.max_watches:
                 return False
-            self._outstanding += 1
+            self.outstanding += 1
         future.on_ready(self._close)
         return True
 
     def _close(self, _future: Future) -> None:  # an on_ready callback
         with self._lock:
-            self._outstanding -= 1
+            self.outstanding -= 1
+
+
+class WatchRegistry:
+    """Active watches of one database; ``lock`` is the database's."""
+
+    def __init__(self, lock: threading.RLock, storage: Storage, stats: Counter[str]) -> None:
+        self._lock = lock
+        self._storage = storage
+        self._stats = stats
+        self._waiting: dict[bytes, Waiting] = {}
+
+    def values(self) -> ValuesView[Waiting]:
+        """The active watches, one list per key."""
+        return self._waiting.values()
 
     def register(self, watches: list[Watch], fired: list[Future]) -> None:
         """Under the lock, at a successful commit: make the transaction's watches active (or
