@@ -357,15 +357,30 @@ class End:
 
     def claim_many(self, tr: AnyContext, n: int, seconds: float) -> list[Lease[Any]]:
         """Claim up to ``n`` items in one transaction (arguments checked by the caller); a
-        batch that only moved items to the dead letters commits, and the next goes on."""
-        claimed = self.claim_batch(tr, seconds, n)
-        while claimed is MOVED_ASIDE:
+        batch that only moved items to the dead letters commits, and the next goes on.
+        Given a Database, each batch runs in a transaction of its own run by the receipts,
+        as :meth:`claim_batch` runs it, without its wrapper (a hot call, as
+        :meth:`_take_one`'s)."""
+        if is_database(tr):
+            run = self.receipts.run
+            body = functools.partial(self.claim_batch_in, seconds=seconds, n=n)
+            claimed = run(tr, body, wrote=claimed_something, still_good=leases_unexpired)
+            while claimed is MOVED_ASIDE:
+                claimed = run(tr, body, wrote=claimed_something, still_good=leases_unexpired)
+        else:
             claimed = self.claim_batch(tr, seconds, n)
+            while claimed is MOVED_ASIDE:
+                claimed = self.claim_batch(tr, seconds, n)
         leases: list[Lease[Any]] = claimed
         return leases
 
     @exactly_once(wrote=claimed_something, still_good=leases_unexpired)
     def claim_batch(self, tr: AnyContext, seconds: float, n: int) -> Any:
+        """:meth:`claim_batch_in`, given a Database exactly once (in a transaction of its own,
+        :func:`~fdbqueue._transactions.receipts.exactly_once`), given a Transaction inside it."""
+        return self.claim_batch_in(tr, seconds, n)
+
+    def claim_batch_in(self, tr: AnyContext, seconds: float, n: int) -> Any:
         """Claim up to ``n`` items in one transaction (:meth:`Leases.claim_many`); given a
         Database, exactly once, and never returning a lease that expired before the call
         learned its commit's outcome (it claims again then). Its reads are sent together,

@@ -521,10 +521,20 @@ class Shard:
 
     # -- leases ---------------------------------------------------------------------------
 
-    @exactly_once
     def ack(self, tr: AnyContext, lease: Lease[Any], result: bytes | None = None) -> None:
         """Acknowledge ``lease`` (:meth:`fdbqueue.Queue.ack`); a job's ``result``
-        (encoded) is kept."""
+        (encoded) is kept. Given a Database, in a transaction of its own run by the
+        receipts, as :meth:`_ack_once` runs it, without its wrapper (a hot call)."""
+        if is_database(tr):
+            ack = functools.partial(self.leases.holds.ack, lease=lease, result=result)
+            self.receipts.run(tr, ack)
+        else:
+            self._ack_once(tr, lease, result)
+
+    @exactly_once
+    def _ack_once(self, tr: AnyContext, lease: Lease[Any], result: bytes | None = None) -> None:
+        """:meth:`ack`, exactly once (:func:`~fdbqueue._transactions.receipts.exactly_once`):
+        inside ``tr`` when it is a Transaction."""
         self.leases.holds.ack(tr, lease, result)
 
     @exactly_once
