@@ -145,6 +145,8 @@ def pack_int(prefix: bytes, number: int) -> bytes:
 
 def pack_bytes(prefix: bytes, data: bytes) -> bytes:
     """``fdb.tuple.pack((data,), prefix=prefix)`` (see :func:`pack_int_bytes`)."""
+    if type(data) is bytes:  # _bytes without its call: the hot path's case
+        return prefix + b"\x01" + data.replace(b"\x00", b"\x00\xff") + b"\x00"
     try:
         return prefix + _bytes(data)
     except IndexError:

@@ -377,7 +377,9 @@ class End:
     @exactly_once(wrote=claimed_something, still_good=leases_unexpired)
     def claim_batch(self, tr: AnyContext, seconds: float, n: int) -> Any:
         """:meth:`claim_batch_in`, given a Database exactly once (in a transaction of its own,
-        :func:`~fdbqueue._transactions.receipts.exactly_once`), given a Transaction inside it."""
+        :func:`~fdbqueue._transactions.receipts.exactly_once`), given a Transaction inside it
+        (a writable one: TypeError for a snapshot view)."""
+        require_writable(tr, "claim")
         return self.claim_batch_in(tr, seconds, n)
 
     def claim_batch_in(self, tr: AnyContext, seconds: float, n: int) -> Any:
@@ -388,7 +390,6 @@ class End:
         probes, :meth:`Leases.probe`), the delayed items' hint, the codec record, the front;
         the expired leases are read (with their read conflict range) only when a probe
         finds one. A paused queue: ``[]``, nothing written."""
-        require_writable(tr, "claim")
         reads: Any = _REPLAN
         plain = not self.store.features.planned() & ~(LEASES | JOBS)
         if n == 1 and plain and not self.leases.others:
