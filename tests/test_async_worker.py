@@ -216,8 +216,8 @@ def test_bad_arguments_are_refused(db, subspace, arguments):
 
 def watches(db: Any) -> int | None:
     """Watches the in-memory engine behind ``db`` holds (None when it is not reachable)."""
-    engine = getattr(db, "_watches", None)
-    return None if engine is None else int(engine._outstanding)
+    count = getattr(db, "outstanding_watches", None)
+    return None if count is None else int(count())
 
 
 def test_until_empty_returns_once_every_failed_item_was_retried_to_an_end(db, subspace):

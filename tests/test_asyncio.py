@@ -39,7 +39,7 @@ class Backend:
 
     def outstanding_watches(self) -> int:
         """Watches created and not yet ready (fired, failed or cancelled)."""
-        return self.engine._watch_limit.outstanding
+        return int(self.engine.outstanding_watches())
 
 
 @pytest.fixture(params=["memory", "binding"])

@@ -243,6 +243,11 @@ class Database(AtomicOperations):
             raise ValueError(f"seconds must be a finite number >= 0, not {seconds}")
         self._server.pass_time(seconds)
 
+    def outstanding_watches(self) -> int:
+        """How many watches this client holds that are not yet ready (fired, failed or
+        cancelled): what ``set_max_watches`` limits (1032 past it)."""
+        return self._watch_limit.outstanding
+
     @property
     def in_flight(self) -> int:
         """How many commits an injected ``timed_out`` fault left in flight, not yet resolved
