@@ -188,7 +188,7 @@ def _client(pipe: multiprocessing.connection.Connection, plan: _Plan) -> None:
     try:
         latency = memory.Latency(*plan.latency)
         db = memory.open(latency=latency) if plan.address is None else memory.connect(plan.address)
-        mode = next(m for m in MODES if m.name == plan.mode)
+        mode = {m.name: m for m in MODES}[plan.mode]
         queue = mode.make(Subspace(rawPrefix=plan.prefix))
         warm = _pairs(mode, queue, db, (plan.warmup_value,), threading.Event(), 0.0)
         pipe.send(("ready",))
@@ -585,7 +585,7 @@ def bound(runs: list[ProcessRun]) -> list[str]:
         commits = 1000 / ms
         line = (
             f"the server's ceiling: {ms:.3f} ms of its CPU per commit ({cheapest.setup}, "
-            f"{_processes(cheapest.processes)}) = {commits:,.0f} commits/s on one core = "
+            f"P = {cheapest.processes}) = {commits:,.0f} commits/s on one core = "
             f"{commits / cheapest.commits_per_item:,.0f} items/s at "
             f"{cheapest.commits_per_item:.2f} commits/item"
         )
@@ -597,7 +597,7 @@ def bound(runs: list[ProcessRun]) -> list[str]:
             )
         lines.append(line)
     for r in runs:
-        where = f"{r.setup}, {_processes(r.processes)}"
+        where = f"{r.setup}, P = {r.processes}"
         if r.server_cpu_per_second is not None and r.server_cpu_per_second >= BOUND_CPU:
             lines.append(
                 f"the server is the bound: {where}: {r.server_cpu_per_second:.2f} CPU s/s at "
