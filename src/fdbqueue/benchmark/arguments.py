@@ -335,6 +335,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--process-consumers",
         type=thread_count,
+        metavar="INTEGER",
         default=processes.DEFAULT_CONSUMERS,
         help=(
             f"--processes: consumer threads per process, each enqueuing then taking one "
@@ -353,6 +354,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--process-mode",
         choices=processes.PROCESS_MODES,
+        metavar="MODE",
         default=processes.DEFAULT_MODE,
         help=(
             f"--processes: how the threads take ({', '.join(processes.PROCESS_MODES)}; "
@@ -372,6 +374,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--process-server",
         type=server_places,
+        metavar="WHERE",
         default=[processes.SERVERS[0]],
         help=(
             "--processes: run the server in a child process of its own (process, the "
