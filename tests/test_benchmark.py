@@ -10,10 +10,12 @@ import json
 import multiprocessing
 import os
 import pstats
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import fdb.subspace_impl
@@ -766,6 +768,51 @@ def test_an_interrupted_run_stops_the_server_and_every_child(monkeypatch, starte
         processes.measure_processes([1], 1, 4, "plain", ZERO, ["process"])
     assert len(started_processes) == 2  # the server and a client
     assert_all_ended(started_processes)
+
+
+def test_sigterm_interrupts_the_processes_runs_and_its_handler_is_put_back():
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), processes._terminated_as_interrupted():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # interrupted at once
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+def living_in_group(group):
+    """The processes of process group ``group`` that still run (not zombies)."""
+    listing = subprocess.run(
+        ["ps", "-o", "pid=,stat=", "-g", str(group)], capture_output=True, text=True, check=False
+    ).stdout
+    return [line.split()[0] for line in listing.splitlines() if not line.split()[1].startswith("Z")]
+
+
+@pytest.mark.slow("starts the command and its processes, then interrupts them")
+@pytest.mark.parametrize("interrupt", ["ctrl-c", "sigterm"])
+def test_an_interrupted_command_leaves_no_process_behind(interrupt):
+    command = subprocess.Popen(
+        [sys.executable, "-m", "fdbqueue", "--memory", "bench", "--processes", "1,2"],
+        start_new_session=True,  # a group of its own, as a terminal's command
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        # the command, multiprocessing's resource tracker, the server and a client
+        while len(living_in_group(command.pid)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(living_in_group(command.pid)) >= 4
+        if interrupt == "ctrl-c":
+            os.killpg(command.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
+        else:
+            command.terminate()  # the command only
+        _out, err = command.communicate(timeout=30)
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait()
+    assert command.returncode == 1 and "aborted" in err
+    assert living_in_group(command.pid) == []
 
 
 @pytest.mark.slow("starts a process")

@@ -69,8 +69,10 @@ apart):
 (:mod:`~fdbqueue.benchmark.cpu`: the library's CPU and keys per item, for enqueue + dequeue,
 in a caller's transaction, claim + ack and the worker loop, against FoundationDB's "Queues"
 recipe, :mod:`~fdbqueue.benchmark.recipe`; then :mod:`~fdbqueue.benchmark.instructions`: the
-bytecode instructions per item of the same kinds of calls, counted) measure something else
-instead of the phases.
+bytecode instructions per item of the same kinds of calls, counted) and ``--processes``
+(:mod:`~fdbqueue.benchmark.processes`: P worker processes against one in-memory server the
+benchmark starts, beside the same work in one process, and the server's CPU per commit)
+measure something else instead of the phases.
 
 A mode is one :class:`Mode` entry in :data:`MODES`; a mode the queue does not support (the
 probe take raises AttributeError, NotImplementedError, TypeError or ValueError) is skipped with
@@ -82,8 +84,8 @@ The parts: :mod:`~fdbqueue.benchmark.workload` (the modes), :mod:`~fdbqueue.benc
 :mod:`~fdbqueue.benchmark.measurement` (one measured run), :mod:`~fdbqueue.benchmark.ideal`
 (the private runs and the columns set against them), :mod:`~fdbqueue.benchmark.report` and
 :mod:`~fdbqueue.benchmark.plot` (what is printed and drawn), :mod:`~fdbqueue.benchmark.cpu`
-and :mod:`~fdbqueue.benchmark.instructions` (``--cpu``),
-:mod:`~fdbqueue.benchmark.arguments` (the options); this module runs them all
+and :mod:`~fdbqueue.benchmark.instructions` (``--cpu``), :mod:`~fdbqueue.benchmark.processes`
+(``--processes``), :mod:`~fdbqueue.benchmark.arguments` (the options); this module runs them all
 (:func:`run_all`). The library never imports the benchmark.
 
 Run: ``fdbqueue bench`` or ``python examples/contention_benchmark.py`` (in-memory database with

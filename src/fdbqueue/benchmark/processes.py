@@ -24,8 +24,11 @@ inherited threads or locks) and makes one enqueue and one take before the run, n
 (imports, the connection, the queue's records); the threads of every child start once all
 children are ready. Every run uses the latency model of ``--grv``, ``--read`` and
 ``--commit`` (a server's, for its clients). Every child is stopped when the benchmark ends,
-fails or is interrupted (asked to end, killed after :data:`STOP_SECONDS`); children ignore
-SIGINT, a terminal's Ctrl-C stops the benchmark and the benchmark stops them.
+fails or is interrupted (asked to end, killed after :data:`STOP_SECONDS`, and reaped):
+children ignore SIGINT, and a terminal's Ctrl-C, or SIGTERM, stops the benchmark, which
+stops them. A benchmark killed outright (SIGKILL) cannot: then a child waiting for its start
+or the server ends when the benchmark's end of its pipe closes, and a running child once it
+made its items.
 
 Columns, per run:
 
@@ -514,6 +517,25 @@ def _gather(started: list[tuple[Any, Any]], what: str, seconds: float) -> list[t
     return [answers[n] for n in range(len(started))]
 
 
+@contextlib.contextmanager
+def _terminated_as_interrupted() -> Iterator[None]:
+    """Meanwhile, SIGTERM raises KeyboardInterrupt in the main thread (as Ctrl-C does), so
+    that the benchmark stops its children before it ends; elsewhere than in the main thread,
+    nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupted(_signal: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def measure_processes(
     process_counts: list[int],
     consumers: int,
@@ -550,7 +572,7 @@ def measure_processes(
         raise ValueError(f"mode must be one of {PROCESS_MODES}, servers among {SERVERS}")
     context = multiprocessing.get_context("spawn")
     runs: list[ProcessRun] = []
-    with contextlib.ExitStack() as stack:
+    with _terminated_as_interrupted(), contextlib.ExitStack() as stack:
         started = {
             where: stack.enter_context(_server(where, latency, context)) for where in servers
         }
