@@ -7,11 +7,15 @@ import argparse
 import cProfile
 import importlib.util
 import json
+import multiprocessing
+import os
 import pstats
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import fdb.subspace_impl
@@ -28,6 +32,7 @@ from fdbqueue.benchmark import (
     instructions,
     loading,
     measurement,
+    processes,
     recipe,
     report,
     workload,
@@ -102,6 +107,41 @@ BAD_ARGUMENTS = {
         ["--cpu", "--cpu-subjects", "plain,bogus"],
         "--cpu-subjects: unknown subject 'bogus'",
     ),
+    "zero processes": (["--processes", "1,0"], "--processes: must be comma-separated integers"),
+    "processes not numbers": (["--processes", "1,x"], "--processes: must be comma-separated"),
+    "too many processes": (["--processes", "65"], "integers from 1 to 64, not '65'"),
+    "zero process consumers": (
+        ["--processes", "--process-consumers", "0"],
+        "--process-consumers: must be a whole number from 1 to 1,024",
+    ),
+    "zero process items": (
+        ["--processes", "--process-items", "0"],
+        "--process-items: must be a whole number from 1 to 10,000,000",
+    ),
+    "unknown process mode": (
+        ["--processes", "--process-mode", "high-contention-prefetch"],
+        "--process-mode: invalid choice: 'high-contention-prefetch'",
+    ),
+    "unknown server place": (
+        ["--processes", "--process-server", "cloud"],
+        "--process-server: must be process, thread or both, not 'cloud'",
+    ),
+    "negative process work": (
+        ["--processes", "--process-work", "-1"],
+        "--process-work: must be a number of milliseconds from 0 to 60,000, not '-1'",
+    ),
+    "process work not a number": (
+        ["--processes", "--process-work", "nan"],
+        "--process-work: must be a number of milliseconds",
+    ),
+    "too many threads in one process": (
+        ["--processes", "2,64", "--process-consumers", "32"],
+        "--processes 64 x --process-consumers 32 is 2,048 threads in the one-process run",
+    ),
+    "processes and cpu": (
+        ["--processes", "--cpu"],
+        "--cpu and --processes are different measurements: give one",
+    ),
     # huge numbers (issue 36): one line saying what was typed and what is allowed, no
     # OverflowError, no run for good
     "huge items": (["--items", "9" * 20], "--items: must be a whole number from 1 to 10,000,000"),
@@ -159,6 +199,14 @@ def arguments(**changes):
         {"cpu": True, "fairness": True},
         {"cpu": True, "cpu_subjects": []},
         {"cpu": True, "cpu_subjects": ["bogus"]},
+        {"processes": []},
+        {"processes": [0]},
+        {"processes": [1], "process_consumers": 0},
+        {"processes": [1], "process_items": 0},
+        {"processes": [1], "process_mode": "bogus"},
+        {"processes": [1], "process_server": ["cloud"]},
+        {"processes": [1], "process_work": -1.0},
+        {"processes": [1], "fairness": True},
     ],
 )
 def test_run_all_checks_arguments_given_without_the_parser(changes):
@@ -183,6 +231,18 @@ def test_defaults():
     assert (given.cpu, given.cpu_items, given.cpu_runs) == (False, 5000, 3)
     assert given.cpu_subjects == list(cpu.SUBJECTS)
     assert given.cpu_counted_items == instructions.ITEMS == 200
+    assert given.processes is None  # the phases run, not the processes
+    assert (given.process_consumers, given.process_items) == (4, 600)
+    assert (given.process_mode, given.process_server, given.process_work) == (
+        "sharded",
+        ["process"],
+        0.0,
+    )
+    parser = argparse.ArgumentParser()
+    benchmark.add_arguments(parser)
+    assert parser.parse_args(["--processes"]).processes == [1, 2, 4]
+    assert parser.parse_args(["--processes", "2,1,2"]).processes == [2, 1]
+    assert parser.parse_args(["--process-server", "both"]).process_server == ["process", "thread"]
 
 
 def test_plot_without_matplotlib_is_a_clear_error_before_running(tmp_path):
@@ -603,6 +663,227 @@ def test_fairness_in_json_gives_every_groups_dwell_percentiles():
         assert set(names) == {"noisy", "quiet-0", "quiet-1"}
         assert names["quiet-1"]["items"] == 2 and names["noisy"]["items"] == 2
         assert all(g["p50_ms"] <= g["p99_ms"] <= g["max_ms"] for g in run["groups"])
+
+
+# -- several processes, one server (--processes) ----------------------------------------------
+
+
+@pytest.fixture
+def started_processes(monkeypatch):
+    """Every process ``multiprocessing`` starts meanwhile (any start method), recorded."""
+    started = []
+    start = multiprocessing.process.BaseProcess.start
+
+    def recording_start(self):
+        start(self)
+        started.append(self)
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", recording_start)
+    return started
+
+
+def assert_all_ended(started):
+    """Every process started ended and was reaped: none outlives the run."""
+    for process in started:
+        assert process.exitcode is not None, process
+        with pytest.raises(ProcessLookupError):  # reaped: the pid is no child any more
+            os.kill(process.pid, 0)
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.slow("starts 9 processes")
+def test_processes_against_one_server_in_json_give_every_runs_figures(started_processes):
+    result = bench(
+        "--json",
+        "--processes",
+        "1,2",
+        "--process-consumers",
+        "2",
+        "--process-items",
+        "12",
+        "--process-server",
+        "both",
+        "--grv",
+        "0",
+        "--read",
+        "0",
+        "--commit",
+        "0",
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["settings"]["processes"] == [1, 2]
+    assert document["settings"]["cores"] >= 1
+    runs = document["runs"]
+    setups = ["one process", "server (process)", "server (thread)"]
+    assert [(run["setup"], run["processes"]) for run in runs] == [
+        (setup, count) for count in (1, 2) for setup in setups
+    ]
+    for run in runs:
+        assert run["exactly_once"] is True and run["notes"] == []
+        assert run["threads"] == 2 * run["processes"] and run["items"] == 12
+        assert run["items_per_second"] > 0 and run["client_cpu_ms_per_item"] > 0
+        assert run["commits_per_item"] >= 2  # an enqueue and a dequeue, each a commit
+        assert run["vs_one_process"] > 0
+        served = run["setup"] != "one process"
+        assert (run["server_ms_per_commit"] is not None) == served
+        assert (run["server_cpu_per_second"] is not None) == served
+    assert document["server"][0].startswith("the server's ceiling: ")
+    # one server process; P = 1: 1 + 1 + 1 clients, P = 2: 1 + 2 + 2; each stopped by the end
+    assert len(started_processes) == 9
+    assert_all_ended(started_processes)
+
+
+@pytest.mark.slow("starts 3 processes")
+def test_processes_print_a_table_and_what_bounds_the_runs(started_processes):
+    result = bench(
+        "--processes", "1", "--process-consumers", "1", "--process-items", "4",
+        "--process-work", "1",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "4 items per run" in lines[0] and "1 ms of CPU per item" in lines[0]
+    header = lines[1].split("  ")
+    assert [title.strip() for title in header if title.strip()] == [
+        "setup", "P", "threads", "items/s", "vs one", "client cpu ms/item", "client cpu s/s",
+        "server cpu s/s", "server ms/commit", "machine busy", "commits/item", "confl/item",
+        "once",
+    ]  # fmt: skip
+    assert lines[3].startswith("one process ") and lines[3].endswith("yes")
+    assert lines[4].startswith("server (process) ") and lines[4].endswith("yes")
+    assert any(line.startswith("the server's ceiling: ") for line in lines)
+    assert_all_ended(started_processes)
+
+
+@pytest.mark.slow("starts 2 processes")
+def test_an_interrupted_run_stops_the_server_and_every_child(monkeypatch, started_processes):
+    gather = processes._gather
+
+    def interrupted(started, what, seconds):
+        gather(started, what, seconds)
+        raise KeyboardInterrupt  # Ctrl-C once every child is ready
+
+    monkeypatch.setattr(processes, "_gather", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        processes.measure_processes([1], 1, 4, "plain", ZERO, ["process"])
+    assert len(started_processes) == 2  # the server and a client
+    assert_all_ended(started_processes)
+
+
+def test_sigterm_interrupts_the_processes_runs_and_its_handler_is_put_back():
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), processes._terminated_as_interrupted():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # interrupted at once
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+def living_in_group(group):
+    """The processes of process group ``group`` that still run (not zombies)."""
+    listing = subprocess.run(
+        ["ps", "-o", "pid=,stat=", "-g", str(group)], capture_output=True, text=True, check=False
+    ).stdout
+    return [line.split()[0] for line in listing.splitlines() if not line.split()[1].startswith("Z")]
+
+
+@pytest.mark.slow("starts the command and its processes, then interrupts them")
+@pytest.mark.parametrize("interrupt", ["ctrl-c", "sigterm"])
+def test_an_interrupted_command_leaves_no_process_behind(interrupt):
+    command = subprocess.Popen(
+        [sys.executable, "-m", "fdbqueue", "--memory", "bench", "--processes", "1,2"],
+        start_new_session=True,  # a group of its own, as a terminal's command
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        # the command, multiprocessing's resource tracker, the server and a client
+        while len(living_in_group(command.pid)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(living_in_group(command.pid)) >= 4
+        if interrupt == "ctrl-c":
+            os.killpg(command.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
+        else:
+            command.terminate()  # the command only
+        _out, err = command.communicate(timeout=30)
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait()
+    assert command.returncode == 1 and "aborted" in err
+    assert living_in_group(command.pid) == []
+
+
+@pytest.mark.slow("starts a process")
+def test_a_child_that_fails_ends_the_run_with_its_reason(started_processes):
+    context = multiprocessing.get_context("spawn")
+    with pytest.raises(benchmark.BenchmarkError, match="one process, 1 process: KeyError: 'bogus'"):
+        processes._run(context, "one process", "bogus", 1, 1, 2, ZERO, None, 0.0)
+    assert_all_ended(started_processes)
+
+
+def run_of(setup, processes_, **figures):
+    defaults = {
+        "consumers": 4,
+        "threads": 4 * processes_,
+        "items": 100,
+        "seconds": 1.0,
+        "items_per_second": 100.0,
+        "client_cpu_per_second": 0.5,
+        "client_cpu_ms_per_item": 5.0,
+        "server_cpu_per_second": None,
+        "server_ms_per_commit": None,
+        "commits_per_item": 2.0,
+        "conflicts_per_item": 0.0,
+        "exactly_once": True,
+    }
+    return processes.ProcessRun(setup=setup, processes=processes_, **{**defaults, **figures})
+
+
+def test_bound_names_the_servers_ceiling_and_each_bound_reached(monkeypatch):
+    monkeypatch.setattr(processes, "cores_here", lambda: 2)
+    runs = [
+        run_of("one process", 1, items_per_second=300.0, client_cpu_per_second=0.6),
+        run_of("server (process)", 1, server_cpu_per_second=0.4, server_ms_per_commit=1.25),
+        run_of("one process", 4, items_per_second=700.0, client_cpu_per_second=0.95),
+        run_of(
+            "server (process)",
+            4,
+            items_per_second=400.0,
+            server_cpu_per_second=0.9,
+            server_ms_per_commit=1.0,
+            machine_busy=0.97,
+            client_cpu_per_second=0.8,
+        ),
+    ]
+    assert processes.bound(runs) == [
+        "the server's ceiling: 1.000 ms of its CPU per commit (server (process), P = 4) = "
+        "1,000 commits/s on one core = 500 items/s at 2.00 commits/item; one process reached "
+        "700 items/s (16 threads)",
+        "one interpreter is the bound: one process, P = 4 (16 threads): 0.95 CPU s/s at 700 "
+        "items/s",
+        "the server is the bound: server (process), P = 4: 0.90 CPU s/s at 400 items/s",
+        "the machine is the bound: server (process), P = 4: its 2 cores 97% busy, 1.70 CPU "
+        "s/s of it this run's",
+    ]
+    assert processes.bound(runs[:1]) == []  # no server run: no ceiling
+
+
+def test_the_machines_busy_share_counts_every_cores_busy_ticks():
+    assert processes._busy_share((100, 1000), (190, 1100)) == 0.9
+    assert processes._busy_share(None, (190, 1100)) is None
+    assert processes._busy_share((100, 1000), (100, 1000)) is None  # no tick passed
+    times = processes.machine_times()
+    if times is not None:  # Linux
+        busy, total = times
+        assert 0 <= busy <= total
+
+
+def test_the_threads_share_the_items_evenly_and_each_value_once():
+    shares = processes._shares(10, 4, 0)
+    assert [len(share) for share in shares] == [3, 3, 2, 2]
+    assert sorted(value for share in shares for value in share) == list(range(10))
 
 
 # -- load shapes (--loads) ---------------------------------------------------------------------

@@ -69,8 +69,10 @@ apart):
 (:mod:`~fdbqueue.benchmark.cpu`: the library's CPU and keys per item, for enqueue + dequeue,
 in a caller's transaction, claim + ack and the worker loop, against FoundationDB's "Queues"
 recipe, :mod:`~fdbqueue.benchmark.recipe`; then :mod:`~fdbqueue.benchmark.instructions`: the
-bytecode instructions per item of the same kinds of calls, counted) measure something else
-instead of the phases.
+bytecode instructions per item of the same kinds of calls, counted) and ``--processes``
+(:mod:`~fdbqueue.benchmark.processes`: P worker processes against one in-memory server the
+benchmark starts, beside the same work in one process, and the server's CPU per commit)
+measure something else instead of the phases.
 
 A mode is one :class:`Mode` entry in :data:`MODES`; a mode the queue does not support (the
 probe take raises AttributeError, NotImplementedError, TypeError or ValueError) is skipped with
@@ -82,8 +84,8 @@ The parts: :mod:`~fdbqueue.benchmark.workload` (the modes), :mod:`~fdbqueue.benc
 :mod:`~fdbqueue.benchmark.measurement` (one measured run), :mod:`~fdbqueue.benchmark.ideal`
 (the private runs and the columns set against them), :mod:`~fdbqueue.benchmark.report` and
 :mod:`~fdbqueue.benchmark.plot` (what is printed and drawn), :mod:`~fdbqueue.benchmark.cpu`
-and :mod:`~fdbqueue.benchmark.instructions` (``--cpu``),
-:mod:`~fdbqueue.benchmark.arguments` (the options); this module runs them all
+and :mod:`~fdbqueue.benchmark.instructions` (``--cpu``), :mod:`~fdbqueue.benchmark.processes`
+(``--processes``), :mod:`~fdbqueue.benchmark.arguments` (the options); this module runs them all
 (:func:`run_all`). The library never imports the benchmark.
 
 Run: ``fdbqueue bench`` or ``python examples/contention_benchmark.py`` (in-memory database with
@@ -110,6 +112,12 @@ from fdbqueue.benchmark.ideal import PRIVATE, compare_with_ideal
 from fdbqueue.benchmark.instructions import count_instructions, print_instructions
 from fdbqueue.benchmark.measurement import Result, run, unsupported
 from fdbqueue.benchmark.plot import load_pyplot, plot
+from fdbqueue.benchmark.processes import (
+    PLACES,
+    cores_here,
+    measure_processes,
+    print_processes,
+)
 from fdbqueue.benchmark.report import (
     add_ratios,
     check,
@@ -137,6 +145,7 @@ __all__ = [
     "run_all",
     "run_cpu",
     "run_fairness",
+    "run_processes",
     "session",
 ]
 
@@ -229,6 +238,75 @@ def run_cpu(arguments: argparse.Namespace, open_db: Callable[[], Any], as_json: 
         raise BenchmarkError("a subject did not get its values back in order")
 
 
+def run_processes(
+    arguments: argparse.Namespace,
+    open_db: Callable[[], Any],
+    latency: memory.Latency,
+    as_json: bool,
+) -> None:
+    """The ``--processes`` runs (:mod:`~fdbqueue.benchmark.processes`): for each process
+    count, the work in one process, then P processes against the benchmark's own server;
+    print them (one table and what they say of the server, or one JSON document).
+
+    Args:
+        arguments: the options :func:`add_arguments` defines.
+        open_db: the database the command was given: it must be an in-memory one (the runs
+            use databases of their own, a server the benchmark starts).
+        latency: the latency model of every run's database (the server's).
+        as_json: print one JSON document instead of the table.
+
+    Raises:
+        BenchmarkError: ``open_db`` gives a real cluster's database, a child process failed,
+            ended or stalled, or an item was not taken exactly once.
+    """
+    if not isinstance(open_db(), memory.Database):
+        raise BenchmarkError(
+            "--processes measures an in-memory server it starts itself: run it with --memory"
+        )
+    counts: list[int] = arguments.processes
+    consumers, items = arguments.process_consumers, arguments.process_items
+    mode, servers = arguments.process_mode, arguments.process_server
+    settings = {
+        "database": "one fdbqueue.memory server the benchmark starts (memory.serve), against "
+        "memory.open() in one process",
+        "latency": {"grv": latency.grv, "read": latency.read, "commit": latency.commit},
+        "processes": counts,
+        "consumers_per_process": consumers,
+        "items": items,
+        "mode": mode,
+        "servers": servers,
+        "work_ms": arguments.process_work,
+        "cores": cores_here(),
+    }
+    if not as_json:
+        print(
+            f"{plural(items, 'item')} per run, each an enqueue and a take ({mode}) on one "
+            f"shared queue, by P processes x {plural(consumers, 'consumer thread')} against "
+            f"one in-memory server ({'; then '.join(PLACES[where] for where in servers)}), beside "
+            f"the P x {consumers} threads in one process against memory.open(); latency "
+            f"grv={latency.grv}s read={latency.read}s commit={latency.commit}s; "
+            + (
+                f"{arguments.process_work:g} ms of CPU per item after its take; "
+                if arguments.process_work
+                else ""
+            )
+            + f"{plural(cores_here(), 'core')} here"
+        )
+    runs = measure_processes(
+        counts,
+        consumers,
+        items,
+        mode,
+        latency,
+        servers,
+        work=arguments.process_work / 1000,
+        progress=lambda line: print(line, file=sys.stderr),
+    )
+    print_processes(runs, settings, as_json)
+    if not all(run.exactly_once for run in runs):
+        raise BenchmarkError("an item was lost or taken twice")
+
+
 def run_all(
     arguments: argparse.Namespace,
     open_db: Callable[[memory.Latency], Any],
@@ -260,6 +338,9 @@ def run_all(
         return []
     if getattr(arguments, "fairness", False):
         run_fairness(arguments, lambda: open_db(latency), as_json)
+        return []
+    if getattr(arguments, "processes", None) is not None:
+        run_processes(arguments, lambda: open_db(latency), latency, as_json)
         return []
     if arguments.plot:
         load_pyplot()  # fail before running, not after

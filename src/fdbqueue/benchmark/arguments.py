@@ -6,7 +6,7 @@ import argparse
 import math
 
 from fdbqueue import memory
-from fdbqueue.benchmark import cpu, instructions, workload
+from fdbqueue.benchmark import cpu, instructions, processes, workload
 from fdbqueue.benchmark.loading import LOADS
 from fdbqueue.benchmark.workload import (
     DEFAULT_CONSUMERS,
@@ -22,6 +22,8 @@ from fdbqueue.errors import BenchmarkError
 
 #: The most items (or runs) one option may ask for: more would run for days or exhaust memory.
 MOST_ITEMS = 10_000_000
+#: The most CPU milliseconds of ``--process-work`` per item (a minute).
+MOST_WORK_MS = 60_000
 #: The most producer threads.
 MOST_THREADS = 1_024
 
@@ -70,6 +72,19 @@ def latency_seconds(text: str) -> float:
     return value
 
 
+def work_milliseconds(text: str) -> float:
+    """``--process-work``: milliseconds from 0 to :data:`MOST_WORK_MS`."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MOST_WORK_MS:  # NaN fails too
+        raise argparse.ArgumentTypeError(
+            f"must be a number of milliseconds from 0 to {MOST_WORK_MS:,}, not {text!r}"
+        )
+    return value
+
+
 def consumer_counts(text: str) -> list[int]:
     """``1,2,4``: a comma-separated list of consumer counts, each in 1..MAX_CONSUMERS."""
     counts = []
@@ -84,6 +99,34 @@ def consumer_counts(text: str) -> list[int]:
             )
         counts.append(count)
     return list(dict.fromkeys(counts))
+
+
+def process_counts(text: str) -> list[int]:
+    """``1,2,4``: a comma-separated list of process counts, each in 1..MAX_PROCESSES."""
+    counts = []
+    for part in text.split(","):
+        try:
+            count = int(part)
+        except ValueError:
+            count = 0
+        if not 1 <= count <= processes.MAX_PROCESSES:
+            raise argparse.ArgumentTypeError(
+                f"must be comma-separated integers from 1 to {processes.MAX_PROCESSES}, "
+                f"not {text!r}"
+            )
+        counts.append(count)
+    return list(dict.fromkeys(counts))
+
+
+def server_places(text: str) -> list[str]:
+    """Where the ``--processes`` server runs: ``process``, ``thread`` or ``both``."""
+    if text == "both":
+        return list(processes.SERVERS)
+    if text not in processes.SERVERS:
+        raise argparse.ArgumentTypeError(
+            f"must be {', '.join(processes.SERVERS)} or both, not {text!r}"
+        )
+    return [text]
 
 
 def mode_names(text: str) -> list[str]:
@@ -276,6 +319,69 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ),
     )
     parser.add_argument(
+        "--processes",
+        type=process_counts,
+        nargs="?",
+        const=list(processes.DEFAULT_PROCESSES),
+        default=None,
+        metavar="P,P,...",
+        help=(
+            "instead of the phases: for each process count P, P worker processes of "
+            "--process-consumers threads each against one in-memory server the benchmark "
+            "starts, beside the same work in one process against memory.open(); the server's "
+            "CPU per commit (fdbqueue.benchmark.processes); default 1,2,4"
+        ),
+    )
+    parser.add_argument(
+        "--process-consumers",
+        type=thread_count,
+        metavar="INTEGER",
+        default=processes.DEFAULT_CONSUMERS,
+        help=(
+            f"--processes: consumer threads per process, each enqueuing then taking one "
+            f"item at a time (default {processes.DEFAULT_CONSUMERS})"
+        ),
+    )
+    parser.add_argument(
+        "--process-items",
+        type=positive_int,
+        default=processes.DEFAULT_ITEMS,
+        help=(
+            f"--processes: items per run, each one enqueue and one take (default "
+            f"{processes.DEFAULT_ITEMS})"
+        ),
+    )
+    parser.add_argument(
+        "--process-mode",
+        choices=processes.PROCESS_MODES,
+        metavar="MODE",
+        default=processes.DEFAULT_MODE,
+        help=(
+            f"--processes: how the threads take ({', '.join(processes.PROCESS_MODES)}; "
+            f"default {processes.DEFAULT_MODE})"
+        ),
+    )
+    parser.add_argument(
+        "--process-work",
+        type=work_milliseconds,
+        default=0.0,
+        metavar="MS",
+        help=(
+            "--processes: CPU milliseconds each thread spends in Python after each take, as "
+            "a handler would (default 0)"
+        ),
+    )
+    parser.add_argument(
+        "--process-server",
+        type=server_places,
+        metavar="WHERE",
+        default=[processes.SERVERS[0]],
+        help=(
+            "--processes: run the server in a child process of its own (process, the "
+            "default), in a thread of the benchmark's process (thread), or both"
+        ),
+    )
+    parser.add_argument(
         "--noisy-items",
         type=positive_int,
         default=100_000,
@@ -324,8 +430,16 @@ def check_arguments(arguments: argparse.Namespace) -> None:
     subjects = getattr(arguments, "cpu_subjects", None)
     if subjects is not None and (not subjects or not set(subjects) <= set(cpu.SUBJECTS)):
         problems.append(f"cpu_subjects must be among {list(cpu.SUBJECTS)}, not {subjects!r}")
-    if getattr(arguments, "cpu", False) and getattr(arguments, "fairness", False):
-        problems.append("--cpu and --fairness are two measurements: give one")
+    chosen = [
+        name
+        for name in ("cpu", "fairness", "processes")
+        if getattr(arguments, name, None) not in (None, False)
+    ]
+    if len(chosen) > 1:
+        problems.append(
+            f"{' and '.join('--' + name for name in chosen)} are different measurements: give one"
+        )
+    problems.extend(_process_problems(arguments))
     if not arguments.phases or not set(arguments.phases) <= set(PHASES):
         problems.append(f"phases must be among {list(PHASES)}, not {arguments.phases!r}")
     try:
@@ -334,3 +448,40 @@ def check_arguments(arguments: argparse.Namespace) -> None:
         problems.append(str(error))
     if problems:
         raise BenchmarkError("; ".join(problems))
+
+
+def _process_problems(arguments: argparse.Namespace) -> list[str]:
+    """What is wrong with the ``--processes`` options (none unless ``--processes`` is given)."""
+    counts = getattr(arguments, "processes", None)
+    if counts is None:
+        return []
+    problems = []
+    if not counts or not all(
+        isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= processes.MAX_PROCESSES
+        for p in counts
+    ):
+        problems.append(f"processes must be integers from 1 to {processes.MAX_PROCESSES}")
+    consumers = getattr(arguments, "process_consumers", processes.DEFAULT_CONSUMERS)
+    if not isinstance(consumers, int) or isinstance(consumers, bool) or consumers < 1:
+        problems.append(f"process_consumers must be a positive integer, not {consumers!r}")
+    elif not problems and max(counts) * consumers > MAX_CONSUMERS:
+        problems.append(
+            f"--processes {max(counts)} x --process-consumers {consumers} is "
+            f"{max(counts) * consumers:,} threads in the one-process run: at most {MAX_CONSUMERS}"
+        )
+    items = getattr(arguments, "process_items", processes.DEFAULT_ITEMS)
+    if not isinstance(items, int) or isinstance(items, bool) or items < 1:
+        problems.append(f"process_items must be a positive integer, not {items!r}")
+    if getattr(arguments, "process_mode", processes.DEFAULT_MODE) not in processes.PROCESS_MODES:
+        problems.append(f"process_mode must be one of {list(processes.PROCESS_MODES)}")
+    work = getattr(arguments, "process_work", 0.0)
+    if (
+        isinstance(work, bool)
+        or not isinstance(work, (int, float))
+        or not 0 <= work <= MOST_WORK_MS
+    ):
+        problems.append(f"process_work must be milliseconds from 0 to {MOST_WORK_MS:,}")
+    servers = getattr(arguments, "process_server", [processes.SERVERS[0]])
+    if not servers or not set(servers) <= set(processes.SERVERS):
+        problems.append(f"process_server must be among {list(processes.SERVERS)}")
+    return problems
