@@ -86,6 +86,8 @@ class Heartbeat:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._closed = False
+        #: When the thread wakes next (time.monotonic()), as it last decided, under the lock.
+        self._wake = 0.0
         self._thread = threading.Thread(target=self._run, name="fdbqueue-heartbeat", daemon=True)
         self._thread.start()
 
@@ -95,10 +97,16 @@ class Heartbeat:
         return _Running(self, job)
 
     def add(self, job: Job) -> None:
-        """``job`` runs from now on (:meth:`running`'s start)."""
+        """``job`` runs from now on (:meth:`running`'s start). The thread is woken only when
+        the job's deadline comes before its next wake: the next beat extends the job's lease
+        with every other's (a job started just after a beat is extended at most ``lease / 3``
+        seconds on, its lease then still two thirds long), so a job without a time limit
+        wakes nobody."""
+        deadline = job.timing.deadline
         with self._changed:
             self.jobs.add(job)
-            self._changed.notify()  # its deadline may be the next thing to wake for
+            if deadline is not None and deadline < self._wake:
+                self._changed.notify()  # its deadline is the next thing to wake for
 
     def discard(self, job: Job) -> None:
         """``job`` runs no longer (:meth:`running`'s end)."""
@@ -117,6 +125,7 @@ class Heartbeat:
             with self._changed:
                 deadlines = [job.timing.deadline for job in self.jobs if job.timing.running]
                 wake = min([next_beat, *(d for d in deadlines if d is not None)])
+                self._wake = wake
                 if not self._closed:
                     self._changed.wait(max(0.0, wake - time.monotonic()))
                 if self._closed:
