@@ -206,6 +206,44 @@ def test_a_hello_of_another_protocol_is_refused(server: memory.MemoryServer) -> 
 
 
 @pytest.mark.parametrize(
+    "frame",
+    [
+        b"\x81\xa1a\x01",  # a map, not an array
+        b"\xc1garbage",  # no MessagePack at all
+        b"\x94\x01\xa3get\x90\x91\xc0",  # a request whose arguments are of the wrong types
+        b"\x94\x01\xa6commit\x90\x96\xc0\x90\x90\x91\x93\x00\xc0\xc0\x00\x00",
+    ],
+    ids=["map", "garbage", "bad-get", "bad-commit"],
+)
+def test_a_hostile_frame_after_the_hello_changes_nothing_and_the_server_serves_on(
+    server: memory.MemoryServer, frame: bytes
+) -> None:
+    """A peer that passed the hello and then sends a frame that is not a well-formed
+    request gets an error answer or a closed connection: nothing is written, and other
+    clients are served as before."""
+    from fdbqueue.memory import _wire
+
+    db = memory.connect(server.address)
+    db[b"k"] = b"before"
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        sock.sendall(_wire.MAGIC + _wire.encode(("hello", _wire.PROTOCOL, None)))
+        size = int.from_bytes(_wire.receive_exactly(sock, 4), "big")
+        assert _wire.decode(_wire.receive_exactly(sock, size))[0] == "ok"
+        sock.sendall(len(frame).to_bytes(4, "big") + frame)
+        try:
+            answer = sock.recv(65536)
+        except OSError:
+            answer = b""
+        if answer:  # an error answer, not a result
+            message = _wire.decode(answer[4:])
+            assert message[1] != 0, message
+    assert db[b"k"] == b"before"
+    assert [item.key for item in db.get_range(b"", b"\xff")] == [b"k"]
+    db[b"k"] = b"after"
+    assert memory.connect(server.address)[b"k"] == b"after"
+
+
+@pytest.mark.parametrize(
     "address",
     [
         "127.0.0.1:4690",

