@@ -29,7 +29,6 @@ from typing import Any
 
 import msgpack
 
-
 __all__ = [
     "DEFAULT_PORT",
     "HELLO_BYTES",
