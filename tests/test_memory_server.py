@@ -212,9 +212,11 @@ def test_a_hello_of_another_protocol_is_refused(server: memory.MemoryServer) -> 
         b"\xc1garbage",  # no MessagePack at all
         b"\x94\x01\xa3get\x90\x91\xc0",  # a request whose arguments are of the wrong types
         b"\x94\x01\xa6commit\x90\x96\xc0\x90\x90\x91\x93\x00\xc0\xc0\x00\x00",
+        b"\x94\x01\xa3get\x91\x01\x90",  # statistics that are not (name, amount) pairs
     ],
-    ids=["map", "garbage", "bad-get", "bad-commit"],
+    ids=["map", "garbage", "bad-get", "bad-commit", "bad-counts"],
 )
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_hostile_frame_after_the_hello_changes_nothing_and_the_server_serves_on(
     server: memory.MemoryServer, frame: bytes
 ) -> None:

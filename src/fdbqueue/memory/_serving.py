@@ -222,8 +222,8 @@ class _Session:
         try:
             if self._hello():
                 self._serve()
-        except (OSError, ValueError):
-            pass  # a peer that went away or sent garbage: just close
+        except (OSError, ValueError, TypeError):
+            pass  # a peer that went away or sent garbage (of any shape): just close
         finally:
             self.close()
 
