@@ -494,15 +494,15 @@ class PriorityQueue(QueueBase[T]):
         returns a :class:`~fdbqueue.Lease` or None (blocking: None when the timeout ran
         out), raises TypeError / ValueError for a bad ``lease``, ``max``, ``block`` or
         ``timeout`` (or ``block=True`` with a Transaction) before anything is read or
-        written, takes effect exactly once given a Database. Cost: a read version, one
-        range read of the expired leases, then the pop's reads and clear when none has
-        expired, and two sets; one that finds nothing adds a snapshot range read of the
-        first lease; blocking, per further attempt a read-only transaction creating the
-        watch.
+        written, takes effect exactly once given a Database. Cost: as
+        :meth:`fdbqueue.Queue.claim`'s, the pop's read of its end in place of the dequeue's
+        (a sharded queue's: of every shard's end); blocking, per further attempt a
+        read-only transaction creating the watch.
         """
         check_flag(max, "max")
         seconds = check_lease_seconds(lease)
-        wait = check_blocking_arguments(tr, block, timeout)
+        plain = block is False and timeout is None  # nothing more to check: the common call
+        wait = None if plain else check_blocking_arguments(tr, block, timeout)
         return self._ends[_END[max]].claim(tr, seconds, block, wait)
 
     def claim_many(

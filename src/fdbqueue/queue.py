@@ -587,14 +587,22 @@ class Queue(QueueBase[T]):
                 ``timeout`` without ``block=True``. Nothing is read or written then.
 
         Given a Database, it takes effect exactly once (:doc:`guarantees`).
-        Cost: a read version, a range read of the expired leases (with a snapshot point read
-        of the paused key, :meth:`pause`), then the dequeue's read and clear,
-        and two sets (lease record, held value); claims conflict as plain dequeues do, unless
+        Cost (plain): three reads sent together (one round trip), a snapshot point read of
+        the feature record, a snapshot probe of the first lease and the dequeue's range read
+        of the front (``limit=1``, a read conflict up to the item), and the read version; a
+        job's item adds a point read of its record (a second round trip; its state change is
+        one set). Then the dequeue's clear and add, and two sets (the lease record, the held
+        value). A queue that used a feature reads for it in the same round trip (the paused
+        key, :meth:`pause`, the delayed items' hint, the groups' count); only when the probe
+        finds a lease expired or released are the waiting leases read with their conflict
+        range (a second round trip). Claims conflict as plain dequeues do, unless
         ``high_contention`` takes them in line. Blocking, per further attempt a read-only
         transaction creating the watch. Source followed: the "Queues" recipe, "Watches".
         """
         seconds = check_lease_seconds(lease)
-        return self._front.claim(tr, seconds, block, check_blocking_arguments(tr, block, timeout))
+        plain = block is False and timeout is None  # nothing more to check: the common call
+        wait = None if plain else check_blocking_arguments(tr, block, timeout)
+        return self._front.claim(tr, seconds, block, wait)
 
     def claim_many(self, tr: TransactionContext, n: int, lease: float) -> list[Lease[T]]:
         """Claim up to ``n`` items in one transaction, each under its own lease of ``lease``
