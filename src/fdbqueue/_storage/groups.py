@@ -219,6 +219,7 @@ class Groups:
     def __init__(self, store: GroupsStore) -> None:
         metadata = store.metadata
         self.items = metadata.subspace(("grouped",))
+        self._items_prefix: bytes = self.items.key()  # (group_of's test, on every claim and ack)
         self.active = metadata.subspace(("group",))
         self.turns = metadata.subspace(("turns",))
         self.turns_begin: bytes = self.turns.range().start
@@ -253,8 +254,9 @@ class Groups:
         return len(self.items.pack((group, 2**64, *ranked, bytes(40))))  # random escaped
 
     def group_of(self, item_key: bytes) -> Group | None:
-        """The group of an item key; None for an item without a group."""
-        if not self.items.contains(item_key):
+        """The group of an item key; None for an item without a group. Cost: a prefix test,
+        and the key's unpacking for a group's."""
+        if not item_key.startswith(self._items_prefix):  # (Subspace.contains, without its call)
             return None
         group: Group = self.items.unpack(item_key)[0]
         return group
