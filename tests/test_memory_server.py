@@ -314,7 +314,7 @@ def test_install_runs_the_binding_over_a_server(server: memory.MemoryServer) -> 
         from fdbqueue import memory
         memory.install(address=sys.argv[1])
         import fdb
-        fdb.api_version(710)
+        fdb.api_version(630)  # every binding fdbqueue supports (6.3 on) knows it
         db = fdb.open()
 
         @fdb.transactional
