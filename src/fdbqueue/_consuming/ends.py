@@ -41,7 +41,7 @@ from fdbqueue._storage.taking import MOVED_ASIDE, Taken, TakenItem
 from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import (
     AnyContext,
-    check_context,
+    check_writable,
     is_database,
     require_writable,
 )
@@ -185,8 +185,7 @@ class End:
             while value is MOVED_ASIDE:  # it only moved poison aside (and committed that)
                 value = run(tr, self.take_in, wrote=_taken)
             return value
-        check_context(tr, self.action)
-        require_writable(tr, self.action)
+        check_writable(tr, self.action)
         value = self.take_in(tr)
         while value is MOVED_ASIDE:
             value = self.take_in(tr)

@@ -69,6 +69,7 @@ from fdbqueue._storage.store import ItemStore
 from fdbqueue._transactions.transactional import (
     TransactionContext,
     check_context,
+    check_writable,
     is_database,
     require_writable,
     run_in_retry_loop,
@@ -347,8 +348,7 @@ class QueueBase(Generic[T]):
         writes too), and three sets or clears.
         """
         raw = check_job_id(job_id, self._jobs.tag)
-        check_context(tr, f"{type(self).__name__}.cancel()")
-        require_writable(tr, "cancel")
+        check_writable(tr, f"{type(self).__name__}.cancel()", "cancel")
         return self._in_transaction(
             tr, lambda inner: self._jobs.cancel(inner, raw, self._router.withdraw), wrote=bool
         )
@@ -661,8 +661,7 @@ class QueueBase(Generic[T]):
 
     def _set_paused(self, tr: TransactionContext, paused: bool, verb: str) -> bool:
         """:meth:`pause` (``paused``) or :meth:`resume`, named ``verb`` in errors."""
-        check_context(tr, f"{type(self).__name__}.{verb}()")
-        require_writable(tr, verb)
+        check_writable(tr, f"{type(self).__name__}.{verb}()", verb)
 
         def body(inner: Any) -> bool:
             self._router.check_type(inner)
@@ -989,8 +988,7 @@ class QueueBase(Generic[T]):
         encoded = self._store.encode(value)
         self._check_run(priority, group)
         packed = self._schedules.record(checked, encoded, timing, priority, group)
-        check_context(tr, f"{type(self).__name__}.schedule()")
-        require_writable(tr, "schedule")
+        check_writable(tr, f"{type(self).__name__}.schedule()", "schedule")
 
         def body(inner: Any) -> float:
             self._router.check_type(inner)
@@ -1046,8 +1044,7 @@ class QueueBase(Generic[T]):
         conflicts, and one of them retries) and one clear.
         """
         checked = check_name(name)
-        check_context(tr, f"{type(self).__name__}.unschedule()")
-        require_writable(tr, "unschedule")
+        check_writable(tr, f"{type(self).__name__}.unschedule()", "unschedule")
         return self._in_transaction(tr, lambda inner: self._schedules.remove(inner, checked))
 
     @transactional

@@ -54,7 +54,7 @@ from fdbqueue._storage.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
 from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import (
     AnyContext,
-    check_context,
+    check_writable,
     is_database,
     require_writable,
     transactional,
@@ -231,8 +231,7 @@ class Shard:
         if is_database(tr):
             self.receipts.run(tr, functools.partial(self.put_one, encoded=encoded))
             return True
-        check_context(tr, self.WRITE_ACTION)
-        require_writable(tr, self.WRITE_ACTION)
+        check_writable(tr, self.WRITE_ACTION)
         self.put_one(tr, encoded)
         return True
 

@@ -191,6 +191,22 @@ def check_context(context: Any, operation: str, name: str = "tr") -> None:
         )
 
 
+def check_writable(context: Any, operation: str, verb: str | None = None) -> None:
+    """Raise TypeError unless ``context`` is a Database, Tenant or Transaction that can
+    write: :func:`check_context`'s test (with ``operation``) and :func:`require_writable`'s
+    (with ``verb``, ``operation`` when None), the same answers and messages, in one test for
+    the usual call (anything with ``set``, ``get`` and ``get_range`` passes both). Cost:
+    three attribute lookups; the two functions' only when it fails."""
+    if (
+        callable(getattr(context, "set", None))
+        and callable(getattr(context, "get_range", None))
+        and callable(getattr(context, "get", None))
+    ):
+        return
+    check_context(context, operation)
+    require_writable(context, operation if verb is None else verb)
+
+
 class ContextParameter:
     """Where a transactional function takes its Database or Transaction: found once at
     decoration, then read and replaced at each call (by position or by keyword).
