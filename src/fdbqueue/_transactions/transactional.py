@@ -195,16 +195,26 @@ def check_writable(context: Any, operation: str, verb: str | None = None) -> Non
     """Raise TypeError unless ``context`` is a Database, Tenant or Transaction that can
     write: :func:`check_context`'s test (with ``operation``) and :func:`require_writable`'s
     (with ``verb``, ``operation`` when None), the same answers and messages, in one test for
-    the usual call (anything with ``set``, ``get`` and ``get_range`` passes both). Cost:
-    three attribute lookups; the two functions' only when it fails."""
+    the usual call: anything whose ``set``, ``get`` and ``get_range`` are callable passes
+    both, and its type is noted then, so that the next context of that type passes at once
+    (the binding's and the in-memory database's transactions: their methods are their
+    type's). Cost: a set lookup; three attribute lookups the first time a type is seen."""
+    kind = type(context)
+    if kind in _WRITABLE_TYPES:
+        return
     if (
         callable(getattr(context, "set", None))
         and callable(getattr(context, "get_range", None))
         and callable(getattr(context, "get", None))
     ):
+        _WRITABLE_TYPES.add(kind)  # (a set's add is atomic in CPython)
         return
     check_context(context, operation)
     require_writable(context, operation if verb is None else verb)
+
+
+#: The types :func:`check_writable` found writable (their methods are the type's own).
+_WRITABLE_TYPES: set[type] = set()
 
 
 class ContextParameter:
