@@ -112,6 +112,9 @@ class FeatureRecord:
         #: The bits this object last read (None: no record was found), which every take and
         #: claim plans by. A hint only: an attempt whose record shows more plans again.
         self.known: int | None = None
+        # The last value check() found this queue's own, with its bits (one tuple: threads
+        # replace it whole).
+        self._checked: tuple[bytes | None, int] = (None, 0)
 
     def planned(self) -> int:
         """The features a take or claim reads for, sent before the record is known: the bits
@@ -131,9 +134,14 @@ class FeatureRecord:
         a take's and an enqueue's check."""
         if record.present():
             value = bytes(record)
+            checked = self._checked
+            if value == checked[0]:  # the value checked last (the usual case): its bits
+                self.known = checked[1]
+                return checked[1]
             if value[HEADER_BYTES:] == self.tag:
                 bits: int = value[1] | value[2] << 8
                 self.known = bits
+                self._checked = (value, bits)
                 return bits
         return None
 
