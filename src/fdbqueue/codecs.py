@@ -137,6 +137,8 @@ class RawCodec:
         Raises:
             TypeError: ``value`` is not bytes-like.
         """
+        if type(value) is bytes:
+            return value
         if isinstance(value, (bytes, bytearray, memoryview)):
             return bytes(value)
         raise TypeError(f"the raw codec stores bytes, not {type(value).__name__}")
@@ -432,12 +434,13 @@ def encode_value(codec: Codec[Any], value: Any) -> bytes:
             "None cannot be stored in a queue: dequeue and peek return None for an empty queue"
         )
     encoded = codec.encode(value)
-    if isinstance(encoded, (bytearray, memoryview)):
-        encoded = bytes(encoded)
-    if not isinstance(encoded, bytes):
-        raise TypeError(
-            f"{codec_name(codec)} codec's encode() returned {type(encoded).__name__}, not bytes"
-        )
+    if type(encoded) is not bytes:  # (bytes itself, the usual answer, needs neither test)
+        if isinstance(encoded, (bytearray, memoryview)):
+            encoded = bytes(encoded)
+        if not isinstance(encoded, bytes):
+            raise TypeError(
+                f"{codec_name(codec)} codec's encode() returned {type(encoded).__name__}, not bytes"
+            )
     if len(encoded) > MAX_VALUE_BYTES:
         raise ValueError(
             f"encoded value is {len(encoded):,} bytes; FoundationDB's value size limit is "

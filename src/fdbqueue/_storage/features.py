@@ -124,7 +124,10 @@ class FeatureRecord:
 
     def read(self, tr: AnyContext) -> Any:
         """Start reading the record (a snapshot point read: no conflict)."""
-        reader: Any = getattr(tr, "snapshot", tr)  # tr may be a snapshot view already
+        try:
+            reader: Any = tr.snapshot
+        except AttributeError:  # tr is a snapshot view already
+            reader = tr
         return reader.get(self.key)
 
     def check(self, record: Any) -> int | None:

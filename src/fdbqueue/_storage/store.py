@@ -108,6 +108,7 @@ RESERVED_TRANSACTION_BYTES = 64_000
 #: 64-bit integer, as FoundationDB's atomic add takes it.
 COUNTER = struct.Struct("<q")
 _ONE = COUNTER.pack(1)
+_MINUS_ONE = COUNTER.pack(-1)
 
 _Unpack = Callable[[bytes, bytes, _keycodec.Other], tuple[Any, ...]]
 #: How the item keys of a queue type are packed and read, by its ``leading_integers``: its
@@ -377,17 +378,19 @@ class ItemStore(TypeRecords):
                 ``leading_integers`` integers): the subspace holds data that is not this
                 queue's, such as another queue nested in it. The message names the key.
         """
-        if key.startswith(self._grouped):  # a group's item (fdbqueue._storage.groups)
-            grouped: tuple[Any, ...] = self.groups.items.unpack(key)
-            return grouped
         # the key codec reads the item keys of this queue type (only such keys), and passes
-        # any other key to _other_position, which checks it
+        # any other key to _other_position, which reads a group's and checks the rest (a
+        # group's item key, under the metadata's prefix, is never of the queue's shape)
         position: tuple[Any, ...] = self._unpack_item(key, self.prefix, self._other_position)
         return position
 
     def _other_position(self, key: bytes, prefix: bytes) -> tuple[Any, ...]:
-        """:meth:`unpack_position` of a key that is not of this queue type's item shape
-        (read by the tuple layer: an item with a huge index, or a foreign key)."""
+        """:meth:`unpack_position` of a key that is not of this queue type's item shape: a
+        group's item (:mod:`fdbqueue._storage.groups`), else read by the tuple layer (an item
+        with a huge index, or a foreign key)."""
+        if key.startswith(self._grouped):
+            grouped: tuple[Any, ...] = self.groups.items.unpack(key)
+            return grouped
         try:
             position: tuple[Any, ...] = Subspace(rawPrefix=prefix).unpack(key)
         except Exception as error:  # the tuple layer raises several types on bad input
@@ -461,8 +464,8 @@ class ItemStore(TypeRecords):
         job = job_of(encoded) if bits & JOBS else None
         if job is not None:  # a job's item: its record's cancel finds it here
             self.jobs.located(tr, job, key)
-        self.add_to_size(tr, 1)
-        self.signal(tr)
+        tr.add(self.size_key, _ONE)  # (add_to_size(tr, 1) and signal(tr), without their calls)
+        tr.add(self.signal_key, _ONE)
         metrics.add("enqueued", **self.metric_attributes)
 
     def signal(self, tr: AnyContext) -> None:
@@ -493,7 +496,7 @@ class ItemStore(TypeRecords):
 
     def dequeued(self, tr: AnyContext, n: int) -> None:
         """Count ``n`` items dequeued (already cleared) out of the size, and in the metrics."""
-        self.add_to_size(tr, -n)
+        tr.add(self.size_key, _MINUS_ONE if n == 1 else COUNTER.pack(-n))  # (add_to_size's)
         metrics.add("dequeued", n, **self.metric_attributes)
 
     def add_to_size(self, tr: AnyContext, delta: int) -> None:

@@ -78,7 +78,10 @@ class TypeRecords:
         """Start reading the feature record (a snapshot point read, no conflict), and the
         older type and codec records with it while no feature record was found; pass the
         futures to :meth:`check_type` once the other reads are issued."""
-        reader: Any = getattr(tr, "snapshot", tr)
+        try:
+            reader: Any = tr.snapshot
+        except AttributeError:  # tr is a snapshot view already
+            reader = tr
         features = self.features
         if features.known is not None:
             return reader.get(features.key), None
