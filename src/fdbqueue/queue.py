@@ -522,9 +522,11 @@ class Queue(QueueBase[T]):
         line, else two (register, then take the item matched with the request), without
         conflicts between consumers (:doc:`high-contention`).
         """
-        plain = block is False and timeout is None  # nothing to check: the common call
-        seconds = None if plain else check_blocking_arguments(tr, block, timeout)
-        taken: T | None = self._front.take(tr, block, seconds)
+        if block is False and timeout is None:  # nothing to check: the common call
+            taken: T | None = self._front.take(tr, False, None)
+            return taken
+        seconds = check_blocking_arguments(tr, block, timeout)
+        taken = self._front.take(tr, block, seconds)
         return taken
 
     def dequeue_many(self, tr: TransactionContext, n: int) -> list[T]:

@@ -41,9 +41,9 @@ from fdbqueue._storage.taking import MOVED_ASIDE, Taken, TakenItem
 from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import (
     AnyContext,
-    check_writable,
     is_database,
     require_writable,
+    runs_own_transaction,
 )
 from fdbqueue._transactions.waiting import take_blocking
 
@@ -179,13 +179,12 @@ class End:
         """One take: given a Database, in a transaction of its own run by the shard's
         receipts (exactly once, as :func:`~fdbqueue._transactions.receipts.exactly_once`
         runs it, without its wrapper: the hottest call); given a Transaction, inside it."""
-        if is_database(tr):
+        if runs_own_transaction(tr, self.action):  # (a Transaction given is checked there)
             run = self.receipts.run
             value = run(tr, self.take_in, wrote=_taken)
             while value is MOVED_ASIDE:  # it only moved poison aside (and committed that)
                 value = run(tr, self.take_in, wrote=_taken)
             return value
-        check_writable(tr, self.action)
         value = self.take_in(tr)
         while value is MOVED_ASIDE:
             value = self.take_in(tr)
@@ -359,17 +358,18 @@ class End:
         batch that only moved items to the dead letters commits, and the next goes on.
         Given a Database, each batch runs in a transaction of its own run by the receipts,
         as :meth:`claim_batch` runs it, without its wrapper (a hot call, as
-        :meth:`_take_one`'s)."""
-        if is_database(tr):
+        :meth:`_take_one`'s); given a Transaction (checked: TypeError for a snapshot view),
+        inside it."""
+        if runs_own_transaction(tr, "claim"):
             run = self.receipts.run
             body = functools.partial(self.claim_batch_in, seconds=seconds, n=n)
             claimed = run(tr, body, wrote=claimed_something, still_good=leases_unexpired)
             while claimed is MOVED_ASIDE:
                 claimed = run(tr, body, wrote=claimed_something, still_good=leases_unexpired)
         else:
-            claimed = self.claim_batch(tr, seconds, n)
+            claimed = self.claim_batch_in(tr, seconds, n)
             while claimed is MOVED_ASIDE:
-                claimed = self.claim_batch(tr, seconds, n)
+                claimed = self.claim_batch_in(tr, seconds, n)
         leases: list[Lease[Any]] = claimed
         return leases
 

@@ -54,9 +54,8 @@ from fdbqueue._storage.transaction_bytes import LIBRARY_TRANSACTION_BUDGET
 from fdbqueue._transactions.receipts import exactly_once
 from fdbqueue._transactions.transactional import (
     AnyContext,
-    check_writable,
-    is_database,
     require_writable,
+    runs_own_transaction,
     transactional,
 )
 
@@ -228,10 +227,9 @@ class Shard:
     def write_one(self, tr: AnyContext, encoded: bytes) -> bool:
         """:meth:`write` of one value at the back of this shard, with no delay, id or job (a
         plain enqueue): the same transaction, without their steps. Returns True."""
-        if is_database(tr):
+        if runs_own_transaction(tr, self.WRITE_ACTION):  # (a Transaction is checked there)
             self.receipts.run(tr, functools.partial(self.put_one, encoded=encoded))
             return True
-        check_writable(tr, self.WRITE_ACTION)
         self.put_one(tr, encoded)
         return True
 
@@ -522,19 +520,15 @@ class Shard:
 
     def ack(self, tr: AnyContext, lease: Lease[Any], result: bytes | None = None) -> None:
         """Acknowledge ``lease`` (:meth:`fdbqueue.Queue.ack`); a job's ``result``
-        (encoded) is kept. Given a Database, in a transaction of its own run by the
-        receipts, as :meth:`_ack_once` runs it, without its wrapper (a hot call)."""
-        if is_database(tr):
+        (encoded) is kept. Given a Database, exactly once, in a transaction of its own run by
+        the receipts (as :func:`~fdbqueue._transactions.receipts.exactly_once` runs it,
+        without its wrapper: a hot call); given a Transaction (checked: TypeError for a
+        snapshot view), inside it."""
+        if runs_own_transaction(tr, "ack"):
             ack = functools.partial(self.leases.holds.ack, lease=lease, result=result)
             self.receipts.run(tr, ack)
         else:
-            self._ack_once(tr, lease, result)
-
-    @exactly_once
-    def _ack_once(self, tr: AnyContext, lease: Lease[Any], result: bytes | None = None) -> None:
-        """:meth:`ack`, exactly once (:func:`~fdbqueue._transactions.receipts.exactly_once`):
-        inside ``tr`` when it is a Transaction."""
-        self.leases.holds.ack(tr, lease, result)
+            self.leases.holds.ack(tr, lease, result)
 
     @exactly_once
     def ack_batches(self, tr: AnyContext, batches: list[tuple[Shard, list[Lease[Any]]]]) -> None:

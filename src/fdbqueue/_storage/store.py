@@ -509,7 +509,7 @@ class ItemStore(TypeRecords):
         queue for the first time (an enqueue or push, delayed or not, a requeued dead letter),
         never for a move of items already counted (a delayed item falling due, a move between
         shards)."""
-        tr.add(self.enqueued_key, COUNTER.pack(n))
+        tr.add(self.enqueued_key, _ONE if n == 1 else COUNTER.pack(n))
 
     def size(self, tr: AnyContext) -> int:
         """Return the size counter, never below zero. Cost: one point read of one key."""

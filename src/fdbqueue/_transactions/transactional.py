@@ -207,14 +207,34 @@ def check_writable(context: Any, operation: str, verb: str | None = None) -> Non
         and callable(getattr(context, "get_range", None))
         and callable(getattr(context, "get", None))
     ):
-        _WRITABLE_TYPES.add(kind)  # (a set's add is atomic in CPython)
+        if not is_database(context):
+            _WRITABLE_TYPES.add(kind)  # (a set's add is atomic in CPython)
         return
     check_context(context, operation)
     require_writable(context, operation if verb is None else verb)
 
 
-#: The types :func:`check_writable` found writable (their methods are the type's own).
+def runs_own_transaction(context: Any, operation: str) -> bool:
+    """Whether an operation that writes, given ``context``, runs in a transaction of its
+    own: True for a Database or Tenant (:func:`is_database`), False for a Transaction that
+    can write (:func:`check_writable`, whose TypeError it raises for anything else). Cost:
+    one or two set lookups for a type seen before (a context's methods are its type's)."""
+    kind = type(context)
+    if kind in _WRITABLE_TYPES:
+        return False
+    if kind in _DATABASE_TYPES:
+        return True
+    if is_database(context):
+        _DATABASE_TYPES.add(kind)
+        return True
+    check_writable(context, operation)
+    return False
+
+
+#: The types of transactions :func:`check_writable` found writable, and of the databases
+#: :func:`runs_own_transaction` met (their methods are the types' own).
 _WRITABLE_TYPES: set[type] = set()
+_DATABASE_TYPES: set[type] = set()
 
 
 class ContextParameter:
