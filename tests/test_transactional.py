@@ -7,7 +7,8 @@ import threading
 import pytest
 from helpers import raises_fdb_error
 
-from fdbqueue import transactional
+import fdbqueue
+from fdbqueue import Subspace, memory, transactional
 
 
 def test_database_gets_its_own_committed_transaction(db, subspace):
@@ -141,3 +142,30 @@ def test_wrong_context_type_raises_type_error(wrong):
 
     with pytest.raises(TypeError, match="Database, Tenant or Transaction"):
         body(wrong)
+
+
+def test_the_context_kinds_remembered_by_type_never_let_a_read_only_view_write() -> None:
+    """runs_own_transaction and check_writable remember the types they found (a Database's,
+    a writable Transaction's): whatever was seen before, a snapshot view and an object of
+    another type are still refused, each with its own message, and nothing is written."""
+    from fdbqueue._transactions.transactional import check_writable, runs_own_transaction
+
+    db = memory.open()
+    queue = fdbqueue.Queue(Subspace(("kinds",)))
+    for _ in range(2):  # the second time, every type is known
+        assert runs_own_transaction(db, "enqueue") is True
+        tr = db.create_transaction()
+        assert runs_own_transaction(tr, "enqueue") is False
+        check_writable(tr, "enqueue")
+        check_writable(db, "enqueue")
+        queue.enqueue(tr, "x")
+        tr.commit().wait()
+        with pytest.raises(TypeError, match="read-only"):
+            runs_own_transaction(db.create_transaction().snapshot, "enqueue")
+        with pytest.raises(TypeError, match="read-only"):
+            queue.dequeue(db.create_transaction().snapshot)
+        with pytest.raises(TypeError, match="must be a Database, Tenant or Transaction"):
+            runs_own_transaction(object(), "enqueue")
+        with pytest.raises(TypeError, match="must be a Database, Tenant or Transaction"):
+            check_writable(3, "enqueue")
+    assert queue.size(db) == 2
