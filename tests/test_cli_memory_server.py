@@ -138,3 +138,57 @@ def test_the_schedules_page_block_runs_as_written_against_a_server(
         assert result.exit_code == 0, (line, result.output)  # type: ignore[attr-defined]
         outputs.append(result.output)  # type: ignore[attr-defined]
     assert "nightly" in outputs[2] and "ping" in outputs[2]
+
+
+def test_memory_set_changes_the_server_s_latency_and_faults_for_every_client(
+    server: memory.MemoryServer,
+) -> None:
+    """``memory set`` changes only the settings given, for every client of the server, and
+    prints those in effect; a bad value is one line and changes nothing."""
+    client = memory.connect(server.address)
+    address = f"--memory={server.address}"
+    shown = invoke(address, "memory", "set")
+    assert shown.exit_code == 0, shown.output  # type: ignore[attr-defined]
+    assert "read 0s" in shown.output and "not committed 0" in shown.output  # type: ignore[attr-defined]
+    changed = invoke(address, "memory", "set", "--read", "0.001", "--not-committed", "0.25")
+    assert changed.exit_code == 0, changed.output  # type: ignore[attr-defined]
+    client.get(b"any")  # a client learns the latency with its next read version
+    assert client.latency == memory.Latency(read=0.001)
+    assert client.faults == memory.Faults(not_committed=0.25)
+    refused = invoke(address, "memory", "set", "--timed-out", "0.9")  # sums past 1
+    assert refused.exit_code == 2 and "more than 1" in refused.output  # type: ignore[attr-defined]
+    assert client.faults == memory.Faults(not_committed=0.25)
+    again = invoke(address, "--json", "memory", "set", "--not-committed", "0")
+    assert '"not_committed": 0.0' in again.output  # type: ignore[attr-defined]
+    assert client.faults == memory.Faults()
+
+
+def test_memory_pass_time_moves_every_client_s_clock(server: memory.MemoryServer) -> None:
+    """``memory pass-time`` lets time pass on the server: a lease another process holds
+    expires, with no sleep."""
+    import fdbqueue
+
+    client = memory.connect(server.address)
+    queue = fdbqueue.Queue(fdbqueue.Subspace(("app", "jobs")))
+    queue.enqueue(client, "job")
+    assert queue.claim(client, 30) is not None
+    assert queue.claim(client, 30) is None  # held for 30 seconds
+    passed = invoke(f"--memory={server.address}", "memory", "pass-time", "31")
+    assert passed.exit_code == 0, passed.output  # type: ignore[attr-defined]
+    redelivered = queue.claim(client, 30)
+    assert redelivered is not None and redelivered.deliveries == 2
+
+
+def test_memory_set_and_pass_time_need_a_server_address() -> None:
+    for command in (["memory", "set"], ["memory", "pass-time", "1"]):
+        private = invoke("--memory", *command)
+        assert private.exit_code == 2, private.output  # type: ignore[attr-defined]
+        assert "--memory=memory://HOST:PORT" in private.output  # type: ignore[attr-defined]
+
+
+def test_memory_serve_refuses_bad_settings_before_it_listens() -> None:
+    refused = invoke(
+        "memory", "serve", "--port", "0", "--not-committed", "0.7", "--recovery", "0.7"
+    )
+    assert refused.exit_code == 2 and "more than 1" in refused.output  # type: ignore[attr-defined]
+    assert "memory://" not in refused.output  # type: ignore[attr-defined]
