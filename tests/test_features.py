@@ -297,3 +297,30 @@ def test_a_queue_that_never_had_a_job_notes_no_job_for_a_value_that_looks_like_o
     assert db.get_range_startswith(located) == []
     assert take(queue, db) == LOOKS_LIKE_A_JOB
     assert db.get_range_startswith(located) == []
+
+
+def test_a_claim_of_a_queue_that_never_had_a_group_looks_for_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pay for use: a claim of a queue whose feature record shows no group makes its lease
+    without asking which group its item is of; a queue with groups still gets its group."""
+    from fdbqueue._storage.groups import Groups
+
+    db = memory.open()
+    plain = fdbqueue.Queue(Subspace(("claims", "plain")))
+    grouped = fdbqueue.Queue(Subspace(("claims", "grouped")))
+    plain.enqueue(db, "a")
+    grouped.enqueue(db, "b", group="g")
+    asked: list[bytes] = []
+    real = Groups.group_of
+
+    def group_of(self: Groups, item_key: bytes) -> Any:
+        asked.append(item_key)
+        return real(self, item_key)
+
+    monkeypatch.setattr(Groups, "group_of", group_of)
+    lease = plain.claim(db, 30.0)
+    assert lease is not None and lease.group is None
+    assert asked == []
+    grouped_lease = grouped.claim(db, 30.0)
+    assert grouped_lease is not None and grouped_lease.group == "g"

@@ -44,7 +44,7 @@ from fdbqueue._delivery.leases import (
     lease_versions,
     wall_microseconds,
 )
-from fdbqueue._storage.features import LEASES
+from fdbqueue._storage.features import GROUPS, LEASES
 from fdbqueue._storage.jobs import JobOptions, JobRecord, job_of, strip_job_header
 from fdbqueue._storage.store import COUNT_PAGE_SIZE, ItemStore, count_keys
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken, TakenItem
@@ -300,10 +300,13 @@ class Leases:
         size) at ``read_version``, for ``seconds``: count them out of the size, move each value
         to a held value, start a job's delivery, and write each lease record; the first lease
         of the queue records the leases' bit in its feature record unless ``seen`` (the bits
-        ``tr`` read there) holds it. Cost: one atomic add, two sets per item (record and held
-        value), a job's record change; an atomic ``bit_or`` for the queue's first lease."""
+        ``tr`` read there) holds it. A queue whose record showed no group (``seen``) has no
+        group's item: its leases are made without looking for one. Cost: one atomic add, two
+        sets per item (record and held value), a job's record change; an atomic ``bit_or`` for
+        the queue's first lease."""
         self.store.add_to_size(tr, -len(items))
         self.store.features.use(tr, LEASES, seen)  # in the transaction of its leases
+        grouped = seen is None or bool(seen & GROUPS)
         leases = []
         for item in items:
             held_id = os.urandom(LEASE_ID_BYTES)
@@ -314,7 +317,16 @@ class Leases:
             options = None if record is None else record.options
             leases.append(
                 self._grant(
-                    tr, item.key, item.value, 1, held_id, read_version, seconds, item.job, options
+                    tr,
+                    item.key,
+                    item.value,
+                    1,
+                    held_id,
+                    read_version,
+                    seconds,
+                    item.job,
+                    options,
+                    grouped,
                 )
             )
         return leases
@@ -755,7 +767,11 @@ class Leases:
         seconds: float,
         job: bytes | None = None,
         options: JobOptions | None = None,
+        grouped: bool = True,
     ) -> Lease[Any]:
+        """The lease of ``item_key`` (its ``deliveries``-th), written in ``tr``; ``grouped``:
+        the item may be a group's (False: the queue never had a group, so none is looked
+        for). Cost: one set."""
         lease_id = os.urandom(LEASE_ID_BYTES)
         expiry_version = read_version + lease_versions(seconds)
         record = LeaseRecord(
@@ -764,7 +780,7 @@ class Leases:
         key = self.holds.key(expiry_version, lease_id)
         tr[key] = record.pack()
         metrics.add("claimed", **self.store.metric_attributes)
-        group = self.store.groups.group_of(item_key)
+        group = self.store.groups.group_of(item_key) if grouped else None
         return Lease(
             value,
             lease_id.hex(),
