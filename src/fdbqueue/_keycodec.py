@@ -56,8 +56,6 @@ __all__ = [
 #: 2**63 in magnitude) finds no entry, and goes to the tuple layer (which packs ints from
 #: 2**64 - 1 in magnitude with the length-prefixed codes 0x1d and 0x0b).
 _LENGTH = tuple((bits + 7) >> 3 for bits in range(64))
-#: The ints :data:`_LENGTH` has an entry for are below this.
-_POSITIVE_LIMIT = 1 << 63
 #: The type code of a positive int of n bytes, by n (0x14 + n; 0x14 is zero).
 _POSITIVE = tuple(bytes([0x14 + n]) for n in range(9))
 #: The type code of a negative int of n bytes, by n (0x14 - n).
@@ -105,19 +103,23 @@ def pack_int_bytes(prefix: bytes, number: int, data: bytes) -> bytes:
     (ValueError for an unsupported type, OverflowError or struct.error for an int of more
     than 255 bytes). Cost: about 45 bytecode instructions for a positive int (the tuple
     layer's: 217)."""
-    if type(number) is int and type(data) is bytes and 0 <= number < _POSITIVE_LIMIT:
+    if type(number) is int and number >= 0 and type(data) is bytes:
         # the hot path's case (an index, a version): _int and _bytes without their calls
-        length = _LENGTH[number.bit_length()]
-        return b"".join(
-            (
-                prefix,
-                _POSITIVE[length],
-                number.to_bytes(length, "big"),
-                b"\x01",
-                data.replace(b"\x00", b"\x00\xff"),
-                b"\x00",
+        try:
+            length = _LENGTH[number.bit_length()]
+        except IndexError:  # an int of 2**63 or more: the general path's
+            pass
+        else:
+            return b"".join(
+                (
+                    prefix,
+                    _POSITIVE[length],
+                    number.to_bytes(length, "big"),
+                    b"\x01",
+                    data.replace(b"\x00", b"\x00\xff"),
+                    b"\x00",
+                )
             )
-        )
     try:
         return prefix + _int(number) + _bytes(data)
     except IndexError:
