@@ -85,37 +85,35 @@ def work_milliseconds(text: str) -> float:
     return value
 
 
-def consumer_counts(text: str) -> list[int]:
-    """``1,2,4``: a comma-separated list of consumer counts, each in 1..MAX_CONSUMERS."""
+def counts_up_to(text: str, maximum: int) -> list[int]:
+    """``1,2,4``: a comma-separated list of counts, each in 1..``maximum``, repeats dropped.
+
+    Raises:
+        argparse.ArgumentTypeError: a part that is no such integer (the message says what is
+            allowed and repeats ``text``).
+    """
     counts = []
     for part in text.split(","):
         try:
             count = int(part)
         except ValueError:
             count = 0
-        if not 1 <= count <= MAX_CONSUMERS:
+        if not 1 <= count <= maximum:
             raise argparse.ArgumentTypeError(
-                f"must be comma-separated integers from 1 to {MAX_CONSUMERS}, not {text!r}"
+                f"must be comma-separated integers from 1 to {maximum}, not {text!r}"
             )
         counts.append(count)
     return list(dict.fromkeys(counts))
+
+
+def consumer_counts(text: str) -> list[int]:
+    """``1,2,4``: a comma-separated list of consumer counts, each in 1..MAX_CONSUMERS."""
+    return counts_up_to(text, MAX_CONSUMERS)
 
 
 def process_counts(text: str) -> list[int]:
     """``1,2,4``: a comma-separated list of process counts, each in 1..MAX_PROCESSES."""
-    counts = []
-    for part in text.split(","):
-        try:
-            count = int(part)
-        except ValueError:
-            count = 0
-        if not 1 <= count <= processes.MAX_PROCESSES:
-            raise argparse.ArgumentTypeError(
-                f"must be comma-separated integers from 1 to {processes.MAX_PROCESSES}, "
-                f"not {text!r}"
-            )
-        counts.append(count)
-    return list(dict.fromkeys(counts))
+    return counts_up_to(text, processes.MAX_PROCESSES)
 
 
 def server_places(text: str) -> list[str]:
