@@ -266,6 +266,7 @@ def looked_at_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(metrics, "_recording", False)
     monkeypatch.setattr(metrics, "_look_again", True)
     monkeypatch.setattr(metrics, "_api", True)
+    monkeypatch.setattr(metrics, "may_record", True)
 
 
 def kept_by_an_attempt(db: Any, queue: Queue) -> list[Any]:

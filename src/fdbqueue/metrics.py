@@ -47,7 +47,9 @@ provider is still the API's default (its proxy, which hands out instruments that
 nothing until a provider is set) or its no-op one. While it is off, :func:`add` and
 :meth:`Count.add` return at once, keep nothing for the attempt and record nothing: each reads
 a module flag, and looks at the global provider (the API's public ``get_meter_provider``)
-only when the flag says it may have changed (:func:`record_wait`, after a wait, looks each
+only when the flag says it may have changed. The hot paths (an enqueue's, a take's, a
+claim's and an ack's count) read :data:`may_record` first and make no call at all while it
+is False (:func:`record_wait`, after a wait, looks each
 time: :func:`recording`). A provider set later is
 seen at the next count, without a restart: while the API's proxy is the global provider,
 fdbqueue holds one proxy instrument of its own (the oldest-age gauge, made at that look), and
@@ -151,6 +153,10 @@ _recording = False
 _look_again = True
 #: False once ``opentelemetry-api`` was found missing: then nothing ever records.
 _api = True
+#: Whether a count may be recorded: :data:`_recording` or :data:`_look_again` (kept equal to
+#: that by every change of either). A hot path reads it before it calls :func:`add`, so that
+#: while nothing records it calls nothing of this module (pay for what you use).
+may_record = True
 
 
 def _look() -> bool:
@@ -159,16 +165,18 @@ def _look() -> bool:
     package), False for the API's default proxy and its no-op provider; without the API,
     False for good. While it is False, the oldest-age gauge is made (once) so that a provider
     set later sets :data:`_look_again` (:func:`_provider_set`). Returns :data:`_recording`."""
-    global _recording, _look_again, _api
+    global _recording, _look_again, _api, may_record
     _look_again = False  # first: a provider set from here on sets it again
     try:
         from opentelemetry import metrics
     except ImportError:
         _api = False
+        may_record = _recording or _look_again
         return False
     provider = metrics.get_meter_provider()
     # the API's own providers (its default proxy, its no-op one) are defined in its package
     _recording = not type(provider).__module__.startswith(metrics.__name__)
+    may_record = _recording or _look_again
     if not _recording:
         _oldest_age_gauge()
     return _recording
@@ -179,8 +187,9 @@ def _provider_set() -> Iterator[Iterable[Any]]:
     (it receives the collection's options at each ``yield``): the SDK runs it to its first
     ``yield`` when it makes the gauge's real instrument. For the API's proxy gauge, that is
     when ``set_meter_provider`` is called: so the next count looks at the provider again."""
-    global _look_again
+    global _look_again, may_record
     _look_again = True
+    may_record = True
     while True:
         yield ()
 

@@ -35,6 +35,7 @@ from fdbqueue._delivery.claims import Leases, claimed_something, leases_unexpire
 from fdbqueue._delivery.delays import DelayedItems, soonest
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
+from fdbqueue._storage.ages import BUCKET
 from fdbqueue._storage.features import DELAYS, GROUPS, JOBS, LEASES, PAUSE
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken, TakenItem
@@ -65,6 +66,10 @@ def _taken(value: Any) -> bool:
 #: read conflict ranges a plain take needs (the end up to the last item returned, or the
 #: whole end when empty); a snapshot read adds none.
 ReadEnd = Callable[..., list[Any]]
+#: ``plain_read(tr, n, snapshot)``: what a :data:`ReadEnd` reads with ``groups`` False (a
+#: queue that never had a message group), called without the shard's call: the store's
+#: :meth:`~fdbqueue._storage.store.ItemStore.read_first` at a front or min end.
+PlainRead = Callable[[Any, int, bool], list[Any]]
 
 
 class End:
@@ -75,6 +80,7 @@ class End:
         leases: the queue's leases (shared by its ends).
         delays: the queue's delayed items (shared by its ends): every take promotes those due.
         read: reads the first items at this end (:data:`ReadEnd`).
+        plain_read: what ``read`` reads with ``groups`` False (:data:`PlainRead`).
         peek: returns the value a take here would return without removing it (None: none).
         name: the end's name (``"front"``, ``"min"``, ``"max"``): its line of requests is
             at ``metadata[("line", name)]``.
@@ -91,6 +97,7 @@ class End:
         delays: DelayedItems,
         read: ReadEnd,
         *,
+        plain_read: PlainRead,
         peek: Callable[[Any], Any],
         name: str,
         high_contention: bool,
@@ -102,6 +109,7 @@ class End:
         self.leases = leases
         self.delays = delays
         self.read = read
+        self.plain_read = plain_read
         #: ``peek(tr)``: the value a take here would return, or None (nothing is removed)
         self.peek = peek
         self.line = store.metadata.pack(("line", name))
@@ -207,7 +215,7 @@ class End:
         if known is not None and not known & ~JOBS:
             features = store.features
             record = features.read(tr)
-            first = self.read(tr, 1, False, False)
+            first = self.plain_read(tr, 1, False)
             bits = features.check(record)
             if bits is not None and not bits & ~JOBS:
                 if not first:
@@ -248,7 +256,10 @@ class End:
             if cancelled:
                 return _REPLAN
         del tr[key]
-        store.ages.taken(tr, position, position, lower=self.lower, higher=self.higher)
+        ages = store.ages
+        if position[ages.prefix_length] % BUCKET == 0:  # it begins a bucket: the one take
+            # in BUCKET that clears records (ItemAges.begins_bucket, without its call)
+            ages.taken(tr, position, position, lower=self.lower, higher=self.higher)
         return key, encoded, value, job, record
 
     def _claim_first(self, tr: AnyContext, seconds: float) -> Any:
@@ -263,7 +274,7 @@ class End:
         features = store.features
         record = features.read(tr)
         probe = self.leases.first_lease(tr.snapshot)
-        first = self.read(tr, 1, False, False)
+        first = self.plain_read(tr, 1, False)
         bits = features.check(record)
         if bits is None or bits & ~(LEASES | JOBS):
             return _REPLAN
@@ -429,7 +440,10 @@ class End:
             )
         looked = self.delays.look(tr) if plan & DELAYS else None
         try:
-            first = self.read(tr, n, False, bool(plan & GROUPS))
+            if plan & GROUPS:
+                first = self.read(tr, n, False, True)
+            else:
+                first = self.plain_read(tr, n, False)
         except ValueError:  # a foreign key: say first if the queue is of another type
             store.check_codec(codec_record)
             raise

@@ -382,7 +382,7 @@ class Leases:
         if not records:
             self._wake_at = None
             return False
-        lease = self._lease_of(records[0], None)
+        lease = self._lease_of(records[0], None, grouped=False)  # (its times alone)
         self._wake_at = time.monotonic() + max(0.0, lease.seconds_left(read_version))
         if by_versions:
             return lease.expiry_version < read_version
@@ -606,7 +606,7 @@ class Leases:
             self._wake_at = None
             return
         self._wake_at = read_at + max(
-            0.0, self._lease_of(first[0], None).seconds_left(read_version)
+            0.0, self._lease_of(first[0], None, grouped=False).seconds_left(read_version)
         )
 
     def seconds_until_expiry(self) -> float | None:
@@ -779,7 +779,8 @@ class Leases:
         )
         key = self.holds.key(expiry_version, lease_id)
         tr[key] = record.pack()
-        metrics.add("claimed", **self.store.metric_attributes)
+        if metrics.may_record:  # (no call while nothing records)
+            metrics.add("claimed", **self.store.metric_attributes)
         group = self.store.groups.group_of(item_key) if grouped else None
         return Lease(
             value,
@@ -793,12 +794,15 @@ class Leases:
             job_options=options,
         )
 
-    def _lease_of(self, kv: Any, value: Any, job: bytes | None = None) -> Lease[Any]:
+    def _lease_of(
+        self, kv: Any, value: Any, job: bytes | None = None, *, grouped: bool = True
+    ) -> Lease[Any]:
         """The :class:`Lease` a lease record ``kv`` (a key-value pair read) stands for, with
-        ``value`` as its value (of the job ``job``, if it is one)."""
+        ``value`` as its value (of the job ``job``, if it is one); without its group unless
+        ``grouped`` (a lease looked at for its expiry alone)."""
         expiry_version, lease_id = self.holds.key_fields(bytes(kv.key))
         record = LeaseRecord.parse(bytes(kv.value))
-        group = self.store.groups.group_of(record.item_key)
+        group = self.store.groups.group_of(record.item_key) if grouped else None
         return Lease(
             value,
             lease_id.hex(),

@@ -365,6 +365,9 @@ def check_lease_seconds(seconds: Any) -> float:
         TypeError: not a number (bool included).
         ValueError: NaN, or not in ``(0, MAX_LEASE_SECONDS]``.
     """
+    kind = type(seconds)
+    if (kind is int or kind is float) and 0 < seconds <= MAX_LEASE_SECONDS:
+        return float(seconds)  # (the usual call: check_seconds's answer, without its call)
     number = check_seconds(seconds, "lease", allow_infinity=True)
     if number > MAX_LEASE_SECONDS:
         raise ValueError(f"lease must be > 0 and <= {MAX_LEASE_SECONDS} seconds, not {number}")
@@ -546,7 +549,8 @@ class LeaseHolds:
             jobs = self.store.jobs
             job_record = jobs.parsed(job_read)
             jobs.finish(tr, bytes.fromhex(lease.job_id), "succeeded", job_record, result=result)
-        metrics.add("acknowledged", **self.store.metric_attributes)
+        if metrics.may_record:  # (no call while nothing records)
+            metrics.add("acknowledged", **self.store.metric_attributes)
 
     def ack_many(self, tr: AnyContext, leases: list[Lease[Any]]) -> None:
         """Remove every leased item of ``leases`` for good, or none of them.

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 from fdbqueue import _clock
-from fdbqueue._consuming.ends import End
+from fdbqueue._consuming.ends import End, PlainRead
 from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.deduplication import Deduplication
 from fdbqueue._delivery.delays import PROMOTE_RECORDS, DelayedItems
@@ -117,6 +117,7 @@ class Shard:
                 self.leases,
                 self.delays,
                 functools.partial(self.read_end, name),
+                plain_read=self.plain_read(name),
                 peek=functools.partial(self.peek, name),
                 name=name,
                 high_contention=high_contention,
@@ -152,6 +153,13 @@ class Shard:
     ) -> list[Any]:
         """The first ``n`` items at the end ``name``, the groups' turns among them unless
         ``groups`` is False (a :data:`~fdbqueue._consuming.ends.ReadEnd`)."""
+        raise NotImplementedError
+
+    def plain_read(self, name: str) -> PlainRead:
+        """How the end ``name`` reads its first items in a queue that never had a message
+        group: :meth:`read_end` with ``groups`` False, as a callable of the store's (or of
+        the end's own module) that an :class:`~fdbqueue._consuming.ends.End` calls directly
+        (:data:`~fdbqueue._consuming.ends.PlainRead`)."""
         raise NotImplementedError
 
     def where_of(self, item_key: bytes) -> tuple[Any, ...]:
@@ -636,12 +644,12 @@ class FifoShard(Shard):
         self, name: str, tr: AnyContext, n: int, snapshot: bool, groups: bool = True
     ) -> list[Any]:
         store = self.store
-        if not groups:  # (the plain take's read, on the hot path: store.read without its call)
-            reader: Any = getattr(tr, "snapshot", tr) if snapshot else tr
-            return list(reader.get_range(store.begin, store.end, limit=n))
-        return store.groups.front(
-            tr, n, snapshot, lambda: store.read(tr, limit=n, snapshot=snapshot)
-        )
+        if not groups:
+            return store.read_first(tr, n, snapshot)
+        return store.groups.front(tr, n, snapshot, lambda: store.read_first(tr, n, snapshot))
+
+    def plain_read(self, name: str) -> PlainRead:
+        return self.store.read_first
 
     def move_front(self, tr: AnyContext, target: FifoShard, n: int) -> int:
         """Move this shard's first items without a group, up to ``n`` and at most half of
@@ -763,6 +771,11 @@ class PriorityShard(Shard):
         if not groups:
             return read(store, tr, n, snapshot)
         return store.groups.front(tr, n, snapshot, lambda: read(store, tr, n, snapshot), highest)
+
+    def plain_read(self, name: str) -> PlainRead:
+        if name == "max":
+            return functools.partial(max_end_items, self.store)
+        return self.store.read_first  # (min_end_items, without its call)
 
     def where_of(self, item_key: bytes) -> tuple[Any, ...]:
         group = self.groups.group_of(item_key)

@@ -32,7 +32,7 @@ BATCH = 16
 
 def min_end_items(store: ItemStore, tr: AnyContext, n: int, snapshot: bool) -> list[Any]:
     """Up to ``n`` items of the lowest priorities, oldest first (one range read)."""
-    return store.read(tr, limit=n, snapshot=snapshot)
+    return store.read_first(tr, n, snapshot)
 
 
 def max_end_items(store: ItemStore, tr: AnyContext, n: int, snapshot: bool) -> list[Any]:

@@ -71,7 +71,7 @@ from fdbqueue._storage.type_records import TypeRecords, type_name
 from fdbqueue._transactions.receipts import Receipts
 from fdbqueue._transactions.transactional import AnyContext, require_writable
 from fdbqueue._wording import describe_error
-from fdbqueue.codecs import Codec, encode_value, resolve_codec
+from fdbqueue.codecs import Codec, RawCodec, encode_value, resolve_codec
 
 __all__ = [
     "COUNTER",
@@ -220,6 +220,9 @@ class ItemStore(TypeRecords):
     ) -> None:
         self.subspace: Subspace = as_subspace(subspace)
         self.codec: Codec[Any] = resolve_codec(codec)
+        #: whether a value is its stored bytes (the ``raw`` codec's rule, exactly
+        #: :class:`~fdbqueue.codecs.RawCodec`): :meth:`decode` then calls no codec
+        self.stores_bytes_as_is = type(self.codec) is RawCodec
         self.leading_integers = leading_integers
         #: the subspace's raw prefix ``P``
         self.prefix: bytes = self.subspace.key()
@@ -335,7 +338,11 @@ class ItemStore(TypeRecords):
             Exception: whatever the codec raises on bytes it cannot read.
         """
         encoded = bytes(data)
-        value = self.codec.decode(strip_job_header(encoded) if bits & JOBS else encoded)
+        if bits & JOBS:
+            encoded = strip_job_header(encoded)
+        if self.stores_bytes_as_is:  # (RawCodec.decode, without its call)
+            return encoded
+        value = self.codec.decode(encoded)
         if value is None:
             raise ValueError(
                 "the stored value decodes to None, which a take cannot return (None means "
@@ -436,6 +443,13 @@ class ItemStore(TypeRecords):
             )
         )
 
+    def read_first(self, tr: AnyContext, n: int, snapshot: bool) -> list[Any]:
+        """The first ``n`` items (:meth:`read` of every item with ``limit=n``): the front of a
+        Queue that never had a message group, the min end of such a PriorityQueue. Cost: one
+        range read, with :meth:`read`'s read conflict range unless ``snapshot``."""
+        reader: Any = getattr(tr, "snapshot", tr) if snapshot else tr
+        return list(reader.get_range(self.begin, self.end, limit=n))
+
     def add_read_conflict_range(self, tr: AnyContext, begin: bytes, end: bytes) -> None:
         """Add ``[begin, end)`` as a read conflict range; nothing for a snapshot view.
 
@@ -466,7 +480,8 @@ class ItemStore(TypeRecords):
             self.jobs.located(tr, job, key)
         tr.add(self.size_key, _ONE)  # (add_to_size(tr, 1) and signal(tr), without their calls)
         tr.add(self.signal_key, _ONE)
-        metrics.add("enqueued", **self.metric_attributes)
+        if metrics.may_record:  # (no call while nothing records)
+            metrics.add("enqueued", **self.metric_attributes)
 
     def signal(self, tr: AnyContext) -> None:
         """Bump the signal key that blocked consumers watch (an atomic add: no conflict)."""
@@ -497,7 +512,8 @@ class ItemStore(TypeRecords):
     def dequeued(self, tr: AnyContext, n: int) -> None:
         """Count ``n`` items dequeued (already cleared) out of the size, and in the metrics."""
         tr.add(self.size_key, _MINUS_ONE if n == 1 else COUNTER.pack(-n))  # (add_to_size's)
-        metrics.add("dequeued", n, **self.metric_attributes)
+        if metrics.may_record:  # (no call while nothing records)
+            metrics.add("dequeued", n, **self.metric_attributes)
 
     def add_to_size(self, tr: AnyContext, delta: int) -> None:
         """Add ``delta`` to the size counter with an atomic add (no read, no read conflict)."""
