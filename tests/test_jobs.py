@@ -607,3 +607,57 @@ def test_cancelled_jobs_cost_the_next_take_nothing(kind, count):
         ordinary["keys_read"],
         ordinary["commits"],
     )
+
+
+@KINDS
+@pytest.mark.parametrize("take", ["claim", "dequeue"])
+def test_consumers_in_threads_sharing_the_next_jobs_record_read_get_each_job_once(kind, take):
+    """A take or claim of a job sends the read of the record it expects (the job behind the
+    one its end took last, :meth:`fdbqueue._consuming.ends.End._front_ahead`) with the front:
+    a guess shared by the threads of one queue object, often wrong when they race. Each job
+    still goes to one consumer, with its own record, while cancels race them."""
+    db = memory.open(seed=3)
+    shared = queue_of(kind, "racing", codec="raw")
+    other = queue_of(kind, "racing", codec="raw")
+    jobs = {submit(shared, db, b"%03d" % i).id: b"%03d" % i for i in range(120)}
+    by_value = {value: job for job, value in jobs.items()}
+    cancelled = set(list(jobs)[5::17])
+    got: list[tuple[bytes, str | None]] = []
+    failures: list[BaseException] = []
+
+    def consume(queue: Any) -> None:
+        try:
+            while True:
+                if take == "claim":
+                    lease = queue.claim(db, 60)
+                    if lease is None:
+                        return
+                    got.append((lease.value, lease.job_id))
+                    queue.ack(db, lease)
+                else:
+                    value = queue.pop_min(db) if kind is PriorityQueue else queue.dequeue(db)
+                    if value is None:
+                        return
+                    got.append((value, by_value[value]))
+        except BaseException as error:  # reported below
+            failures.append(error)
+
+    def cancel() -> None:
+        for job in cancelled:
+            shared.cancel(db, job)
+
+    threads = [threading.Thread(target=consume, args=(queue,)) for queue in [shared] * 3 + [other]]
+    threads.append(threading.Thread(target=cancel))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failures == []
+    values = [value for value, _ in got]
+    assert len(values) == len(set(values))  # each once
+    assert all(job == by_value[value] for value, job in got)  # the lease's job is its item's
+    delivered = {by_value[value] for value in values}
+    assert delivered | cancelled >= set(jobs) and len(delivered) + len(cancelled) >= len(jobs)
+    for job in jobs:
+        state = shared.job(db, job).state
+        assert state == ("succeeded" if job in delivered else "cancelled"), (job, state)

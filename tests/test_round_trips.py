@@ -9,9 +9,13 @@ fresh databases (a loaded machine only adds to a call's wall time).
 
 * A claim sends its snapshot probe of the first lease with the front's read, as a dequeue
   does, and reads the waiting leases (with their conflict range) only when the probe finds
-  one expired: a claim of a plain item waits for 1 read, a claim of a job for 2 (its record's
-  read depends on the item the front returns), a claim that finds an expired lease for 2 (the
-  probe, then the waiting leases with the held value the probe pointed to).
+  one expired: a claim of a plain item waits for 1 read, a claim that finds an expired lease
+  for 2 (the probe, then the waiting leases with the held value the probe pointed to).
+* A job's record is read by the take or claim of its item. Which job's it is depends on the
+  item the front returns, so a queue object's first claim waits for 2 reads; each take or
+  claim looks at the item behind the one it took (by snapshot, in the same range read), and
+  the next one sends the read of that job's record with the front: 1 read in a loop. When
+  another consumer took that item meanwhile, the guess misses: 2 reads, and the right job.
 * A job's ack reads its lease and its job record together (the job id is on the Lease): 1;
   an ``ack_many`` of jobs reads every lease and record together: 1.
 
@@ -70,12 +74,77 @@ def test_a_claim_of_a_plain_item_waits_for_one_read():
     assert 1 - MARGIN < serial_reads(prepare) < 1 + MARGIN
 
 
-def test_a_claim_of_a_job_waits_for_the_front_then_its_record():
+def test_a_first_claim_of_a_job_waits_for_the_front_then_its_record():
     def prepare(db):
-        queue = used(db, "job claims", jobs=True)
-        return lambda: queue.claim(db, 30)
+        used(db, "job claims", jobs=True)
+        fresh = Queue(Subspace(("job claims",)), codec="raw")
+        fresh.peek(db)  # (a fresh object's first look reads its records)
+        return lambda: fresh.claim(db, 30)
 
     assert 2 - MARGIN < serial_reads(prepare) < 2 + MARGIN
+
+
+def test_a_claim_of_a_job_after_another_sends_its_record_read_with_the_front():
+    taken: list[Any] = []
+
+    def prepare(db):
+        queue = used(db, "job loop", jobs=True)
+        assert queue.claim(db, 30).value == b"a"  # b"b" is behind: its record comes next
+        taken.append((queue, db))
+        return lambda: taken.append(queue.claim(db, 30))
+
+    assert 1 - MARGIN < serial_reads(prepare) < 1 + MARGIN
+    (queue, db), lease = taken[-2:]
+    assert lease.value == b"b" and queue.job(db, lease.job_id).state == "running"
+
+
+def test_a_dequeue_of_a_job_after_another_sends_its_record_read_with_the_front():
+    taken: list[Any] = []
+
+    def prepare(db):
+        queue = Queue(Subspace(("job takes",)), codec="raw")
+        jobs = [queue.submit(db, value) for value in (b"o", b"a", b"b")]
+        assert queue.dequeue(db) == b"o"  # b"a" is behind: its record comes next
+        taken.append((queue, db, jobs[1]))
+        return lambda: taken.append(queue.dequeue(db))
+
+    assert 1 - MARGIN < serial_reads(prepare) < 1 + MARGIN
+    (queue, db, job), value = taken[-2:]
+    assert value == b"a" and queue.job(db, job.id).state == "succeeded"
+
+
+def test_a_claim_whose_job_another_consumer_took_waits_for_two_reads_and_gets_its_own():
+    def prepare(db):
+        queue = used(db, "job race", jobs=True)
+        queue.submit(db, b"c")
+        assert queue.claim(db, 30).value == b"a"  # it expects b"b" next
+        other = Queue(Subspace(("job race",)), codec="raw")
+        assert other.claim(db, 30).value == b"b"
+
+        return lambda: leases.append((queue, db, queue.claim(db, 30)))
+
+    leases: list[Any] = []
+    assert 2 - MARGIN < serial_reads(prepare) < 2 + MARGIN
+    queue, db, lease = leases[-1]
+    assert lease.value == b"c" and queue.job(db, lease.job_id).state == "running"
+
+
+def test_a_change_of_the_record_read_with_the_front_conflicts_with_the_claim():
+    """The record read with the front is a snapshot read; the claim adds the read conflict
+    that the record's point read adds, so a cancel (or any write of the record) committed
+    meanwhile makes the claim retry."""
+    db = memory.open(seed=1)
+    queue = used(db, "job conflict", jobs=True)
+    assert queue.claim(db, 30).value == b"a"
+    tr = db.create_transaction()
+    lease = queue.claim(tr, 30)  # the record of b"b"'s job was read with the front
+    assert lease.value == b"b"
+    record_key = queue._store.jobs.key(bytes.fromhex(lease.job_id))
+    other = db.create_transaction()
+    other[record_key] = other[record_key]  # the same bytes: still a write of the key
+    other.commit().wait()
+    with raises_fdb_error(1020):
+        tr.commit().wait()
 
 
 @pytest.mark.parametrize("take", ["claim", "dequeue"])

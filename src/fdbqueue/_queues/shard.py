@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 from fdbqueue import _clock
-from fdbqueue._consuming.ends import End, PlainRead
+from fdbqueue._consuming.ends import End, PlainRead, ReadAhead
 from fdbqueue._delivery.claims import Leases
 from fdbqueue._delivery.deduplication import Deduplication
 from fdbqueue._delivery.delays import PROMOTE_RECORDS, DelayedItems
@@ -118,6 +118,7 @@ class Shard:
                 self.delays,
                 functools.partial(self.read_end, name),
                 plain_read=self.plain_read(name),
+                read_ahead=self.read_ahead(name),
                 peek=functools.partial(self.peek, name),
                 name=name,
                 high_contention=high_contention,
@@ -161,6 +162,13 @@ class Shard:
         the end's own module) that an :class:`~fdbqueue._consuming.ends.End` calls directly
         (:data:`~fdbqueue._consuming.ends.PlainRead`)."""
         raise NotImplementedError
+
+    def read_ahead(self, name: str) -> ReadAhead | None:
+        """:meth:`plain_read` of the end ``name`` with a look at the item behind
+        (:data:`~fdbqueue._consuming.ends.ReadAhead`), or None for an end whose take does
+        not read its first items in key order from the start (a ``max`` end): the store's
+        :meth:`~fdbqueue._storage.store.ItemStore.read_first_ahead` by default."""
+        return self.store.read_first_ahead
 
     def where_of(self, item_key: bytes) -> tuple[Any, ...]:
         """Where an item once at ``item_key`` goes back to (a requeued dead letter): the
@@ -776,6 +784,9 @@ class PriorityShard(Shard):
         if name == "max":
             return functools.partial(max_end_items, self.store)
         return self.store.read_first  # (min_end_items, without its call)
+
+    def read_ahead(self, name: str) -> ReadAhead | None:
+        return None if name == "max" else self.store.read_first_ahead
 
     def where_of(self, item_key: bytes) -> tuple[Any, ...]:
         group = self.groups.group_of(item_key)

@@ -450,6 +450,19 @@ class ItemStore(TypeRecords):
         reader: Any = getattr(tr, "snapshot", tr) if snapshot else tr
         return list(reader.get_range(self.begin, self.end, limit=n))
 
+    def read_first_ahead(self, tr: AnyContext) -> list[Any]:
+        """:meth:`read_first` of one item (not a snapshot: the same read conflict range) and a
+        look at the item behind it: up to two items, the second looked at only. One snapshot
+        range read (``limit=2``) with the read conflict range that a read of the first item
+        adds (to just past it, or every item when there is none), so that a change of the
+        item behind conflicts with nothing. Cost: one range read."""
+        found = list(tr.snapshot.get_range(self.begin, self.end, limit=2))
+        if found:
+            tr.add_read_conflict_range(self.begin, found[0].key + b"\x00")
+        else:
+            tr.add_read_conflict_range(self.begin, self.end)
+        return found
+
     def add_read_conflict_range(self, tr: AnyContext, begin: bytes, end: bytes) -> None:
         """Add ``[begin, end)`` as a read conflict range; nothing for a snapshot view.
 

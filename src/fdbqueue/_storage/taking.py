@@ -251,17 +251,25 @@ _NO_JOB: tuple[None, None, bool] = (None, None, False)
 
 
 def job_of_taken(
-    store: ItemStore, tr: AnyContext, encoded: bytes
+    store: ItemStore, tr: AnyContext, encoded: bytes, ahead: Any = None
 ) -> tuple[bytes | None, JobRecord | None, bool]:
     """The job whose item a take took (its stored bytes ``encoded``; None for a plain item),
     the job's record (None: none found) and whether the job was cancelled: a cancelled
-    job's item never reaches a consumer. Cost: for a job's item, a point read of its record
-    (a read conflict: a cancel at the same time conflicts)."""
+    job's item never reaches a consumer. ``ahead``: ``(job id, key, future)``, a snapshot read
+    of a job's record sent earlier, with the take's front read (a guess at the job there:
+    :meth:`~fdbqueue._consuming.ends.End._front_ahead`); used when the item is that job's,
+    with the read conflict the point read would add. Cost: for a job's item, a point read
+    of its record unless ``ahead`` read it (a read conflict either way: a cancel at the
+    same time conflicts)."""
     job = job_of(encoded)
     if job is None:
         return _NO_JOB
     records = store.jobs
-    record = records.parsed(records.read(tr, job))
+    if ahead is not None and ahead[0] == job:  # read with the front: its conflict added now
+        tr.add_read_conflict_key(ahead[1])
+        record = records.parsed(ahead[2])
+    else:
+        record = records.parsed(records.read(tr, job))
     return job, record, record is not None and record.state == "cancelled"
 
 
