@@ -91,7 +91,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, ParamSpec, TypeVar, cast, overload
 
 from fdb.subspace_impl import Subspace
@@ -157,7 +157,7 @@ class Attempt(NamedTuple):
     #: what the call returns if this attempt is the one applied
     result: Any
     #: the finished receipts it cleared (kept again if it is not applied)
-    finished: list[bytes]
+    finished: Sequence[bytes]
     #: the process's bookkeeping its receipt goes to once its call returns
     books: Books
     #: this client's wall clock at the attempt, in seconds since the epoch
@@ -167,9 +167,9 @@ class Attempt(NamedTuple):
 #: What :meth:`Receipts.write_receipt` wrote, as the fields of an :class:`Attempt` without its
 #: result and books: the receipt key, the read version, the finished receipts cleared, the
 #: wall-clock seconds. (A plain tuple: one is made per writing call, on the hot path.)
-Written = tuple[bytes, int, list[bytes], float]
-#: The finished receipts of an attempt that cleared none (never appended to).
-_NONE_FINISHED: list[bytes] = []
+Written = tuple[bytes, int, Sequence[bytes], float]
+#: The finished receipts of an attempt that cleared none.
+_NONE_FINISHED: tuple[bytes, ...] = ()
 
 
 def _attempt(written: Written, result: Any, books: Books) -> Attempt:
@@ -455,16 +455,19 @@ class Receipts:
             books.next_sweep = read_version + VERSIONS_PER_SECOND
             self.sweep(tr, read_version, round(seconds * MICROSECONDS_PER_SECOND))
         waiting = books.finished
-        if not waiting:
-            return receipt, read_version, _NONE_FINISHED, seconds
-        finished: list[bytes] = []
         try:  # usually this process's last call on the queue: one receipt
-            while True:
+            key = waiting.popleft()
+        except IndexError:  # none (or another thread took the last one)
+            return receipt, read_version, _NONE_FINISHED, seconds
+        del tr[key]
+        if not waiting:
+            return receipt, read_version, (key,), seconds
+        finished = [key]
+        try:
+            while len(finished) < FINISHED_PER_ATTEMPT:
                 key = waiting.popleft()
                 finished.append(key)
                 del tr[key]
-                if not waiting or len(finished) == FINISHED_PER_ATTEMPT:
-                    break
         except IndexError:  # another thread took the last one
             pass
         return receipt, read_version, finished, seconds
