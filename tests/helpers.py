@@ -281,7 +281,7 @@ def old_lease_record(record: Any) -> bytes:
 
 
 def old_job_record(record: Any, version: int = 2) -> bytes:
-    """``record`` (a :class:`~fdbqueue._storage.jobs.JobRecord`) as an fdbqueue before the
+    """``record`` (a :class:`~fdbqueue._storage.job_records.JobRecord`) as an fdbqueue before the
     fixed layout wrote it, a tuple of ``version`` (1 or 2): ``pack((version, state,
     deliveries, enqueued_at, started_at, finished_at, due_at, cancel_requested, group,
     priority, error type, error message, error traceback))``."""

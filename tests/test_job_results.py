@@ -24,7 +24,7 @@ from fdbqueue import (
     TaggedCodec,
     memory,
 )
-from fdbqueue._storage.jobs import JobRecord
+from fdbqueue._storage.job_records import JobRecord
 from fdbqueue.codecs import MAX_VALUE_BYTES, TAGGED_DEPTH
 
 KINDS = pytest.mark.parametrize("kind", [Queue, PriorityQueue])

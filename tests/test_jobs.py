@@ -16,7 +16,8 @@ from helpers import pass_time, raises_fdb_error
 import fdbqueue
 import fdbqueue.asyncio as fa
 from fdbqueue import Job, JobFailedError, PriorityQueue, Queue, Subspace, _clock, memory
-from fdbqueue._storage.jobs import JOB_HEADER, SWEEP_LIMIT, Jobs
+from fdbqueue._storage.job_records import JOB_HEADER
+from fdbqueue._storage.jobs import SWEEP_LIMIT, Jobs
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._storage.taking import CANCELLED_PER_TAKE
 

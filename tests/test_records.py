@@ -4,7 +4,7 @@ Both records are packed with ``struct`` behind a first byte that no tuple-layer 
 with (0x03), the variable parts last; records of the older tuple layouts (an older
 fdbqueue's) are still read, and a queue holding them still claims, acknowledges, releases,
 redelivers and finishes their items and jobs. The layouts are the modules' docstrings'
-(fdbqueue._delivery.leases, fdbqueue._storage.jobs), checked here byte for byte.
+(fdbqueue._delivery.leases, fdbqueue._storage.job_records), checked here byte for byte.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import fdbqueue
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
 from fdbqueue._delivery.leases import LeaseRecord
-from fdbqueue._storage.jobs import RECORD_VERSION, STATES, JobRecord
+from fdbqueue._storage.job_records import RECORD_VERSION, STATES, JobRecord
 
 QUICK = settings(max_examples=150, deadline=None)
 
@@ -313,7 +313,7 @@ def test_a_damaged_job_record_reads_as_no_job():
 def test_a_jobs_options_and_its_dependents_flag_are_laid_out_as_documented():
     """Flag 0x10: the options' 28 fixed bytes after the 43 (0 for none), before the tuple
     layer's optional fields; flag 0x20: jobs wait for it. Both read back as written."""
-    from fdbqueue._storage.jobs import JobOptions
+    from fdbqueue._storage.job_records import JobOptions
 
     record = JobRecord("waiting", group="g", options=JobOptions(3, 30.0, None))
     record.has_dependents = True

@@ -26,7 +26,8 @@ from fdbqueue._delivery.schedules import ScheduleInfo
 from fdbqueue._delivery.workers import WorkerInfo
 from fdbqueue._queues.tasks import Task
 from fdbqueue._storage.dead_letters import DeadLetter
-from fdbqueue._storage.jobs import Job, JobInfo, JobOptions
+from fdbqueue._storage.job_records import JobOptions
+from fdbqueue._storage.jobs import Job, JobInfo
 from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._transactions import suspension as _suspension
 from fdbqueue._transactions import transactional as _transactional

@@ -35,7 +35,8 @@ from fdbqueue._queues.options import check_after, job_options
 from fdbqueue._queues.shard import FifoShard, Shard
 from fdbqueue._queues.tasks import Task
 from fdbqueue._storage.groups import Group
-from fdbqueue._storage.jobs import Job, Submission, wrap
+from fdbqueue._storage.job_records import wrap
+from fdbqueue._storage.jobs import Job, Submission
 from fdbqueue._transactions.transactional import TransactionContext, transactional
 from fdbqueue._transactions.waiting import check_blocking_arguments
 from fdbqueue.codecs import Codec

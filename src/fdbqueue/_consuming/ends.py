@@ -37,7 +37,7 @@ from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
 from fdbqueue._storage.ages import BUCKET
 from fdbqueue._storage.features import DELAYS, GROUPS, JOBS, LEASES, PAUSE
-from fdbqueue._storage.jobs import job_of
+from fdbqueue._storage.job_records import job_of
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken, TakenItem
 from fdbqueue._transactions.receipts import exactly_once

@@ -45,7 +45,7 @@ from fdbqueue._delivery.leases import (
     wall_microseconds,
 )
 from fdbqueue._storage.features import GROUPS, LEASES
-from fdbqueue._storage.jobs import JobOptions, JobRecord, job_of, strip_job_header
+from fdbqueue._storage.job_records import JobOptions, JobRecord, job_of, strip_job_header
 from fdbqueue._storage.store import COUNT_PAGE_SIZE, ItemStore, count_keys
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken, TakenItem
 from fdbqueue._storage.transaction_bytes import (

@@ -74,7 +74,7 @@ from typing import Any, NamedTuple
 from fdbqueue import metrics
 from fdbqueue._checks import check_seconds
 from fdbqueue._delivery.leases import lease_microseconds, wall_microseconds
-from fdbqueue._storage.jobs import job_of
+from fdbqueue._storage.job_records import job_of
 from fdbqueue._storage.store import MAX_KEY_BYTES, ItemStore, count_keys
 from fdbqueue._storage.taking import Elsewhere
 from fdbqueue._storage.transaction_bytes import set_bytes

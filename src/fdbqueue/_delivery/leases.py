@@ -84,7 +84,7 @@ from fdb.subspace_impl import Subspace
 
 from fdbqueue import _clock, _keycodec, metrics
 from fdbqueue._checks import check_seconds
-from fdbqueue._storage.jobs import JobOptions
+from fdbqueue._storage.job_records import JobOptions
 from fdbqueue._storage.store import RESERVED_TRANSACTION_BYTES, ItemStore
 from fdbqueue._storage.transaction_bytes import (
     MAX_TRANSACTION_BYTES,

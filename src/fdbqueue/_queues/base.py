@@ -51,18 +51,16 @@ from fdbqueue._queues.shard import Shard
 from fdbqueue._storage.dead_letters import DeadLetter
 from fdbqueue._storage.features import JOBS
 from fdbqueue._storage.groups import Group, check_weight
+from fdbqueue._storage.job_records import STATES, JobOptions, wrap
 from fdbqueue._storage.jobs import (
-    STATES,
     Job,
     JobInfo,
-    JobOptions,
     Jobs,
     ResultFormat,
     Submission,
     check_job_id,
     new_job_id,
     parent_ids,
-    wrap,
 )
 from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._storage.store import ItemStore
@@ -242,7 +240,7 @@ class QueueBase(Generic[T]):
 
     def _stored(self, value: T, job: Submission | None) -> bytes:
         """``value`` encoded and checked as an item's (:meth:`ItemStore.encode`), with the
-        job header of ``job`` when given (:func:`~fdbqueue._storage.jobs.wrap`)."""
+        job header of ``job`` when given (:func:`~fdbqueue._storage.job_records.wrap`)."""
         encoded = self._store.encode(value)
         return encoded if job is None else wrap(job.id, encoded)
 
@@ -278,7 +276,7 @@ class QueueBase(Generic[T]):
     ) -> list[JobInfo]:
         """Up to ``limit`` jobs of the queue known now (submitted, and not yet cleared
         ``result_ttl`` seconds after they finished), in id order; with ``state``, only those
-        in that state (one of :data:`~fdbqueue._storage.jobs.STATES`).
+        in that state (one of :data:`~fdbqueue._storage.job_records.STATES`).
 
         Raises:
             TypeError, ValueError: a bad ``state`` or ``limit`` (an int >= 0); nothing is read.

@@ -18,7 +18,8 @@ from fdbqueue._delivery.deduplication import DEFAULT_DEDUP_WINDOW, check_dedup_w
 from fdbqueue._delivery.leases import DEFAULT_MAX_DELIVERIES, check_max_deliveries
 from fdbqueue._delivery.rate_limit import check_rate_limit
 from fdbqueue._delivery.time_limits import check_time_limit
-from fdbqueue._storage.jobs import RESULT_TTL, JobOptions
+from fdbqueue._storage.job_records import JobOptions
+from fdbqueue._storage.jobs import RESULT_TTL
 from fdbqueue._transactions.transactional import is_database, is_transaction
 from fdbqueue.codecs import Codec, resolve_result_codec
 

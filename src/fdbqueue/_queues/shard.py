@@ -45,7 +45,8 @@ from fdbqueue._storage import taking
 from fdbqueue._storage.dead_letters import DeadLetter, TakenDeadLetter
 from fdbqueue._storage.features import DELAYS, GROUPS, JOBS
 from fdbqueue._storage.groups import GroupedItem
-from fdbqueue._storage.jobs import Submission, job_of
+from fdbqueue._storage.job_records import job_of
+from fdbqueue._storage.jobs import Submission
 from fdbqueue._storage.priority_ends import max_end_candidates, max_end_items, min_end_items
 from fdbqueue._storage.queue_info import QueueInfo
 from fdbqueue._storage.store import ItemStore, count_keys

@@ -29,7 +29,7 @@ import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from fdbqueue._storage.held import HeldValues
-from fdbqueue._storage.jobs import strip_job_header
+from fdbqueue._storage.job_records import strip_job_header
 from fdbqueue._storage.transaction_bytes import clear_bytes, set_bytes
 from fdbqueue.codecs import Codec, decode_or_undecodable
 

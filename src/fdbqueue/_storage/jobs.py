@@ -3,65 +3,18 @@
 :meth:`fdbqueue.Queue.submit` (and :meth:`fdbqueue.PriorityQueue.submit`) enqueue an item
 and write its *job record* in the same transaction. The item is an item like any other,
 where the recipes put it; its stored value starts with a *job header* that carries the job's
-id, followed by the codec's bytes::
-
-    job header = b"\\xfe\\x00fdbqueue.job\\x00" + 16 id bytes   (the id: 32 hexadecimal digits)
-
-Every decode strips it (:meth:`~fdbqueue._storage.store.ItemStore.decode`: the one decode of
-every take, claim and peek), so consumers see the value submitted. A value whose stored bytes
-start with that header is read as a job's: no built-in codec writes it (a tuple never starts
-with ``0xfe``, JSON never does, and a ``raw`` value would have to start with those 14 bytes).
+id, and every decode strips it. The header and the record's byte layout (versions 1 to 3,
+and how a record's version tells how its result is stored) are
+:mod:`fdbqueue._storage.job_records`'s; this module keeps the records' keys and every state
+change.
 
 The records, in the queue's metadata (a sharded queue's own, not a shard's)::
 
-    P + b"\\xff" + pack(("jobs", id))           -> the job record (below)
+    P + b"\\xff" + pack(("jobs", id))           -> the job record (job_records.JobRecord)
     P + b"\\xff" + pack(("job_results", id))    -> b"\\x00" + the result codec's bytes
                                                or b"\\x01" + UTF-8 "result not kept: why"
     P + b"\\xff" + pack(("jobs_finished", finished_at, id)) -> b""   (for the TTL's sweep)
     P + b"\\xff" + pack(("job_items", id))      -> the key its item was last written at
-
-The job record, byte for byte (version 3, :data:`RECORD_VERSION`; integers little-endian;
-:class:`JobRecord` is the one place that packs and reads it)::
-
-    offset  bytes  field
-    0       1      0x03: the version
-    1       1      the state: 0 waiting, 1 delayed, 2 running, 3 retrying, 4 succeeded,
-                   5 dead, 6 cancelled, 7 deferred
-    2       1      flags: 0x01 cancel requested; the optional fields present: 0x02 the
-                   group, 0x04 the priority, 0x08 the error, 0x10 the job's options;
-                   0x20 jobs wait for it (``job_after`` edges)
-    3       8      deliveries, unsigned
-    11      8      enqueued_at  (the times: signed wall-clock microseconds, 0: none)
-    19      8      started_at
-    27      8      finished_at
-    35      8      due_at
-    43      28     only with the flag 0x10, the job's options: max_deliveries (unsigned,
-                   4 bytes), time_limit, backoff and result_ttl (doubles, 8 bytes each);
-                   0 (-1 for result_ttl): not given
-    43/71   rest   only with a flag 0x02, 0x04 or 0x08: pack((the optional fields present,
-                   in this order: group, priority, error type, error message, error
-                   traceback))
-
-So a plain job's record (no group, no priority, no error yet) is its 43 fixed bytes, packed
-without the tuple layer. A record of versions 1 and 2 (an older fdbqueue's) is a tuple::
-
-    pack((version, state, deliveries, enqueued_at, started_at, finished_at, due_at,
-          cancel_requested, group, priority, error type, error message, error traceback))
-
-It starts with ``0x15`` (the tuple layer's one-byte int), never with ``0x03`` (no tuple-layer
-type code), so the first byte tells the layouts apart: such a record is read as it is, and
-its next state change writes version 3. An fdbqueue from before version 3 cannot read a
-version-3 record (it takes the job for one that is gone): stop the programs of an older
-fdbqueue that use a queue's jobs before programs of this one submit, claim or finish its
-jobs.
-
-The record's version also says how its job's result is stored. Versions 2 and 3: the
-result's first byte says whether it was kept (:data:`RESULT_KEPT`, the result codec's bytes
-follow: :class:`ResultFormat`) or not (:data:`RESULT_NOT_KEPT`, why follows). Version 1 (an
-fdbqueue before results had a codec of their own): the result is the bytes of the queue's
-``result_codec`` if it named one, else of the queue's codec, unchanged. Every finish rewrites
-the record with the result, in one transaction, so a record's version always tells how its
-result was written, whichever fdbqueue wrote it.
 
 Times are wall-clock microseconds (:func:`fdbqueue._clock.now`); 0 for none. The state
 changes in the transaction that moves the item (:mod:`fdbqueue._delivery.claims`,
@@ -105,16 +58,22 @@ the work; watches for :meth:`fdbqueue.Queue.result`); rq's job statuses, Celery'
 from __future__ import annotations
 
 import os
-import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from fdbqueue import _clock, _keycodec
+from fdbqueue._storage.job_records import (
+    FINISHED,
+    JOB_ID_BYTES,
+    RESULT_KEPT,
+    RESULT_NOT_KEPT,
+    JobOptions,
+    JobRecord,
+)
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue._transactions.waiting import take_blocking
 from fdbqueue._wording import FAILURE_MESSAGE_CHARACTERS, describe_failure
@@ -122,46 +81,18 @@ from fdbqueue.codecs import MAX_VALUE_BYTES, Codec, Undecodable, decode_or_undec
 from fdbqueue.errors import JobFailedError, ResultNotKeptError
 
 __all__ = [
-    "FINISHED",
-    "JOB_HEADER",
-    "RECORD_VERSION",
-    "RESULT_KEPT",
-    "RESULT_NOT_KEPT",
     "RESULT_TTL",
-    "STATES",
     "SWEEP_LIMIT",
     "Job",
     "JobInfo",
-    "JobOptions",
-    "JobRecord",
     "Jobs",
     "ResultFormat",
     "Submission",
     "check_job_id",
-    "job_header",
-    "job_of",
-    "strip_job_header",
 ]
 
-#: What starts a job's stored value, before its 16 id bytes and the codec's bytes.
-JOB_HEADER = b"\xfe\x00fdbqueue.job\x00"
-_HEADER_LENGTH = len(JOB_HEADER)
-JOB_ID_BYTES = 16
-_PREFIX_LENGTH = _HEADER_LENGTH + JOB_ID_BYTES
+#: The first bytes of a job id: its queue's :attr:`Jobs.tag`.
 _TAG_BYTES = 4
-#: Every state :attr:`JobInfo.state` takes.
-STATES = (
-    "waiting",
-    "delayed",
-    "running",
-    "retrying",
-    "succeeded",
-    "dead",
-    "cancelled",
-    "deferred",
-)
-#: The states of a job that ended.
-FINISHED = frozenset({"succeeded", "dead", "cancelled"})
 #: Seconds a finished job's record and result are kept, unless the queue says otherwise
 #: (``result_ttl``): a day.
 RESULT_TTL = 86_400.0
@@ -169,72 +100,8 @@ RESULT_TTL = 86_400.0
 LIST_PAGE = 500
 #: Finished records one sweep clears at most.
 SWEEP_LIMIT = 100
-#: The version a job record is written with (its first byte; see the module docstring).
-RECORD_VERSION = 3
-#: The first byte of a result kept with a record of version 2 or later: the result codec's
-#: bytes follow.
-RESULT_KEPT = b"\x00"
-#: The first byte of what the result key of a record of version 2 or later holds when the
-#: result was not kept: UTF-8 text follows, ``result not kept: `` and why (at most
-#: :data:`~fdbqueue._wording.FAILURE_MESSAGE_CHARACTERS`).
-RESULT_NOT_KEPT = b"\x01"
 _NOT_KEPT = "result not kept: "
 _MICROSECONDS = 1_000_000
-#: A job record's fixed fields (version 3, see the module docstring): the version, the state's
-#: code, the flags, deliveries (unsigned) and four times (signed microseconds), little-endian:
-#: 43 bytes.
-_RECORD = struct.Struct("<BBBQqqqq")
-#: The first byte of a version-3 record; no tuple-layer value starts with it (the tuple layer
-#: has no type code 0x03), and a record of versions 1 and 2 starts with 0x15 (a small int).
-_RECORD_FIRST_BYTE = bytes((RECORD_VERSION,))
-#: Each state's code in a version-3 record (stored: never renumber one).
-_STATE_CODES = {
-    "waiting": 0,
-    "delayed": 1,
-    "running": 2,
-    "retrying": 3,
-    "succeeded": 4,
-    "dead": 5,
-    "cancelled": 6,
-    "deferred": 7,
-}
-_STATE_NAMES = tuple(sorted(_STATE_CODES, key=_STATE_CODES.__getitem__))
-#: The flags of a version-3 record: cancel requested, and which optional fields follow.
-_CANCEL_REQUESTED = 0x01
-_HAS_GROUP = 0x02
-_HAS_PRIORITY = 0x04
-_HAS_ERROR = 0x08
-_HAS_OPTIONS = 0x10
-#: A flag of a version-3 record: jobs submitted ``after=`` it wait for it (``job_after``).
-_HAS_DEPENDENTS = 0x20
-_HAS_TUPLE_FIELDS = _HAS_GROUP | _HAS_PRIORITY | _HAS_ERROR
-#: A job's options after the fixed fields (flag 0x10): max_deliveries (unsigned 32 bits; 0:
-#: none), time_limit and backoff (doubles; 0: none), result_ttl (a double; -1: none),
-#: little-endian: 28 bytes.
-_OPTIONS = struct.Struct("<Iddd")
-#: A record's error when it has none.
-_NO_ERROR = ("", "", "")
-_END = object()
-
-
-def job_header(job_id: bytes) -> bytes:
-    """The header a job's stored value starts with (see the module docstring)."""
-    return JOB_HEADER + job_id
-
-
-def job_of(encoded: bytes) -> bytes | None:
-    """The job id (16 bytes) a stored value carries, or None for an item that is no job."""
-    if encoded[:_HEADER_LENGTH] == JOB_HEADER and len(encoded) >= _PREFIX_LENGTH:
-        return encoded[_HEADER_LENGTH:_PREFIX_LENGTH]
-    return None
-
-
-def strip_job_header(encoded: bytes) -> bytes:
-    """A stored value without its job header (the codec's bytes); unchanged for an item
-    that is no job."""
-    if encoded[:_HEADER_LENGTH] == JOB_HEADER and len(encoded) >= _PREFIX_LENGTH:
-        return encoded[_PREFIX_LENGTH:]
-    return encoded
 
 
 def check_job_id(job_id: Any, tag: bytes) -> bytes:
@@ -278,21 +145,6 @@ def new_job_id(tag: bytes) -> bytes:
     return tag + os.urandom(JOB_ID_BYTES - _TAG_BYTES)
 
 
-def wrap(job_id: bytes, encoded: bytes) -> bytes:
-    """A job's stored value: its header and the codec's bytes ``encoded``.
-
-    Raises:
-        ValueError: the whole is larger than FoundationDB's 100,000-byte value limit.
-    """
-    stored = job_header(job_id) + encoded
-    if len(stored) > MAX_VALUE_BYTES:
-        raise ValueError(
-            f"a job's encoded value is at most {MAX_VALUE_BYTES - _PREFIX_LENGTH:,} bytes (its "
-            f"header takes {_PREFIX_LENGTH}), not {len(encoded):,}"
-        )
-    return stored
-
-
 @dataclass(frozen=True)
 class Job:
     """A submitted job (what :meth:`fdbqueue.Queue.submit` returns).
@@ -313,8 +165,9 @@ class JobInfo:
 
     Attributes:
         id: the job's id.
-        state: one of :data:`STATES`: ``"waiting"``, ``"delayed"``, ``"running"``,
-            ``"retrying"``, ``"succeeded"``, ``"dead"`` or ``"cancelled"``.
+        state: one of :data:`~fdbqueue._storage.job_records.STATES`: ``"waiting"``,
+            ``"delayed"``, ``"running"``, ``"retrying"``, ``"succeeded"``, ``"dead"`` or
+            ``"cancelled"``.
         deliveries: how many times it was claimed.
         enqueued_at, started_at, finished_at: wall-clock seconds since the epoch (None:
             not yet): when it was submitted, last claimed, finished.
@@ -388,182 +241,9 @@ def _now() -> int:
 
 
 @dataclass(frozen=True)
-class JobOptions:
-    """A job's own settings, given to ``submit`` (or a task's decorator) for that job: each
-    overrides the setting of the queue or of the worker loop that runs it; None leaves that
-    one's.
-
-    Attributes:
-        max_deliveries: deliveries after which a failing job becomes a dead letter (>= 1).
-        time_limit: seconds its handler may run per delivery (> 0, at most 12 hours).
-        backoff: seconds before its first retry, doubled per delivery (jittered) up to the
-            worker's ``max_backoff`` (> 0).
-        result_ttl: seconds its record and result are kept once it finished (>= 0; 0: no
-            result is kept), instead of the queue's ``result_ttl``.
-    """
-
-    max_deliveries: int | None = None
-    time_limit: float | None = None
-    backoff: float | None = None
-    result_ttl: float | None = None
-
-    def pack(self) -> bytes:
-        """The 28 bytes a job record keeps them in (flag ``0x10``; 0 for none, -1 for a
-        ``result_ttl`` of none)."""
-        ttl = -1.0 if self.result_ttl is None else self.result_ttl
-        return _OPTIONS.pack(
-            self.max_deliveries or 0, self.time_limit or 0.0, self.backoff or 0.0, ttl
-        )
-
-    @classmethod
-    def unpack_from(cls, value: bytes, offset: int) -> JobOptions:
-        """The options :meth:`pack` wrote at ``offset`` of ``value``."""
-        deliveries, time_limit, backoff, ttl = _OPTIONS.unpack_from(value, offset)
-        return cls(
-            deliveries or None, time_limit or None, backoff or None, None if ttl < 0 else ttl
-        )
-
-
-@dataclass
-class JobRecord:
-    """A job record's fields (see the module docstring); times in microseconds, 0: none.
-
-    The one home of the record's layout: :meth:`pack` writes the fixed layout (version
-    :data:`RECORD_VERSION`), :meth:`parse` reads it and the tuple layout of versions 1 and 2.
-    """
-
-    state: str
-    deliveries: int = 0
-    enqueued_at: int = 0
-    started_at: int = 0
-    finished_at: int = 0
-    due_at: int = 0
-    cancel_requested: bool = False
-    group: Any = None
-    priority: int | None = None
-    error: tuple[str, str, str] = _NO_ERROR
-    #: its own settings (``submit``'s), None: the queue's and the worker's
-    options: JobOptions | None = None
-    #: whether jobs submitted ``after=`` it wait for it (read their edges when it ends)
-    has_dependents: bool = False
-    #: the version it was read with (:data:`RECORD_VERSION` when made here): tells how its
-    #: result is stored (see the module docstring); :meth:`pack` writes RECORD_VERSION
-    version: int = RECORD_VERSION
-
-    def pack(self) -> bytes:
-        """The record's value, of version :data:`RECORD_VERSION` (the fixed layout; see the
-        module docstring). Cost: a ``struct`` pack, and a tuple-layer pack of the optional
-        fields only when one is present (a group, a priority, an error); no database access.
-
-        Raises:
-            KeyError: its state is none of :data:`STATES`.
-        """
-        group, priority, error = self.group, self.priority, self.error
-        flags = _CANCEL_REQUESTED if self.cancel_requested else 0
-        if self.has_dependents:
-            flags |= _HAS_DEPENDENTS
-        optional: list[Any] = []
-        if group is not None:
-            flags |= _HAS_GROUP
-            optional.append(group)
-        if priority is not None:
-            flags |= _HAS_PRIORITY
-            optional.append(priority)
-        if error != _NO_ERROR:
-            flags |= _HAS_ERROR
-            optional += error
-        options = b""
-        if self.options is not None:
-            flags |= _HAS_OPTIONS
-            options = self.options.pack()
-        fixed = _RECORD.pack(
-            RECORD_VERSION,
-            _STATE_CODES[self.state],
-            flags,
-            self.deliveries,
-            self.enqueued_at,
-            self.started_at,
-            self.finished_at,
-            self.due_at,
-        )
-        if optional:
-            packed: bytes = fdb.tuple.pack(tuple(optional))
-            return fixed + options + packed
-        return fixed + options
-
-    @classmethod
-    def parse(cls, value: bytes) -> JobRecord:
-        """The record a value packs: the fixed layout (version 3), or the tuple layout of
-        versions 1 and 2. Cost: a ``struct`` unpack, and a tuple-layer unpack of the optional
-        fields when the flags say one is present (the whole record for versions 1 and 2); no
-        database access.
-
-        Raises:
-            ValueError: not a job record of either layout.
-        """
-        if value[:1] != _RECORD_FIRST_BYTE:
-            return cls._parse_tuple(value)
-        try:
-            (_version, state, flags, deliveries, enqueued, started, finished,
-             due) = _RECORD.unpack_from(value)  # fmt: skip
-            record = cls(
-                _STATE_NAMES[state],
-                deliveries,
-                enqueued,
-                started,
-                finished,
-                due,
-                bool(flags & _CANCEL_REQUESTED),
-                has_dependents=bool(flags & _HAS_DEPENDENTS),
-            )
-            start = _RECORD.size
-            if flags & _HAS_OPTIONS:
-                record.options = JobOptions.unpack_from(value, start)
-                start += _OPTIONS.size
-            if flags & _HAS_TUPLE_FIELDS:
-                optional = iter(fdb.tuple.unpack(value, start))
-                if flags & _HAS_GROUP:
-                    record.group = next(optional)
-                if flags & _HAS_PRIORITY:
-                    record.priority = next(optional)
-                if flags & _HAS_ERROR:
-                    record.error = (str(next(optional)), str(next(optional)), str(next(optional)))
-                if next(optional, _END) is not _END:
-                    raise ValueError("more optional fields than its flags say")
-            elif len(value) != start:
-                raise ValueError("bytes after its fixed fields, and no optional field")
-        except (IndexError, ValueError, StopIteration, struct.error) as error:
-            raise ValueError(f"not a job record ({error})") from None
-        return record
-
-    @classmethod
-    def _parse_tuple(cls, value: bytes) -> JobRecord:
-        """A record of the tuple layout (versions 1 and 2: see the module docstring)."""
-        try:
-            fields = fdb.tuple.unpack(value)
-            (version, state, deliveries, enqueued, started, finished, due, cancel, group,
-             priority, error_type, message, trace) = fields  # fmt: skip
-            version = int(version)
-        except Exception as error:
-            raise ValueError(f"not a job record ({error})") from None
-        return cls(
-            str(state),
-            int(deliveries),
-            int(enqueued),
-            int(started),
-            int(finished),
-            int(due),
-            bool(cancel),
-            group,
-            priority,
-            (str(error_type), str(message), str(trace)),
-            version=version,
-        )
-
-
-@dataclass(frozen=True)
 class ResultFormat:
-    """How a queue stores its jobs' results and reads them back (see the module docstring).
+    """How a queue stores its jobs' results and reads them back (see
+    :mod:`fdbqueue._storage.job_records`).
 
     Attributes:
         codec: the result codec (``result_codec=``): encodes what handlers return, and

@@ -64,7 +64,8 @@ from fdbqueue._storage.dead_letters import DeadLetters
 from fdbqueue._storage.features import ALL, JOBS, FeatureRecord
 from fdbqueue._storage.groups import Groups
 from fdbqueue._storage.held import HeldValues
-from fdbqueue._storage.jobs import RESULT_TTL, Jobs, job_of, strip_job_header
+from fdbqueue._storage.job_records import job_of, strip_job_header
+from fdbqueue._storage.jobs import RESULT_TTL, Jobs
 from fdbqueue._storage.pause import Pause
 from fdbqueue._storage.transaction_bytes import MAX_TRANSACTION_BYTES, set_bytes
 from fdbqueue._storage.type_records import TypeRecords, type_name

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from fdbqueue._storage.features import ALL, GROUPS, JOBS
-from fdbqueue._storage.jobs import JobRecord, job_of
+from fdbqueue._storage.job_records import JobRecord, job_of
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._storage.transaction_bytes import clear_bytes, set_bytes
 from fdbqueue._transactions.transactional import AnyContext, require_writable

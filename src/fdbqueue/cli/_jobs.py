@@ -26,7 +26,8 @@ import click
 
 from fdbqueue import _clock
 from fdbqueue._queues.tasks import task_call
-from fdbqueue._storage.jobs import STATES, JobInfo, JobOptions
+from fdbqueue._storage.job_records import STATES, JobOptions
+from fdbqueue._storage.jobs import JobInfo
 from fdbqueue.cli._arguments import Count, NumberArguments, Seconds
 from fdbqueue.cli._changing import (
     check_priority_option,

@@ -6,7 +6,7 @@ of a queue's page (:func:`job_lists`), and a job id looked up in the dashboard's
 A job's record keeps no value: its value is in its item, wherever the item is while the job
 is not finished (ready, delayed, held by a lease, dead-lettered). :func:`job_value` looks for
 it there, with bounded snapshot range reads, by the job header the stored value starts with
-(:mod:`fdbqueue._storage.jobs`)."""
+(:mod:`fdbqueue._storage.job_records`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from fdbqueue import _clock
-from fdbqueue._storage.jobs import JOB_HEADER, JobInfo, strip_job_header
+from fdbqueue._storage.job_records import JOB_HEADER, strip_job_header
+from fdbqueue._storage.jobs import JobInfo
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import run_in_retry_loop
 from fdbqueue.codecs import Undecodable, decode_or_undecodable
