@@ -1,6 +1,6 @@
 """How a worker ends a job on the lease holder's side, shared by the thread and asyncio loops:
-:func:`fdbqueue.worker.holder_call` (an ack, release or dead_letter tried again after a
-timeout) and :class:`fdbqueue.worker.Settler`."""
+:func:`fdbqueue._delivery.settling.holder_call` (an ack, release or dead_letter tried again after a
+timeout) and :class:`fdbqueue._delivery.settling.Settler`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import fdbqueue.asyncio as fa
 from fdbqueue import LeaseNotHeldError, Queue
-from fdbqueue.worker import HOLDER_CALL_ATTEMPTS, holder_call
+from fdbqueue._delivery.settling import HOLDER_CALL_ATTEMPTS, holder_call
 
 
 class TimedOut(Exception):

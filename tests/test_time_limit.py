@@ -22,7 +22,7 @@ from helpers import run
 
 import fdbqueue.asyncio as aq
 from fdbqueue import PriorityQueue, Queue, Subspace, TimeLimitExceeded, worker
-from fdbqueue.worker import WorkSummary
+from fdbqueue._delivery.settling import WorkSummary
 
 LEASE = 1.0
 LIMIT = 0.5

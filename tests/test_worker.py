@@ -23,8 +23,9 @@ from helpers import despite_timeouts, pass_time
 import fdbqueue.asyncio as aq
 from fdbqueue import PriorityQueue, Queue, Subspace, memory
 from fdbqueue._delivery.heartbeat import Heartbeat, Job
+from fdbqueue._delivery.settling import retry_delay
 from fdbqueue.cli import cli
-from fdbqueue.worker import STOP_CHECK_SECONDS, retry_delay
+from fdbqueue.worker import STOP_CHECK_SECONDS
 
 
 def stop_after(seconds: float) -> threading.Event:

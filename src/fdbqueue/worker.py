@@ -9,12 +9,12 @@
    still running every ``lease / 3`` seconds, so a long job keeps its item;
 3. on success, acknowledges the lease (:meth:`~fdbqueue.Queue.ack`);
 4. on an exception, logs it and either releases the item with a delay that doubles with
-   each delivery (:meth:`~fdbqueue.Queue.release` with ``delay=``; jittered, at most
-   ``max_backoff`` seconds), or, once the item was delivered ``max_deliveries`` times (the
-   queue's setting), moves it to the dead letters with the error as the reason
-   (:meth:`~fdbqueue.Queue.dead_letter`). The error is told bounded wherever it is recorded
-   (:func:`~fdbqueue._wording.describe_failure`: its message cut, an unprintable one said
-   so), so that no handler's exception can make the release or dead letter fail.
+   each delivery (:meth:`~fdbqueue.Queue.release` with ``delay=``: :func:`retry_delay`,
+   jittered, at most ``max_backoff`` seconds), or, once the item was delivered
+   ``max_deliveries`` times (the queue's setting), moves it to the dead letters with the
+   error, told bounded, as the reason (:meth:`~fdbqueue.Queue.dead_letter`).
+
+Steps 3 and 4 settle the job, as both loops do (:mod:`fdbqueue._delivery.settling`).
 
 A coroutine function as ``handler`` is refused before anything is claimed (TypeError: the
 threads cannot await it; :mod:`fdbqueue.asyncio` can), and a call that returns an awaitable
@@ -40,10 +40,11 @@ With ``until_empty=True`` (a batch run, as rq's burst mode) each thread returns 
 finds nothing claimable and every item this run released for a retry has fallen due and
 been claimed again (by this run, or by another consumer): so a run ends with each item it
 failed retried to an end, acknowledged or dead-lettered. Waiting for them takes at most the
-longest backoff of the run (``max_backoff``) plus :data:`RETRY_MARGIN`; ``stop`` ends it
-sooner. Every backoff is capped at 12 hours, the longest delay a release takes. On a paused
-queue (:meth:`~fdbqueue.Queue.pause`) its claims find nothing, so it ends at once: its
-summary then has ``paused`` set, and a WARNING says the queue is paused (:func:`ended_paused`).
+longest backoff of the run (``max_backoff``) plus
+:data:`~fdbqueue._delivery.settling.RETRY_MARGIN`; ``stop`` ends it sooner. Every backoff is
+capped at 12 hours, the longest delay a release takes. On a paused queue
+(:meth:`~fdbqueue.Queue.pause`) its claims find nothing, so it ends at once: its summary
+then has ``paused`` set, and a WARNING says the queue is paused (:func:`ended_paused`).
 
 Shutting down: once ``stop`` is set, no new item is claimed; a job already running finishes
 and is acknowledged (or released, if it failed); an item claimed after ``stop`` was set is
@@ -69,12 +70,12 @@ INFO, each job at DEBUG, failures at WARNING (with the traceback), dead letters 
 
 The asynchronous twin is :func:`fdbqueue.asyncio._worker.work` (``fdbqueue.asyncio.Queue.work``);
 both take the same keywords (:class:`WorkOptions`, checked by :func:`check_work_options`) and
-end their jobs with one :class:`Settler` (:func:`settlement`, :func:`holder_call`,
-:func:`retry_delay`).
+end their jobs with one :class:`~fdbqueue._delivery.settling.Settler`
+(:mod:`fdbqueue._delivery.settling`).
 
-Source followed: the worker loops of rq and Celery (acknowledge late, retry with exponential
-backoff, warm shutdown on SIGTERM); Amazon SQS's visibility timeout extension
-(``ChangeMessageVisibility``) for the heartbeat.
+Source followed: the worker loops of rq and Celery (warm shutdown on SIGTERM; their
+acknowledging late and retrying with exponential backoff: :mod:`fdbqueue._delivery.settling`);
+Amazon SQS's visibility timeout extension (``ChangeMessageVisibility``) for the heartbeat.
 """
 
 from __future__ import annotations
@@ -83,11 +84,8 @@ import functools
 import inspect
 import logging
 import math
-import random
-import reprlib
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -96,38 +94,36 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 from fdbqueue import metrics
 from fdbqueue._checks import check_flag, check_keywords, check_seconds, spell_out
 from fdbqueue._delivery.heartbeat import Heartbeat, Job
-from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease, check_lease_seconds
+from fdbqueue._delivery.leases import Lease, check_lease_seconds
 from fdbqueue._delivery.processes import ChildCall, ChildProcesses, FunctionReference
 from fdbqueue._delivery.rate_limit import IDLE_POLL_SECONDS, RateLimit
 from fdbqueue._delivery.schedules import check_until_stopped
-from fdbqueue._delivery.time_limits import Abandoned, Timing, check_time_limit, in_time
+from fdbqueue._delivery.settling import (
+    Settler,
+    WorkSummary,
+    describe,
+    describe_queue,
+    own_setting,
+    retry_delay,  # public here too: fdbqueue.worker.retry_delay (docs/api.rst)
+)
+from fdbqueue._delivery.time_limits import Abandoned, check_time_limit, in_time
 from fdbqueue._delivery.workers import Registration, RegistrationThread, WorkerRegistry, job_id
 from fdbqueue._queues.tasks import check_codec_holds_tasks, child_call, task_runner
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import is_database
-from fdbqueue._wording import describe_error, describe_failure
-from fdbqueue.errors import (
-    LeaseError,
-    QueueTypeError,
-    TimeLimitExceeded,
-    UnknownResultError,
-    UnknownTaskError,
-)
+from fdbqueue.errors import QueueTypeError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
     "QUEUE_TIME_LIMIT",
-    "Retries",
-    "Settlement",
     "WorkSummary",
     "check_handler",
     "check_work_arguments",
     "is_coroutine_handler",
     "registration",
     "retry_delay",
-    "settlement",
     "spelt_out",
     "work",
 ]
@@ -136,59 +132,14 @@ logger = logging.getLogger("fdbqueue.worker")
 
 #: Seconds a blocked claim waits before it looks at ``stop`` again (its watch is renewed).
 STOP_CHECK_SECONDS = 1.0
-#: Seconds added to a retry's delay before ``until_empty`` counts it as due: a lease expires
-#: by versions (about 1,000,000 a second), not by this machine's clock.
-RETRY_MARGIN = 0.25
 #: Seconds before the first retry of a failed job, and the longest retry delay.
 DEFAULT_BACKOFF = 1.0
 DEFAULT_MAX_BACKOFF = 300.0
-#: Attempts of an ack or release that times out (1031) before the worker gives up on it.
-HOLDER_CALL_ATTEMPTS = 5
 #: Seconds a worker waits after FoundationDB refused a claim (doubling, at most 30).
 CLAIM_ERROR_BACKOFF = (0.5, 30.0)
 
-
-@dataclass
-class WorkSummary:
-    """What a worker loop did until it returned.
-
-    Attributes:
-        succeeded: jobs whose handler returned and whose lease was acknowledged.
-        retried: jobs whose handler raised and whose item was released for a later retry.
-        dead_lettered: jobs whose handler raised on their last delivery (moved to the dead
-            letters).
-        lost: jobs whose lease was lost while they ran (expired, or the holder call failed);
-            their items are delivered again.
-        released: items claimed after ``stop`` was set, released unprocessed.
-        timed_out: jobs whose handler ran past ``time_limit`` (each also counted as retried
-            or dead-lettered, as a handler that raised).
-        paused: with ``until_empty``, whether the run ended on a paused queue
-            (:meth:`~fdbqueue.Queue.pause`: its claims found nothing because of it); a
-            WARNING says so too (:func:`ended_paused`).
-    """
-
-    succeeded: int = 0
-    retried: int = 0
-    dead_lettered: int = 0
-    lost: int = 0
-    released: int = 0
-    timed_out: int = 0
-    paused: bool = False
-
-    def count(self, outcome: str) -> None:
-        """Add one to the attribute named ``outcome`` (thread-safe enough: under a lock)."""
-        with _SUMMARY_LOCK:
-            setattr(self, outcome, getattr(self, outcome) + 1)
-
-    @property
-    def jobs_done(self) -> int:
-        """The jobs ended so far: succeeded, retried, dead-lettered or lost (not the items
-        released unprocessed); what the loop's worker record reports
-        (:class:`~fdbqueue.WorkerInfo`)."""
-        return self.succeeded + self.retried + self.dead_lettered + self.lost
-
-
-_SUMMARY_LOCK = threading.Lock()
+#: Held while a worker thread keeps its BaseException in :attr:`Loop.failures`.
+_FAILURES_LOCK = threading.Lock()
 
 
 class OptionalWorkOptions(TypedDict, total=False):
@@ -428,15 +379,6 @@ def tasks_handler(queue: Any, options: Mapping[str, Any]) -> Callable[..., Any]:
     return task_runner(queue, options.get("transactional", False) is True)
 
 
-def own_setting(lease: Lease[Any], name: str, default: Any) -> Any:
-    """The job's own setting ``name`` (``max_deliveries``, ``time_limit`` or ``backoff``, of
-    its :attr:`Lease.job_options <fdbqueue.Lease>`, given to ``submit``), else ``default``
-    (the queue's or the loop's). No database access."""
-    options = lease.job_options
-    value = None if options is None else getattr(options, name)
-    return default if value is None else value
-
-
 #: The most child processes ``work(processes=N)`` starts.
 MAX_PROCESSES = 256
 
@@ -510,120 +452,6 @@ def unused_slot(rate: Any, database: Any, slot: bytes) -> None:
         logger.debug("a start slot could not be given back", exc_info=True)
 
 
-def retry_delay(deliveries: int, backoff: float, max_backoff: float) -> float:
-    """Seconds to wait before the next delivery of an item that failed on its
-    ``deliveries``-th: ``backoff * 2 ** (deliveries - 1)``, at most ``max_backoff`` and at
-    most ``MAX_LEASE_SECONDS`` (12 hours, the longest delay a release
-    takes), times a random factor in [0.5, 1] so that items failing together do not retry
-    together."""
-    exponent = min(deliveries - 1, 64)
-    longest = min(max_backoff, MAX_LEASE_SECONDS)
-    return min(longest, backoff * 2.0**exponent) * random.uniform(0.5, 1.0)
-
-
-class Retries:
-    """When the items a worker loop released with a delay fall due: the loop waits for them
-    before it ends with ``until_empty`` (thread-safe; one per call of ``work``)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._due_by = 0.0  # time.monotonic() instant
-
-    def released(self, delay: float) -> None:
-        """Note an item released with ``delay`` seconds (plus :data:`RETRY_MARGIN`, for the
-        versions by which the lease's expiry is measured)."""
-        with self._lock:
-            self._due_by = max(self._due_by, time.monotonic() + delay + RETRY_MARGIN)
-
-    def seconds_left(self) -> float:
-        """Seconds until every item noted has fallen due (0.0: all have)."""
-        return max(0.0, self._due_by - time.monotonic())
-
-
-@dataclass(frozen=True)
-class Settlement:
-    """What a worker does with a job that finished: the lease holder's call to make
-    (``"ack"``, ``"release"`` or ``"dead_letter"``) with its arguments after the lease, what
-    to count once it is done, and what to log. Both worker loops follow it."""
-
-    call: str
-    arguments: tuple[Any, ...]
-    keywords: dict[str, Any]
-    outcome: str
-    level: int
-    message: str
-
-    def log(self, queue: Any, lease: Lease[Any], failure: BaseException | None) -> None:
-        """Log the settlement of ``lease``, a job of ``queue``: the job (:func:`describe`),
-        what became of it, and its value (shortened); with the failure's traceback, if any,
-        bounded as a job's record keeps it (:func:`~fdbqueue._wording.describe_failure`: a
-        handler's 200,000-character message or lone surrogates never reach a log handler).
-        Nothing is formatted when the logger drops records of this level."""
-        if not logger.isEnabledFor(self.level):
-            return
-        logger.log(
-            self.level,
-            self.message + "; value %s%s",
-            describe(queue, lease),
-            reprlib.repr(lease.value),
-            logged_traceback(failure),
-        )
-
-
-def logged_traceback(failure: BaseException | None) -> str:
-    """``failure``'s traceback for a log line (its last lines, bounded:
-    :func:`~fdbqueue._wording.describe_failure`), on lines of its own after the message; ""
-    for none."""
-    if failure is None:
-        return ""
-    trace = describe_failure(failure)[2]
-    return "\n" + trace if trace else ""
-
-
-def settlement(
-    lease: Lease[Any],
-    failure: BaseException | None,
-    max_deliveries: int | None,
-    backoff: float,
-    max_backoff: float,
-    result: Any = None,
-) -> Settlement:
-    """What to do with ``lease`` once its handler returned ``result`` (``failure`` None) or
-    raised: acknowledge it (a job keeps ``result``); on its last delivery
-    (``max_deliveries``), move it to the dead letters with ``"Type: message (delivery n of
-    max)"`` as the reason, and at once for a job whose task it does not have
-    (:class:`~fdbqueue.errors.UnknownTaskError`: ``"... (delivery n not retried)"``)
-    (``"Type: message"`` bounded:
-    :func:`~fdbqueue._wording.describe_error`); else release it with :func:`retry_delay`.
-    Never raises for what ``failure``'s ``__str__`` does."""
-    if failure is None:
-        message = f"%s done (delivery {lease.deliveries})"
-        kept = {} if lease.job_id is None else {"result": result}  # a plain item keeps none
-        return Settlement("ack", (), kept, "succeeded", logging.DEBUG, message)
-    error = describe_error(failure)  # bounded, and never raising (docs/worker.rst)
-    final = isinstance(failure, UnknownTaskError)  # no retry can find the task
-    if final or (max_deliveries is not None and lease.deliveries >= max_deliveries):
-        of = "not retried" if final else f"of {max_deliveries}"
-        reason = f"{error} (delivery {lease.deliveries} {of})"
-        ended = "cannot run" if final else "failed on its last delivery"
-        message = f"%s {ended}, now a dead letter: "
-        message += reason.replace("%", "%%")
-        return Settlement(
-            "dead_letter", (reason,), {"error": failure}, "dead_lettered", logging.ERROR, message
-        )
-    delay = retry_delay(lease.deliveries, backoff, max_backoff)
-    message = f"%s failed (delivery {lease.deliveries}), retrying in {delay:.2f}s: "
-    message += error.replace("%", "%%")
-    return Settlement(
-        "release", (), {"delay": delay, "error": failure}, "retried", logging.WARNING, message
-    )
-
-
-def describe_queue(queue: Any) -> str:
-    """A queue for the log: its name as metrics name it (the prefix's tuple)."""
-    return metrics.queue_name(queue.subspace.key())
-
-
 def ended_paused(queue: Any, summary: WorkSummary) -> None:
     """Mark ``summary`` as that of an ``until_empty`` run that ended on a paused queue, and
     log a WARNING: a batch run on a paused queue ends at once, having taken nothing, and
@@ -634,148 +462,6 @@ def ended_paused(queue: Any, summary: WorkSummary) -> None:
         "queue.resume(db), or fdbqueue resume)",
         describe_queue(queue),
     )
-
-
-def describe(queue: Any, lease: Lease[Any]) -> str:
-    """A job for the log: ``job`` and its job id (32 hexadecimal digits, as
-    :meth:`~fdbqueue.Queue.job`, ``fdbqueue job`` and :meth:`~fdbqueue.Queue.workers` show
-    it), or, for an item enqueued plainly, ``item`` and its lease id (32 digits, new at each
-    delivery, as ``fdbqueue leases`` shows it): :func:`~fdbqueue._delivery.workers.job_id`;
-    then ``of`` and its queue's name (as metrics name it: the prefix's tuple)."""
-    kind = "item" if lease.job_id is None else "job"
-    return f"{kind} {job_id(lease)} of {describe_queue(queue)}"
-
-
-def outcome_unknown(error: BaseException) -> bool:
-    """Whether ``error``, raised by a lease holder's call, leaves its job's fate to a later
-    attempt rather than to its handler: a timeout (1031; with receipts, resolved as not
-    applied) or :class:`~fdbqueue.errors.UnknownResultError` (its receipt could not be
-    found out). No database access."""
-    return getattr(error, "code", None) == 1031 or isinstance(error, UnknownResultError)
-
-
-def holder_call(call: Callable[[], Any], what: str) -> bool:
-    """``call()`` (an ack, release or dead_letter, or the transactional mode's ``ack_with``),
-    tried again after a timeout or an unknown result (:func:`outcome_unknown`) up to
-    :data:`HOLDER_CALL_ATTEMPTS` times. Returns False when the lease was not held: after such
-    an attempt that means the attempt did land."""
-    timed_out = False
-    for attempt in range(HOLDER_CALL_ATTEMPTS):
-        try:
-            call()
-            return True
-        except LeaseError as error:
-            if timed_out:
-                return True  # the timed-out attempt landed
-            logger.warning("%s refused: %s", what, error)
-            return False
-        except Exception as error:
-            if not outcome_unknown(error) or attempt == HOLDER_CALL_ATTEMPTS - 1:
-                raise
-            timed_out = True
-    return False  # pragma: no cover - the loop returns or raises
-
-
-class Settler:
-    """How both worker loops end a job, on the lease holder's side: give an item back, or
-    settle a job that finished (:func:`settlement`, each call through :func:`holder_call`),
-    and count what came of it. The thread loop calls it from its threads; the asyncio loop
-    runs its calls on the event loop in a greenlet (:func:`fdbqueue.asyncio._bridge.run`).
-
-    Args:
-        queue: the synchronous queue (:class:`~fdbqueue.Queue` or
-            :class:`~fdbqueue.PriorityQueue`).
-        database: the Database or Tenant the loop works on.
-        options: the loop's options, checked (:func:`check_work_options`): the backoffs.
-    """
-
-    def __init__(self, queue: Any, database: Any, options: WorkOptions) -> None:
-        self.queue = queue
-        self.database = database
-        self.backoff = (options["backoff"], options["max_backoff"])
-        self.summary = WorkSummary()
-        #: The items released for a retry, which ``until_empty`` waits for.
-        self.retries = Retries()
-
-    def give_back(self, lease: Lease[Any]) -> None:
-        """Release ``lease`` at once, unprocessed (claimed after ``stop``, or interrupted).
-        Cost: a release (:meth:`~fdbqueue.Queue.release`), tried again after a timeout."""
-        if holder_call(lambda: self.queue.release(self.database, lease), "release"):
-            self.summary.count("released")
-
-    def settle(self, lease: Lease[Any], failure: BaseException | None, result: Any = None) -> None:
-        """Acknowledge a job that succeeded (``failure`` None; a submitted job keeps
-        ``result``, what its handler returned); release or dead-letter one that failed
-        (:func:`settlement`); log it, and count it (as lost when the lease was not held).
-        Cost: one ack, release or dead_letter, tried again after a timeout."""
-        max_deliveries, backoff = self.queue.max_deliveries, self.backoff[0]
-        if lease.job_options is not None:  # the job's own settings first
-            max_deliveries = own_setting(lease, "max_deliveries", max_deliveries)
-            backoff = own_setting(lease, "backoff", backoff)
-        plan = settlement(lease, failure, max_deliveries, backoff, self.backoff[1], result)
-        call = getattr(self.queue, plan.call)
-        done = holder_call(
-            lambda: call(self.database, lease, *plan.arguments, **plan.keywords), plan.call
-        )
-        plan.log(self.queue, lease, failure)
-        self.summary.count(plan.outcome if done else "lost")
-        if done and isinstance(failure, TimeLimitExceeded):
-            self.summary.count("timed_out")
-        if done and plan.call == "release":
-            self.retries.released(plan.keywords["delay"])
-
-    def ack_with(self, lease: Lease[Any], body: Callable[[Any], object]) -> None:
-        """Run ``body(tr)`` (the transactional mode's handler, :func:`~fdbqueue._delivery.
-        time_limits.in_time`) and acknowledge ``lease`` in one transaction
-        (:meth:`~fdbqueue.Queue.ack_with`, exactly once by the queue's receipts), tried again
-        after a timeout or an unknown result (:func:`holder_call`): only ``body``'s own
-        exception fails the job. Logs and counts the job: succeeded; lost when the lease was
-        not held, or when the outcome was still unknown after :data:`HOLDER_CALL_ATTEMPTS`
-        attempts (its lease expires and its item is delivered again).
-
-        Raises:
-            Exception: what ``body`` raised (nothing of it committed), or a FoundationDB
-                error that is neither a timeout nor an unknown result.
-
-        Cost: ``body``'s reads and writes and an ack's, in one transaction per attempt.
-        """
-        try:
-            done = holder_call(
-                lambda: self.queue.ack_with(self.database, lease, body),
-                f"ack of {describe(self.queue, lease)}",
-            )
-        except Exception as error:
-            if not outcome_unknown(error):
-                raise
-            logger.warning(
-                "%s: its acknowledging transaction's outcome is still unknown after %d "
-                "attempts; its lease will expire and its item be delivered again",
-                describe(self.queue, lease),
-                HOLDER_CALL_ATTEMPTS,
-                exc_info=error,
-            )
-            done = False
-        if not done:
-            self.summary.count("lost")
-            return
-        settlement(lease, None, None, 0, 0).log(self.queue, lease, None)
-        self.summary.count("succeeded")
-
-    def returned_late(
-        self, lease: Lease[Any], timing: Timing, failure: BaseException | None
-    ) -> None:
-        """Log (WARNING) a handler that returned, or raised ``failure``, after its job was
-        taken back at its time limit: its result is discarded, nothing is acknowledged (the
-        job was settled already, :func:`settlement`). No database access."""
-        logger.warning(
-            "%s: its handler %s %.1fs after its start, past its time limit of %gs; "
-            "the job was settled without it, its result is discarded%s",
-            describe(self.queue, lease),
-            "returned" if failure is None else "raised",
-            timing.elapsed(time.monotonic()),
-            timing.limit,
-            logged_traceback(failure),
-        )
 
 
 @dataclass
@@ -848,7 +534,7 @@ class Loop:
             self.run_worker()
         except BaseException as error:
             self.stop.set()
-            with _SUMMARY_LOCK:
+            with _FAILURES_LOCK:
                 self.failures.append(error)
 
     def run_worker(self) -> None:
@@ -941,8 +627,9 @@ class Loop:
     def process_in_transaction(self, job: Job) -> bool:
         """Run ``handler(tr, value)`` and acknowledge the job in one transaction, exactly
         once (the ``transactional`` mode); when it raises, nothing of it committed: release
-        or dead-letter the job as :meth:`Settler.settle` does. Past its time limit nothing of
-        it commits (:func:`~fdbqueue._delivery.time_limits.in_time`). Returns as
+        or dead-letter the job as :meth:`~fdbqueue._delivery.settling.Settler.settle` does.
+        Past its time limit nothing of it commits
+        (:func:`~fdbqueue._delivery.time_limits.in_time`). Returns as
         :meth:`process`. The heartbeat does not extend the lease (``Job.extend``): the
         transaction lasts at most five seconds."""
         lease = job.lease
@@ -967,7 +654,8 @@ class Loop:
         """Called by the heartbeat once ``job`` ran past its time limit: unless its handler
         finished meanwhile, take the job back and settle it as failed with
         :class:`~fdbqueue.errors.TimeLimitExceeded` (released with a backoff, or
-        dead-lettered on its last delivery: :meth:`Settler.settle`), then abandon its thread
+        dead-lettered on its last delivery:
+        :meth:`~fdbqueue._delivery.settling.Settler.settle`), then abandon its thread
         and give its slot to a new thread (see the class docstring), in that order, so that
         the new thread finds the job's message group going on. Cost: one release or
         dead_letter."""
@@ -994,8 +682,9 @@ class Loop:
 
     def returned_late(self, job: Job, failure: BaseException | None) -> None:
         """The handler of ``job``, taken back at its time limit, returned (or raised
-        ``failure``) in its abandoned thread: log it (:meth:`Settler.returned_late`) and,
-        if a slot is vacant, start a thread for it. This thread then ends."""
+        ``failure``) in its abandoned thread: log it
+        (:meth:`~fdbqueue._delivery.settling.Settler.returned_late`) and, if a slot is
+        vacant, start a thread for it. This thread then ends."""
         self.settler.returned_late(job.lease, job.timing, failure)
         with self.slots:
             if self.abandoned.returned(job) and not self.stop.is_set():

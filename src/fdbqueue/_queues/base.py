@@ -36,6 +36,7 @@ from fdbqueue._delivery.schedules import (
     check_name,
     check_timing,
 )
+from fdbqueue._delivery.settling import WorkSummary
 from fdbqueue._delivery.workers import WorkerInfo, WorkerRegistry
 from fdbqueue._queues.options import (
     PAGE_SIZE,
@@ -1100,7 +1101,7 @@ class QueueBase(Generic[T]):
         *,
         stop: threading.Event | None = None,
         **options: Unpack[worker.WorkOptions],
-    ) -> worker.WorkSummary:
+    ) -> WorkSummary:
         """Process items with ``handler`` until ``stop`` is set: claim, run, acknowledge; on
         an exception release with a backoff delay, or move to the dead letters on the last
         delivery (:mod:`fdbqueue.worker`).

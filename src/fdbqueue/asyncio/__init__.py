@@ -62,6 +62,7 @@ import fdbqueue.priority
 import fdbqueue.queue
 from fdbqueue import worker
 from fdbqueue._consuming.sessions import Consumer as SyncConsumer
+from fdbqueue._delivery.settling import WorkSummary
 from fdbqueue._queues.base import QueueBase, QueueOptions, T
 from fdbqueue._transactions import suspension
 from fdbqueue._transactions.transactional import (
@@ -271,7 +272,7 @@ class _StoredQueue(Generic[S, T]):
         *,
         stop: asyncio.Event | None = None,
         **options: Unpack[worker.WorkOptions],
-    ) -> worker.WorkSummary:
+    ) -> WorkSummary:
         """The worker loop with tasks (:mod:`fdbqueue.asyncio._worker`):
         :meth:`fdbqueue.Queue.work`'s arguments and contract, with ``stop`` an ``asyncio.Event``,
         ``concurrency`` tasks, and ``handler`` a coroutine function (awaited) or a plain function

@@ -7,8 +7,9 @@ acknowledge on success, release with a backoff delay on an exception or move the
 dead letters on its last delivery, while a heartbeat task per job extends its lease every
 ``lease / 3`` seconds. It takes the same keywords (:class:`fdbqueue.worker.WorkOptions`,
 checked by :func:`fdbqueue.worker.check_work_options`) and ends its jobs with the same
-:class:`fdbqueue.worker.Settler`, whose synchronous calls run on the event loop in a greenlet
-(:func:`fdbqueue.asyncio._bridge.run`), as every operation of :mod:`fdbqueue.asyncio` does.
+:class:`fdbqueue._delivery.settling.Settler`, whose synchronous calls run on the event loop
+in a greenlet (:func:`fdbqueue.asyncio._bridge.run`), as every operation of
+:mod:`fdbqueue.asyncio` does.
 
 A task besides enqueues the due runs of the queue's schedules, about once a second, as the
 thread loop's thread does (:mod:`fdbqueue._delivery.schedules`).
@@ -42,8 +43,9 @@ released), running handlers see CancelledError and their items are released, a j
 acknowledged is acknowledged; ``work`` raises CancelledError once every one of its tasks
 has ended, holding no lease.
 
-Source followed: as :mod:`fdbqueue.worker` (rq's and Celery's worker loops, SQS visibility
-timeouts); asyncio's ``loop.add_signal_handler`` for the signals.
+Source followed: as :mod:`fdbqueue.worker` and :mod:`fdbqueue._delivery.settling` (rq's and
+Celery's worker loops, SQS visibility timeouts); asyncio's ``loop.add_signal_handler`` for
+the signals.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from fdbqueue._delivery import schedules
 from fdbqueue._delivery import workers as registry
 from fdbqueue._delivery.leases import Lease
 from fdbqueue._delivery.rate_limit import IDLE_POLL_SECONDS
+from fdbqueue._delivery.settling import Settler, WorkSummary, own_setting
 from fdbqueue._delivery.time_limits import Abandoned, Timing, in_time
 from fdbqueue._queues.tasks import coroutine_task_runner
 from fdbqueue.asyncio import _bridge as bridge
@@ -72,14 +75,11 @@ from fdbqueue.errors import LeaseError, QueueTypeError
 from fdbqueue.worker import (
     CLAIM_ERROR_BACKOFF,
     STOP_CHECK_SECONDS,
-    Settler,
     WorkOptions,
-    WorkSummary,
     awaiting_refused,
     check_work_options,
     ended_paused,
     is_coroutine_handler,
-    own_setting,
     rate_limit_of,
     registration,
     tasks_handler,
@@ -392,7 +392,8 @@ class AsyncLoop:
                 await asyncio.wait_for(self.stop.wait(), schedules.CHECK_SECONDS)
 
     async def give_back(self, lease: Lease[Any]) -> None:
-        """Release ``lease`` at once, unprocessed (:meth:`fdbqueue.worker.Settler.give_back`)."""
+        """Release ``lease`` at once, unprocessed
+        (:meth:`fdbqueue._delivery.settling.Settler.give_back`)."""
         await bridge.run(self.settler.give_back, lease)
 
     async def process(self, job: AsyncJob) -> bool:
@@ -474,7 +475,7 @@ class AsyncLoop:
         """Call a plain handler on ``job``'s value (in a thread of :attr:`threads`), its time
         from its start; once it returns or raises after its job was taken back at its time
         limit, log it as the thread loop does
-        (:meth:`fdbqueue.worker.Settler.returned_late`) and tell the event loop
+        (:meth:`fdbqueue._delivery.settling.Settler.returned_late`) and tell the event loop
         (:meth:`handler_returned`)."""
         job.timing.start()
         try:
@@ -594,7 +595,7 @@ class AsyncLoop:
         self, lease: Lease[Any], failure: BaseException | None, result: Any = None
     ) -> None:
         """Acknowledge a job that succeeded (keeping ``result``); release or dead-letter one
-        that failed (:meth:`fdbqueue.worker.Settler.settle`)."""
+        that failed (:meth:`fdbqueue._delivery.settling.Settler.settle`)."""
         await bridge.run(self.settler.settle, lease, failure, result)
 
 
