@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from fdbqueue import metrics
 from fdbqueue._delivery.leases import MAX_LEASE_SECONDS, Lease
@@ -162,11 +162,11 @@ class Retries:
         return max(0.0, self._due_by - time.monotonic())
 
 
-@dataclass(frozen=True)
-class Settlement:
+class Settlement(NamedTuple):
     """What a worker does with a job that finished: the lease holder's call to make
     (``"ack"``, ``"release"`` or ``"dead_letter"``) with its arguments after the lease, what
-    to count once it is done, and what to log. Both worker loops follow it."""
+    to count once it is done, and what to log. Both worker loops follow it. (A named tuple:
+    one is made per job.)"""
 
     call: str
     arguments: tuple[Any, ...]

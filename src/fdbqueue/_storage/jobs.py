@@ -369,6 +369,8 @@ class Jobs:
         #: items go): ``release(tr, job id, stored item, group, priority)``.
         self.release: Callable[[Any, bytes, bytes, Any, int | None], None] | None = None
         self._records_prefix: bytes = self.records.key()
+        # the job id key() was last asked for, and its key
+        self._last_key: tuple[bytes | None, bytes] = (None, b"")
         self._results_prefix: bytes = self.results.key()
         self._locations_prefix: bytes = self.locations.key()
         self._finished_prefix: bytes = self.finished.key()
@@ -378,8 +380,14 @@ class Jobs:
     def key(self, job_id: bytes) -> bytes:
         """The key of the record of the job ``job_id`` (its watch wakes ``result``):
         ``records.pack((job_id,))``, packed by the key codec (:mod:`fdbqueue._keycodec`), as
-        are the keys below."""
-        return _keycodec.pack_bytes(self._records_prefix, job_id)
+        are the keys below; the last one packed is kept (a claim, an ack ask for one job's
+        key two or three times)."""
+        last = self._last_key  # a claim reads and writes one job's record, an ack too
+        if last[0] == job_id:
+            return last[1]
+        key = _keycodec.pack_bytes(self._records_prefix, job_id)
+        self._last_key = (job_id, key)  # (one tuple: threads replace it whole)
+        return key
 
     def result_key(self, job_id: bytes) -> bytes:
         """The key of the job's result: ``results.pack((job_id,))``."""
