@@ -364,6 +364,28 @@ def check_submit_task(queue: Any, db: Any, _prepared: Any, outcome: Any) -> None
         assert queue.sync.job(db, outcome.id).state == "waiting"
 
 
+def jobs_after_a_claim(queue: Any, db: Any) -> dict[str, str]:
+    """Jobs ``o``, ``a`` and ``b``, ``o`` claimed and acknowledged already: the next claim of
+    this queue object sends the read of ``a``'s record with its front read."""
+    ids = {value: queue.sync.submit(db, value).id for value in ("o", "a", "b")}
+    queue.sync.ack(db, queue.sync.claim(db, 60.0))
+    return ids
+
+
+def check_claim_of_a_job(queue: Any, db: Any, ids: dict[str, str], outcome: Any) -> None:
+    """A cancelled claim left ``a`` waiting and its job too; one that returned holds ``a``,
+    whose job runs."""
+    if outcome is asyncio.CancelledError:
+        assert held(queue, db) == 0 and remaining(queue, db) == ["a", "b"]
+        assert queue.sync.job(db, ids["a"]).state == "waiting"
+    else:
+        assert (outcome.value, outcome.job_id) == ("a", ids["a"])
+        assert queue.sync.job(db, ids["a"]).state == "running"
+        queue.sync.ack(db, outcome)
+        assert queue.sync.job(db, ids["a"]).state == "succeeded"
+        assert remaining(queue, db) == ["b"]
+
+
 def a_job_then_b(group: str | None) -> Callable[[Any, Any], Any]:
     """A job ``a`` then an item ``b`` (in ``group``, when given): the job to cancel."""
 
@@ -434,6 +456,9 @@ CASES: dict[str, Case] = {
         two_items, lambda q, db, _: q.claim(db, 60.0), check_claim_one, high_contention=True
     ),
     "claim_many": Case(two_items, lambda q, db, _: q.claim_many(db, 2, 60.0), check_claim_two),
+    "claim of a job after another": Case(
+        jobs_after_a_claim, lambda q, db, _: q.claim(db, 60.0), check_claim_of_a_job
+    ),
     "ack": Case(one_lease, lambda q, db, lease: q.ack(db, lease), check_ack),
     "ack_with": Case(one_lease, ack_with_a_mark, check_ack_with),
     "release": Case(one_lease, lambda q, db, lease: q.release(db, lease), check_release),
