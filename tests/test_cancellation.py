@@ -769,9 +769,11 @@ def test_cancelling_work_releases_every_lease_and_ends_every_task(
 def test_transactional_functions_never_block_the_event_loop(
     target: Backend, space: Subspace
 ) -> None:
-    """Finding 8: a 2 ms ticker sees no gap over 20 ms while a transactional function reads
-    raw keys, calls queue operations and commits, on a database whose waits are long."""
-    target.engine.latency = memory.Latency(grv=0.04, read=0.04, commit=0.08)
+    """Finding 8: a 2 ms ticker sees no gap over 50 ms while a transactional function reads
+    raw keys, calls queue operations and commits, on a database whose every wait is 80 ms or
+    more: a wait that blocked the loop would show as a gap of at least 80 ms, while the
+    machine's own scheduling (another test process on the same cores) stays well under 50."""
+    target.engine.latency = memory.Latency(grv=0.08, read=0.08, commit=0.16)
     queue = fa.Queue(space)
     key = Subspace(("fdbqueue-cancellation-raw", uuid.uuid4().hex)).pack(("raw",))
 
@@ -800,7 +802,7 @@ def test_transactional_functions_never_block_the_event_loop(
 
     longest, ticks = target.run(main())
     assert ticks > 50
-    assert longest < 0.02, f"the event loop stalled {longest * 1000:.0f} ms"
+    assert longest < 0.05, f"the event loop stalled {longest * 1000:.0f} ms"
     assert remaining(queue, target.db) == ["item"] * 3
 
 
