@@ -1070,6 +1070,7 @@ def test_cpu_prints_the_recipe_and_fdbqueue_per_item_and_their_ratios():
     assert "done: cpu, plain (run 1 of 1)" in result.output
 
 
+@pytest.mark.slow("counts every subject's instructions under sys.settrace (seconds)")
 def test_cpu_prints_every_subjects_instructions_per_item_against_its_recipe_row(monkeypatch):
     monkeypatch.setattr(instructions, "WARMUP", 2)  # fewer items before the counted ones
     result = bench("--cpu", "--cpu-items", "1", "--cpu-runs", "1", "--cpu-counted-items", "2")
@@ -1136,6 +1137,7 @@ def test_cpu_in_json_gives_every_subjects_figures():
         )
 
 
+@pytest.mark.slow("runs the CPU benchmark of several subjects (seconds)")
 def test_cpu_subjects_picks_subjects_and_brings_their_recipe_rows():
     output = CliRunner().invoke(
         cli,
