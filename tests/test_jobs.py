@@ -611,15 +611,18 @@ def test_cancelled_jobs_cost_the_next_take_nothing(kind, count):
 
 
 @KINDS
+@SHARDS
 @pytest.mark.parametrize("take", ["claim", "dequeue"])
-def test_consumers_in_threads_sharing_the_next_jobs_record_read_get_each_job_once(kind, take):
+def test_consumers_in_threads_sharing_the_next_jobs_record_read_get_each_job_once(
+    kind, shards, take
+):
     """A take or claim of a job sends the read of the record it expects (the job behind the
     one its end took last, :meth:`fdbqueue._consuming.ends.End._front_ahead`) with the front:
     a guess shared by the threads of one queue object, often wrong when they race. Each job
     still goes to one consumer, with its own record, while cancels race them."""
     db = memory.open(seed=3)
-    shared = queue_of(kind, "racing", codec="raw")
-    other = queue_of(kind, "racing", codec="raw")
+    shared = queue_of(kind, "racing", codec="raw", shards=shards)
+    other = queue_of(kind, "racing", codec="raw", shards=shards)
     jobs = {submit(shared, db, b"%03d" % i).id: b"%03d" % i for i in range(120)}
     by_value = {value: job for job, value in jobs.items()}
     cancelled = set(list(jobs)[5::17])

@@ -98,6 +98,39 @@ def test_a_claim_of_a_job_after_another_sends_its_record_read_with_the_front():
     assert lease.value == b"b" and queue.job(db, lease.job_id).state == "running"
 
 
+def paused_once(queue: Queue[bytes], db: memory.Database) -> None:
+    queue.pause(db)
+    queue.resume(db)
+
+
+def delays_used(queue: Queue[bytes], db: memory.Database) -> None:
+    queue.enqueue(db, b"later", delay=60)
+
+
+@pytest.mark.parametrize(
+    ("shards", "before"),
+    [(4, lambda queue, db: None), (1, paused_once), (1, delays_used)],
+    ids=["4 shards", "paused once", "delays used"],
+)
+def test_a_claim_of_a_job_by_the_full_plan_sends_its_record_read_with_the_front(shards, before):
+    """A queue whose plan reads more than the front (another shard's leases, the paused key,
+    the delayed items' hint) sends the next job's record read with them too."""
+    taken: list[Any] = []
+
+    def prepare(db):
+        queue = Queue(Subspace(("full plan",)), codec="raw", shards=shards)
+        before(queue, db)
+        for value in range(3 * shards):  # each shard holds three
+            queue.submit(db, b"%d" % value)
+        queue.ack(db, queue.claim(db, 30))  # the item behind it: its record comes next
+        taken.append((queue, db))
+        return lambda: taken.append(queue.claim(db, 30))
+
+    assert 1 - MARGIN < serial_reads(prepare) < 1 + MARGIN
+    (queue, db), lease = taken[-2:]
+    assert queue.job(db, lease.job_id).state == "running"
+
+
 def test_a_dequeue_of_a_job_after_another_sends_its_record_read_with_the_front():
     taken: list[Any] = []
 

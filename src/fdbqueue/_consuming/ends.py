@@ -326,7 +326,7 @@ class End:
         version = tr.get_read_version().wait()
         probed = list(probe)
         if self.leases.note(probed, version, by_versions=True):  # and when it expires
-            return bits, None, [probed], None, first  # a lease waits: the full claim's reads
+            return bits, None, [probed], None, first, ahead  # a lease waits: the full claim's
         if not first:
             return []
         taken = self._first_item(tr, first[0], bits & JOBS, ahead)
@@ -358,7 +358,7 @@ class End:
         first write. Cost: the take's own reads and the feature record's, and one key read
         per feature the queue used (:meth:`_read_front`)."""
         reads = self._read_front(tr, n)
-        _bits, paused, first_lease, _looked, _first = reads
+        _bits, paused, first_lease, _looked, _first, _ahead = reads
         if paused is not None and self.store.pause.holds(paused):
             return []
         expired: list[Any] = []
@@ -453,7 +453,7 @@ class End:
                 return reads  # the leases
         if reads is _REPLAN:
             reads = self._read_front(tr, n, claiming=True)
-        bits, paused, probed, _looked, _first = reads
+        bits, paused, probed, _looked, _first, _ahead = reads
         if paused is not None and self.store.pause.holds(paused):
             return []
         take_items = functools.partial(self._take_items, reads=reads)
@@ -484,9 +484,12 @@ class End:
                 self.leases.probe(tr.snapshot) if claiming else self.leases.first_lease(tr.snapshot)
             )
         looked = self.delays.look(tr) if plan & DELAYS else None
+        ahead = None
         try:
             if plan & GROUPS:
                 first = self.read(tr, n, False, True)
+            elif n == 1 and plan & JOBS:  # the next job's record read with the front
+                first, ahead = self._front_ahead(tr)
             else:
                 first = self.plain_read(tr, n, False)
         except ValueError:  # a foreign key: say first if the queue is of another type
@@ -495,7 +498,7 @@ class End:
         bits = store.check_codec(codec_record)
         if bits & ~plan:  # a feature used for the first time since the plan was made
             return self._read_front(tr, n, claiming, plan | bits)
-        return bits, paused, first_lease, looked, first
+        return bits, paused, first_lease, looked, first, ahead
 
     def _take_items(
         self,
@@ -512,7 +515,7 @@ class End:
         The reads are :meth:`_read_front`'s (sent now if None); when the hint says nothing is
         due, the take goes on with the items read, else it promotes (within half the budget:
         its bytes and the take's stay within FoundationDB's limit) and reads the end again."""
-        bits, _paused, _first_lease, looked, first = (
+        bits, _paused, _first_lease, looked, first, ahead = (
             self._read_front(tr, n) if reads is None else reads
         )
         if len(first) > n:
@@ -534,12 +537,14 @@ class End:
             codec_record=taking.CHECKED,
             end=self.name,
             bits=bits,
+            ahead=ahead,
         )
 
 
 #: A take's first reads (:meth:`End._read_front`): the features the queue used (bits of
 #: :mod:`fdbqueue._storage.features`); the futures of the paused key's, the first lease's
 #: and the delayed items' hint's reads, each None when not read (the queue never used that
-#: feature); and the first items read. (A plain tuple: one is made per take, on the hot
-#: path.)
-Reads = tuple[int, Any, Any, Any, list[Any]]
+#: feature); the first items read; and the record read of the job expected first
+#: (:meth:`End._front_ahead`'s ``ahead``, or None). (A plain tuple: one is made per take,
+#: on the hot path.)
+Reads = tuple[int, Any, Any, Any, list[Any], Any]

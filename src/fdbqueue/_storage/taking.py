@@ -132,6 +132,7 @@ def take(
     codec_record: Any = None,
     end: str | None = None,
     bits: int = ALL,
+    ahead: Any = None,
 ) -> Taken:
     """Remove up to ``n`` decodable items in take order; move poison items aside.
 
@@ -163,6 +164,7 @@ def take(
             read conflict ranges over everything between that end and the items taken (a
             plain take, not one in line): the ``began`` records of the priorities beyond
             them are cleared too (:meth:`~fdbqueue._storage.ages.ItemAges.taken`).
+        ahead: a job's record read sent with the front's read (:func:`job_of_taken`'s).
 
     Cost: the reads ``front`` makes (one range read when no item is poison) and a snapshot
     point read of the codec record issued with the first, one clear per item, a range clear
@@ -222,7 +224,7 @@ def take(
                 quarantined += 1
                 spent += 0 if moving else moved
                 continue
-            job, record, cancelled = job_of_taken(store, tr, encoded) if jobs else _NO_JOB
+            job, record, cancelled = job_of_taken(store, tr, encoded, ahead) if jobs else _NO_JOB
             if job is not None:  # a job's item: its record says whether it goes on
                 if cancelled:
                     store.groups.taken(tr, item, holding=False)  # no lease holds it
