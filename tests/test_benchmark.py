@@ -632,12 +632,10 @@ def test_fairness_serves_every_quiet_group_within_its_round_robin_share():
     for row in rows:
         last_quiet, round_robin = int(row[3]), int(row[4])
         assert round_robin == 18  # (5 quiet groups + the noisy one) x 3 items
-        # served in turn: the quiet items end within the round robin, far before the 300
-        # noisy ones. One consumer: at once. Two: the bench records a take when its call
-        # returns, so a thread descheduled between its commit and its record (a loaded
-        # machine) lets the other record noisy takes first; unfair service would put the last
-        # quiet item after about 300.
-        assert last_quiet <= (round_robin + 3 if row[0] == "1" else 2 * round_robin)
+        # served in turn: the quiet items end within the round robin (the takes counted in
+        # commit order), far before the 300 noisy ones, where unfair service would put the last
+        # quiet item. Two consumers may each hold a turn at once: a take or two of slack.
+        assert last_quiet <= round_robin + int(row[0])
         assert row[-1] == "yes"
 
 

@@ -4,11 +4,15 @@ One *noisy* group's backlog is enqueued first (``--noisy-items``, 100,000 by def
 ``--quiet-groups`` groups (100) of ``--quiet-items`` items each (10), all into one queue
 (preloaded, not timed). Then C consumer threads (each ``--consumers`` count) take, in each
 mode (``dequeue``: a ``dequeue`` per item; ``claim``: a ``claim`` and its ``ack``), until
-every quiet group's item is taken. Printed per C and mode:
+every quiet group's item is taken. Each take runs in a transaction of its own (given to the
+call, retried by :func:`fdbqueue.transactional`), so the takes are put in the order the
+database applied them: their commit versions. (The order in which the calls returned is not
+that order: a thread paused between its commit and its return lets the others return many
+takes first.) Printed per C and mode:
 
-* ``last quiet``: the take (counted from 1) that took the last quiet item; groups served in
-  turn take it at (quiet groups + 1) x quiet items, the ``round robin`` column: 1,010 by
-  default, where a FIFO queue would take it last, at 101,000;
+* ``last quiet``: the take (counted from 1, in commit order) that took the last quiet item;
+  groups served in turn take it at (quiet groups + 1) x quiet items, the ``round robin``
+  column: 1,010 by default, where a FIFO queue would take it last, at 101,000;
 * the dwell times (ms from the start of the takes to the item's take) of the quiet groups'
   items, p50, p99 and max, and of the noisy group's items taken meanwhile, p50;
 * ``once``: no item was taken twice.
@@ -30,28 +34,41 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fdbqueue._transactions.transactional import transactional
 from fdbqueue._wording import plural
 from fdbqueue.queue import Queue
 
 __all__ = ["FAIRNESS_MODES", "Fairness", "measure_fairness", "print_fairness"]
 
-#: How a consumer takes one item in each mode: ``(queue, db) -> value or None``.
-FAIRNESS_MODES: dict[str, Callable[[Queue[Any], Any], Any]] = {}
+#: How a consumer takes one item in each mode: ``(queue, db) -> (value or None, the take's
+#: commit version)``.
+FAIRNESS_MODES: dict[str, Callable[[Queue[Any], Any], tuple[Any, int]]] = {}
 NOISY = "noisy"
 #: Items per enqueue transaction while preloading.
 PRELOAD_BATCH = 1_000
 
 
-def _dequeue(queue: Queue[Any], db: Any) -> Any:
-    return queue.dequeue(db)
+@transactional
+def _dequeue_in(tr: Any, queue: Queue[Any]) -> tuple[Any, Any]:
+    return queue.dequeue(tr), tr
 
 
-def _claim(queue: Queue[Any], db: Any) -> Any:
-    lease = queue.claim(db, lease=60)
+@transactional
+def _claim_in(tr: Any, queue: Queue[Any]) -> tuple[Any, Any]:
+    return queue.claim(tr, lease=60), tr
+
+
+def _dequeue(queue: Queue[Any], db: Any) -> tuple[Any, int]:
+    value, tr = _dequeue_in(db, queue)
+    return value, tr.get_committed_version()
+
+
+def _claim(queue: Queue[Any], db: Any) -> tuple[Any, int]:
+    lease, tr = _claim_in(db, queue)
     if lease is None:
-        return None
+        return None, -1
     queue.ack(db, lease)
-    return lease.value
+    return lease.value, tr.get_committed_version()
 
 
 FAIRNESS_MODES.update(dequeue=_dequeue, claim=_claim)
@@ -109,7 +126,7 @@ def measure_fairness(
     take = FAIRNESS_MODES[mode]
     quiet_total = quiet_groups * quiet_items
     lock = threading.Lock()
-    taken: list[tuple[Any, float]] = []  # (value, seconds since the start), in take order
+    taken: list[tuple[int, Any, float]] = []  # (commit version, value, seconds since the start)
     quiet_left = [quiet_total]
     started = time.perf_counter()
 
@@ -118,11 +135,11 @@ def measure_fairness(
             with lock:
                 if quiet_left[0] <= 0:
                     return
-            value = take(queue, db)
+            value, version = take(queue, db)
             if value is None:
                 return
             with lock:
-                taken.append((tuple(value), time.perf_counter() - started))
+                taken.append((version, tuple(value), time.perf_counter() - started))
                 if value[0] != NOISY:
                     quiet_left[0] -= 1
 
@@ -133,7 +150,8 @@ def measure_fairness(
         thread.join()
     dwell: dict[str, list[float]] = defaultdict(list)
     last_quiet = None
-    for number, (value, seconds) in enumerate(taken, start=1):
+    taken.sort(key=lambda take: take[0])  # the order the database applied them
+    for number, (_version, value, seconds) in enumerate(taken, start=1):
         dwell[value[0]].append(1000 * seconds)
         if value[0] != NOISY:
             last_quiet = number
@@ -162,7 +180,7 @@ def measure_fairness(
         quiet_p99_ms=_percentile(quiet, 0.99),
         quiet_max_ms=quiet[-1] if quiet else None,
         noisy_p50_ms=_percentile(noisy, 0.5),
-        exactly_once=max(Counter(value for value, _ in taken).values(), default=1) == 1,
+        exactly_once=max(Counter(value for _, value, _ in taken).values(), default=1) == 1,
         groups=groups,
     )
 
