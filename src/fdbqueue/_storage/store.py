@@ -72,7 +72,7 @@ from fdbqueue._storage.type_records import TypeRecords, type_name
 from fdbqueue._transactions.receipts import Receipts
 from fdbqueue._transactions.transactional import AnyContext, require_writable
 from fdbqueue._wording import describe_error
-from fdbqueue.codecs import Codec, RawCodec, encode_value, resolve_codec
+from fdbqueue.codecs import MAX_VALUE_BYTES, Codec, RawCodec, encode_value, resolve_codec
 
 __all__ = [
     "COUNTER",
@@ -284,7 +284,11 @@ class ItemStore(TypeRecords):
     # -- values -----------------------------------------------------------------------------
 
     def encode(self, value: Any) -> bytes:
-        """Encode and check one value (see :func:`fdbqueue.codecs.encode_value`)."""
+        """Encode and check one value (see :func:`fdbqueue.codecs.encode_value`). Cost: for a
+        ``raw`` queue's ``bytes`` within :data:`~fdbqueue.codecs.MAX_VALUE_BYTES`, which are
+        their own encoding, the two checks and no call."""
+        if self.stores_bytes_as_is and type(value) is bytes and len(value) <= MAX_VALUE_BYTES:
+            return value  # (encode_value's answer, without its calls)
         return encode_value(self.codec, value)
 
     def encode_many(self, values: Any) -> list[bytes]:
