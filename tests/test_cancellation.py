@@ -769,10 +769,13 @@ def test_cancelling_work_releases_every_lease_and_ends_every_task(
 def test_transactional_functions_never_block_the_event_loop(
     target: Backend, space: Subspace
 ) -> None:
-    """Finding 8: a 2 ms ticker sees no gap over 50 ms while a transactional function reads
-    raw keys, calls queue operations and commits, on a database whose every wait is 80 ms or
-    more: a wait that blocked the loop would show as a gap of at least 80 ms, while the
-    machine's own scheduling (another test process on the same cores) stays well under 50."""
+    """Finding 8: a 2 ms ticker keeps ticking while a transactional function reads raw keys,
+    calls queue operations and commits, three times, on a database whose every wait is 80 ms
+    or more. A wait that blocked the loop would show as a gap of at least 80 ms, once per wait
+    (six or more per call, two of them the body's own: eighteen or more, or six when only
+    :func:`fdbqueue.asyncio.wait_future` blocked); the machine's own scheduling (other processes
+    on the same cores) makes a long gap now and then, and once made one of 112 ms. So at most
+    two gaps may pass 60 ms."""
     target.engine.latency = memory.Latency(grv=0.08, read=0.08, commit=0.16)
     queue = fa.Queue(space)
     key = Subspace(("fdbqueue-cancellation-raw", uuid.uuid4().hex)).pack(("raw",))
@@ -782,6 +785,7 @@ def test_transactional_functions_never_block_the_event_loop(
         raw = await fa.wait_future(tr.get(key))
         tr[key] = b"written"
         await queue.enqueue(tr, "item")
+        await fa.wait_future(tr.get(key + b"\x00"))  # a second wait of its own
         return raw
 
     async def main() -> tuple[float, int]:
@@ -798,11 +802,11 @@ def test_transactional_functions_never_block_the_event_loop(
             await body(target.db)
         ticker.cancel()
         gaps = [later - earlier for earlier, later in itertools.pairwise(ticks)]
-        return max(gaps), len(ticks)
+        return [gap for gap in gaps if gap > 0.06], len(ticks)
 
-    longest, ticks = target.run(main())
+    long_gaps, ticks = target.run(main())
     assert ticks > 50
-    assert longest < 0.05, f"the event loop stalled {longest * 1000:.0f} ms"
+    assert len(long_gaps) <= 2, f"the event loop stalled: {[round(g * 1000) for g in long_gaps]} ms"
     assert remaining(queue, target.db) == ["item"] * 3
 
 
