@@ -241,7 +241,7 @@ def awaiting_refused(queue: Any, handler: Callable[..., Any]) -> Callable[..., A
     @functools.wraps(handler)
     def call(*args: Any) -> Any:
         result = handler(*args)
-        if inspect.isawaitable(result):
+        if result is not None and inspect.isawaitable(result):  # (None never is)
             close = getattr(result, "close", None)
             if callable(close):
                 close()  # no "never awaited" warning: this error says it
@@ -540,7 +540,11 @@ class Loop:
     def run_worker(self) -> None:
         """Claim and process items until ``stop`` is set (or this thread is abandoned)."""
         pause = CLAIM_ERROR_BACKOFF[0]
-        seconds, until_empty, rate = self.options["lease"], self.options["until_empty"], self.rate
+        options, rate = self.options, self.rate
+        seconds, until_empty = options["lease"], options["until_empty"]
+        transactional, loop_limit = options["transactional"], options["time_limit"]
+        # the time limit on the thread of a job without one of its own (the loop's)
+        loop_limit_on_thread = self.runs.time_limit_of_thread(loop_limit)
         while not self.stop.is_set():
             slot = None
             try:
@@ -579,11 +583,10 @@ class Loop:
             if self.stop.is_set():
                 self.settler.give_back(lease)
                 return
-            transactional = self.options["transactional"]
-            time_limit = self.options["time_limit"]
+            time_limit, on_thread = loop_limit, loop_limit_on_thread
             if lease.job_options is not None:  # the job's own first
-                time_limit = own_setting(lease, "time_limit", time_limit)
-            on_thread = self.runs.time_limit_of_thread(time_limit)
+                time_limit = own_setting(lease, "time_limit", loop_limit)
+                on_thread = self.runs.time_limit_of_thread(time_limit)
             job = Job(lease, on_thread, extend=not transactional)
             if not (
                 self.process_in_transaction(job) if transactional else self.process(job, time_limit)

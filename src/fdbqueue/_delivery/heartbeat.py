@@ -103,7 +103,7 @@ class Heartbeat:
         seconds on, its lease then still two thirds long), so a job without a time limit
         wakes nobody."""
         deadline = job.timing.deadline
-        with self._changed:
+        with self._lock:  # the condition's own lock (a C lock: no Python-level enter/exit)
             self.jobs.add(job)
             if deadline is not None and deadline < self._wake:
                 self._changed.notify()  # its deadline is the next thing to wake for

@@ -37,6 +37,7 @@ backoff).
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import reprlib
@@ -304,6 +305,8 @@ class Settler:
         self.queue = queue
         self.database = database
         self.backoff = (options["backoff"], options["max_backoff"])
+        #: The queue's ``max_deliveries`` (fixed when it was opened).
+        self.max_deliveries: int | None = queue.max_deliveries
         self.summary = WorkSummary()
         #: The items released for a retry, which ``until_empty`` waits for.
         self.retries = Retries()
@@ -319,21 +322,23 @@ class Settler:
         ``result``, what its handler returned); release or dead-letter one that failed
         (:func:`settlement`); log it, and count it (as lost when the lease was not held).
         Cost: one ack, release or dead_letter, tried again after a timeout."""
-        max_deliveries, backoff = self.queue.max_deliveries, self.backoff[0]
+        max_deliveries, (backoff, max_backoff) = self.max_deliveries, self.backoff
         if lease.job_options is not None:  # the job's own settings first
             max_deliveries = own_setting(lease, "max_deliveries", max_deliveries)
             backoff = own_setting(lease, "backoff", backoff)
-        plan = settlement(lease, failure, max_deliveries, backoff, self.backoff[1], result)
+        plan = settlement(lease, failure, max_deliveries, backoff, max_backoff, result)
         call = getattr(self.queue, plan.call)
         done = holder_call(
-            lambda: call(self.database, lease, *plan.arguments, **plan.keywords), plan.call
+            functools.partial(call, self.database, lease, *plan.arguments, **plan.keywords),
+            plan.call,
         )
         plan.log(self.queue, lease, failure)
         self.summary.count(plan.outcome if done else "lost")
-        if done and isinstance(failure, TimeLimitExceeded):
-            self.summary.count("timed_out")
-        if done and plan.call == "release":
-            self.retries.released(plan.keywords["delay"])
+        if done and failure is not None:  # a success neither timed out nor was released
+            if isinstance(failure, TimeLimitExceeded):
+                self.summary.count("timed_out")
+            if plan.call == "release":
+                self.retries.released(plan.keywords["delay"])
 
     def ack_with(self, lease: Lease[Any], body: Callable[[Any], object]) -> None:
         """Run ``body(tr)`` (the transactional mode's handler, :func:`~fdbqueue._delivery.

@@ -83,7 +83,7 @@ class Timing:
         self._state = _RUNNING
         self._lock = threading.Lock()
         if start:
-            self.start()
+            self._start()  # no other thread sees it yet: no lock
 
     def start(self) -> None:
         """The handler starts now: the clock starts, unless it started already."""
