@@ -312,8 +312,14 @@ class Shard:
         if not (grouped or delayed or store.begin <= key < store.end):
             return False
         found = tr.get(key)
-        if not found.present() or job_of(bytes(found)) != job:
+        if not found.present():
             return False  # moved on: the take that meets it drops it
+        if delayed:  # a delayed record's value carries its job (DelayedItems.add)
+            found_job = job_of(bytes(found))
+        else:  # an item's key does (ItemStore.write)
+            found_job = store.job_of_item(store.unpack_position(key), bytes(found))
+        if found_job != job:
+            return False
         if delayed:  # not in the size until it falls due
             self.delays.withdraw(tr, key)
             return True
@@ -647,7 +653,7 @@ class FifoShard(Shard):
         store.ages.appended(tr, (), index + 1, len(encoded), found_empty=not last)
         for value in encoded:
             index += 1
-            store.write(tr, store.item_key((index,)), value, bits)
+            store.write(tr, (index,), value, bits)
 
     def read_end(
         self, name: str, tr: AnyContext, n: int, snapshot: bool, groups: bool = True
@@ -691,8 +697,8 @@ class FifoShard(Shard):
         store.check_codec(records)
         if len(items) < n:
             return 0
-        for item in items:
-            store.unpack_position(item.key)  # a foreign key raises before any write
+        # a foreign key raises before any write
+        positions = [store.unpack_position(item.key) for item in items]
         into = target.store
         recorded = into.recorded_type(tr)
         last = into.read(tr, limit=1, reverse=True, snapshot=True)
@@ -700,14 +706,14 @@ class FifoShard(Shard):
         into.check_type(tr, recorded)
         began = store.ages.began_of(tr.snapshot, bytes(items[0].key))
         into.ages.appended(tr, (), index + 1, len(items), not last, at=began)
-        moved = [store.unpack_position(bytes(item.key)) for item in (items[0], items[-1])]
-        store.ages.taken(tr, moved[0], moved[1], lower=False, higher=False)
-        for item in items:
+        store.ages.taken(tr, positions[0], positions[-1], lower=False, higher=False)
+        for item, position in zip(items, positions, strict=True):
             del tr[item.key]
             index += 1
-            key = into.item_key((index,))
+            # its own last element: a job's item keeps its id in its key
+            key = into.item_key((index,), element=position[-1])
             tr[key] = value = bytes(item.value)
-            job = job_of(value)
+            job = store.job_of_item(position, value)
             if job is not None:
                 into.jobs.located(tr, job, key)
         store.add_to_size(tr, -len(items))
@@ -768,7 +774,7 @@ class PriorityShard(Shard):
         bits = store.check_type(tr, recorded, True, uses)
         store.ages.appended(tr, (priority,), count, len(encoded), found_empty=not last)
         for value in encoded:
-            store.write(tr, store.item_key((priority, count)), value, bits)
+            store.write(tr, (priority, count), value, bits)
             count += 1
 
     def read_end(

@@ -298,9 +298,7 @@ class Groups:
         for value in encoded:
             index += 1
             position = (group, index) if priority is None else (group, index, priority)
-            key = self._store.item_key(position, self.items)
-            self._store.write(tr, key, value, bits)
-            keys.append(key)
+            keys.append(self._store.write(tr, position, value, bits, self.items))
         if not active.present():
             tr[self.active.pack((group,))] = b""
             tr.add(self.count_key, _COUNTER.pack(1))

@@ -71,6 +71,7 @@ import fdb.tuple
 from fdbqueue.codecs import MAX_VALUE_BYTES
 
 __all__ = [
+    "JOB_ELEMENT_MARK",
     "FINISHED",
     "JOB_HEADER",
     "JOB_ID_BYTES",
@@ -80,7 +81,10 @@ __all__ = [
     "STATES",
     "JobOptions",
     "JobRecord",
+    "job_element",
     "job_header",
+    "job_hint",
+    "job_of_element",
     "job_of",
     "strip_job_header",
     "wrap",
@@ -148,6 +152,45 @@ _OPTIONS = struct.Struct("<Iddd")
 #: A record's error when it has none.
 _NO_ERROR = ("", "", "")
 _END = object()
+
+
+#: What starts the last element of a job's item key (its "random" element), before the job's
+#: 16 id bytes: 17 bytes in all, where a plain item's random element has
+#: :data:`~fdbqueue._storage.store.RANDOM_BYTES` (20, as the recipe's ``os.urandom(20)``).
+JOB_ELEMENT_MARK = b"\xfe"
+_JOB_ELEMENT_BYTES = len(JOB_ELEMENT_MARK) + JOB_ID_BYTES
+#: The packed tail of a job's item key whose id holds no ``\x00`` byte (the tuple layer's
+#: bytes code, the mark; then the 16 id bytes and the final ``\x00``): see :func:`job_hint`.
+_PACKED_MARK = b"\x01" + JOB_ELEMENT_MARK
+_PACKED_TAIL = len(_PACKED_MARK) + JOB_ID_BYTES + 1
+
+
+def job_element(job_id: bytes) -> bytes:
+    """The last element of the key of ``job_id``'s item: the mark and the id."""
+    return JOB_ELEMENT_MARK + job_id
+
+
+def job_of_element(element: Any) -> bytes | None:
+    """The job id an item key's last element names (:func:`job_element`), or None (a plain
+    item's random element, or another program's)."""
+    if (
+        type(element) is bytes
+        and len(element) == _JOB_ELEMENT_BYTES
+        and element[:1] == JOB_ELEMENT_MARK
+    ):
+        return element[1:]
+    return None
+
+
+def job_hint(key: bytes, value: bytes) -> bytes | None:
+    """A guess, without unpacking ``key``, at the job of the item ``key`` holding ``value``:
+    the id in its key's last element when that id holds no ``\x00`` (which the tuple layer
+    escapes), else the header of an item stored before jobs moved to the key. A guess only
+    (a plain item's random bytes may look like a job's): :meth:`~fdbqueue._consuming.ends.
+    End._front_ahead` reads ahead the record it names, and a wrong guess costs a read."""
+    if key[-_PACKED_TAIL : -_PACKED_TAIL + len(_PACKED_MARK)] == _PACKED_MARK:
+        return key[-1 - JOB_ID_BYTES : -1]
+    return job_of(value)
 
 
 def job_header(job_id: bytes) -> bytes:

@@ -64,7 +64,13 @@ from fdbqueue._storage.dead_letters import DeadLetters
 from fdbqueue._storage.features import ALL, JOBS, FeatureRecord
 from fdbqueue._storage.groups import Groups
 from fdbqueue._storage.held import HeldValues
-from fdbqueue._storage.job_records import job_of, strip_job_header
+from fdbqueue._storage.job_records import (
+    job_element,
+    job_header,
+    job_of,
+    job_of_element,
+    strip_job_header,
+)
 from fdbqueue._storage.jobs import RESULT_TTL, Jobs
 from fdbqueue._storage.pause import Pause
 from fdbqueue._storage.transaction_bytes import MAX_TRANSACTION_BYTES, set_bytes
@@ -357,21 +363,30 @@ class ItemStore(TypeRecords):
 
     # -- keys -------------------------------------------------------------------------------
 
-    def item_key(self, position: tuple[Any, ...], subspace: Subspace | None = None) -> bytes:
-        """Return the key ``subspace.pack(position + (random element,))`` for a new item
-        (``subspace``: the queue's, unless another is given, as a group's items). The
-        queue's own item keys, ``position`` being its ``leading_integers`` integers, are
-        packed by the key codec (:data:`ITEM_KEY_CODEC`), the same bytes.
+    def item_key(
+        self,
+        position: tuple[Any, ...],
+        subspace: Subspace | None = None,
+        element: bytes | None = None,
+    ) -> bytes:
+        """Return the key ``subspace.pack(position + (element,))`` for a new item
+        (``subspace``: the queue's, unless another is given, as a group's items;
+        ``element``: a new random element unless given, :func:`random_element`, as a job's
+        item's is its id, :func:`~fdbqueue._storage.job_records.job_element`). The queue's
+        own item keys, ``position`` being its ``leading_integers`` integers, are packed by
+        the key codec (:data:`ITEM_KEY_CODEC`), the same bytes.
 
         Raises:
             ValueError: the key would exceed FoundationDB's 10,000-byte key limit, or an
                 element of ``position`` is out of the tuple layer's range.
         """
+        if element is None:
+            element = random_element()
         try:
             if subspace is None:
-                key: bytes = self._pack_item(self.prefix, *position, random_element())
+                key: bytes = self._pack_item(self.prefix, *position, element)
             else:
-                key = subspace.pack((*position, random_element()))
+                key = subspace.pack((*position, element))
         except (ValueError, OverflowError, struct.error) as error:  # an int beyond 255 bytes
             raise ValueError(f"cannot make an item key from {position!r}: {error}") from None
         if len(key) > MAX_KEY_BYTES:
@@ -478,13 +493,28 @@ class ItemStore(TypeRecords):
         if add is not None:
             add(begin, end)
 
-    def write(self, tr: AnyContext, key: bytes, encoded: bytes, bits: int = ALL) -> None:
-        """Write one item, count it and signal blocked consumers. ``bits``: the features the
-        queue used (:mod:`fdbqueue._storage.features`, as :meth:`check_type` returned them;
-        :data:`~fdbqueue._storage.features.ALL` when not known): a value carrying a job's
-        header is a job's only on a queue that used jobs, as :meth:`decode` reads it, so
-        a ``raw`` value of a queue without jobs that happens to begin with the header is
-        written as it is, and notes no job's location.
+    def write(
+        self,
+        tr: AnyContext,
+        position: tuple[Any, ...],
+        encoded: bytes,
+        bits: int = ALL,
+        subspace: Subspace | None = None,
+    ) -> bytes:
+        """Write one item at ``position`` (of ``subspace``, as :meth:`item_key`), count it and
+        signal blocked consumers; return its key. ``encoded``: the value as fdbqueue's
+        records carry it (a job's with its header, :func:`~fdbqueue._storage.job_records.
+        wrap`). ``bits``: the features the queue used (:mod:`fdbqueue._storage.features`, as
+        :meth:`check_type` returned them; :data:`~fdbqueue._storage.features.ALL` when not
+        known): a value carrying a job's header is a job's only on a queue that used jobs,
+        as :meth:`decode` reads it, so a ``raw`` value of a queue without jobs that happens
+        to begin with the header is written as it is, and notes no job's location.
+
+        A job's item keeps its job in its key, not in its value: the key's last element is
+        the job's id (:func:`~fdbqueue._storage.job_records.job_element`) where a plain
+        item's is random, and the value is the codec's bytes alone, so a consumer of the
+        recipe's reads exactly the value submitted. :meth:`item_bytes` puts the header back
+        when the item is taken.
 
         Cost: one set and two atomic adds (size counter, signal key); no reads; a job's item
         one set more, where its cancel finds it
@@ -492,14 +522,35 @@ class ItemStore(TypeRecords):
         writes new items counts them, once per batch
         (:meth:`add_to_enqueued`), as a delayed item falling due is written here again.
         """
-        tr[key] = encoded
         job = job_of(encoded) if bits & JOBS else None
-        if job is not None:  # a job's item: its record's cancel finds it here
+        if job is None:
+            key = self.item_key(position, subspace)
+            tr[key] = encoded
+        else:  # a job's item: its id in the key; its record's cancel finds it there
+            key = self.item_key(position, subspace, job_element(job))
+            tr[key] = strip_job_header(encoded)
             self.jobs.located(tr, job, key)
         tr.add(self.size_key, _ONE)  # (add_to_size(tr, 1) and signal(tr), without their calls)
         tr.add(self.signal_key, _ONE)
         if metrics.may_record:  # (no call while nothing records)
             metrics.add("enqueued", **self.metric_attributes)
+        return key
+
+    def item_bytes(self, position: tuple[Any, ...], value: bytes) -> bytes:
+        """An item's stored ``value`` (its key's ``position``, unpacked) as fdbqueue's other
+        records carry it: with its job's header when its key names a job (:meth:`write`),
+        else as stored (a plain item's, or a job's item written before jobs moved to the
+        key, whose value carries the header itself). Call it on a queue that used jobs; the
+        take of an item moves these bytes to a held value or a dead letter."""
+        job = job_of_element(position[-1])
+        return value if job is None else job_header(job) + value
+
+    def job_of_item(self, position: tuple[Any, ...], value: bytes) -> bytes | None:
+        """The job whose item is at ``position`` (its key, unpacked) holding ``value``: the
+        id in its key's last element (:meth:`write`), or in its value's header for an item
+        written before jobs moved to the key; None for a plain item."""
+        job = job_of_element(position[-1])
+        return job_of(value) if job is None else job
 
     def signal(self, tr: AnyContext) -> None:
         """Bump the signal key that blocked consumers watch (an atomic add: no conflict)."""
