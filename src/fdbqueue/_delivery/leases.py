@@ -258,7 +258,7 @@ def wall_clock() -> float:
 
 def wall_microseconds() -> int:
     """:func:`wall_clock` in whole microseconds, as the records store it."""
-    return round(wall_clock() * MICROSECONDS_PER_SECOND)
+    return round(_clock.now() * MICROSECONDS_PER_SECOND)  # (wall_clock, without its call)
 
 
 class LeaseRecord(NamedTuple):
@@ -435,7 +435,8 @@ class LeaseHolds:
         """
         if not isinstance(lease, Lease):
             raise TypeError(f"{action} needs a Lease from claim(), not {type(lease).__name__}")
-        if not (self.leases.contains(lease.key) if belongs is None else belongs(lease.key)):
+        # (Subspace.contains of the leases, without its call)
+        if not (lease.key.startswith(self.prefix) if belongs is None else belongs(lease.key)):
             raise ValueError(f"lease {lease.id} belongs to another queue")
 
     def check_many(
