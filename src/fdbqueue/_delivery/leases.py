@@ -293,12 +293,16 @@ class LeaseRecord(NamedTuple):
                 end = _LEASE_FIXED_BYTES + held_bytes
                 if len(value) < end:
                     raise ValueError("its held id is cut short")
-                return cls(
-                    value[end:],
-                    deliveries,
-                    value[_LEASE_FIXED_BYTES:end],
-                    expiry if flags & _LEASE_EXPIRES else None,
-                    released if flags & _LEASE_RELEASED else None,
+                # (the named tuple's ``__new__``, without its call: every field is given)
+                return tuple.__new__(
+                    cls,
+                    (
+                        value[end:],
+                        deliveries,
+                        value[_LEASE_FIXED_BYTES:end],
+                        expiry if flags & _LEASE_EXPIRES else None,
+                        released if flags & _LEASE_RELEASED else None,
+                    ),
                 )
             parts = fdb.tuple.unpack(value)  # an older fdbqueue's tuple layout
             return cls(
