@@ -362,6 +362,11 @@ def lease_microseconds(seconds: float) -> int:
     return max(1, math.ceil(seconds * MICROSECONDS_PER_SECOND))
 
 
+#: The types of the usual lease seconds (exactly these: a bool, or a subclass, is checked by
+#: :func:`~fdbqueue._checks.check_seconds`).
+_PLAIN_NUMBERS = (int, float)
+
+
 def check_lease_seconds(seconds: Any) -> float:
     """Return ``seconds`` as a float, or raise before anything is read or written.
 
@@ -369,8 +374,7 @@ def check_lease_seconds(seconds: Any) -> float:
         TypeError: not a number (bool included).
         ValueError: NaN, or not in ``(0, MAX_LEASE_SECONDS]``.
     """
-    kind = type(seconds)
-    if (kind is int or kind is float) and 0 < seconds <= MAX_LEASE_SECONDS:
+    if type(seconds) in _PLAIN_NUMBERS and 0 < seconds <= MAX_LEASE_SECONDS:
         return float(seconds)  # (the usual call: check_seconds's answer, without its call)
     number = check_seconds(seconds, "lease", allow_infinity=True)
     if number > MAX_LEASE_SECONDS:
