@@ -87,7 +87,8 @@ def _nothing_fresh(tr: Any, n: int, budget: int | None) -> Taken:
 def claimed_something(claimed: Any) -> bool:
     """Whether a claim batch wrote (leased something, or moved items to the dead letters):
     the ``wrote`` of its :func:`~fdbqueue._transactions.receipts.exactly_once`."""
-    return claimed is MOVED_ASIDE or bool(claimed)
+    # (a claim's non-empty list, the usual case, first: MOVED_ASIDE is true too)
+    return bool(claimed) or claimed is MOVED_ASIDE
 
 
 def leases_unexpired(claimed: Any, version: int) -> bool:
