@@ -87,7 +87,8 @@ def _nothing_fresh(tr: Any, n: int, budget: int | None) -> Taken:
 def claimed_something(claimed: Any) -> bool:
     """Whether a claim batch wrote (leased something, or moved items to the dead letters):
     the ``wrote`` of its :func:`~fdbqueue._transactions.receipts.exactly_once`."""
-    return claimed is MOVED_ASIDE or bool(claimed)
+    # (a claim's non-empty list, the usual case, first: MOVED_ASIDE is true too)
+    return bool(claimed) or claimed is MOVED_ASIDE
 
 
 def leases_unexpired(claimed: Any, version: int) -> bool:
@@ -97,12 +98,16 @@ def leases_unexpired(claimed: Any, version: int) -> bool:
     :func:`~fdbqueue._transactions.receipts.exactly_once`: a claim whose commit had an unknown
     result learns that it was applied only later, perhaps after a recovery, and must not
     return a lease that has expired since; it claims again."""
-    if isinstance(claimed, Lease):
-        return not claimed.expired(version + 1)
-    if isinstance(claimed, (list, tuple)):
-        for part in claimed:
-            if not leases_unexpired(part, version):
+    if not isinstance(claimed, (list, tuple)):  # (a claim's list of Leases: the usual case)
+        if not isinstance(claimed, Lease):
+            return True
+        claimed = (claimed,)
+    for part in claimed:
+        if isinstance(part, Lease):  # (checked here, without a call of its own)
+            if part.expired(version + 1):
                 return False
+        elif not leases_unexpired(part, version):
+            return False
     return True
 
 

@@ -258,7 +258,7 @@ def wall_clock() -> float:
 
 def wall_microseconds() -> int:
     """:func:`wall_clock` in whole microseconds, as the records store it."""
-    return round(wall_clock() * MICROSECONDS_PER_SECOND)
+    return round(_clock.now() * MICROSECONDS_PER_SECOND)  # (wall_clock, without its call)
 
 
 class LeaseRecord(NamedTuple):
@@ -293,12 +293,16 @@ class LeaseRecord(NamedTuple):
                 end = _LEASE_FIXED_BYTES + held_bytes
                 if len(value) < end:
                     raise ValueError("its held id is cut short")
-                return cls(
-                    value[end:],
-                    deliveries,
-                    value[_LEASE_FIXED_BYTES:end],
-                    expiry if flags & _LEASE_EXPIRES else None,
-                    released if flags & _LEASE_RELEASED else None,
+                # (the named tuple's ``__new__``, without its call: every field is given)
+                return tuple.__new__(
+                    cls,
+                    (
+                        value[end:],
+                        deliveries,
+                        value[_LEASE_FIXED_BYTES:end],
+                        expiry if flags & _LEASE_EXPIRES else None,
+                        released if flags & _LEASE_RELEASED else None,
+                    ),
                 )
             parts = fdb.tuple.unpack(value)  # an older fdbqueue's tuple layout
             return cls(
@@ -358,6 +362,11 @@ def lease_microseconds(seconds: float) -> int:
     return max(1, math.ceil(seconds * MICROSECONDS_PER_SECOND))
 
 
+#: The types of the usual lease seconds (exactly these: a bool, or a subclass, is checked by
+#: :func:`~fdbqueue._checks.check_seconds`).
+_PLAIN_NUMBERS = (int, float)
+
+
 def check_lease_seconds(seconds: Any) -> float:
     """Return ``seconds`` as a float, or raise before anything is read or written.
 
@@ -365,8 +374,7 @@ def check_lease_seconds(seconds: Any) -> float:
         TypeError: not a number (bool included).
         ValueError: NaN, or not in ``(0, MAX_LEASE_SECONDS]``.
     """
-    kind = type(seconds)
-    if (kind is int or kind is float) and 0 < seconds <= MAX_LEASE_SECONDS:
+    if type(seconds) in _PLAIN_NUMBERS and 0 < seconds <= MAX_LEASE_SECONDS:
         return float(seconds)  # (the usual call: check_seconds's answer, without its call)
     number = check_seconds(seconds, "lease", allow_infinity=True)
     if number > MAX_LEASE_SECONDS:
@@ -435,7 +443,8 @@ class LeaseHolds:
         """
         if not isinstance(lease, Lease):
             raise TypeError(f"{action} needs a Lease from claim(), not {type(lease).__name__}")
-        if not (self.leases.contains(lease.key) if belongs is None else belongs(lease.key)):
+        # (Subspace.contains of the leases, without its call)
+        if not (lease.key.startswith(self.prefix) if belongs is None else belongs(lease.key)):
             raise ValueError(f"lease {lease.id} belongs to another queue")
 
     def check_many(

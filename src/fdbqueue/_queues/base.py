@@ -804,18 +804,17 @@ class QueueBase(Generic[T]):
         read (a read conflict on the lease) and two clears; for a job, a point read and two
         sets (its record), one more with a result.
         """
-        shard = self._router.for_lease(lease, "ack")
-        job = lease.job_id if isinstance(lease, Lease) else None
+        shard = self._router.for_lease(lease, "ack")  # a Lease from here on
         if result is None:
             encoded = None
-        elif job is None:
+        elif lease.job_id is None:
             raise ValueError(
                 f"ack got result= for lease {lease.id}, a plain item's (no job_id): only a job "
                 "keeps a result; submit the item as a job (queue.submit) to keep one, or ack "
                 "without result= (nothing was changed)"
             )
         else:
-            encoded = self._encode_result(result, job)
+            encoded = self._encode_result(result, lease.job_id)
         shard.ack(tr, lease, encoded)
 
     def ack_many(self, tr: TransactionContext, leases: Iterable[Lease[Any]]) -> None:

@@ -196,8 +196,14 @@ class Router:
         """
         if not isinstance(lease, Lease):
             raise TypeError(f"{action} needs a Lease from claim(), not {type(lease).__name__}")
-        shard = self._holding(lease.key)
-        if shard is None or not shard.leases.leases.contains(lease.key):
+        key = lease.key
+        # a queue of one shard: its shard, without the lookup by prefix (its lease keys start
+        # with its prefix, so the check below refuses what that lookup would)
+        shard = self._only
+        if shard is None:
+            shard = self._holding(key)
+        # (Subspace.contains of the shard's leases, without its call)
+        if shard is None or not key.startswith(shard.leases.holds.prefix):
             raise ValueError("the lease belongs to another queue")
         return shard
 

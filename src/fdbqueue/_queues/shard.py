@@ -548,8 +548,9 @@ class Shard:
         without its wrapper: a hot call); given a Transaction (checked: TypeError for a
         snapshot view), inside it."""
         if runs_own_transaction(tr, "ack"):
-            ack = functools.partial(self.leases.holds.ack, lease=lease, result=result)
-            self.receipts.run(tr, ack)
+            self.receipts.run(
+                tr, functools.partial(self.leases.holds.ack, lease=lease, result=result)
+            )
         else:
             self.leases.holds.ack(tr, lease, result)
 

@@ -16,6 +16,8 @@ their metadata; keys stay short).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from fdb.subspace_impl import Subspace
@@ -35,22 +37,25 @@ class HeldValues:
     def __init__(self, metadata: Subspace) -> None:
         self.subspace = metadata["held"]
         self.prefix: bytes = self.subspace.key()
+        # :meth:`key`'s packing, its prefix bound (the methods below call it without
+        # :meth:`key`'s own call)
+        self._key: Callable[[bytes], bytes] = functools.partial(_keycodec.pack_bytes, self.prefix)
 
     def key(self, held_id: bytes) -> bytes:
         """The key of the value held under ``held_id``: ``subspace.pack((held_id,))``, packed
         by the key codec (:mod:`fdbqueue._keycodec`)."""
-        return _keycodec.pack_bytes(self.prefix, held_id)
+        return self._key(held_id)
 
     def put(self, tr: Any, held_id: bytes, encoded: bytes) -> None:
         """Hold ``encoded`` under ``held_id``. Cost: one set."""
-        tr[self.key(held_id)] = encoded
+        tr[self._key(held_id)] = encoded
 
     def get(self, tr: Any, held_id: bytes) -> Any:
         """Start reading the value held under ``held_id``: the binding's future-like Value
         (use ``.present()`` and ``bytes(...)``). Cost: one point read, through ``tr`` (pass
         ``tr.snapshot`` for no read conflict)."""
-        return tr.get(self.key(held_id))
+        return tr.get(self._key(held_id))
 
     def drop(self, tr: Any, held_id: bytes) -> None:
         """Remove the value held under ``held_id``. Cost: one clear."""
-        del tr[self.key(held_id)]
+        del tr[self._key(held_id)]
