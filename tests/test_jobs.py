@@ -16,7 +16,13 @@ from helpers import pass_time, raises_fdb_error
 import fdbqueue
 import fdbqueue.asyncio as fa
 from fdbqueue import Job, JobFailedError, PriorityQueue, Queue, Subspace, _clock, memory
-from fdbqueue._storage.job_records import JOB_HEADER
+from fdbqueue._storage.job_records import (
+    JOB_HEADER,
+    job_element,
+    job_header,
+    job_hint,
+    job_of_element,
+)
 from fdbqueue._storage.jobs import SWEEP_LIMIT, Jobs
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._storage.taking import CANCELLED_PER_TAKE
@@ -669,3 +675,104 @@ def test_consumers_in_threads_sharing_the_next_jobs_record_read_get_each_job_onc
     for job in jobs:
         state = shared.job(db, job).state
         assert state == ("succeeded" if job in delivered else "cancelled"), (job, state)
+
+
+# -- a job's item: its value as submitted, its id in its key (issue 44, decision 4) -----------
+
+
+def _items(db: Any, space: Subspace) -> list[tuple[bytes, bytes]]:
+    """The (key, value) pairs of the items under ``space`` (not its metadata), in key order."""
+    span = space.range()
+    return [
+        (bytes(kv.key), bytes(kv.value)) for kv in db.create_transaction()[span.start : span.stop]
+    ]
+
+
+@KINDS
+def test_a_jobs_item_holds_the_value_submitted_and_its_id_in_its_key(kind):
+    """A reader of the recipe's layout reads exactly the value submitted, even one that starts
+    as a job's header does; the key's last element, the recipe's random one, names the job."""
+    db = memory.open()
+    queue = queue_of(kind, "value-as-submitted", codec="raw")
+    lookalike = JOB_HEADER + bytes(range(16)) + b"payload"
+    jobs = [submit(queue, db, b"first"), submit(queue, db, lookalike)]
+    stored = _items(db, queue.subspace)
+    assert [value for _key, value in stored] == [b"first", lookalike]
+    assert [queue.subspace.unpack(key)[-1] for key, _value in stored] == [
+        b"\xfe" + bytes.fromhex(job.id) for job in jobs
+    ]
+    assert queue.peek(db) == b"first"
+    lease = queue.claim(db, lease=60)
+    assert (lease.value, lease.job_id) == (b"first", jobs[0].id)
+    queue.ack(db, lease)
+    taken = queue.dequeue(db) if kind is Queue else queue.pop_min(db)
+    assert taken == lookalike
+    assert [queue.job(db, job.id).state for job in jobs] == ["succeeded", "succeeded"]
+
+
+@KINDS
+@pytest.mark.parametrize("take", ["claim", "dequeue"])
+def test_a_jobs_item_stored_with_its_header_in_its_value_is_still_its_jobs(kind, take):
+    """An item an fdbqueue wrote before jobs moved to the key (the header in its value, a
+    random last element) is read as its job's: taken, claimed and finished as before."""
+    db = memory.open()
+    queue = queue_of(kind, f"header-in-value-{take}", codec="json")
+    job = submit(queue, db, {"n": 1})
+    ((key, value),) = _items(db, queue.subspace)
+    position = queue.subspace.unpack(key)[:-1]
+    tr = db.create_transaction()
+    del tr[key]
+    tr[queue.subspace.pack((*position, b"r" * 20))] = JOB_HEADER + bytes.fromhex(job.id) + value
+    tr.commit().wait()
+    assert queue.peek(db) == {"n": 1}
+    if take == "claim":
+        lease = queue.claim(db, lease=60)
+        assert (lease.value, lease.job_id) == ({"n": 1}, job.id)
+        assert queue.job(db, job.id).state == "running"
+        queue.ack(db, lease, result="done")
+        assert queue.result(db, job.id, timeout=1) == "done"
+    else:
+        assert (queue.dequeue(db) if kind is Queue else queue.pop_min(db)) == {"n": 1}
+        assert queue.job(db, job.id).state == "succeeded"
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_a_released_and_a_requeued_jobs_item_keeps_its_id_in_its_key(shards):
+    """A job's item that comes back (a released lease's retry, a dead letter requeued) is
+    written as a new item: its value alone, its id in its key again."""
+    db = memory.open()
+    queue = queue_of(Queue, f"comes-back-{shards}", codec="raw", shards=shards)
+    job = queue.submit(db, b"again")
+    element = b"\xfe" + bytes.fromhex(job.id)
+
+    def item_elements() -> list[tuple[bytes, bytes]]:
+        found = []
+        for shard in range(shards):
+            space = queue.subspace if shards == 1 else queue.subspace.subspace((shard,))
+            found += [(space.unpack(key)[-1], value) for key, value in _items(db, space)]
+        return found
+
+    assert item_elements() == [(element, b"again")]
+    queue.release(db, queue.claim(db, lease=60))
+    queue.dead_letter(db, queue.claim(db, lease=60), reason="test")
+    assert item_elements() == []
+    assert queue.requeue_dead_letters(db) == 1
+    assert item_elements() == [(element, b"again")]
+    lease = queue.claim(db, lease=60)
+    assert (lease.value, lease.job_id) == (b"again", job.id)
+
+
+@pytest.mark.parametrize(
+    "job_id",
+    [bytes(range(1, 17)), b"\xff" * 16, b"\x00" * 16, b"a" * 7 + b"\x00" + b"b" * 8],
+)
+@pytest.mark.parametrize("position", [(0,), (2**70, 3), (-5, 0)])
+def test_the_hint_of_a_jobs_key_is_its_id_unless_the_id_holds_a_nul(job_id, position):
+    """job_hint reads the id from the key's packed tail; an id with a NUL byte (escaped by
+    the tuple layer) gives no hint from the key, and a header in the value still does."""
+    key = Subspace(("hint",)).pack((*position, job_element(job_id)))
+    assert job_of_element(Subspace(("hint",)).unpack(key)[-1]) == job_id
+    assert job_hint(key, b"value") == (None if b"\x00" in job_id else job_id)
+    plain = Subspace(("hint",)).pack((*position, b"\x01" * 20))
+    assert job_hint(plain, job_header(job_id) + b"value") == job_id  # an older item's
+    assert job_hint(plain, b"value") is None

@@ -344,6 +344,18 @@ def test_python_recipe_reads_what_the_raw_queue_wrote(db, subspace):
     assert queue.empty(db)
 
 
+def test_python_recipe_reads_a_jobs_value_as_submitted(db, subspace):
+    """A job's item is an item of the recipe's layout holding the value alone: the job's id is
+    its key's last element, where the recipe puts random bytes (docs/jobs.rst)."""
+    _, recipe_dequeue = recipe_functions(subspace)
+    queue = Queue(subspace, codec="raw")
+    job = queue.submit(db, b"a job")
+    queue.enqueue(db, b"an item")
+    assert bytes(recipe_dequeue(db)) == b"a job"
+    assert bytes(recipe_dequeue(db)) == b"an item"
+    assert queue.job(db, job.id).state == "waiting"  # the recipe knows no jobs
+
+
 def test_tuple_queue_matches_the_java_recipe_layout(db, subspace):
     """MicroQueue stores (index, 20 random bytes) -> Tuple.from(value).pack()."""
 

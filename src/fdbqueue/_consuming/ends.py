@@ -37,7 +37,7 @@ from fdbqueue._delivery.leases import Lease
 from fdbqueue._storage import taking
 from fdbqueue._storage.ages import BUCKET
 from fdbqueue._storage.features import DELAYS, GROUPS, JOBS, LEASES, PAUSE
-from fdbqueue._storage.job_records import job_of
+from fdbqueue._storage.job_records import job_hint
 from fdbqueue._storage.store import ItemStore
 from fdbqueue._storage.taking import MOVED_ASIDE, Taken, TakenItem
 from fdbqueue._transactions.receipts import exactly_once
@@ -270,7 +270,7 @@ class End:
         if len(found) < 2:
             self.next_job = None
             return found, ahead
-        self.next_job = job_of(found[1].value)
+        self.next_job = job_hint(found[1].key, found[1].value)
         return found[:1], ahead
 
     def _first_item(self, tr: AnyContext, item: Any, bits: int, ahead: Any = None) -> Any:
@@ -287,6 +287,8 @@ class End:
         key = item.key
         position = store.unpack_position(key)  # a foreign key raises before any write
         encoded = bytes(item.value)
+        if bits:  # a job's item: its id in its key, its header back (held values keep it)
+            encoded = store.item_bytes(position, encoded)
         try:
             value = store.decode(encoded, bits)
         except Exception:  # a codec may raise anything on foreign bytes: the full take's

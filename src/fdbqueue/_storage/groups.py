@@ -199,9 +199,14 @@ class GroupsStore(Protocol):
     leading_integers: int
     metric_attributes: dict[str, Any]
 
-    def item_key(self, position: tuple[Any, ...], subspace: Subspace | None = None) -> bytes: ...
-
-    def write(self, tr: AnyContext, key: bytes, encoded: bytes, bits: int = ...) -> None: ...
+    def write(
+        self,
+        tr: AnyContext,
+        position: tuple[Any, ...],
+        encoded: bytes,
+        bits: int = ...,
+        subspace: Subspace | None = ...,
+    ) -> bytes: ...
 
     def unpack_position(self, key: bytes) -> tuple[Any, ...]: ...
 
@@ -294,7 +299,7 @@ class Groups:
         last = list(tr.get_range(members.start, members.stop, limit=1, reverse=True))
         index: int = self.items.unpack(last[0].key)[1] if last else 0
         self.ages.appended(tr, (group,), index + 1, len(encoded), found_empty=not last)
-        keys = []
+        keys: list[bytes] = []
         for value in encoded:
             index += 1
             position = (group, index) if priority is None else (group, index, priority)

@@ -71,8 +71,8 @@ import fdb.tuple
 from fdbqueue.codecs import MAX_VALUE_BYTES
 
 __all__ = [
-    "JOB_ELEMENT_MARK",
     "FINISHED",
+    "JOB_ELEMENT_MARK",
     "JOB_HEADER",
     "JOB_ID_BYTES",
     "RECORD_VERSION",
@@ -84,8 +84,8 @@ __all__ = [
     "job_element",
     "job_header",
     "job_hint",
-    "job_of_element",
     "job_of",
+    "job_of_element",
     "strip_job_header",
     "wrap",
 ]

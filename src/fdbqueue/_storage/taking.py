@@ -206,6 +206,8 @@ def take(
             raise
         for item, position in zip(batch, positions, strict=False):  # (as long as each other)
             encoded = bytes(item.value)
+            if jobs:  # a job's item: its id in its key, its header back for what follows
+                encoded = store.item_bytes(position, encoded)
             moved = 0
             if budget is not None:  # no budget (a plain take): nothing to count
                 moved = set_bytes(len(item.key) + 64, len(encoded))
@@ -303,10 +305,13 @@ def peek(
     codec_record = store.recorded_codec(tr)
     for item in candidates:
         bits = store.check_codec(codec_record)
+        stored = bytes(item.value)
         if not isinstance(item, Elsewhere):
-            store.unpack_position(item.key)
+            position = store.unpack_position(item.key)
+            if bits & JOBS:  # a job's item: its id in its key (Elsewhere's value holds it)
+                stored = store.item_bytes(position, stored)
         try:
-            value = store.decode(item.value, bits)
+            value = store.decode(stored, bits)
         except Exception:  # poison: the next take moves it aside
             continue
         values.append((bytes(item.key), value) if keyed else value)

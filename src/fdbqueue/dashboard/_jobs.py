@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fdbqueue import _clock
-from fdbqueue._storage.job_records import JOB_HEADER, strip_job_header
+from fdbqueue._storage.job_records import JOB_HEADER, job_element, strip_job_header
 from fdbqueue._storage.jobs import JobInfo
 from fdbqueue._storage.store import metadata_subspace
 from fdbqueue._transactions.transactional import run_in_retry_loop
@@ -92,6 +92,15 @@ def look_up(database: Any, name: str, queues: Mapping[str, AnyQueue], job_id: st
     return JobLookup(found)
 
 
+def _last_element(where: Any, key: bytes) -> Any:
+    """The last element of ``key``, under the subspace ``where`` (None: none it can read)."""
+    try:
+        elements = where.unpack(key)
+    except Exception:  # another program's key: the tuple layer may raise anything on it
+        return None
+    return elements[-1] if elements else None
+
+
 def job_value(database: Any, queue: AnyQueue, job_id: str) -> tuple[bool, Any]:
     """``(True, value)`` of the job ``job_id`` (a valid id of ``queue``), decoded (an
     :class:`~fdbqueue.Undecodable` when the codec cannot), or ``(False, None)`` when its item
@@ -102,7 +111,8 @@ def job_value(database: Any, queue: AnyQueue, job_id: str) -> tuple[bool, Any]:
     :data:`SCANNED` keys each of the held values (leases, dead letters), the delayed items,
     the items of message groups and the other ready items, in that order, until the value is
     found; no conflicts."""
-    wanted = JOB_HEADER + bytes.fromhex(job_id)
+    wanted = JOB_HEADER + bytes.fromhex(job_id)  # a held value's, a delayed record's
+    element = job_element(bytes.fromhex(job_id))  # an item's key's last element
     if queue.shards == 1:
         places = [queue.subspace]
     else:
@@ -118,6 +128,8 @@ def job_value(database: Any, queue: AnyQueue, job_id: str) -> tuple[bool, Any]:
                     stored = bytes(kv.value)
                     if stored.startswith(wanted):
                         return stored
+                    if _last_element(where, kv.key) == element:  # an item: its value alone
+                        return wanted + stored
         return None
 
     stored: bytes | None = run_in_retry_loop(database, body)
