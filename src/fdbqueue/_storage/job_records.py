@@ -1,17 +1,27 @@
-"""A job's bytes: the header its stored value starts with, and the layout of its record.
+"""A job's bytes: the element of its item's key that names it, the header its value carries
+elsewhere, and the layout of its record.
 
 :meth:`fdbqueue.Queue.submit` (and :meth:`fdbqueue.PriorityQueue.submit`) enqueue an item
 and write its *job record* in the same transaction (:mod:`fdbqueue._storage.jobs`: the
 records' keys and every state change). The item is an item like any other, where the recipes
-put it; its stored value starts with a *job header* that carries the job's id, followed by
-the codec's bytes::
+put it, and its value is the codec's bytes alone: the job is named by the last element of its
+key, where the recipes put random bytes (:func:`job_element`)::
 
-    job header = b"\\xfe\\x00fdbqueue.job\\x00" + 16 id bytes   (the id: 32 hexadecimal digits)
+    job element = b"\\xfe" + 16 id bytes   (the id: 32 hexadecimal digits)
+
+Where a job's value is kept in fdbqueue's own records (a lease's held value, a delayed
+item's record, a dead letter) and on the way to them, it starts with a *job header* that
+carries the id, followed by the codec's bytes (:func:`wrap`; the item's write moves the id
+into the key, :meth:`~fdbqueue._storage.store.ItemStore.write`, and a take puts the header
+back, :meth:`~fdbqueue._storage.store.ItemStore.item_bytes`)::
+
+    job header = b"\\xfe\\x00fdbqueue.job\\x00" + 16 id bytes
 
 Every decode strips it (:meth:`~fdbqueue._storage.store.ItemStore.decode`: the one decode of
 every take, claim and peek), so consumers see the value submitted. A value whose stored bytes
 start with that header is read as a job's: no built-in codec writes it (a tuple never starts
 with ``0xfe``, JSON never does, and a ``raw`` value would have to start with those 14 bytes).
+So is an item's value written by an fdbqueue from before jobs moved to the key.
 
 The job record, byte for byte (version 3, :data:`RECORD_VERSION`; integers little-endian;
 :class:`JobRecord` is the one place that packs and reads it)::
