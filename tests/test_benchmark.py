@@ -1059,7 +1059,9 @@ def test_cpu_prints_the_recipe_and_fdbqueue_per_item_and_their_ratios():
         assert rows[name][5:7] == [1.0, 1.0]
     for name, row in rows.items():
         own, client, db, total, share, ratio, client_ratio, reads, read, written = row[:10]
-        assert 0 < own < client < total and 0 < db < total and 0 < share < 1
+        # client: own and the binding's code, which a path may not call at all (a job's,
+        # since its id moved into the item key: no tuple layer)
+        assert 0 < own <= client < total and 0 < db < total and 0 < share < 1
         assert ratio > 0 and client_ratio > 0
         assert reads >= 1 and read >= 1 and written >= 2
         assert row[10:] == ["yes", cpu.SUBJECTS[name].reference]
@@ -1115,8 +1117,8 @@ def test_cpu_in_json_gives_every_subjects_figures():
         reference = results[r["reference"]]
         assert r["in_order"] is True and r["items"] == 20 and r["runs"] == 3
         assert r["own_us_per_item"] > 0 and r["database_us_per_item"] > 0
-        assert r["own_us_per_item"] < r["client_us_per_item"] < r["total_us_per_item"]
-        assert 0 < r["own_share"] < r["client_share"] < 1
+        assert r["own_us_per_item"] <= r["client_us_per_item"] < r["total_us_per_item"]
+        assert 0 < r["own_share"] <= r["client_share"] < 1  # (as above)
         assert r["vs_recipe"] == pytest.approx(r["own_us_per_item"] / reference["own_us_per_item"])
         assert r["client_vs_recipe"] == pytest.approx(
             r["client_us_per_item"] / reference["client_us_per_item"]

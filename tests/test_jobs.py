@@ -776,3 +776,27 @@ def test_the_hint_of_a_jobs_key_is_its_id_unless_the_id_holds_a_nul(job_id, posi
     plain = Subspace(("hint",)).pack((*position, b"\x01" * 20))
     assert job_hint(plain, job_header(job_id) + b"value") == job_id  # an older item's
     assert job_hint(plain, b"value") is None
+
+
+def test_a_move_between_shards_keeps_each_jobs_id_in_its_key():
+    """A consumer's move of a crowded shard's front into its home
+    (``FifoShard.move_front``) writes each item anew: a job's keeps its id in its key, its
+    cancel finds it where it went, and a claim there delivers it as its job's."""
+    db = memory.open()
+    queue = queue_of(Queue, "moved-jobs", codec="raw", shards=4)
+    crowded, home = queue._router.shards[0], queue._router.shards[1]
+    jobs = {bytes.fromhex(job.id): job for job in submit_many(db, queue, [b"x"] * 1000)}
+
+    def shard_items(shard: Any) -> list[tuple[bytes, bytes]]:
+        return _items(db, queue.subspace.subspace((queue._router.shards.index(shard),)))
+
+    before = shard_items(crowded)
+    moved = fdbqueue.transactional(lambda tr: crowded.move_front(tr, home, 64))(db)
+    assert moved == 64
+    arrived = shard_items(home)[-moved:]
+    assert [value for _key, value in arrived] == [b"x"] * moved
+    ids = [job_of_element(Subspace(rawPrefix=b"").unpack(key)[-1]) for key, _value in arrived]
+    first_moved = [job_of_element(queue.subspace.unpack(key)[-1]) for key, _ in before[:moved]]
+    assert ids == first_moved and all(job in jobs for job in ids)
+    assert queue.cancel(db, jobs[ids[0]].id)  # found where it went
+    assert queue.job(db, jobs[ids[0]].id).state == "cancelled"

@@ -85,6 +85,7 @@ __all__ = [
     "JOB_ELEMENT_MARK",
     "JOB_HEADER",
     "JOB_ID_BYTES",
+    "JOB_PREFIX_BYTES",
     "RECORD_VERSION",
     "RESULT_KEPT",
     "RESULT_NOT_KEPT",
@@ -104,7 +105,9 @@ __all__ = [
 JOB_HEADER = b"\xfe\x00fdbqueue.job\x00"
 _HEADER_LENGTH = len(JOB_HEADER)
 JOB_ID_BYTES = 16
-_PREFIX_LENGTH = _HEADER_LENGTH + JOB_ID_BYTES
+#: The bytes of a job's header and id before the codec's bytes (31).
+JOB_PREFIX_BYTES = _HEADER_LENGTH + JOB_ID_BYTES
+_PREFIX_LENGTH = JOB_PREFIX_BYTES
 #: Every state :attr:`~fdbqueue._storage.jobs.JobInfo.state` takes.
 STATES = (
     "waiting",

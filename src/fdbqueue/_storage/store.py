@@ -65,6 +65,7 @@ from fdbqueue._storage.features import ALL, JOBS, FeatureRecord
 from fdbqueue._storage.groups import Groups
 from fdbqueue._storage.held import HeldValues
 from fdbqueue._storage.job_records import (
+    JOB_PREFIX_BYTES,
     job_element,
     job_header,
     job_of,
@@ -528,7 +529,7 @@ class ItemStore(TypeRecords):
             tr[key] = encoded
         else:  # a job's item: its id in the key; its record's cancel finds it there
             key = self.item_key(position, subspace, job_element(job))
-            tr[key] = strip_job_header(encoded)
+            tr[key] = encoded[JOB_PREFIX_BYTES:]  # (job_of read the header: strip_job_header's)
             self.jobs.located(tr, job, key)
         tr.add(self.size_key, _ONE)  # (add_to_size(tr, 1) and signal(tr), without their calls)
         tr.add(self.signal_key, _ONE)
