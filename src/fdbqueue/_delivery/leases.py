@@ -484,26 +484,25 @@ class LeaseHolds:
             )
         return batch
 
-    def _held(self, tr: AnyContext, lease: Any, action: str) -> bytes:
-        """Check that ``lease`` is a lease of this queue, still held; return its record.
+    def _held(self, tr: AnyContext, lease: Lease[Any], action: str) -> bytes:
+        """Check that ``lease`` (which passed :meth:`check`) is still held; return its record.
 
         Raises:
-            TypeError: ``lease`` is not a Lease.
-            ValueError: it is a lease of another queue.
+            TypeError: ``tr`` is a snapshot view.
             LeaseNotHeldError, LeaseExpiredError: see :meth:`ack`.
         """
         stored = self._look(tr, lease, action)
         return self._still_held(lease, stored, tr.get_read_version().wait())
 
-    def _look(self, tr: AnyContext, lease: Any, action: str) -> Any:
-        """Check that ``lease`` is a lease of this queue and ``tr`` can write; start reading
-        its record (a point read, with a read conflict) for :meth:`_still_held`.
+    def _look(self, tr: AnyContext, lease: Lease[Any], action: str) -> Any:
+        """Check that ``tr`` can write; start reading the record of ``lease`` (a Lease of
+        this queue: :meth:`check`ed by the caller, as
+        :meth:`~fdbqueue._queues.router.Router.for_lease` checks every lease given to a
+        queue) for :meth:`_still_held` (a point read, with a read conflict).
 
         Raises:
-            TypeError: ``lease`` is not a Lease, or ``tr`` is a snapshot view.
-            ValueError: it is a lease of another queue.
+            TypeError: ``tr`` is a snapshot view.
         """
-        self.check(lease, action)
         require_writable(tr, action)
         return tr.get(lease.key)
 
@@ -533,13 +532,16 @@ class LeaseHolds:
             )
         return bytes(stored)
 
-    def ack(self, tr: AnyContext, lease: Any, result: bytes | None = None) -> None:
+    def ack(self, tr: AnyContext, lease: Lease[Any], result: bytes | None = None) -> None:
         """Remove a leased item for good; a job's (:attr:`Lease.job_id`) succeeded, with
         ``result`` (encoded) kept (:mod:`fdbqueue._storage.jobs`).
 
+        ``lease`` must have passed :meth:`check` (as
+        :meth:`~fdbqueue._queues.router.Router.for_lease` checks every lease given to a
+        queue), as for :meth:`release`, :meth:`dead_letter` and :meth:`extend`.
+
         Raises:
-            TypeError: ``lease`` is not a :class:`Lease`, or ``tr`` is a snapshot view.
-            ValueError: the lease belongs to another queue.
+            TypeError: ``tr`` is a snapshot view.
             LeaseNotHeldError: acknowledged or released already, or expired and claimed again.
             LeaseExpiredError: the lease expired (the item will be delivered again).
 
@@ -597,7 +599,7 @@ class LeaseHolds:
     def release(
         self,
         tr: AnyContext,
-        lease: Any,
+        lease: Lease[Any],
         seconds: float = 0.0,
         error: BaseException | str | None = None,
     ) -> None:
@@ -638,7 +640,7 @@ class LeaseHolds:
         self.store.signal(tr)  # the item is claimable now (or its wait changed): wake claims
 
     def dead_letter(
-        self, tr: AnyContext, lease: Any, reason: str, error: BaseException | None = None
+        self, tr: AnyContext, lease: Lease[Any], reason: str, error: BaseException | None = None
     ) -> None:
         """Move a leased item to the dead letters with ``reason``, its deliveries kept (the
         caller logs why, as the worker loop does); a job is ``dead``, with ``error`` (or
@@ -662,7 +664,7 @@ class LeaseHolds:
             jobs.finish(tr, job, "dead", jobs.parsed(job_read), error=failure)
         metrics.add("dead_lettered", **self.store.metric_attributes)
 
-    def extend(self, tr: AnyContext, lease: Any, seconds: float) -> Lease[Any]:
+    def extend(self, tr: AnyContext, lease: Lease[Any], seconds: float) -> Lease[Any]:
         """Move a held lease's expiry to ``seconds`` after this transaction's read version;
         return the new Lease (same id and deliveries; the old object is no longer held).
 

@@ -188,23 +188,24 @@ class Router:
     # -- leases -----------------------------------------------------------------------------
 
     def for_lease(self, lease: Any, action: str) -> Shard:
-        """The shard whose keys hold ``lease``.
+        """The shard whose keys hold ``lease``, which its lease holds checked
+        (:meth:`~fdbqueue._delivery.leases.LeaseHolds.check`: the one check of a lease given
+        to ``ack``, ``release``, ``dead_letter``, ``extend`` and ``ack_with``; what the shard
+        does with it checks it no more).
 
         Raises:
             TypeError: ``lease`` is not a Lease.
             ValueError: a lease of another queue.
         """
-        if not isinstance(lease, Lease):
-            raise TypeError(f"{action} needs a Lease from claim(), not {type(lease).__name__}")
-        key = lease.key
-        # a queue of one shard: its shard, without the lookup by prefix (its lease keys start
-        # with its prefix, so the check below refuses what that lookup would)
+        # a queue of one shard: its shard, without the lookup by prefix (the check refuses a
+        # lease whose key is not under its leases)
         shard = self._only
         if shard is None:
-            shard = self._holding(key)
-        # (Subspace.contains of the shard's leases, without its call)
-        if shard is None or not key.startswith(shard.leases.holds.prefix):
-            raise ValueError("the lease belongs to another queue")
+            shard = self._holding(lease.key) if isinstance(lease, Lease) else None
+            if shard is None:  # no shard's: the check of any shard refuses it
+                self.shards[0].leases.holds.check(lease, action)
+                raise ValueError("the lease belongs to another queue")  # (never reached)
+        shard.leases.holds.check(lease, action)
         return shard
 
     def holds_key(self, key: bytes) -> bool:
