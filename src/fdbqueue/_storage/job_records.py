@@ -197,13 +197,36 @@ def job_of_element(element: Any) -> bytes | None:
 
 def job_hint(key: bytes, value: bytes) -> bytes | None:
     """A guess, without unpacking ``key``, at the job of the item ``key`` holding ``value``:
-    the id in its key's last element when that id holds no ``\x00`` (which the tuple layer
-    escapes), else the header of an item stored before jobs moved to the key. A guess only
-    (a plain item's random bytes may look like a job's): :meth:`~fdbqueue._consuming.ends.
-    End._front_ahead` reads ahead the record it names, and a wrong guess costs a read."""
+    the id in its key's last element (:func:`job_element`), else the header of an item
+    stored before jobs moved to the key. A guess only (a plain item's random bytes may look
+    like a job's): :meth:`~fdbqueue._consuming.ends.End._front_ahead` reads ahead the record
+    it names, and a wrong guess costs a read.
+
+    An id without a ``\x00`` byte sits at a fixed place in the packed key. The tuple layer
+    escapes each ``\x00`` as ``\x00\xff``, so an id holding ``k`` of them ends a key whose
+    packed last element is ``k`` bytes longer (:func:`_escaped_job_hint`: about 1 id in 22,
+    whose 12 random bytes hold a ``\x00``, and every id of a queue whose 4-byte tag holds
+    one)."""
     if key[-_PACKED_TAIL : -_PACKED_TAIL + len(_PACKED_MARK)] == _PACKED_MARK:
-        return key[-1 - JOB_ID_BYTES : -1]
-    return job_of(value)
+        job_id = key[-1 - JOB_ID_BYTES : -1]
+        if b"\x00" not in job_id:  # (else the mark's bytes were inside an escaped id)
+            return job_id
+    return _escaped_job_hint(key) or job_of(value)
+
+
+def _escaped_job_hint(key: bytes) -> bytes | None:
+    """The id in a job's item key whose id holds ``k`` (1 to 16) ``\x00`` bytes, each
+    escaped as ``\x00\xff``: the packed element starts ``k`` bytes before an unescaped
+    id's, and decodes to 16 bytes of which ``k`` are ``\x00``. None for any other key."""
+    if _PACKED_MARK not in key[-_PACKED_TAIL - JOB_ID_BYTES :] or key[-1:] != b"\x00":
+        return None
+    for escapes in range(1, JOB_ID_BYTES + 1):
+        start = len(key) - _PACKED_TAIL - escapes
+        if key[start : start + len(_PACKED_MARK)] == _PACKED_MARK:
+            job_id = key[start + len(_PACKED_MARK) : -1].replace(b"\x00\xff", b"\x00")
+            if len(job_id) == JOB_ID_BYTES and job_id.count(b"\x00") == escapes:
+                return job_id
+    return None
 
 
 def job_header(job_id: bytes) -> bytes:
