@@ -4,7 +4,7 @@ Measured with the in-memory database's latency model (:class:`fdbqueue.memory.La
 read latency is set (read versions and commits are free), and a read's latency runs from its
 issue, so reads issued together overlap; a call's wall time over that latency counts the
 reads it waited for one after another. Each queue object is used once first (a fresh object
-checks its codec record on its first take), and each count is the fewest of two tries on
+checks its codec record on its first take), and each count is the fewest of three tries on
 fresh databases (a loaded machine only adds to a call's wall time).
 
 * A claim sends its snapshot probe of the first lease with the front's read, as a dequeue
@@ -36,7 +36,7 @@ from fdbqueue import Queue, Subspace, memory
 
 READ = 0.1  # seconds per read: 1 serial read is well apart from 2 on a loaded machine
 MARGIN = 0.5  # reads: the call's own work and the timer, well under a read's latency
-TRIES = 2
+TRIES = 3  # a loaded machine (the suite runs on 2 workers) can slow any one of them
 
 
 def serial_reads(prepare: Callable[[memory.Database], Callable[[], Any]]) -> float:
