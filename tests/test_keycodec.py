@@ -255,3 +255,23 @@ def test_byte_order_follows_tuple_order(profile: settings) -> None:
         assert (a == b) == (first == second)
 
     check()
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_unpack_last_bytes_reads_the_tuple_layers_last_element(profile: settings) -> None:
+    """From the type code of a key's last element, the bytes the tuple layer packed there;
+    None from any other place and for a key whose last element is no bytes."""
+
+    @profile
+    @given(prefixes, st.lists(st.one_of(ints, data), max_size=3), data, st.integers(0, 60))
+    def check(prefix: bytes, before: list[Any], last: bytes, other: int) -> None:
+        start = len(fdb.tuple.pack(tuple(before), prefix=prefix))
+        key = fdb.tuple.pack((*before, last), prefix=prefix)
+        assert _keycodec.unpack_last_bytes(key, start) == last
+        if other < len(key) and other != start:
+            found = _keycodec.unpack_last_bytes(key, other)
+            assert found is None or fdb.tuple.pack((found,)) == key[other:]
+        followed = fdb.tuple.pack((*before, last, 1), prefix=prefix)
+        assert _keycodec.unpack_last_bytes(followed, start) is None
+
+    check()

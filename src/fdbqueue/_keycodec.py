@@ -50,6 +50,7 @@ __all__ = [
     "unpack_int",
     "unpack_int_bytes",
     "unpack_int_int_bytes",
+    "unpack_last_bytes",
 ]
 
 #: The bytes after the type code of an int of b bits (b < 64), by b: a longer int (from
@@ -266,3 +267,14 @@ def unpack_bytes(key: bytes, prefix: bytes) -> tuple[Any, ...]:
     except IndexError:
         pass
     return _reference(key, prefix)
+
+
+def unpack_last_bytes(key: bytes, position: int) -> bytes | None:
+    """The bytes the tuple layer stored as the last element of ``key``, whose type code is at
+    ``position``; None when something else is there (another type, more elements after it)
+    or ``key`` ends at ``position``. Finds the element of a key read from its end
+    (:func:`fdbqueue._storage.job_records.job_hint`), where no prefix is known."""
+    try:
+        return _bytes_at(key, position)
+    except IndexError:
+        return None

@@ -78,6 +78,7 @@ from typing import Any
 
 import fdb.tuple
 
+from fdbqueue import _keycodec
 from fdbqueue.codecs import MAX_VALUE_BYTES
 
 __all__ = [
@@ -216,15 +217,15 @@ def job_hint(key: bytes, value: bytes) -> bytes | None:
 
 def _escaped_job_hint(key: bytes) -> bytes | None:
     """The id in a job's item key whose id holds ``k`` (1 to 16) ``\x00`` bytes, each
-    escaped as ``\x00\xff``: the packed element starts ``k`` bytes before an unescaped
-    id's, and decodes to 16 bytes of which ``k`` are ``\x00``. None for any other key."""
-    if _PACKED_MARK not in key[-_PACKED_TAIL - JOB_ID_BYTES :] or key[-1:] != b"\x00":
+    escaped by the tuple layer: the packed element starts ``k`` bytes before an unescaped
+    id's (:func:`~fdbqueue._keycodec.unpack_last_bytes` reads it). None for any other key."""
+    if _PACKED_MARK not in key[-_PACKED_TAIL - JOB_ID_BYTES :]:
         return None
     for escapes in range(1, JOB_ID_BYTES + 1):
         start = len(key) - _PACKED_TAIL - escapes
-        if key[start : start + len(_PACKED_MARK)] == _PACKED_MARK:
-            job_id = key[start + len(_PACKED_MARK) : -1].replace(b"\x00\xff", b"\x00")
-            if len(job_id) == JOB_ID_BYTES and job_id.count(b"\x00") == escapes:
+        if start >= 0 and key[start : start + len(_PACKED_MARK)] == _PACKED_MARK:
+            job_id = job_of_element(_keycodec.unpack_last_bytes(key, start))
+            if job_id is not None:
                 return job_id
     return None
 
